@@ -1,0 +1,48 @@
+"""Errors raised by the compiler: `CompilationError` (with a source location) and `OutOfResources`."""
+from __future__ import annotations
+
+
+class CompilationError(Exception):
+    """A kernel could not be compiled. `str()` reads like a C compiler diagnostic:
+
+        file.py:12:9: error: <message>
+            x = tl.load(p + offs, mask=m)
+                ^
+    """
+
+    def __init__(self, message: str, loc=None, source_line: str | None = None):
+        self.message = str(message)
+        self.loc = loc
+        self.source_line = source_line
+        super().__init__(self._format())
+
+    def _format(self) -> str:
+        head = f"{self.loc}: error: {self.message}" if self.loc is not None else f"error: {self.message}"
+        if not self.source_line:
+            return head
+        line = self.source_line.rstrip("\n")
+        text = line.lstrip()
+        indent = len(line) - len(text)
+        out = f"{head}\n    {text}"
+        col = getattr(self.loc, "col", None)
+        if isinstance(col, int) and col >= indent:
+            out += "\n    " + " " * (col - indent) + "^"
+        return out
+
+    def __str__(self) -> str:
+        return self._format()
+
+    def __reduce__(self):  # picklable across process pools (the tuner compiles in children)
+        return (type(self), (self.message, self.loc, self.source_line))
+
+
+class OutOfResources(Exception):
+    """The kernel needs more shared memory / registers / threads than the device offers."""
+
+    def __init__(self, required: int, limit: int, name: str = "shared memory"):
+        self.required, self.limit, self.name = required, limit, name
+        super().__init__(f"out of resource: {name}, required: {required}, hardware limit: {limit}. "
+                         "Reducing block sizes or `num_stages` may help.")
+
+    def __reduce__(self):
+        return (type(self), (self.required, self.limit, self.name))
