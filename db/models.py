@@ -145,7 +145,7 @@ class Job(Base):
 
 
 class Trial(Base):
-    __tablename__ = "trials"
+    __tablename__ = "tuning_trials"
     __table_args__ = (
         sa.UniqueConstraint("job_id", "number"),
         sa.CheckConstraint(_in("status", TRIAL_STATUSES), name="status"),

@@ -1,0 +1,79 @@
+"""Repository functions against both databases."""
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+
+from db import migrate, repo
+from db.engine import make_engine, session_factory
+from db.models import BestConfig, Gpu, Trial
+
+
+@pytest.fixture
+def Session(database_url):
+    migrate.upgrade(database_url)
+    engine = make_engine(database_url)
+    yield session_factory(engine)
+    engine.dispose()
+
+
+H100 = dict(name="NVIDIA H100 80GB HBM3", capability=(9, 0), sm_count=132, total_memory=85_520_809_984,
+            driver_version="575.57", cuda_version="12.9")
+
+
+def test_gpu_and_kernel_get_or_create(Session):
+    with Session.begin() as s:
+        g1 = repo.get_or_create_gpu(s, H100)
+        k1 = repo.get_or_create_kernel(s, fingerprint="abc", name="add", source="def add(): pass",
+                                       compiler_version="0.1")
+    with Session.begin() as s:
+        g2 = repo.get_or_create_gpu(s, {**H100, "driver_version": "580.1"})
+        k2 = repo.get_or_create_kernel(s, fingerprint="abc", name="add", source="x", compiler_version="0.1")
+        assert (g2.id, k2.id) == (g1.id, k1.id)
+        assert g2.driver_version == "580.1" and g2.compute_capability == "9.0"
+        assert g2.total_memory == 85_520_809_984  # bigint
+        assert s.scalar(sa.select(sa.func.count()).select_from(Gpu)) == 1
+
+
+def test_job_trials_and_best_config(Session):
+    with Session.begin() as s:
+        k = repo.get_or_create_kernel(s, fingerprint="fp", name="softmax", source="src", compiler_version="0.1")
+        job = repo.create_job(s, k, {"kernel": {"name": "softmax"}}, trials_total=10)
+        assert job.study_name == f"job-{job.id}"
+        repo.record_trial(s, job_id=job.id, number=0, config={"BLOCK": 64}, status="ok",
+                          samples_ms=[1.0, 1.1, 0.9], median_ms=1.0, spread={"min": 0.9, "max": 1.1})
+        repo.record_trial(s, job_id=job.id, number=1, config={"BLOCK": 9999}, status="compile-error",
+                          error="too big", median_ms=float("inf"))
+        repo.record_trial(s, job_id=job.id, number=1, config={"BLOCK": 9999}, status="invalid", error="again")
+        with pytest.raises(ValueError):
+            repo.record_trial(s, job_id=job.id, number=2, config={}, status="splendid")
+        job_id = job.id
+    with Session() as s:
+        trials = s.scalars(sa.select(Trial).order_by(Trial.number)).all()
+        assert [(t.number, t.status) for t in trials] == [(0, "ok"), (1, "invalid")]
+        assert trials[0].samples_ms == [1.0, 1.1, 0.9] and trials[1].median_ms is None
+    key = repo.canonical_key({"n": 4096, "m": 128})
+    assert key == '{"m":128,"n":4096}'
+    for cfg, ms in (({"BLOCK": 64, "num_warps": 4}, 1.0), ({"BLOCK": 128, "num_warps": 8}, 0.8)):
+        with Session.begin() as s:
+            repo.upsert_best_config(s, kernel_fingerprint="fp", kernel_name="softmax", problem_key=key,
+                                    gpu_model=H100["name"], compute_capability="9.0", config=cfg,
+                                    median_ms=ms, default_ms=1.2, job_id=job_id)
+    with Session() as s:
+        rows = s.scalars(sa.select(BestConfig)).all()
+        assert len(rows) == 1 and rows[0].config == {"BLOCK": 128, "num_warps": 8} and rows[0].median_ms == 0.8
+        best = repo.get_best_config(s, kernel_fingerprint="fp", problem_key=key, gpu_model=H100["name"])
+        assert best is not None and best.default_ms == 1.2 and best.job_id == job_id
+        assert repo.find_best_configs(s, kernel_name="softmax")[0].id == best.id
+        assert repo.find_best_configs(s, kernel_name="other") == []
+
+
+def test_finish_job_does_not_override_cancel(Session):
+    with Session.begin() as s:
+        k = repo.get_or_create_kernel(s, fingerprint="fp", name="k", source="s", compiler_version="0")
+        job = repo.create_job(s, k, {})
+        job.state = "cancelled"
+        job_id = job.id
+    with Session.begin() as s:
+        assert repo.finish_job(s, job_id, "succeeded") is False
+        assert repo.job_state(s, job_id) == "cancelled"
