@@ -1,0 +1,835 @@
+"""Python AST → block IR: one visitor over a kernel's syntax tree.
+
+The kernel is never executed as Python here. Names resolve to front-end values: an `ir.Value`
+(a runtime scalar or block), or a compile-time Python object (numbers, dtypes, `tl` builtins,
+modules, `@jit` functions, which are inlined at their call sites). Control flow on compile-time
+conditions is resolved while generating; on runtime values it becomes `if`/`for`/`while` ops whose
+loop-carried values are the names a body re-assigns.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import types
+from typing import Any
+
+from .. import ir
+from ..errors import CompilationError
+from ..language import core as tl_core
+from ..language import dtypes as T
+from ..language.core import constexpr
+from ..language.dtypes import block_type, dtype
+from . import semantic as S
+from .builtins import BUILTINS, TensorMethod, tensor_attribute
+from .semantic import SemanticError, is_value
+
+_MISSING = object()
+
+
+class _Return(Exception):
+    """Not an error: unwinds statement generation after a `return` inside an inlined function."""
+
+
+class FunctionScope:
+    """What one function body (the kernel, or an inlined callee) sees while it is generated."""
+
+    def __init__(self, jit_fn, local: dict):
+        self.jit_fn = jit_fn
+        self.local = local
+        self.returned = _MISSING
+
+    def lookup_global(self, name):
+        g = self.jit_fn.globals
+        if name in g:
+            return g[name]
+        if hasattr(builtins, name):
+            return getattr(builtins, name)
+        return _MISSING
+
+
+class CodeGenerator(ast.NodeVisitor):
+    def __init__(self, jit_fn, builder: S.Builder, local: dict, depth: int = 0):
+        self.fn = jit_fn
+        self.b = builder
+        self.scope = FunctionScope(jit_fn, local)
+        self.depth = depth
+        self._source_lines = (jit_fn.src or "").splitlines()
+
+    # -- errors and locations -----------------------------------------------------------------
+    def loc(self, node) -> ir.Loc:
+        line = getattr(node, "lineno", self.fn.first_lineno)
+        col = getattr(node, "col_offset", 0) + getattr(self.fn, "col_offset_shift", 0)
+        return ir.Loc(self.fn.filename, line, col, self.fn.__name__)
+
+    def source_line(self, node) -> str | None:
+        line = getattr(node, "lineno", None)
+        if line is None:
+            return None
+        idx = line - self.fn.first_lineno
+        if 0 <= idx < len(self._source_lines):
+            shift = getattr(self.fn, "col_offset_shift", 0)
+            return " " * shift + self._source_lines[idx]
+        return None
+
+    def error(self, node, message) -> CompilationError:
+        return CompilationError(message, self.loc(node), self.source_line(node))
+
+    def visit(self, node):
+        saved = self.b.loc
+        if hasattr(node, "lineno"):
+            self.b.loc = self.loc(node)
+        try:
+            return super().visit(node)
+        except (CompilationError, _Return):
+            raise
+        except SemanticError as exc:
+            raise self.error(node, str(exc)) from None
+        except (TypeError, ValueError, IndexError, KeyError, ZeroDivisionError, AttributeError, AssertionError) as exc:
+            raise self.error(node, f"{type(exc).__name__}: {exc}") from None
+        finally:
+            self.b.loc = saved
+
+    def generic_visit(self, node):
+        raise self.error(node, f"unsupported Python construct in a kernel: {type(node).__name__}")
+
+    # -- statements ---------------------------------------------------------------------------
+    def visit_stmts(self, stmts: list):
+        """Generate a statement list; an `if` whose one branch returns takes the rest as its other branch."""
+        for i, stmt in enumerate(stmts):
+            if isinstance(stmt, ast.If):
+                rest = stmts[i + 1:]
+                then_ret, else_ret = _ends_with_return(stmt.body), _ends_with_return(stmt.orelse)
+                if rest and (then_ret != else_ret):
+                    if then_ret:
+                        stmt = ast.If(test=stmt.test, body=stmt.body, orelse=stmt.orelse + rest)
+                    else:
+                        stmt = ast.If(test=stmt.test, body=stmt.body + rest, orelse=stmt.orelse)
+                    ast.copy_location(stmt, stmts[i])
+                    self.visit(stmt)
+                    return
+            self.visit(stmt)
+            if self.scope.returned is not _MISSING:
+                return
+
+    def visit_FunctionDef(self, node):
+        self.visit_stmts(node.body)
+
+    def visit_Pass(self, node):
+        pass
+
+    def visit_Expr(self, node):
+        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return  # docstring
+        self.visit(node.value)
+
+    def visit_Return(self, node):
+        value = None if node.value is None else self.visit(node.value)
+        if self.depth == 0 and value is not None:
+            raise self.error(node, "a kernel cannot return a value; store results through a pointer")
+        self.scope.returned = value
+
+    def visit_Assign(self, node):
+        value = self.visit(node.value)
+        for target in node.targets:
+            self.assign(target, value)
+
+    def visit_AnnAssign(self, node):
+        if node.value is None:
+            return
+        value = self.visit(node.value)
+        ann = self.visit(node.annotation)
+        if ann is constexpr or ann == "constexpr":
+            if is_value(value):
+                raise self.error(node, "a tl.constexpr variable needs a compile-time value")
+        self.assign(node.target, value)
+
+    def visit_AugAssign(self, node):
+        if not isinstance(node.target, ast.Name):
+            raise self.error(node, "augmented assignment works on names only")
+        current = self.visit(ast.copy_location(ast.Name(id=node.target.id, ctx=ast.Load()), node.target))
+        value = self.binop(node, node.op, current, self.visit(node.value))
+        self.assign(node.target, value)
+
+    def assign(self, target, value):
+        if isinstance(target, ast.Name):
+            if isinstance(value, constexpr):
+                value = value.value
+            self.scope.local[target.id] = value
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            if not isinstance(value, (tuple, list)):
+                raise self.error(target, f"cannot unpack {self._describe(value)} into {len(target.elts)} names")
+            if len(value) != len(target.elts):
+                raise self.error(target, f"cannot unpack {len(value)} values into {len(target.elts)} names")
+            for t, v in zip(target.elts, value):
+                self.assign(t, v)
+        else:
+            raise self.error(target, "only names and tuples of names can be assigned to in a kernel "
+                                     "(write through pointers with tl.store)")
+
+    def visit_Assert(self, node):
+        cond = self.visit(node.test)
+        msg = self.visit(node.msg) if node.msg is not None else ""
+        if is_value(cond):
+            self.b.create("assert", [S.to_bool(self.b, cond)], [], {"message": str(msg)})
+        elif not cond:
+            raise self.error(node, f"static assertion failed: {msg}")
+
+    def visit_If(self, node):
+        cond = self.visit(node.test)
+        if not is_value(cond):
+            self.visit_stmts(node.body if cond else node.orelse)
+            return
+        if cond.is_block:
+            raise self.error(node.test, f"`if` needs a scalar condition, got a block of shape {list(cond.shape)}; use tl.where")
+        cond = S.to_bool(self.b, cond)
+        self._runtime_if(node, cond)
+
+    def _runtime_if(self, node, cond):
+        before = dict(self.scope.local)
+        outer_block = self.b.block
+
+        def run_branch(stmts):
+            self.scope.local = dict(before)
+            self.scope.returned = _MISSING
+            block = ir.Block()
+            self.b.block = block
+            self.visit_stmts(stmts)
+            result = (block, self.scope.local, self.scope.returned)
+            self.b.block = outer_block
+            return result
+
+        then_block, then_scope, then_ret = run_branch(node.body)
+        else_block, else_scope, else_ret = run_branch(node.orelse)
+        self.scope.local = dict(before)
+        self.scope.returned = _MISSING
+
+        # values that differ between the branches (or from before) flow out of the `if`
+        names = [n for n in then_scope if n in else_scope and
+                 (then_scope[n] is not else_scope[n] or then_scope[n] is not before.get(n, _MISSING))]
+        names = [n for n in names if is_value(then_scope[n]) or is_value(else_scope[n])
+                 or then_scope[n] != else_scope[n]]
+        pairs = [(then_scope[n], else_scope[n]) for n in names]
+        ret_pair = None
+        bare_return = False
+        if (then_ret is None and else_ret is _MISSING) or (then_ret is _MISSING and else_ret is None):
+            then_ret = else_ret = _MISSING  # `if c: return` with the rest of the function in the other branch
+            bare_return = True
+        if then_ret is not _MISSING or else_ret is not _MISSING:
+            if then_ret is _MISSING or else_ret is _MISSING:
+                raise self.error(node, "both branches must return when one does (or nothing follows the if)")
+            ret_pair = (then_ret, else_ret)
+        flat_pairs = list(pairs)
+        ret_len = 0
+        if ret_pair is not None:
+            tr, er = ret_pair
+            if isinstance(tr, tuple) != isinstance(er, tuple):
+                raise self.error(node, "the branches return different numbers of values")
+            tr_l, er_l = (list(tr), list(er)) if isinstance(tr, tuple) else ([tr], [er])
+            if len(tr_l) != len(er_l):
+                raise self.error(node, "the branches return different numbers of values")
+            ret_len = len(tr_l)
+            flat_pairs += list(zip(tr_l, er_l))
+        yielded_then, yielded_else, types_ = [], [], []
+        for i, (tv, ev) in enumerate(flat_pairs):
+            what = names[i] if i < len(names) else "the return value"
+            if tv is None and ev is None:
+                types_.append(None)
+                continue
+            tv, ev = self._unify_branch_values(node, what, tv, ev, then_block, else_block)
+            yielded_then.append(tv)
+            yielded_else.append(ev)
+            types_.append(tv.type)
+        then_block.ops.append(ir.Op("yield", yielded_then, [], loc=self.b.loc))
+        else_block.ops.append(ir.Op("yield", yielded_else, [], loc=self.b.loc))
+        op = self.b.create("if", [cond], [t for t in types_ if t is not None], regions=[then_block, else_block])
+        results = iter(op.results)
+        out = [None if t is None else next(results) for t in types_]
+        for n, v in zip(names, out[:len(names)]):
+            self.scope.local[n] = v
+        if ret_pair is not None:
+            rets = out[len(names):]
+            self.scope.returned = tuple(rets) if isinstance(ret_pair[0], tuple) else rets[0]
+        for n in set(before) - set(names):
+            self.scope.local[n] = before[n]
+        if bare_return:
+            self.scope.returned = None
+
+    def _unify_branch_values(self, node, what, tv, ev, then_block, else_block):
+        """Give a value assigned in both branches one type, turning constants into tensors."""
+        def materialize(v, block, like):
+            saved = self.b.block
+            self.b.block = block
+            try:
+                if is_value(v):
+                    if like is not None and v.type != like:
+                        if v.shape == S.shape_of(like):
+                            v = S.cast(self.b, v, S.scalar_of(like))
+                        elif not v.is_block and isinstance(like, block_type):
+                            v = S.splat(self.b, S.cast(self.b, v, like.element_ty), like.shape)
+                    return v
+                return S.to_tensor(self.b, v, S.scalar_of(like) if like is not None else None) if like is None or not isinstance(like, block_type) \
+                    else S.splat(self.b, S.to_tensor(self.b, v, like.element_ty), like.shape)
+            finally:
+                self.b.block = saved
+
+        if not is_value(tv) and not is_value(ev):
+            if not isinstance(tv, (bool, int, float)) or not isinstance(ev, (bool, int, float)):
+                raise self.error(node, f"`{what}` gets different compile-time values in the two branches of a runtime if")
+            ty = S.computation_type(S.literal_type(tv), False, S.literal_type(ev), False, False)
+            return materialize(tv, then_block, ty), materialize(ev, else_block, ty)
+        if not is_value(tv):
+            return materialize(tv, then_block, ev.type), ev
+        if not is_value(ev):
+            return tv, materialize(ev, else_block, tv.type)
+        if tv.type != ev.type:
+            if tv.shape == ev.shape:
+                ty = S.computation_type(tv.dtype, False, ev.dtype, False, False)
+                return materialize(tv, then_block, S._with_shape(ty, tv.shape)), materialize(ev, else_block, S._with_shape(ty, ev.shape))
+            raise self.error(node, f"`{what}` has type {tv.type} in the then-branch and {ev.type} in the else-branch")
+        return tv, ev
+
+    # -- loops ----------------------------------------------------------------------------------
+    def visit_For(self, node):
+        if node.orelse:
+            raise self.error(node, "for ... else is not supported in kernels")
+        it = node.iter
+        if not isinstance(it, ast.Call):
+            raise self.error(it, "kernels loop only over range(...), tl.range(...) or tl.static_range(...)")
+        fn = self.visit(it.func)
+        args = [self.visit(a) for a in it.args]
+        kwargs = {k.arg: self.visit(k.value) for k in it.keywords}
+        if fn is tl_core.static_range:
+            bounds = [self._constexpr(it, a, "tl.static_range bounds") for a in args]
+            for i in builtins.range(*bounds):
+                self.assign(node.target, i)
+                self.visit_stmts(node.body)
+                if self.scope.returned is not _MISSING:
+                    raise self.error(node, "return inside a loop is not supported")
+            return
+        if fn is not builtins.range and fn is not tl_core.range:
+            raise self.error(it, "kernels loop only over range(...), tl.range(...) or tl.static_range(...)")
+        if len(args) == 1:
+            lb, ub, step = 0, args[0], 1
+        elif len(args) == 2:
+            (lb, ub), step = args, 1
+        elif len(args) == 3:
+            lb, ub, step = args
+        else:
+            raise self.error(it, "range takes 1 to 3 arguments")
+        if not isinstance(node.target, ast.Name):
+            raise self.error(node.target, "the loop variable must be a single name")
+        if not is_value(step) and step == 0:
+            raise self.error(it, "range step must not be zero")
+        iv_type = T.int32
+        for bound in (lb, ub, step):
+            t = bound.dtype if is_value(bound) else S.literal_type(bound)
+            if not t.is_int():
+                raise self.error(it, f"range bounds must be integers, got {t}")
+            if t.primitive_bitwidth == 64:
+                iv_type = t
+        attrs = {"num_stages": kwargs.get("num_stages")}
+        if not is_value(step) and step < 0:
+            # `for` ops count upwards: walk j = 0, 1, … and derive the user's variable from it
+            lb_t, ub_t = S.to_tensor(self.b, lb), S.to_tensor(self.b, ub)
+            trips = S.floordiv(self.b, S.add(self.b, S.sub(self.b, lb_t, ub_t), -step - 1), -step)
+            trips = S.minmax(self.b, "maximum", trips, 0)
+            bounds = [S.cast(self.b, S.to_tensor(self.b, v), iv_type) for v in (0, trips, 1)]
+            user_iv = node.target.id
+
+            def body_fn(block, carried):
+                self.scope.local[user_iv] = S.add(self.b, S.cast(self.b, lb_t, iv_type), S.mul(self.b, block.args[0], step))
+                self._loop_body(node, block, carried)
+            self._build_loop(node, "for", bounds, [iv_type], body_fn, attrs, iv_name=f"{user_iv}.count")
+            return
+        lb_v, ub_v, step_v = (S.cast(self.b, S.to_tensor(self.b, v), iv_type) for v in (lb, ub, step))
+        body_fn = lambda block, carried: self._loop_body(node, block, carried)  # noqa: E731
+        self._build_loop(node, "for", [lb_v, ub_v, step_v], [iv_type], body_fn, attrs, iv_name=node.target.id)
+
+    def _loop_body(self, node, block, carried):
+        self.visit_stmts(node.body)
+        if self.scope.returned is not _MISSING:
+            raise self.error(node, "return inside a loop is not supported")
+
+    def visit_While(self, node):
+        if node.orelse:
+            raise self.error(node, "while ... else is not supported in kernels")
+        cond = self.visit(node.test)
+        if not is_value(cond) and not cond:
+            return
+        carried_names = self._carried_names(node.body + [ast.Expr(node.test)])
+        self._build_while(node, carried_names)
+
+    def _carried_names(self, stmts) -> list[str]:
+        assigned = []
+        for stmt in stmts:
+            for sub in ast.walk(stmt):
+                if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store) and sub.id not in assigned:
+                    assigned.append(sub.id)
+                elif isinstance(sub, ast.AugAssign) and isinstance(sub.target, ast.Name) and sub.target.id not in assigned:
+                    assigned.append(sub.target.id)
+        return [n for n in assigned if n in self.scope.local]
+
+    def _initial_carried(self, node, names, forced_types):
+        """Initial values of loop-carried names as tensors (constants become tensors)."""
+        vals = []
+        for n in names:
+            v = self.scope.local[n]
+            if n in forced_types:
+                ft = forced_types[n]
+                if not is_value(v):
+                    v = S.to_tensor(self.b, v, S.scalar_of(ft))
+                if v.type != ft:
+                    if isinstance(ft, block_type) and v.shape != ft.shape:
+                        v = S.broadcast_to(self.b, S.cast(self.b, v, ft.element_ty), ft.shape)
+                    else:
+                        v = S.cast(self.b, v, S.scalar_of(ft))
+            elif not is_value(v):
+                if not isinstance(v, (bool, int, float)):
+                    raise self.error(node, f"`{n}` is changed inside a runtime loop but holds {self._describe(v)}")
+                v = S.to_tensor(self.b, v)
+            vals.append(v)
+        return vals
+
+    def _build_loop(self, node, kind, bounds, iv_types, body_fn, attrs, iv_name):
+        loop_var = node.target.id if isinstance(getattr(node, "target", None), ast.Name) else None
+        names = [n for n in self._carried_names(node.body) if n not in (iv_name, loop_var)]
+        forced: dict[str, Any] = {}
+        for attempt in builtins.range(4):
+            inits = self._initial_carried(node, names, forced)
+            before = dict(self.scope.local)
+            outer = self.b.block
+            body = ir.Block(iv_types + [v.type for v in inits], [iv_name] + names)
+            self.b.block = body
+            self.scope.local = dict(before)
+            self.scope.local[iv_name] = body.args[0]
+            for n, a in zip(names, body.args[1:]):
+                self.scope.local[n] = a
+            try:
+                body_fn(body, names)
+                nexts = [self.scope.local[n] for n in names]
+            finally:
+                after_scope = self.scope.local
+                self.b.block = outer
+                self.scope.local = before
+            mismatch = {}
+            for n, init, nxt in zip(names, inits, nexts):
+                nt = nxt.type if is_value(nxt) else S.literal_type(nxt)
+                if nt != init.type:
+                    mismatch[n] = self._loop_type(node, n, init.type, nt)
+            if not mismatch:
+                break
+            if attempt == 3 or all(forced.get(n) == t for n, t in mismatch.items()):
+                n, t = next(iter(mismatch.items()))
+                raise self.error(node, f"loop-carried variable `{n}` has type {forced.get(n, self.scope.local[n].type if is_value(self.scope.local[n]) else S.literal_type(self.scope.local[n]))} before the loop but {t} after one iteration; "
+                                       f"initialize it with the type it keeps (e.g. tl.zeros(shape, dtype))")
+            forced.update(mismatch)
+        saved = self.b.block
+        self.b.block = body
+        yielded = []
+        for init, nxt in zip(inits, nexts):
+            v = S.to_tensor(self.b, nxt, S.scalar_of(init.type)) if not is_value(nxt) else nxt
+            if v.type != init.type:
+                v = S.cast(self.b, v, S.scalar_of(init.type))
+            yielded.append(v)
+        body.ops.append(ir.Op("yield", yielded, [], loc=self.b.loc))
+        self.b.block = saved
+        op = self.b.create(kind, list(bounds) + inits, [v.type for v in inits], attrs=attrs, regions=[body])
+        for n, r in zip(names, op.results):
+            self.scope.local[n] = r
+        for n in list(after_scope):
+            if n not in self.scope.local and n != iv_name:
+                pass  # names first bound inside the loop are not visible after it (as in Triton)
+
+    def _loop_type(self, node, name, init_ty, next_ty):
+        """The type a loop-carried value must have so that it is the same on every iteration."""
+        if S.shape_of(init_ty) != S.shape_of(next_ty):
+            if not S.shape_of(init_ty):
+                return next_ty  # a scalar accumulator that becomes a block: start with the splat
+            raise self.error(node, f"loop-carried variable `{name}` changes shape from {list(S.shape_of(init_ty))} to {list(S.shape_of(next_ty))}")
+        ty = S.computation_type(S.scalar_of(init_ty), False, S.scalar_of(next_ty), False, False) \
+            if not (S.scalar_of(init_ty).is_ptr() or S.scalar_of(next_ty).is_ptr()) else next_ty
+        return S._with_shape(ty, S.shape_of(init_ty))
+
+    def _build_while(self, node, names):
+        forced: dict[str, Any] = {}
+        for attempt in builtins.range(4):
+            inits = self._initial_carried(node, names, forced)
+            before = dict(self.scope.local)
+            outer = self.b.block
+            cond_block = ir.Block([v.type for v in inits], names)
+            body = ir.Block([v.type for v in inits], names)
+            try:
+                self.b.block = cond_block
+                self.scope.local = dict(before)
+                self.scope.local.update(zip(names, cond_block.args))
+                cond = self.visit(node.test)
+                if not is_value(cond):
+                    raise self.error(node.test, "a while loop over runtime values needs a runtime condition")
+                if cond.is_block:
+                    raise self.error(node.test, "`while` needs a scalar condition")
+                cond = S.to_bool(self.b, cond)
+                self.b.block = body
+                self.scope.local = dict(before)
+                self.scope.local.update(zip(names, body.args))
+                self.visit_stmts(node.body)
+                if self.scope.returned is not _MISSING:
+                    raise self.error(node, "return inside a loop is not supported")
+                nexts = [self.scope.local[n] for n in names]
+            finally:
+                self.b.block = outer
+                self.scope.local = before
+            mismatch = {}
+            for n, init, nxt in zip(names, inits, nexts):
+                nt = nxt.type if is_value(nxt) else S.literal_type(nxt)
+                if nt != init.type:
+                    mismatch[n] = self._loop_type(node, n, init.type, nt)
+            if not mismatch:
+                break
+            if attempt == 3:
+                n, t = next(iter(mismatch.items()))
+                raise self.error(node, f"loop-carried variable `{n}` changes type to {t} inside the while loop")
+            forced.update(mismatch)
+        cond_block.ops.append(ir.Op("condition", [cond] + list(cond_block.args), [], loc=self.b.loc))
+        saved = self.b.block
+        self.b.block = body
+        yielded = [S.to_tensor(self.b, nxt, S.scalar_of(init.type)) if not is_value(nxt) else nxt
+                   for init, nxt in zip(inits, nexts)]
+        body.ops.append(ir.Op("yield", yielded, [], loc=self.b.loc))
+        self.b.block = saved
+        op = self.b.create("while", inits, [v.type for v in inits], regions=[cond_block, body])
+        for n, r in zip(names, op.results):
+            self.scope.local[n] = r
+
+    def visit_Break(self, node):
+        raise self.error(node, "break is not supported in kernels; fold the exit condition into a while loop")
+
+    def visit_Continue(self, node):
+        raise self.error(node, "continue is not supported in kernels; use an if around the loop body")
+
+    # -- expressions ----------------------------------------------------------------------------
+    def visit_Constant(self, node):
+        return node.value
+
+    def visit_Name(self, node):
+        if node.id in self.scope.local:
+            return self.scope.local[node.id]
+        v = self.scope.lookup_global(node.id)
+        if v is _MISSING:
+            raise self.error(node, f"name '{node.id}' is not defined")
+        if isinstance(v, constexpr):
+            return v.value
+        return v
+
+    def visit_Tuple(self, node):
+        return tuple(self.visit(e) for e in node.elts)
+
+    visit_List = visit_Tuple
+
+    def visit_Attribute(self, node):
+        if node.attr.startswith("_"):
+            raise self.error(node, f"attribute '{node.attr}' is not accessible in a kernel")
+        base = self.visit(node.value)
+        if is_value(base):
+            return tensor_attribute(self.b, base, node.attr)
+        if isinstance(base, (dtype, block_type)):
+            return getattr(base, node.attr)
+        if isinstance(base, types.ModuleType) or isinstance(base, type) or hasattr(base, "__blocktune_builtin__"):
+            if not hasattr(base, node.attr):
+                raise self.error(node, f"{getattr(base, '__name__', base)!s} has no attribute '{node.attr}'")
+            v = getattr(base, node.attr)
+            return v.value if isinstance(v, constexpr) else v
+        if isinstance(base, tuple) and node.attr in ("index", "count"):
+            return getattr(base, node.attr)
+        if _is_jit(base):
+            return getattr(base, node.attr)
+        raise self.error(node, f"cannot take attribute '{node.attr}' of {self._describe(base)} in a kernel")
+
+    def visit_Subscript(self, node):
+        base = self.visit(node.value)
+        idx = self.visit(node.slice)
+        if is_value(base):
+            items = idx if isinstance(idx, tuple) else (idx,)
+            out, dim = base, 0
+            for item in items:
+                if item is None:
+                    out = S.expand_dims(self.b, out, dim)
+                    dim += 1
+                elif isinstance(item, slice) and item == slice(None):
+                    dim += 1
+                else:
+                    raise self.error(node, "blocks can only be indexed with `:` and `None` (e.g. x[:, None])")
+            if dim > max(len(out.shape), 1) and base.is_block:
+                raise self.error(node, f"too many indices for a {len(base.shape)}-D block")
+            return out
+        if isinstance(base, (tuple, list)):
+            if is_value(idx):
+                raise self.error(node, "tuples can only be indexed with compile-time integers")
+            return base[idx]
+        raise self.error(node, f"cannot index {self._describe(base)}")
+
+    def visit_Slice(self, node):
+        parts = [None if p is None else self.visit(p) for p in (node.lower, node.upper, node.step)]
+        if any(is_value(p) for p in parts):
+            raise self.error(node, "slice bounds must be compile-time constants")
+        return slice(*parts)
+
+    def visit_BinOp(self, node):
+        return self.binop(node, node.op, self.visit(node.left), self.visit(node.right))
+
+    _BINOPS = {ast.Add: S.add, ast.Sub: S.sub, ast.Mult: S.mul, ast.Div: S.truediv,
+               ast.FloorDiv: S.floordiv, ast.Mod: S.mod, ast.BitAnd: S.and_, ast.BitOr: S.or_,
+               ast.BitXor: S.xor_, ast.LShift: S.shl, ast.RShift: S.shr}
+    _PYOPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+              ast.Div: lambda a, b: a / b, ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b,
+              ast.BitAnd: lambda a, b: a & b, ast.BitOr: lambda a, b: a | b, ast.BitXor: lambda a, b: a ^ b,
+              ast.LShift: lambda a, b: a << b, ast.RShift: lambda a, b: a >> b, ast.Pow: lambda a, b: a ** b}
+
+    def binop(self, node, op, left, right):
+        if not is_value(left) and not is_value(right):
+            return self._PYOPS[type(op)](left, right)
+        if type(op) not in self._BINOPS:
+            raise self.error(node, f"operator {type(op).__name__} is not supported on runtime values")
+        return self._BINOPS[type(op)](self.b, left, right)
+
+    def visit_UnaryOp(self, node):
+        v = self.visit(node.operand)
+        if not is_value(v):
+            return {ast.USub: lambda x: -x, ast.UAdd: lambda x: +x, ast.Not: lambda x: not x,
+                    ast.Invert: lambda x: ~x}[type(node.op)](v)
+        if isinstance(node.op, ast.USub):
+            return S.neg(self.b, v)
+        if isinstance(node.op, ast.UAdd):
+            return v
+        if isinstance(node.op, ast.Not):
+            if v.is_block:
+                raise self.error(node, "`not` on a block is ambiguous; use `x == 0` or `~x`")
+            return S.logical_not(self.b, v)
+        return S.invert(self.b, v)
+
+    _CMP = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge"}
+
+    def visit_Compare(self, node):
+        left = self.visit(node.left)
+        result = None
+        for op, comp in zip(node.ops, node.comparators):
+            right = self.visit(comp)
+            if isinstance(op, (ast.Is, ast.IsNot)):
+                if is_value(left) or is_value(right):
+                    if right is None or left is None:
+                        r = isinstance(op, ast.IsNot)
+                    else:
+                        raise self.error(node, "`is` only compares compile-time values")
+                else:
+                    r = (left is right) if isinstance(op, ast.Is) else (left is not right)
+            elif isinstance(op, (ast.In, ast.NotIn)):
+                if is_value(left) or is_value(right):
+                    raise self.error(node, "`in` only works on compile-time values")
+                r = (left in right) if isinstance(op, ast.In) else (left not in right)
+            elif not is_value(left) and not is_value(right):
+                r = {"eq": left == right, "ne": left != right, "lt": left < right, "le": left <= right,
+                     "gt": left > right, "ge": left >= right}[self._CMP[type(op)]]
+            else:
+                r = S.compare(self.b, self._CMP[type(op)], left, right)
+            result = r if result is None else self._and(result, r)
+            left = right
+        return result
+
+    def _and(self, a, b):
+        if not is_value(a) and not is_value(b):
+            return a and b
+        if not is_value(a):
+            return b if a else False
+        if not is_value(b):
+            return a if b else False
+        return S.logical(self.b, "and", a, b)
+
+    def visit_BoolOp(self, node):
+        values = [self.visit(v) for v in node.values]
+        acc = values[0]
+        for v in values[1:]:
+            if isinstance(node.op, ast.And):
+                acc = self._and(acc, v)
+            elif not is_value(acc) and not is_value(v):
+                acc = acc or v
+            elif not is_value(acc):
+                acc = True if acc else v
+            elif not is_value(v):
+                acc = True if v else acc
+            else:
+                acc = S.logical(self.b, "or", acc, v)
+        return acc
+
+    def visit_IfExp(self, node):
+        cond = self.visit(node.test)
+        if not is_value(cond):
+            return self.visit(node.body if cond else node.orelse)
+        return S.where(self.b, cond, self.visit(node.body), self.visit(node.orelse))
+
+    def visit_JoinedStr(self, node):
+        parts = []
+        for v in node.values:
+            if isinstance(v, ast.Constant):
+                parts.append(str(v.value))
+            else:
+                val = self.visit(v.value)
+                if is_value(val):
+                    raise self.error(v, "f-strings can only format compile-time values")
+                parts.append(format(val, self.visit(v.format_spec) if v.format_spec else ""))
+        return "".join(parts)
+
+    def visit_FormattedValue(self, node):
+        return str(self.visit(node.value))
+
+    def visit_Call(self, node):
+        fn = self.visit(node.func)
+        args = []
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                v = self.visit(a.value)
+                if not isinstance(v, (tuple, list)):
+                    raise self.error(a, "only tuples can be unpacked with *")
+                args.extend(v)
+            else:
+                args.append(self.visit(a))
+        kwargs = {k.arg: self.visit(k.value) for k in node.keywords}
+        return self.call(node, fn, args, kwargs)
+
+    def call(self, node, fn, args, kwargs):
+        name = getattr(fn, "__blocktune_builtin__", None)
+        if name is not None:
+            return BUILTINS[name](self, node, *args, **kwargs)
+        if isinstance(fn, TensorMethod):
+            return fn(self, node, *args, **kwargs)
+        if _is_jit(fn):
+            return self.inline(node, fn, args, kwargs)
+        if fn is tl_core.range or fn is tl_core.static_range:
+            raise self.error(node, f"{fn.__name__} can only be used as the iterator of a for loop")
+        if isinstance(fn, dtype):
+            if len(args) != 1:
+                raise self.error(node, f"{fn}(x) takes one argument")
+            return S.cast(self.b, args[0], fn)
+        if fn is constexpr:
+            return args[0]
+        py = _PYTHON_BUILTINS.get(fn)
+        if py is not None:
+            return py(self, node, *args, **kwargs)
+        if getattr(fn, "__blocktune_host_helper__", False) and \
+                all(not is_value(a) for a in args) and all(not is_value(v) for v in kwargs.values()):
+            return fn(*args, **kwargs)  # compiler.cdiv / next_power_of_2 on compile-time values
+        raise self.error(node, f"cannot call {self._describe(fn)} inside a kernel: only tl builtins, "
+                               "@jit functions and a few Python builtins (range, min, max, len, int, float) are allowed")
+
+    def inline(self, node, callee, args, kwargs):
+        if self.depth > 32:
+            raise self.error(node, "@jit calls nest too deeply (recursion is not supported)")
+        params = callee.arg_names
+        if len(args) > len(params):
+            raise self.error(node, f"{callee.__name__}() takes {len(params)} arguments but {len(args)} were given")
+        local = dict(zip(params, args))
+        for k, v in kwargs.items():
+            if k not in params:
+                raise self.error(node, f"{callee.__name__}() got an unexpected keyword argument '{k}'")
+            if k in local:
+                raise self.error(node, f"{callee.__name__}() got multiple values for argument '{k}'")
+            local[k] = v
+        for p in params:
+            if p not in local:
+                default = callee.defaults.get(p, _MISSING) if hasattr(callee, "defaults") else _MISSING
+                if default is _MISSING:
+                    raise self.error(node, f"{callee.__name__}() missing argument '{p}'")
+                local[p] = default.value if isinstance(default, constexpr) else default
+        for p in params:
+            if p in callee.constexpr_names and is_value(local[p]):
+                raise self.error(node, f"argument '{p}' of {callee.__name__}() is a tl.constexpr and needs a compile-time value")
+        sub = CodeGenerator(callee, self.b, local, self.depth + 1)
+        sub.visit_stmts(callee.fn_ast.body)
+        ret = sub.scope.returned
+        return None if ret is _MISSING else ret
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def _constexpr(self, node, v, what):
+        if is_value(v):
+            raise self.error(node, f"{what} must be compile-time constants (tl.constexpr), got a runtime value of type {v.type}")
+        return v
+
+    @staticmethod
+    def _describe(v) -> str:
+        if is_value(v):
+            return f"a value of type {v.type}"
+        if isinstance(v, types.ModuleType):
+            return f"module {v.__name__}"
+        if callable(v):
+            return f"{getattr(v, '__module__', '')}.{getattr(v, '__qualname__', getattr(v, '__name__', repr(v)))}".lstrip(".")
+        return f"{type(v).__name__} {v!r}"
+
+
+def _ends_with_return(stmts) -> bool:
+    return bool(stmts) and isinstance(stmts[-1], ast.Return)
+
+
+def _is_jit(obj) -> bool:
+    return hasattr(obj, "fn_ast") and hasattr(obj, "constexpr_names")
+
+
+# -- the few Python builtins a kernel may call ----------------------------------------------------
+def _py_minmax(which):
+    def impl(gen, node, *args, **kwargs):
+        if kwargs:
+            raise gen.error(node, f"{which}() takes no keyword arguments in a kernel")
+        if len(args) == 1 and isinstance(args[0], (tuple, list)):
+            args = tuple(args[0])
+        if len(args) < 2:
+            raise gen.error(node, f"{which}() needs at least two arguments in a kernel (use tl.{which}(x, axis) to reduce a block)")
+        acc = args[0]
+        for v in args[1:]:
+            if not is_value(acc) and not is_value(v):
+                acc = builtins.min(acc, v) if which == "min" else builtins.max(acc, v)
+            else:
+                acc = S.minmax(gen.b, "minimum" if which == "min" else "maximum", acc, v)
+        return acc
+    return impl
+
+
+def _py_len(gen, node, x):
+    if is_value(x):
+        if not x.is_block:
+            raise gen.error(node, "len() of a scalar")
+        return x.shape[0]
+    return len(x)
+
+
+def _py_cast(to):
+    def impl(gen, node, x):
+        if is_value(x):
+            return S.cast(gen.b, x, to)
+        return {T.int32: int, T.float32: float, T.int1: bool}[to](x)
+    return impl
+
+
+def _py_print(gen, node, *args, **kwargs):
+    values = [a for a in args if is_value(a)]
+    prefix = " ".join(str(a) for a in args if not is_value(a))
+    gen.b.create("print", values, [], {"prefix": prefix, "hex": False})
+
+
+def _py_isinstance(gen, node, x, cls):
+    if is_value(x):
+        return cls is tl_core.tensor or (isinstance(cls, tuple) and tl_core.tensor in cls)
+    return isinstance(x, cls)
+
+
+def _py_abs(gen, node, x):
+    return S.unary_math(gen.b, "abs", x) if is_value(x) else builtins.abs(x)
+
+
+def _py_range_error(gen, node, *a, **k):
+    raise gen.error(node, "range() can only be used as the iterator of a for loop")
+
+
+_PYTHON_BUILTINS = {
+    builtins.min: _py_minmax("min"), builtins.max: _py_minmax("max"), builtins.len: _py_len,
+    builtins.int: _py_cast(T.int32), builtins.float: _py_cast(T.float32), builtins.bool: _py_cast(T.int1),
+    builtins.print: _py_print, builtins.isinstance: _py_isinstance, builtins.abs: _py_abs,
+    builtins.range: _py_range_error,
+    builtins.tuple: lambda gen, node, x=(): tuple(x), builtins.list: lambda gen, node, x=(): list(x),
+}

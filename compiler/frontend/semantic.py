@@ -1,0 +1,607 @@
+"""Typed construction of block IR: Triton's promotion, broadcasting and casting rules.
+
+The code generator hands this module front-end values: an `ir.Value` (a runtime scalar or block)
+or a plain Python value (a compile-time constant: int, float, bool, None, dtype, …). Python
+scalars are *weakly typed*, as in Triton: `x_fp16 * 2.0` stays fp16.
+"""
+from __future__ import annotations
+
+import builtins
+
+from .. import ir
+from ..language import dtypes as T
+from ..language.dtypes import block_type, dtype, pointer_type, scalar_of, shape_of
+
+
+class SemanticError(Exception):
+    """A typing or shape error; the code generator attaches the source location."""
+
+
+class Builder:
+    """Appends ops to the current block; remembers the source location of the node being built."""
+
+    def __init__(self):
+        self.block: ir.Block | None = None
+        self.loc: ir.Loc = ir.UNKNOWN_LOC
+
+    def create(self, name, operands=(), result_types=(), attrs=None, regions=()) -> ir.Op:
+        op = ir.Op(name, operands, result_types, attrs, regions, self.loc)
+        self.block.ops.append(op)
+        return op
+
+    def value(self, name, operands, result_type, **attrs) -> ir.Value:
+        return self.create(name, operands, [result_type], attrs).result
+
+
+def is_value(x) -> bool:
+    return isinstance(x, ir.Value)
+
+
+def _with_shape(elt: dtype, shape: tuple):
+    return block_type(elt, shape) if shape else elt
+
+
+# ---------------------------------------------------------------------------------------------
+# Python constants → typed IR values
+
+def literal_type(v) -> dtype:
+    if isinstance(v, bool):
+        return T.int1
+    if isinstance(v, int):
+        if -2**31 <= v < 2**31:
+            return T.int32
+        if -2**63 <= v < 2**63:
+            return T.int64
+        if 0 <= v < 2**64:
+            return T.uint64
+        raise SemanticError(f"integer constant {v} does not fit in 64 bits")
+    if isinstance(v, float):
+        return T.float32
+    raise SemanticError(f"expected a number, got {type(v).__name__} {v!r}")
+
+
+def const(b: Builder, v, ty) -> ir.Value:
+    elt = scalar_of(ty)
+    if elt.is_floating():
+        v = float(v)
+    elif elt.is_bool():
+        v = bool(v)
+    else:
+        v = int(v)
+        bits = elt.primitive_bitwidth
+        v &= (1 << bits) - 1  # two's complement wrap, then back to the signed range
+        if elt.is_int_signed() and v >= 1 << (bits - 1):
+            v -= 1 << bits
+    return b.value("const", [], ty, value=v)
+
+
+def to_tensor(b: Builder, x, ty=None) -> ir.Value:
+    if is_value(x):
+        return x
+    if isinstance(x, (bool, int, float)):
+        return const(b, x, ty if ty is not None else literal_type(x))
+    raise SemanticError(f"expected a tensor or a number, got {type(x).__name__} {x!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Shapes
+
+def splat(b: Builder, x: ir.Value, shape: tuple) -> ir.Value:
+    if x.shape == tuple(shape):
+        return x
+    if x.owner is not None and x.owner.name == "const" and not x.is_block:
+        return b.value("const", [], block_type(x.dtype, shape), value=x.owner.attrs["value"])
+    return b.value("splat", [x], block_type(x.dtype, shape))
+
+
+def broadcast_to(b: Builder, x: ir.Value, shape: tuple) -> ir.Value:
+    shape = tuple(shape)
+    if x.shape == shape:
+        return x
+    if not x.is_block:
+        return splat(b, x, shape)
+    src = x.shape
+    if len(src) > len(shape):
+        raise SemanticError(f"cannot broadcast shape {list(src)} to {list(shape)}")
+    while len(src) < len(shape):  # align ranks on the right, as numpy does
+        x = expand_dims(b, x, 0)
+        src = x.shape
+    for s, d in zip(src, shape):
+        if s != d and s != 1:
+            raise SemanticError(f"cannot broadcast shape {list(x.shape)} to {list(shape)}")
+    if src == shape:
+        return x
+    return b.value("broadcast", [x], block_type(x.dtype, shape))
+
+
+def broadcast_shapes(*shapes) -> tuple:
+    rank = builtins.max((len(s) for s in shapes), default=0)
+    out = []
+    for i in builtins.range(rank):
+        dims = {s[i - rank + len(s)] for s in shapes if i - rank + len(s) >= 0}
+        dims.discard(1)
+        if len(dims) > 1:
+            raise SemanticError("incompatible shapes for broadcasting: " + ", ".join(str(list(s)) for s in shapes))
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
+
+
+def broadcast_pair(b: Builder, x: ir.Value, y: ir.Value):
+    if x.shape == y.shape:
+        return x, y
+    shape = broadcast_shapes(x.shape, y.shape)
+    return broadcast_to(b, x, shape), broadcast_to(b, y, shape)
+
+
+def expand_dims(b: Builder, x, axis: int) -> ir.Value:
+    x = to_tensor(b, x)
+    rank = len(x.shape)
+    if axis < 0:
+        axis += rank + 1
+    if not 0 <= axis <= rank:
+        raise SemanticError(f"expand_dims axis {axis} out of range for a {rank}-D value")
+    if not x.is_block:
+        return splat(b, x, (1,))
+    shape = x.shape[:axis] + (1,) + x.shape[axis:]
+    return b.value("expand_dims", [x], block_type(x.dtype, shape), axis=axis)
+
+
+def reshape(b: Builder, x: ir.Value, shape, can_reorder=False) -> ir.Value:
+    shape = tuple(int(s) for s in shape)
+    numel = 1
+    for s in shape:
+        numel *= s
+    have = x.type.numel if x.is_block else 1
+    if numel != have:
+        raise SemanticError(f"reshape: cannot reshape {have} elements into shape {list(shape)}")
+    if not x.is_block:
+        return splat(b, x, shape)
+    if shape == x.shape:
+        return x
+    return b.value("reshape", [x], block_type(x.dtype, shape), can_reorder=bool(can_reorder))
+
+
+def trans(b: Builder, x: ir.Value, perm=None) -> ir.Value:
+    if not x.is_block:
+        raise SemanticError("trans expects a block value")
+    rank = len(x.shape)
+    perm = tuple(perm) if perm else tuple(reversed(builtins.range(rank)))
+    if sorted(perm) != list(builtins.range(rank)):
+        raise SemanticError(f"trans: {list(perm)} is not a permutation of the {rank} dims")
+    if perm == tuple(builtins.range(rank)):
+        return x
+    return b.value("trans", [x], block_type(x.dtype, tuple(x.shape[p] for p in perm)), perm=perm)
+
+
+# ---------------------------------------------------------------------------------------------
+# Types: Triton's computation-type rules
+
+_KIND_RANK = {T.dtype.BOOL: 0, T.dtype.UINT: 1, T.dtype.SINT: 2, T.dtype.FLOAT: 3}
+
+
+def integer_promote(a: dtype, c: dtype) -> dtype:
+    ar, cr = a.int_bitwidth, c.int_bitwidth
+    asn, csn = a.is_int_unsigned(), c.is_int_unsigned()
+    if a.is_bool() and c.is_bool():
+        return T.int1
+    if a.is_bool():
+        return c
+    if c.is_bool():
+        return a
+    if asn == csn:
+        return a if ar > cr else c
+    if asn:
+        return a if ar >= cr else c
+    return c if cr >= ar else a
+
+
+def computation_type(a: dtype, a_scalar: bool, c: dtype, c_scalar: bool, div_or_mod: bool) -> dtype:
+    if a_scalar != c_scalar:
+        s, t = (a, c) if a_scalar else (c, a)
+        if _KIND_RANK[s.kind] <= _KIND_RANK[t.kind]:
+            if div_or_mod and t in (T.float16, T.bfloat16):
+                return T.float32
+            return t
+    if a.is_fp64() or c.is_fp64():
+        return T.float64
+    if a.is_fp32() or c.is_fp32():
+        return T.float32
+    if a.is_fp16() or c.is_fp16():
+        return T.float32 if div_or_mod else T.float16
+    if a.is_bf16() or c.is_bf16():
+        if div_or_mod:
+            return T.float32
+        return T.bfloat16 if a.is_bf16() and c.is_bf16() else T.float32
+    if a.is_floating() or c.is_floating():  # fp8 mixes
+        return T.float16
+    if div_or_mod and a.int_signedness != c.int_signedness and not (a.is_bool() or c.is_bool()):
+        raise SemanticError(f"cannot use / or % with {a} and {c}: the signedness differs; cast one first")
+    return integer_promote(a, c)
+
+
+def cast(b: Builder, x, to: dtype, bitcast: bool = False) -> ir.Value:
+    if isinstance(to, block_type):
+        to = to.element_ty
+    x = to_tensor(b, x, to if not is_value(x) else None)
+    src = x.dtype
+    if src == to:
+        return x
+    ty = _with_shape(to, x.shape)
+    if bitcast:
+        if src.primitive_bitwidth != to.primitive_bitwidth:
+            raise SemanticError(f"bitcast needs equal bit widths: {src} is {src.primitive_bitwidth} bits, {to} is {to.primitive_bitwidth}")
+        return b.value("bitcast", [x], ty)
+    if x.owner is not None and x.owner.name == "const" and not to.is_ptr() and not src.is_ptr():
+        v = x.owner.attrs["value"]
+        if to.is_bool():
+            v = v != 0
+        elif to.is_int() and src.is_floating():
+            v = int(v)
+        return const(b, v, ty)
+    return b.value("cast", [x], ty)
+
+
+def binary_operands(b: Builder, x, y, div_or_mod=False, allow_ptr=False):
+    """Cast and broadcast two operands to their common type (Triton's binary_op_type_checking)."""
+    xs, ys = not is_value(x), not is_value(y)
+    if xs and ys:
+        raise SemanticError("internal: both operands are constants")
+    xt = literal_type(x) if xs else x.dtype
+    yt = literal_type(y) if ys else y.dtype
+    if xt.is_ptr() or yt.is_ptr():
+        if not allow_ptr:
+            raise SemanticError(f"this operator does not take pointers ({xt} and {yt})")
+        return broadcast_pair(b, to_tensor(b, x), to_tensor(b, y))
+    ty = computation_type(xt, xs, yt, ys, div_or_mod)
+    x, y = cast(b, x, ty), cast(b, y, ty)
+    return broadcast_pair(b, x, y)
+
+
+# ---------------------------------------------------------------------------------------------
+# Arithmetic
+
+def add(b, x, y):
+    if _is_ptr(x) and _is_ptr(y):
+        raise SemanticError("cannot add two pointers")
+    if _is_ptr(y):
+        x, y = y, x
+    if _is_ptr(x):
+        return addptr(b, x, y)
+    x, y = binary_operands(b, x, y)
+    return b.value("add", [x, y], x.type)
+
+
+def sub(b, x, y):
+    if _is_ptr(x):
+        if _is_ptr(y):
+            raise SemanticError("subtracting pointers is not supported; subtract offsets instead")
+        return addptr(b, x, neg(b, y))
+    x, y = binary_operands(b, x, y)
+    return b.value("sub", [x, y], x.type)
+
+
+def mul(b, x, y):
+    x, y = binary_operands(b, x, y)
+    return b.value("mul", [x, y], x.type)
+
+
+def truediv(b, x, y, ieee=True):
+    x, y = binary_operands(b, x, y, div_or_mod=True)
+    if x.dtype.is_int():
+        x, y = cast(b, x, T.float32), cast(b, y, T.float32)
+    return b.value("fdiv", [x, y], x.type, ieee=ieee)
+
+
+def floordiv(b, x, y):
+    x, y = binary_operands(b, x, y, div_or_mod=True)
+    if x.dtype.is_floating():
+        raise SemanticError("// is only defined on integers in kernels; use / (or tl.floor(a / b))")
+    return b.value("div", [x, y], x.type)
+
+
+def mod(b, x, y):
+    x, y = binary_operands(b, x, y, div_or_mod=True)
+    return b.value("rem", [x, y], x.type)
+
+
+def _int_binary(name):
+    def op(b, x, y):
+        x, y = binary_operands(b, x, y)
+        if not x.dtype.is_int():
+            raise SemanticError(f"operator {name} needs integer operands, got {x.dtype}")
+        return b.value(name, [x, y], x.type)
+    return op
+
+
+and_ = _int_binary("and")
+or_ = _int_binary("or")
+xor_ = _int_binary("xor")
+shl = _int_binary("shl")
+shr = _int_binary("shr")
+
+
+def minmax(b, name, x, y, propagate_nan=False):
+    x, y = binary_operands(b, x, y)
+    if propagate_nan and x.dtype.is_floating():
+        name += "_nan"
+    return b.value(name, [x, y], x.type)
+
+
+def compare(b, pred, x, y):
+    x, y = binary_operands(b, x, y, allow_ptr=True)
+    return b.value("cmp", [x, y], _with_shape(T.int1, x.shape), pred=pred)
+
+
+def neg(b, x):
+    if not is_value(x):
+        return -x
+    if x.dtype.is_ptr():
+        raise SemanticError("cannot negate a pointer")
+    return b.value("neg", [x], x.type)
+
+
+def invert(b, x):
+    if not x.dtype.is_int():
+        raise SemanticError(f"~ needs an integer operand, got {x.dtype}")
+    return b.value("not", [x], x.type)
+
+
+def logical_not(b, x):
+    x = to_bool(b, x)
+    return b.value("not", [x], x.type)
+
+
+def to_bool(b, x) -> ir.Value:
+    x = to_tensor(b, x)
+    if x.dtype.is_bool():
+        return x
+    return compare(b, "ne", x, 0)
+
+
+def logical(b, name, x, y):
+    x, y = to_bool(b, x), to_bool(b, y)
+    x, y = broadcast_pair(b, x, y)
+    return b.value(name, [x, y], x.type)
+
+
+def addptr(b, ptr: ir.Value, offset) -> ir.Value:
+    offset = to_tensor(b, offset)
+    if not offset.dtype.is_int():
+        raise SemanticError(f"pointer offsets must be integers, got {offset.dtype}")
+    ptr, offset = broadcast_pair(b, ptr, offset)
+    return b.value("addptr", [ptr, offset], ptr.type)
+
+
+def _is_ptr(x) -> bool:
+    return is_value(x) and x.dtype.is_ptr()
+
+
+def unary_math(b, name, x, **attrs):
+    x = to_tensor(b, x)
+    if name not in ("abs", "neg") and not x.dtype.is_floating():
+        raise SemanticError(f"tl.{name} expects a floating-point argument, got {x.dtype}; cast with .to(tl.float32)")
+    if name == "abs" and x.dtype.is_int_unsigned():
+        return x
+    return b.value(name, [x], x.type, **attrs)
+
+
+def where(b, cond, x, y):
+    cond = to_bool(b, cond)
+    xs, ys = not is_value(x), not is_value(y)
+    if xs and ys:
+        x, y = to_tensor(b, x), to_tensor(b, y)
+        ty = computation_type(x.dtype, False, y.dtype, False, False)
+        x, y = cast(b, x, ty), cast(b, y, ty)
+    elif _is_ptr(x) or _is_ptr(y):
+        x, y = to_tensor(b, x), to_tensor(b, y)
+    else:
+        x, y = binary_operands(b, x, y)
+    shape = broadcast_shapes(cond.shape, x.shape, y.shape)
+    cond, x, y = broadcast_to(b, cond, shape), broadcast_to(b, x, shape), broadcast_to(b, y, shape)
+    return b.value("select", [cond, x, y], x.type)
+
+
+def fma(b, x, y, z):
+    x, y = binary_operands(b, x, y)
+    x, z = binary_operands(b, x, z)
+    x, y = binary_operands(b, x, y)
+    return b.value("fma", [x, y, z], x.type)
+
+
+# ---------------------------------------------------------------------------------------------
+# Memory
+
+def _mask_and_other(b, ptr, mask, other):
+    shape = ptr.shape
+    if mask is not None:
+        mask = to_bool(b, mask)
+        shape = broadcast_shapes(shape, mask.shape)
+    if other is not None and is_value(other):
+        shape = broadcast_shapes(shape, other.shape)
+    ptr = broadcast_to(b, ptr, shape)
+    if mask is not None:
+        mask = broadcast_to(b, mask, shape)
+    elt = ptr.dtype.element_ty
+    if other is not None:
+        other = broadcast_to(b, cast(b, other, _load_type(elt)), shape)
+    return ptr, mask, other
+
+
+def _load_type(elt: dtype) -> dtype:
+    return elt
+
+
+def load(b, ptr, mask=None, other=None, cache="", eviction="", volatile=False):
+    if not _is_ptr(ptr):
+        raise SemanticError(f"tl.load expects a pointer or a block of pointers, got {_describe(ptr)}")
+    if other is not None and mask is None:
+        other = None  # Triton ignores `other` without a mask
+    ptr, mask, other = _mask_and_other(b, ptr, mask, other)
+    elt = ptr.dtype.element_ty
+    if elt.is_ptr() and not isinstance(elt, pointer_type):
+        raise SemanticError("unsupported pointer element type")
+    return b.value("load", [ptr, mask, other], _with_shape(elt, ptr.shape), cache=cache or "",
+                   eviction=eviction or "", volatile=bool(volatile))
+
+
+def store(b, ptr, value, mask=None, cache="", eviction=""):
+    if not _is_ptr(ptr):
+        raise SemanticError(f"tl.store expects a pointer or a block of pointers, got {_describe(ptr)}")
+    value = to_tensor(b, value, ptr.dtype.element_ty if not is_value(value) else None)
+    shape = broadcast_shapes(ptr.shape, value.shape, mask.shape if is_value(mask) else ())
+    ptr = broadcast_to(b, ptr, shape)
+    elt = ptr.dtype.element_ty
+    value = broadcast_to(b, cast(b, value, elt), shape)
+    if mask is not None:
+        mask = broadcast_to(b, to_bool(b, mask), shape)
+    b.create("store", [ptr, value, mask], [], {"cache": cache or "", "eviction": eviction or ""})
+
+
+def atomic_rmw(b, kind, ptr, val, mask=None, sem=None, scope=None):
+    if not _is_ptr(ptr):
+        raise SemanticError(f"tl.atomic_{kind} expects a pointer, got {_describe(ptr)}")
+    elt = ptr.dtype.element_ty
+    val = to_tensor(b, val, elt if not is_value(val) else None)
+    shape = broadcast_shapes(ptr.shape, val.shape, mask.shape if is_value(mask) else ())
+    ptr = broadcast_to(b, ptr, shape)
+    val = broadcast_to(b, cast(b, val, elt), shape)
+    if mask is not None:
+        mask = broadcast_to(b, to_bool(b, mask), shape)
+    if kind in ("and", "or", "xor") and not elt.is_int():
+        raise SemanticError(f"tl.atomic_{kind} needs an integer pointer, got {elt}")
+    if elt in (T.float16, T.bfloat16) and kind not in ("add", "xchg"):
+        raise SemanticError(f"tl.atomic_{kind} is not supported on {elt}")
+    return b.value("atomic_rmw", [ptr, val, mask], val.type, kind=kind, sem=sem or "acq_rel", scope=scope or "gpu")
+
+
+def atomic_cas(b, ptr, cmp, val, sem=None, scope=None):
+    if not _is_ptr(ptr):
+        raise SemanticError(f"tl.atomic_cas expects a pointer, got {_describe(ptr)}")
+    elt = ptr.dtype.element_ty
+    cmp = to_tensor(b, cmp, elt if not is_value(cmp) else None)
+    val = to_tensor(b, val, elt if not is_value(val) else None)
+    shape = broadcast_shapes(ptr.shape, cmp.shape, val.shape)
+    ptr = broadcast_to(b, ptr, shape)
+    cmp = broadcast_to(b, cast(b, cmp, elt), shape)
+    val = broadcast_to(b, cast(b, val, elt), shape)
+    if elt.primitive_bitwidth not in (16, 32, 64):
+        raise SemanticError(f"tl.atomic_cas needs a 16, 32 or 64-bit element type, got {elt}")
+    return b.value("atomic_cas", [ptr, cmp, val], val.type, sem=sem or "acq_rel", scope=scope or "gpu")
+
+
+# ---------------------------------------------------------------------------------------------
+# Reductions, scans, dot
+
+def _reduce_all(b, x):
+    if len(x.shape) > 1:
+        x = reshape(b, x, (x.type.numel,), can_reorder=True)
+    return x, 0
+
+
+def sum_dtype(elt: dtype, requested=None) -> dtype | None:
+    if requested is not None:
+        return requested
+    if elt.is_int_signed() and elt.int_bitwidth < 32:
+        return T.int32
+    if elt.is_int_unsigned() and elt.int_bitwidth < 32:
+        return T.uint32
+    return None
+
+
+def reduce(b, x, axis, kind, keep_dims=False, dtype=None, tie_break_left=True):
+    x = to_tensor(b, x)
+    if not x.is_block:
+        x = splat(b, x, (1,))
+    if axis is None:
+        x, axis = _reduce_all(b, x)
+        if keep_dims:
+            raise SemanticError("keep_dims=True needs an axis")
+    rank = len(x.shape)
+    if axis < 0:
+        axis += rank
+    if not 0 <= axis < rank:
+        raise SemanticError(f"reduction axis {axis} out of range for a {rank}-D block")
+    if kind in ("sum", "xor_sum"):
+        to = sum_dtype(x.dtype, dtype)
+        if to is not None:
+            x = cast(b, x, to)
+    elif x.dtype.is_bool():
+        x = cast(b, x, T.int32)
+    if kind == "xor_sum" and not x.dtype.is_int():
+        raise SemanticError("xor_sum needs integers")
+    shape = x.shape[:axis] + x.shape[axis + 1:]
+    elt = T.int32 if kind in ("argmax", "argmin") else x.dtype
+    out = b.value("reduce", [x], _with_shape(elt, shape), axis=axis, kind=kind, tie_break_left=bool(tie_break_left))
+    if keep_dims:
+        out = expand_dims(b, out, axis)
+    return out
+
+
+def scan(b, x, axis, kind, reverse=False):
+    x = to_tensor(b, x)
+    if not x.is_block:
+        raise SemanticError("scans need a block")
+    rank = len(x.shape)
+    if axis < 0:
+        axis += rank
+    if not 0 <= axis < rank:
+        raise SemanticError(f"scan axis {axis} out of range for a {rank}-D block")
+    if kind in ("sum", "prod"):
+        to = sum_dtype(x.dtype)
+        if to is not None:
+            x = cast(b, x, to)
+    return b.value("scan", [x], x.type, axis=axis, kind=kind, reverse=bool(reverse))
+
+
+def dot(b, a, c, acc=None, input_precision=None, allow_tf32=None, max_num_imprecise_acc=None, out_dtype=T.float32):
+    if not (is_value(a) and is_value(c) and len(a.shape) == 2 and len(c.shape) == 2):
+        raise SemanticError(f"tl.dot needs two 2-D blocks, got shapes {list(shape_of(getattr(a, 'type', None)))} and {list(shape_of(getattr(c, 'type', None)))}")
+    (m, k), (k2, n) = a.shape, c.shape
+    if k != k2:
+        raise SemanticError(f"tl.dot: inner dimensions differ ({a.shape} @ {c.shape})")
+    if builtins.min(m, n, k) < 16:
+        raise SemanticError(f"tl.dot: every dimension must be at least 16, got M={m}, N={n}, K={k}")
+    ad, cd = a.dtype, c.dtype
+    if ad != cd:
+        if ad.is_floating() and cd.is_floating():
+            wide = computation_type(ad, False, cd, False, False)
+            a, c = cast(b, a, wide), cast(b, c, wide)
+        else:
+            raise SemanticError(f"tl.dot operands must have the same type, got {ad} and {cd}")
+    if a.dtype.is_int():
+        out = T.int32
+    elif a.dtype.is_fp64():
+        out = T.float64
+    else:
+        out = out_dtype or T.float32
+    if input_precision is None:
+        if allow_tf32 is not None:
+            input_precision = "tf32" if allow_tf32 else "ieee"
+        else:
+            import os
+            input_precision = os.environ.get("TRITON_F32_DEFAULT", "tf32")
+    input_precision = str(input_precision).lower()
+    if input_precision not in ("tf32", "tf32x3", "ieee"):
+        raise SemanticError(f"tl.dot: input_precision must be 'tf32', 'tf32x3' or 'ieee', got {input_precision!r}")
+    if not a.dtype.is_fp32():
+        input_precision = "ieee"
+    rt = block_type(out, (m, n))
+    if acc is None:
+        acc = const(b, 0, rt)
+    else:
+        acc = to_tensor(b, acc)
+        if acc.shape != (m, n):
+            raise SemanticError(f"tl.dot: accumulator shape {list(acc.shape)} must be {[m, n]}")
+        if acc.dtype != out:
+            if out_dtype is not None and acc.dtype.is_floating():
+                rt = block_type(acc.dtype, (m, n))
+            else:
+                acc = cast(b, acc, out)
+    return b.value("dot", [a, c, acc], rt, input_precision=input_precision,
+                   max_num_imprecise_acc=max_num_imprecise_acc)
+
+
+def _describe(x) -> str:
+    if is_value(x):
+        return f"a value of type {x.type}"
+    return f"{type(x).__name__} {x!r}"

@@ -1,0 +1,287 @@
+"""Block IR: typed SSA over block values with structured control flow.
+
+Every backend (the numpy interpreter, the NVPTX code generator) consumes this and nothing else.
+A `Function` holds one `Block`; an `Op` has operands (Values, or None for an absent optional
+operand), results, attributes and, for control flow, nested regions (each a `Block`).
+
+Types come from `compiler.language.dtypes`: a scalar `dtype`, a `pointer_type`, or a `block_type`
+(shape of powers of two × scalar). Shapes never change at run time.
+
+The op set (operand names in order; `?` marks an optional operand that may be None):
+
+  const                 → r        attrs: value (python int/float/bool); r is scalar or splat block
+  arange                → r        attrs: start, end                      r: block<i32>[end-start]
+  program_id            → r        attrs: axis                            r: i32
+  num_programs          → r        attrs: axis                            r: i32
+  splat      x          → r        scalar → block of r's shape
+  broadcast  x          → r        block → block; size-1 dims grow to r's shape
+  expand_dims x         → r        attrs: axis (a size-1 dim is inserted there)
+  reshape    x          → r        attrs: can_reorder; row-major element order is kept
+  trans      x          → r        attrs: perm (tuple)
+  cast       x          → r        numeric conversion to r's element type (float→int truncates,
+                                   int→bool is x != 0, ptr↔int reinterprets the address)
+  bitcast    x          → r        same bit width, reinterpret
+  <binary>   a, b       → r        a, b, r have one type (the front end inserts casts/broadcasts):
+                                   add sub mul fdiv (float /) div (int, truncating) rem (int: C
+                                   remainder, float: fmod) and or xor shl shr (arithmetic for signed,
+                                   logical for unsigned) maximum minimum (NaN-ignoring, like fmax)
+                                   maximum_nan minimum_nan (NaN-propagating)
+  cmp        a, b       → r        attrs: pred in eq ne lt le gt ge; r has element type i1
+  <unary>    x          → r        neg not (bitwise invert; logical not on i1) abs exp exp2 log log2
+                                   sqrt rsqrt sin cos floor ceil erf tanh; float ops also take
+                                   attrs: fast (bool) — backends may use approximate instructions
+  fma        a, b, c    → r        a*b+c, one rounding
+  umulhi     a, b       → r
+  select     c, a, b    → r        c is i1 (same shape), a and b have r's type
+  addptr     p, off     → r        p + off * sizeof(element); off is an integer of p's shape
+  load       p, mask?, other? → r  attrs: cache, eviction, volatile; `other` has r's type
+  store      p, v, mask?           attrs: cache, eviction; v has p's element type
+  atomic_rmw p, v, mask? → r       attrs: kind in add max min xchg and or xor; sem; scope
+                                   r = old values (same shape as v)
+  atomic_cas p, cmp, v  → r        r = old values
+  reduce     x          → r        attrs: axis, kind in sum max min argmax argmin xor_sum;
+                                   r drops `axis` from x's shape (scalar if x was 1-D);
+                                   argmax/argmin give i32 indices (first occurrence on ties);
+                                   attrs: tie_break_left
+  scan       x          → r        attrs: axis, kind in sum prod max min, reverse
+  dot        a, b, c    → r        r = a @ b + c; a [M,K], b [K,N], c/r [M,N]; attrs:
+                                   input_precision in ieee tf32 tf32x3, max_num_imprecise_acc
+  barrier                          all threads of the program meet here
+  assume     x          → r        r is x; attrs: multiple_of (tuple|None), max_contiguous (tuple|None)
+  for        lb, ub, step, *init → *r   region body(iv, *iter) ends with yield(*next); iv takes
+                                   lb, lb+step, … while iv < ub (step > 0; the front end rewrites
+                                   negative constant steps); attrs: num_stages (None or int)
+  if         cond       → *r       regions then, else; each ends with yield(*r)
+  while      *init      → *r       region before(*args) ends with condition(c, *fwd);
+                                   region after(*fwd) ends with yield(*next_args)
+  yield      *vals
+  condition  c, *vals
+  return
+  print      *vals                 attrs: prefix (device_print; interpreter prints, GPU ignores)
+  assert     c                     attrs: message (device_assert)
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from .language.dtypes import block_type, dtype, pointer_type, scalar_of, shape_of
+
+BINARY_OPS = ("add", "sub", "mul", "fdiv", "div", "rem", "and", "or", "xor", "shl", "shr",
+              "maximum", "minimum", "maximum_nan", "minimum_nan")
+UNARY_OPS = ("neg", "not", "abs", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos",
+             "floor", "ceil", "erf", "tanh")
+CMP_PREDS = ("eq", "ne", "lt", "le", "gt", "ge")
+REDUCE_KINDS = ("sum", "max", "min", "argmax", "argmin", "xor_sum")
+SCAN_KINDS = ("sum", "prod", "max", "min")
+ATOMIC_KINDS = ("add", "max", "min", "xchg", "and", "or", "xor")
+TERMINATORS = ("yield", "condition", "return")
+
+
+@dataclass(frozen=True)
+class Loc:
+    """Where in the user's source an op came from (1-based line, 0-based column, as `ast`)."""
+    file: str
+    line: int
+    col: int
+    fn: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col + 1}"
+
+
+UNKNOWN_LOC = Loc("<unknown>", 0, 0)
+_ids = itertools.count()
+
+
+class Value:
+    """An SSA value: the result of an op or an argument of a block."""
+
+    __slots__ = ("type", "owner", "index", "name", "id")
+
+    def __init__(self, type, owner=None, index: int = 0, name: str | None = None):
+        self.type, self.owner, self.index, self.name = type, owner, index, name
+        self.id = next(_ids)
+
+    @property
+    def shape(self) -> tuple:
+        return shape_of(self.type)
+
+    @property
+    def dtype(self) -> dtype:
+        return scalar_of(self.type)
+
+    @property
+    def is_block(self) -> bool:
+        return isinstance(self.type, block_type)
+
+    def __repr__(self) -> str:
+        return f"%{self.name or self.id}: {self.type}"
+
+
+class Block:
+    """A straight-line list of ops with block arguments (loop-carried values, region inputs)."""
+
+    def __init__(self, arg_types=(), arg_names=()):
+        names = list(arg_names) + [None] * (len(arg_types) - len(arg_names))
+        self.args: list[Value] = [Value(t, None, i, n) for i, (t, n) in enumerate(zip(arg_types, names))]
+        self.ops: list[Op] = []
+
+    def add_arg(self, type, name=None) -> Value:
+        v = Value(type, None, len(self.args), name)
+        self.args.append(v)
+        return v
+
+    @property
+    def terminator(self) -> "Op | None":
+        return self.ops[-1] if self.ops and self.ops[-1].name in TERMINATORS else None
+
+    def walk(self) -> Iterator["Op"]:
+        """Every op in this block and its nested regions, pre-order."""
+        for op in self.ops:
+            yield op
+            for r in op.regions:
+                yield from r.walk()
+
+
+class Op:
+    __slots__ = ("name", "operands", "results", "attrs", "regions", "loc")
+
+    def __init__(self, name: str, operands=(), result_types=(), attrs=None, regions=(), loc: Loc = UNKNOWN_LOC):
+        self.name = name
+        self.operands: list[Value | None] = list(operands)
+        self.results: list[Value] = [Value(t, self, i) for i, t in enumerate(result_types)]
+        self.attrs: dict[str, Any] = dict(attrs or {})
+        self.regions: list[Block] = list(regions)
+        self.loc = loc
+
+    @property
+    def result(self) -> Value:
+        assert len(self.results) == 1, f"{self.name} has {len(self.results)} results"
+        return self.results[0]
+
+    def __repr__(self) -> str:
+        return f"<Op {self.name} at {self.loc}>"
+
+
+@dataclass
+class Function:
+    """A kernel after specialization: arguments are the runtime (non-constexpr) parameters."""
+    name: str
+    arg_names: list[str]
+    arg_types: list[Any]
+    body: Block
+    # Per runtime argument: facts known at compile time through specialization.
+    #   "divisibility": 16 when the pointer/int is known divisible by 16 (bytes for pointers), else 1
+    #   "equal_to_1": True for an int argument specialized to the constant 1 (then not passed)
+    arg_attrs: list[dict] = field(default_factory=list)
+    constexprs: dict = field(default_factory=dict)
+    loc: Loc = UNKNOWN_LOC
+
+    @property
+    def args(self) -> list[Value]:
+        return self.body.args
+
+    def walk(self) -> Iterator[Op]:
+        return self.body.walk()
+
+    def __str__(self) -> str:
+        return print_function(self)
+
+
+# ---------------------------------------------------------------------------------------------
+# Printing: stable, readable text that tests can compare.
+
+def _fmt_attr(v) -> str:
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, (dtype, block_type)):
+        return str(v)
+    return repr(v)
+
+
+class _Namer:
+    def __init__(self):
+        self.names: dict[int, str] = {}
+
+    def __call__(self, v: Value | None) -> str:
+        if v is None:
+            return "_"
+        if v.id not in self.names:
+            self.names[v.id] = f"%{v.name}" if v.name and not v.name.isdigit() and f"%{v.name}" not in self.names.values() else f"%{len(self.names)}"
+        return self.names[v.id]
+
+
+def print_function(fn: Function) -> str:
+    n = _Namer()
+    args = ", ".join(f"{n(a)}: {a.type}" + (f" {{{', '.join(f'{k}={v}' for k, v in attrs.items() if v not in (1, False, None))}}}" if any(v not in (1, False, None) for v in attrs.values()) else "")
+                     for a, attrs in zip(fn.args, fn.arg_attrs or [{}] * len(fn.args)))
+    lines = [f"func @{fn.name}({args}) {{"]
+    _print_block(fn.body, n, lines, "  ")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def _print_block(block: Block, n: _Namer, lines: list, indent: str):
+    for op in block.ops:
+        res = ", ".join(n(r) for r in op.results)
+        head = f"{res} = " if res else ""
+        ops = ", ".join(n(o) for o in op.operands)
+        attrs = ", ".join(f"{k}={_fmt_attr(v)}" for k, v in op.attrs.items())
+        types = ", ".join(str(r.type) for r in op.results)
+        text = f"{indent}{head}{op.name}({ops})" + (f" {{{attrs}}}" if attrs else "") + (f" : {types}" if types else "")
+        if op.regions:
+            lines.append(text + " {")
+            for i, region in enumerate(op.regions):
+                if i:
+                    lines.append(f"{indent}}} {{")
+                if region.args:
+                    lines.append(f"{indent}  ^({', '.join(f'{n(a)}: {a.type}' for a in region.args)}):")
+                _print_block(region, n, lines, indent + "  ")
+            lines.append(f"{indent}}}")
+        else:
+            lines.append(text)
+
+
+# ---------------------------------------------------------------------------------------------
+# Small helpers used by passes and backends.
+
+SIDE_EFFECTS = {"store", "atomic_rmw", "atomic_cas", "barrier", "print", "assert", "return", "yield",
+                "condition", "for", "if", "while", "load"}
+
+
+def eliminate_dead_code(fn: "Function") -> None:
+    """Drop ops whose results nobody uses and that have no effect (repeat until nothing changes)."""
+    while True:
+        used = {o.id for op in fn.walk() for o in op.operands if o is not None}
+        removed = 0
+
+        def sweep(block: Block):
+            nonlocal removed
+            keep = []
+            for op in block.ops:
+                for r in op.regions:
+                    sweep(r)
+                effect = op.name in SIDE_EFFECTS and not (op.name == "load" and not op.attrs.get("volatile"))
+                if not effect and op.results and not any(r.id in used for r in op.results):
+                    removed += 1
+                    continue
+                keep.append(op)
+            block.ops = keep
+        sweep(fn.body)
+        if not removed:
+            return
+
+def uses(fn: Function) -> dict[int, list[Op]]:
+    """Value id → the ops that use it."""
+    table: dict[int, list[Op]] = {}
+    for op in fn.walk():
+        for o in op.operands:
+            if o is not None:
+                table.setdefault(o.id, []).append(op)
+    return table
+
+
+def is_pointer(ty) -> bool:
+    return isinstance(scalar_of(ty), pointer_type)

@@ -1,0 +1,207 @@
+"""Element types, pointer types and block types — shared by the `tl` surface and the block IR.
+
+Names follow Triton (`tl.float32.name == "fp32"`, `ptr.dtype.element_ty`), so kernels that inspect
+types keep working, and the IR prints them the way Triton users read them.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+class dtype:
+    """A scalar element type. Instances are interned: compare with `==` or `is`."""
+
+    SINT, UINT, FLOAT, BOOL = "int", "uint", "fp", "bool"
+    _registry: dict[str, "dtype"] = {}
+
+    def __new__(cls, name: str, kind: str | None = None, bits: int | None = None):
+        if name in cls._registry:
+            return cls._registry[name]
+        if kind is None:
+            raise ValueError(f"unknown dtype {name!r}")
+        self = super().__new__(cls)
+        self.name, self.kind, self.primitive_bitwidth = name, kind, bits
+        cls._registry[name] = self
+        return self
+
+    def __getnewargs__(self):  # pickling keeps the interning
+        return (self.name,)
+
+    # Triton's predicates --------------------------------------------------------------------
+    def is_floating(self) -> bool: return self.kind == self.FLOAT
+    def is_int(self) -> bool: return self.kind in (self.SINT, self.UINT, self.BOOL)
+    def is_int_signed(self) -> bool: return self.kind == self.SINT
+    def is_int_unsigned(self) -> bool: return self.kind in (self.UINT, self.BOOL)
+    def is_bool(self) -> bool: return self.kind == self.BOOL
+    def is_int1(self) -> bool: return self.kind == self.BOOL
+    def is_fp16(self) -> bool: return self.name == "fp16"
+    def is_bf16(self) -> bool: return self.name == "bf16"
+    def is_fp32(self) -> bool: return self.name == "fp32"
+    def is_fp64(self) -> bool: return self.name == "fp64"
+    def is_ptr(self) -> bool: return False
+    def is_block(self) -> bool: return False
+    def is_void(self) -> bool: return self.name == "void"
+
+    @property
+    def int_bitwidth(self) -> int: return self.primitive_bitwidth
+    @property
+    def fp_mantissa_width(self) -> int: return {"fp16": 10, "bf16": 7, "fp32": 23, "fp64": 52}[self.name]
+    @property
+    def int_signedness(self) -> str: return "signed" if self.kind == self.SINT else "unsigned"
+    @property
+    def scalar(self) -> "dtype": return self
+    @property
+    def element_ty(self) -> "dtype": return self  # so `x.dtype.element_ty` works on scalars too
+    @property
+    def itemsize(self) -> int: return max(1, self.primitive_bitwidth // 8)
+
+    def to_ir(self): return self
+    def __repr__(self) -> str: return f"triton.language.{_PY_NAMES.get(self.name, self.name)}"
+    def __str__(self) -> str: return self.name
+    def __hash__(self) -> int: return hash(self.name)
+    def __eq__(self, other) -> bool: return isinstance(other, dtype) and self.name == other.name and type(self) is type(other)
+    def __ne__(self, other) -> bool: return not self.__eq__(other)
+
+    @property
+    def np(self):
+        """The numpy dtype that holds values of this type (bf16 is held in float32)."""
+        return _NP[self.name]
+
+
+class pointer_type(dtype):
+    """A pointer to `element_ty` in global memory (address space 1)."""
+
+    def __new__(cls, element_ty: dtype, address_space: int = 1, const: bool = False):
+        key = f"ptr<{element_ty.name}>" + (f"@{address_space}" if address_space != 1 else "")
+        if key in dtype._registry:
+            return dtype._registry[key]
+        self = object.__new__(cls)
+        self.name, self.kind, self.primitive_bitwidth = key, "ptr", 64
+        self._element_ty, self.address_space, self.const = element_ty, address_space, const
+        dtype._registry[key] = self
+        return self
+
+    def __getnewargs__(self):
+        return (self._element_ty, self.address_space)
+
+    @property
+    def element_ty(self) -> dtype: return self._element_ty
+    def is_ptr(self) -> bool: return True
+    def is_floating(self) -> bool: return False
+    def is_int(self) -> bool: return False
+    def __repr__(self) -> str: return f"pointer<{self._element_ty.name}>"
+    def __str__(self) -> str: return "*" + self._element_ty.name.replace("ptr<", "*").rstrip(">")
+    __hash__ = dtype.__hash__
+
+    @property
+    def np(self):
+        return np.dtype(np.int64)
+
+
+class block_type:
+    """The type of a block value: a shape (powers of two) of scalars of one dtype."""
+
+    __slots__ = ("element_ty", "shape")
+
+    def __init__(self, element_ty: dtype, shape):
+        self.element_ty, self.shape = element_ty, tuple(int(s) for s in shape)
+
+    @property
+    def scalar(self) -> dtype: return self.element_ty
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+    def is_block(self) -> bool: return True
+    def is_ptr(self) -> bool: return False
+    def is_floating(self) -> bool: return self.element_ty.is_floating()
+    def is_int(self) -> bool: return self.element_ty.is_int()
+    def __eq__(self, other) -> bool:
+        return isinstance(other, block_type) and self.shape == other.shape and self.element_ty == other.element_ty
+    def __hash__(self) -> int: return hash((self.element_ty, self.shape))
+    def __repr__(self) -> str: return f"<{'x'.join(map(str, self.shape))}x{self.element_ty}>"
+    __str__ = __repr__
+
+
+def scalar_of(ty) -> dtype:
+    return ty.element_ty if isinstance(ty, block_type) else ty
+
+
+def shape_of(ty) -> tuple:
+    return ty.shape if isinstance(ty, block_type) else ()
+
+
+void = dtype("void", "void", 0)
+int1 = dtype("i1", dtype.BOOL, 1)
+int8 = dtype("i8", dtype.SINT, 8)
+int16 = dtype("i16", dtype.SINT, 16)
+int32 = dtype("i32", dtype.SINT, 32)
+int64 = dtype("i64", dtype.SINT, 64)
+uint8 = dtype("u8", dtype.UINT, 8)
+uint16 = dtype("u16", dtype.UINT, 16)
+uint32 = dtype("u32", dtype.UINT, 32)
+uint64 = dtype("u64", dtype.UINT, 64)
+float16 = dtype("fp16", dtype.FLOAT, 16)
+bfloat16 = dtype("bf16", dtype.FLOAT, 16)
+float32 = dtype("fp32", dtype.FLOAT, 32)
+float64 = dtype("fp64", dtype.FLOAT, 64)
+float8e4nv = dtype("fp8e4nv", dtype.FLOAT, 8)
+float8e5 = dtype("fp8e5", dtype.FLOAT, 8)
+
+_PY_NAMES = {"i1": "int1", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
+             "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
+             "fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64"}
+
+_NP = {"i1": np.dtype(np.bool_), "i8": np.dtype(np.int8), "i16": np.dtype(np.int16),
+       "i32": np.dtype(np.int32), "i64": np.dtype(np.int64), "u8": np.dtype(np.uint8),
+       "u16": np.dtype(np.uint16), "u32": np.dtype(np.uint32), "u64": np.dtype(np.uint64),
+       "fp16": np.dtype(np.float16), "bf16": np.dtype(np.float32), "fp32": np.dtype(np.float32),
+       "fp64": np.dtype(np.float64), "fp8e4nv": np.dtype(np.uint8), "fp8e5": np.dtype(np.uint8)}
+
+# Signature strings used by `compiler.compile(signature=...)` and by Triton ("*fp32", "i32").
+_SIG_ALIASES = {"fp16": float16, "bf16": bfloat16, "fp32": float32, "fp64": float64,
+                "f16": float16, "f32": float32, "f64": float64,
+                "i1": int1, "i8": int8, "i16": int16, "i32": int32, "i64": int64,
+                "u1": int1, "u8": uint8, "u16": uint16, "u32": uint32, "u64": uint64,
+                "fp8e4nv": float8e4nv, "fp8e5": float8e5}
+
+
+def from_signature(text: str) -> dtype:
+    """Parse `"*fp32"`, `"i32"`, `"*i8"` … into a type."""
+    t = text.strip()
+    if t.startswith("*"):
+        inner = t[1:]
+        if inner.startswith("k"):  # Triton spells const pointers "*kfp32"
+            inner = inner[1:]
+        return pointer_type(from_signature(inner))
+    if t not in _SIG_ALIASES:
+        raise ValueError(f"unknown type {text!r} in signature (expected e.g. '*fp32', 'i32', 'fp16')")
+    return _SIG_ALIASES[t]
+
+
+def to_signature(ty: dtype) -> str:
+    return "*" + to_signature(ty.element_ty) if ty.is_ptr() else ty.name
+
+
+_TORCH_NAMES = {"float16": float16, "half": float16, "bfloat16": bfloat16, "float32": float32,
+                "float": float32, "float64": float64, "double": float64, "int8": int8, "int16": int16,
+                "int32": int32, "int": int32, "int64": int64, "long": int64, "uint8": uint8,
+                "uint16": uint16, "uint32": uint32, "uint64": uint64, "bool": int1,
+                "float8_e4m3fn": float8e4nv, "float8_e5m2": float8e5}
+
+
+def from_host_dtype(d) -> dtype:
+    """The element type of a torch dtype, numpy dtype or a `typestr` of `__cuda_array_interface__`."""
+    if isinstance(d, dtype):
+        return d
+    name = str(d)
+    if name.startswith("torch."):
+        name = name[len("torch."):]
+    if name in _TORCH_NAMES:
+        return _TORCH_NAMES[name]
+    npd = np.dtype(d)
+    if npd == np.bool_:
+        return int1
+    return _TORCH_NAMES[npd.name]

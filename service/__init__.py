@@ -1,0 +1,1 @@
+"""blocktune service."""
