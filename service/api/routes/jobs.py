@@ -1,0 +1,148 @@
+"""Tuning jobs: submit (idempotent), list, get, cancel, trials."""
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated, Any, Literal
+
+import sqlalchemy as sa
+from fastapi import APIRouter, Body, Header, HTTPException, Path, Query, Response, status
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
+from sqlalchemy.orm import Session, joinedload
+
+from db.models import JOB_FINAL_STATES, Job, Kernel, Trial, utcnow
+from service.api.deps import ReadAuth, SessionDep, SettingsDep, WriteAuth
+from service.api.schemas import JobOut, JobPage, TrialOut
+from service.submit import SubmissionError, prepare_submission
+
+router = APIRouter(prefix="/jobs", tags=["jobs"])
+
+JobId = Annotated[int, Path(ge=1, le=2**31 - 1)]
+State = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+
+
+def _get_job(session: Session, job_id: int) -> Job:
+    job = session.scalar(sa.select(Job).options(joinedload(Job.kernel)).where(Job.id == job_id))
+    if job is None:
+        raise HTTPException(404, f"no job {job_id}")
+    return job
+
+
+@router.post("", response_model=JobOut, status_code=status.HTTP_201_CREATED,
+             responses={200: {"description": "a job with this Idempotency-Key already exists (returned)"},
+                        409: {"description": "the Idempotency-Key was used for another spec"},
+                        422: {"description": "invalid spec, or a kernel source the compiler rejects"}})
+def submit_job(
+    response: Response,
+    session: SessionDep,
+    _: WriteAuth,
+    spec: Annotated[dict[str, Any], Body(description="a tuner job spec (tuner.spec.JobSpec)")],
+    idempotency_key: Annotated[str | None, Header(max_length=200, pattern=r"^[\x21-\x7e]+$")] = None,
+    gpu_model: Annotated[str | None, Query(max_length=200, pattern=r"^[^\x00]+$",
+                                           description="tune on this GPU model only (default: the first worker's)")] = None,
+) -> JobOut:
+    """Submit a tuning job. The kernel source is only parsed and checked by blocktune's compiler
+    (never executed); expressions only go through the safe evaluator."""
+    if idempotency_key:
+        existing = session.scalar(sa.select(Job).options(joinedload(Job.kernel))
+                                  .where(Job.idempotency_key == idempotency_key))
+        if existing is not None:
+            return _replay(existing, spec, gpu_model, response)
+    try:
+        sub = prepare_submission(spec)
+    except ValidationError as exc:
+        raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)])
+    except SubmissionError as exc:
+        raise RequestValidationError([{"type": "value_error", "loc": ("body", *exc.loc), "msg": exc.message,
+                                       "input": None}])
+    kernel = session.scalar(sa.select(Kernel).where(Kernel.fingerprint == sub.fingerprint))
+    if kernel is None:
+        kernel = Kernel(fingerprint=sub.fingerprint, name=sub.kernel_name, source=sub.source,
+                        compiler_version=sub.compiler_version, created_at=utcnow())
+        session.add(kernel)
+        try:
+            session.flush()
+        except sa.exc.IntegrityError:   # registered concurrently
+            session.rollback()
+            kernel = session.scalar(sa.select(Kernel).where(Kernel.fingerprint == sub.fingerprint))
+    now = utcnow()
+    job = Job(kernel_id=kernel.id, gpu_model=gpu_model, spec=sub.spec, state="queued", progress=0.0,
+              trials_done=0, trials_total=sub.trials_total, idempotency_key=idempotency_key,
+              study_name="job-pending", created_at=now, updated_at=now)
+    session.add(job)
+    try:
+        session.flush()
+        job.study_name = f"job-{job.id}"
+        session.commit()
+    except sa.exc.IntegrityError:       # the same idempotency key, submitted concurrently
+        session.rollback()
+        existing = session.scalar(sa.select(Job).options(joinedload(Job.kernel))
+                                  .where(Job.idempotency_key == idempotency_key)) if idempotency_key else None
+        if existing is None:
+            raise HTTPException(409, "conflicting concurrent submission; retry")
+        return _replay(existing, spec, gpu_model, response)
+    session.refresh(job)
+    return JobOut.of(job)
+
+
+def _replay(existing: Job, spec: dict, gpu_model: str | None, response: Response) -> JobOut:
+    try:
+        from tuner.spec import JobSpec
+
+        same = JobSpec.model_validate(spec).to_json() == existing.spec and (gpu_model is None or gpu_model == existing.gpu_model)
+    except ValidationError:
+        same = False
+    if not same:
+        raise HTTPException(409, "this Idempotency-Key was already used for a different job spec")
+    response.status_code = status.HTTP_200_OK
+    return JobOut.of(existing)
+
+
+@router.get("", response_model=JobPage)
+def list_jobs(session: SessionDep, settings: SettingsDep, _: ReadAuth,
+              state: State | None = None,
+              kernel: Annotated[str | None, Query(max_length=128, pattern=r"^[^\x00]*$",
+                                                  description="kernel name or fingerprint")] = None,
+              gpu_model: Annotated[str | None, Query(max_length=200, pattern=r"^[^\x00]*$")] = None,
+              limit: Annotated[int, Query(ge=1, le=500)] = 50,
+              offset: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0) -> JobPage:
+    q = sa.select(Job)
+    if state:
+        q = q.where(Job.state == state)
+    if kernel:
+        q = q.join(Kernel).where(sa.or_(Kernel.name == kernel, Kernel.fingerprint == kernel))
+    if gpu_model:
+        q = q.where(Job.gpu_model == gpu_model)
+    total = session.scalar(sa.select(sa.func.count()).select_from(q.subquery())) or 0
+    rows = session.scalars(q.options(joinedload(Job.kernel)).order_by(Job.id.desc()).limit(limit).offset(offset))
+    return JobPage(items=[JobOut.of(j, with_spec=False) for j in rows], total=total, limit=limit, offset=offset)
+
+
+@router.get("/{job_id}", response_model=JobOut)
+def get_job(job_id: JobId, session: SessionDep, _: ReadAuth) -> JobOut:
+    """A job with its progress (trials done / budget) and the best config so far."""
+    return JobOut.of(_get_job(session, job_id))
+
+
+@router.post("/{job_id}/cancel", response_model=JobOut)
+def cancel_job(job_id: JobId, session: SessionDep, _: WriteAuth) -> JobOut:
+    """Cancel a queued or running job (a worker running it stops after its current trial)."""
+    now = utcnow()
+    res = session.execute(sa.update(Job).where(Job.id == job_id, Job.state.in_(("queued", "running")))
+                          .values(state="cancelled", finished_at=now, updated_at=now, lease_expires_at=None))
+    session.commit()
+    job = _get_job(session, job_id)
+    if res.rowcount == 0 and job.state != "cancelled":
+        raise HTTPException(409, f"job {job_id} is already {job.state}")
+    return JobOut.of(job)
+
+
+@router.get("/{job_id}/trials", response_model=list[TrialOut])
+def job_trials(job_id: JobId, session: SessionDep, _: ReadAuth,
+               status_: Annotated[Literal["ok", "compile-error", "runtime-error", "wrong-result", "timeout", "invalid"] | None,
+                                  Query(alias="status")] = None) -> list[TrialOut]:
+    _get_job(session, job_id)
+    q = sa.select(Trial).where(Trial.job_id == job_id)
+    if status_:
+        q = q.where(Trial.status == status_)
+    return [TrialOut.model_validate(t) for t in session.scalars(q.order_by(Trial.number))]

@@ -1,0 +1,188 @@
+"""Response and request models of the REST API."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from db.models import ApiToken, BestConfig, Gpu, Job, Kernel, Trial, Worker
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    return value
+
+
+SafeStr = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_no_nul)]
+
+
+class JobOut(BaseModel):
+    id: int
+    state: str
+    kernel_id: int
+    kernel_name: str | None = None
+    kernel_fingerprint: str | None = None
+    gpu_model: str | None
+    progress: float
+    trials_done: int
+    trials_total: int | None
+    best_time_ms: float | None
+    best_config: dict[str, Any] | None
+    error: str | None
+    idempotency_key: str | None
+    study_name: str
+    claimed_by: str | None
+    lease_expires_at: dt.datetime | None
+    created_at: dt.datetime
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    updated_at: dt.datetime
+    spec: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, job: Job, *, with_spec: bool = True) -> "JobOut":
+        k = job.kernel
+        return cls(id=job.id, state=job.state, kernel_id=job.kernel_id, kernel_name=k.name if k else None,
+                   kernel_fingerprint=k.fingerprint if k else None, gpu_model=job.gpu_model,
+                   progress=job.progress or 0.0, trials_done=job.trials_done or 0, trials_total=job.trials_total,
+                   best_time_ms=job.best_time_ms, best_config=job.best_config, error=job.error,
+                   idempotency_key=job.idempotency_key, study_name=job.study_name, claimed_by=job.claimed_by,
+                   lease_expires_at=job.lease_expires_at, created_at=job.created_at, started_at=job.started_at,
+                   finished_at=job.finished_at, updated_at=job.updated_at, spec=job.spec if with_spec else None)
+
+
+class JobPage(BaseModel):
+    items: list[JobOut]
+    total: int
+    limit: int
+    offset: int
+
+
+class TrialOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+    id: int
+    job_id: int
+    number: int
+    config: dict[str, Any]
+    status: str
+    samples_ms: list[Any] | None
+    median_ms: float | None
+    spread: dict[str, Any] | None
+    error: str | None
+    worker: str | None
+    created_at: dt.datetime
+
+
+class KernelOut(BaseModel):
+    id: int
+    fingerprint: str
+    name: str
+    compiler_version: str
+    created_at: dt.datetime
+    jobs: int = 0
+    source: str | None = None
+
+    @classmethod
+    def of(cls, k: Kernel, jobs: int = 0, with_source: bool = False) -> "KernelOut":
+        return cls(id=k.id, fingerprint=k.fingerprint, name=k.name, compiler_version=k.compiler_version,
+                   created_at=k.created_at, jobs=jobs, source=k.source if with_source else None)
+
+
+class WorkerOut(BaseModel):
+    id: int
+    name: str
+    gpu_id: int | None
+    gpu_model: str | None
+    device_index: int
+    state: str
+    started_at: dt.datetime
+    last_heartbeat_at: dt.datetime | None
+    alive: bool
+
+    @classmethod
+    def of(cls, w: Worker, alive: bool) -> "WorkerOut":
+        return cls(id=w.id, name=w.name, gpu_id=w.gpu_id, gpu_model=w.gpu.model if w.gpu else None,
+                   device_index=w.device_index, state=w.state, started_at=w.started_at,
+                   last_heartbeat_at=w.last_heartbeat_at, alive=alive)
+
+
+class GpuOut(BaseModel):
+    id: int
+    model: str
+    compute_capability: str
+    sm_count: int
+    total_memory: int
+    driver_version: str
+    cuda_version: str
+    workers: list[WorkerOut]
+    alive_workers: int
+
+
+class BestConfigOut(BaseModel):
+    kernel_fingerprint: str
+    kernel_name: str
+    problem_key: dict[str, Any]
+    gpu_model: str
+    compute_capability: str | None
+    config: dict[str, Any]
+    median_ms: float | None
+    default_ms: float | None
+    speedup: float | None
+    match: str = "exact"
+    job_id: int | None
+
+    @classmethod
+    def of(cls, b: BestConfig, match: str = "exact") -> "BestConfigOut":
+        return cls(kernel_fingerprint=b.kernel_fingerprint, kernel_name=b.kernel_name,
+                   problem_key=json.loads(b.problem_key), gpu_model=b.gpu_model,
+                   compute_capability=b.compute_capability, config=b.config, median_ms=b.median_ms,
+                   default_ms=b.default_ms, speedup=(b.default_ms / b.median_ms) if b.default_ms and b.median_ms else None,
+                   match=match, job_id=b.job_id)
+
+
+class PublishIn(BaseModel):
+    """A best config tuned elsewhere (a client's local autotune), sent with BLOCKTUNE_PUBLISH=1."""
+    model_config = ConfigDict(extra="forbid")
+    kernel_fingerprint: SafeStr
+    kernel_name: SafeStr
+    problem_key: dict[str, Annotated[int | float | str | bool | None, Field()]]
+    gpu_model: SafeStr
+    compute_capability: Annotated[str, Field(max_length=16, pattern=r"^\d+\.\d+$")]
+    config: dict[str, Annotated[int | float | str | bool | None, Field()]]
+    median_ms: float = Field(gt=0, lt=1e9)
+    default_ms: float | None = Field(default=None, gt=0, lt=1e9)
+
+
+class TokenIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: SafeStr
+
+
+class TokenOut(BaseModel):
+    id: int
+    name: str
+    prefix: str
+    created_at: dt.datetime
+    revoked_at: dt.datetime | None
+    last_used_at: dt.datetime | None
+    token: str | None = None   # only in the answer to a creation
+
+    @classmethod
+    def of(cls, t: ApiToken, clear: str | None = None) -> "TokenOut":
+        return cls(id=t.id, name=t.name, prefix=t.prefix, created_at=t.created_at, revoked_at=t.revoked_at,
+                   last_used_at=t.last_used_at, token=clear)
+
+
+def canonical_key(key: dict) -> str:
+    """The canonical JSON of a problem key (sorted keys, no spaces), as best_configs.problem_key."""
+    return json.dumps(key, sort_keys=True, separators=(",", ":"))
+
+
+def gpu_out(g: Gpu, alive_ids: set[int]) -> GpuOut:
+    ws = [WorkerOut.of(w, w.id in alive_ids) for w in g.workers]
+    return GpuOut(id=g.id, model=g.model, compute_capability=g.compute_capability, sm_count=g.sm_count,
+                  total_memory=g.total_memory, driver_version=g.driver_version, cuda_version=g.cuda_version,
+                  workers=ws, alive_workers=sum(w.alive for w in ws))

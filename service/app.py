@@ -1,0 +1,100 @@
+"""The FastAPI application: REST API under /api/v1, /healthz, /metrics, the dashboard at /."""
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from service.core.config import Settings, get_settings
+from service.core.limits import BodySizeLimitMiddleware
+from service.metrics import Metrics, MetricsMiddleware
+
+API_PREFIX = "/api/v1"
+HERE = Path(__file__).resolve().parent
+
+
+def _field(loc) -> str:
+    parts = [str(p) for p in loc]
+    if parts and parts[0] in ("body", "query", "path", "header", "cookie"):
+        where, rest = parts[0], parts[1:]
+        return f"{where}.{'.'.join(rest)}" if rest else where
+    return ".".join(parts)
+
+
+async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+    """422 naming the field and the reason; the input is echoed only when it is small."""
+    detail = []
+    for e in exc.errors():
+        item = {"field": _field(e.get("loc", ())), "reason": e.get("msg", "invalid"), "type": e.get("type"),
+                "loc": list(e.get("loc", ()))}
+        detail.append(item)
+    return JSONResponse({"detail": detail}, status_code=422)
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI):
+    """Starts the in-process worker (`blocktune serve` with a GPU) and stops it on shutdown."""
+    worker = app.state.worker
+    if worker is not None:
+        worker.start_thread()
+    try:
+        yield
+    finally:
+        if worker is not None:
+            worker.stop()
+            worker.join(timeout=60)
+        app.state.engine.dispose()
+
+
+def create_app(settings: Settings | None = None, *, database_url: str | None = None, worker=None) -> FastAPI:
+    """`worker`: a service.worker.Worker run in a thread while the app is up (or None)."""
+    from db.engine import make_engine, session_factory
+    from service.lookup import ConfigIndex
+
+    settings = settings or get_settings()
+    url = database_url or settings.resolved_database_url()
+    app = FastAPI(title="blocktune", version=_version(),
+                  description="Tuning jobs, best configs per GPU model, and the launch-time config lookup.",
+                  docs_url="/docs", openapi_url=f"{API_PREFIX}/openapi.json", lifespan=_lifespan)
+    engine = make_engine(url)
+    app.state.settings = settings
+    app.state.database_url = url
+    app.state.engine = engine
+    app.state.sessionmaker = session_factory(engine)
+    app.state.version = _version()
+    app.state.token_last_used = {}
+    app.state.config_index = ConfigIndex(app.state.sessionmaker)
+    app.state.worker = worker
+    app.state.metrics = Metrics()
+    app.state.metrics.add_database(app.state.sessionmaker, settings)
+
+    from service.api.routes import configs, gpus, health, jobs, kernels, tokens
+    from service.dashboard import routes as dashboard
+
+    for r in (jobs.router, configs.router, kernels.router, gpus.router, tokens.router):
+        app.include_router(r, prefix=API_PREFIX)
+    app.include_router(health.router)
+    app.include_router(dashboard.router)
+    app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
+
+    app.add_exception_handler(RequestValidationError, _validation_error)
+
+    # outermost first: metrics see everything, the size limit runs before routing
+    app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
+
+    return app
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("blocktune")
+    except Exception:
+        return "0.1.0"

@@ -1,0 +1,209 @@
+"""`blocktune serve | worker | token | migrate`."""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+
+
+def _db_url(args) -> str:
+    from db.engine import default_url, normalize_url
+
+    return normalize_url(getattr(args, "database_url", None) or default_url())
+
+
+def _ensure_migrated(url: str, *, quiet: bool = False) -> None:
+    from db.migrate import current_revision, head_revision, upgrade
+
+    cur = current_revision(url)
+    if cur == head_revision():
+        return
+    if not quiet:
+        print(f"blocktune: {'empty database' if cur is None else f'database at revision {cur}'}: applying migrations",
+              file=sys.stderr)
+    upgrade(url)
+
+
+def _logging(verbose: bool = False) -> None:
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def _has_gpu() -> bool:
+    try:
+        from compiler.runtime import driver
+
+        return driver.has_gpu()
+    except Exception:
+        return False
+
+
+# -- serve ---------------------------------------------------------------------------------------
+def cmd_serve(args) -> int:
+    import uvicorn
+
+    from service.app import create_app
+    from service.core.config import Settings
+
+    overrides = {k: v for k, v in {"host": args.host, "port": args.port, "database_url": args.database_url,
+                                   "read_requires_token": args.read_requires_token}.items() if v is not None}
+    settings = Settings(**overrides)
+    url = _db_url(argparse.Namespace(database_url=settings.database_url or None))
+    _ensure_migrated(url)
+    with_worker = args.with_worker if args.with_worker is not None else settings.with_worker
+    interpret = args.interpret or settings.interpret
+    gpu = _has_gpu()
+    worker = None
+    if with_worker is None:
+        with_worker = gpu
+    if with_worker and not gpu and not interpret:
+        print("blocktune: --with-worker needs a CUDA GPU (or --interpret)", file=sys.stderr)
+        return 2
+    if with_worker:
+        from service.worker import Worker
+
+        worker = Worker(url, args.device, interpret=interpret, lease_seconds=settings.lease_seconds,
+                        heartbeat_seconds=settings.heartbeat_seconds, poll_seconds=settings.poll_seconds)
+        print(f"blocktune: running a worker on device {args.device}" + (" (interpret mode)" if interpret else ""),
+              file=sys.stderr)
+    else:
+        print("blocktune: no worker in this process" + ("" if gpu else " (no CUDA GPU found)") +
+              ": jobs will wait for a worker (`blocktune worker --device N --server-db URL`)", file=sys.stderr)
+    app = create_app(settings, database_url=url, worker=worker)
+    print(f"blocktune: serving on http://{settings.host}:{settings.port} (dashboard at /, API at /api/v1, docs at /docs)",
+          file=sys.stderr)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level,
+                access_log=args.access_log, loop="auto", http="auto")
+    return 0
+
+
+# -- worker --------------------------------------------------------------------------------------
+def cmd_worker(args) -> int:
+    from service.core.config import Settings
+    from service.worker import Worker
+
+    _logging(args.verbose)
+    settings = Settings()
+    url = _db_url(argparse.Namespace(database_url=args.server_db))
+    interpret = args.interpret or settings.interpret
+    if not interpret and not _has_gpu():
+        print("blocktune worker: no CUDA GPU found (use --interpret to tune on the CPU interpreter)", file=sys.stderr)
+        return 2
+    if args.migrate:
+        _ensure_migrated(url)
+    w = Worker(url, args.device, interpret=interpret, name=args.name,
+               lease_seconds=args.lease if args.lease is not None else settings.lease_seconds,
+               heartbeat_seconds=args.heartbeat if args.heartbeat is not None else settings.heartbeat_seconds,
+               poll_seconds=args.poll if args.poll is not None else settings.poll_seconds,
+               join=args.join, exit_when_idle=args.exit_when_idle)
+
+    def _on_signal(signum, _frame):
+        logging.getLogger("blocktune.worker").info("signal %d: stopping after the current trial", signum)
+        w.stop()
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    w.run()
+    return 0
+
+
+# -- token ---------------------------------------------------------------------------------------
+def cmd_token(args) -> int:
+    import sqlalchemy as sa
+
+    from db.engine import make_engine, session_factory
+    from db.models import ApiToken
+    from service.core.security import create_token, revoke_token
+
+    url = _db_url(args)
+    _ensure_migrated(url, quiet=True)
+    engine = make_engine(url)
+    try:
+        with session_factory(engine)() as s:
+            if args.token_command == "create":
+                row, clear = create_token(s, args.name)
+                s.commit()
+                print(clear)
+                print(f"token {row.id} ({row.name}, prefix {row.prefix}) created; it is shown only once",
+                      file=sys.stderr)
+            elif args.token_command == "list":
+                for t in s.scalars(sa.select(ApiToken).order_by(ApiToken.id)):
+                    state = f"revoked {t.revoked_at:%Y-%m-%d %H:%M}" if t.revoked_at else "active"
+                    used = f"{t.last_used_at:%Y-%m-%d %H:%M}" if t.last_used_at else "never"
+                    print(f"{t.id}\t{t.prefix}\t{t.name}\t{state}\tlast used {used}")
+            elif args.token_command == "revoke":
+                row = revoke_token(s, args.ident)
+                if row is None:
+                    print(f"no token {args.ident!r}", file=sys.stderr)
+                    return 1
+                s.commit()
+                print(f"token {row.id} ({row.name}) revoked", file=sys.stderr)
+    finally:
+        engine.dispose()
+    return 0
+
+
+# -- migrate -------------------------------------------------------------------------------------
+def cmd_migrate(args) -> int:
+    from db.migrate import current_revision, upgrade
+
+    url = _db_url(args)
+    upgrade(url)
+    print(f"database at revision {current_revision(url)}", file=sys.stderr)
+    return 0
+
+
+def register(subparsers) -> None:
+    env_db = "database URL (default: $BLOCKTUNE_DATABASE_URL, else SQLite in the user data dir)"
+
+    p = subparsers.add_parser("serve", help="run the API, the dashboard (and a worker when a GPU is present)")
+    p.add_argument("--host", default=None, help="address to listen on (default 127.0.0.1; $BLOCKTUNE_HOST)")
+    p.add_argument("--port", type=int, default=None, help="port (default 8000; $BLOCKTUNE_PORT)")
+    p.add_argument("--database-url", "--db", dest="database_url", default=None, help=env_db)
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--with-worker", dest="with_worker", action="store_true", default=None,
+                   help="also run a worker in this process (default when a CUDA GPU is found)")
+    g.add_argument("--no-worker", dest="with_worker", action="store_false", help="never run a worker here")
+    p.add_argument("--device", type=int, default=0, help="GPU of the in-process worker")
+    p.add_argument("--interpret", action="store_true", help="the in-process worker tunes in interpret mode (CPU)")
+    p.add_argument("--read-requires-token", action="store_true", default=None,
+                   help="reads need an API token too ($BLOCKTUNE_READ_REQUIRES_TOKEN)")
+    p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    p.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=False)
+    p.set_defaults(func=cmd_serve)
+
+    p = subparsers.add_parser("worker", help="attach to one GPU and run tuning jobs for its model")
+    p.add_argument("--device", type=int, default=int(os.environ.get("BLOCKTUNE_DEVICE", "0")), help="GPU index")
+    p.add_argument("--server-db", "--database-url", dest="server_db", default=None, help=env_db)
+    p.add_argument("--name", default=None, help="worker name (default host:gpuN:pid)")
+    p.add_argument("--interpret", action="store_true", help="tune on the CPU interpreter (no GPU)")
+    p.add_argument("--lease", type=float, default=None, help="job lease in seconds ($BLOCKTUNE_LEASE_SECONDS)")
+    p.add_argument("--heartbeat", type=float, default=None, help="heartbeat period ($BLOCKTUNE_HEARTBEAT_SECONDS)")
+    p.add_argument("--poll", type=float, default=None, help="seconds between claims when idle")
+    p.add_argument("--join", action=argparse.BooleanOptionalAction, default=True,
+                   help="join running jobs of this GPU model when none is queued (shared study)")
+    p.add_argument("--exit-when-idle", action="store_true", help="exit when no job is left to claim")
+    p.add_argument("--migrate", action=argparse.BooleanOptionalAction, default=True,
+                   help="apply migrations to an empty/outdated database first")
+    p.add_argument("-v", "--verbose", action="store_true")
+    p.set_defaults(func=cmd_worker)
+
+    p = subparsers.add_parser("token", help="API tokens: create, list, revoke")
+    p.add_argument("--database-url", "--db", dest="database_url", default=None, help=env_db)
+    ts = p.add_subparsers(dest="token_command", metavar="ACTION")
+    ts.required = True
+    c = ts.add_parser("create", help="create a token and print it (once)")
+    c.add_argument("--name", default="default")
+    c.add_argument("--database-url", "--db", dest="database_url", default=argparse.SUPPRESS, help=env_db)
+    c = ts.add_parser("list", help="list tokens (never the tokens themselves)")
+    c.add_argument("--database-url", "--db", dest="database_url", default=argparse.SUPPRESS, help=env_db)
+    c = ts.add_parser("revoke", help="revoke a token by id or prefix")
+    c.add_argument("ident")
+    c.add_argument("--database-url", "--db", dest="database_url", default=argparse.SUPPRESS, help=env_db)
+    p.set_defaults(func=cmd_token)
+
+    p = subparsers.add_parser("migrate", help="apply the database migrations (Alembic upgrade to head)")
+    p.add_argument("--database-url", "--db", dest="database_url", default=None, help=env_db)
+    p.set_defaults(func=cmd_migrate)

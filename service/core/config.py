@@ -1,0 +1,44 @@
+"""Service settings: pydantic-settings, every field overridable by a `BLOCKTUNE_*` variable."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _default_database_url() -> str:
+    from db.engine import default_url
+
+    return default_url()
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="BLOCKTUNE_", extra="ignore")
+
+    # BLOCKTUNE_DATABASE_URL; empty means db.engine.default_url() (SQLite in the user data dir)
+    database_url: str = ""
+    host: str = "127.0.0.1"
+    port: int = 8000
+    # reads (GET) need a token too when true; writes always do
+    read_requires_token: bool = False
+    # largest accepted request body, bytes
+    max_body_bytes: int = Field(default=1_000_000, ge=1024)
+    # a worker is "alive" while its last heartbeat is younger than this
+    worker_alive_seconds: float = 30.0
+    # job lease handed to a worker on claim, renewed by heartbeat
+    lease_seconds: float = 60.0
+    heartbeat_seconds: float = 10.0
+    poll_seconds: float = 2.0
+    # run a worker inside `blocktune serve` (None: when a GPU is found)
+    with_worker: bool | None = None
+    interpret: bool = False
+    page_size_max: int = 500
+
+    def resolved_database_url(self) -> str:
+        return self.database_url or _default_database_url()
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

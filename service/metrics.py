@@ -1,0 +1,90 @@
+"""Prometheus metrics: HTTP requests and latencies (ASGI middleware), jobs by state and trials
+per second (read from the database at scrape time). One registry per app."""
+from __future__ import annotations
+
+import datetime as dt
+import time
+
+import sqlalchemy as sa
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from db.models import JOB_STATES, Job, Trial, Worker, utcnow
+
+
+class DatabaseCollector:
+    """Jobs by state, trials recorded (total and per second over the last minute), live workers."""
+
+    def __init__(self, sessionmaker, settings):
+        self._sessionmaker = sessionmaker
+        self._settings = settings
+
+    def collect(self):
+        jobs = GaugeMetricFamily("blocktune_jobs", "Jobs by state", labels=["state"])
+        trials_total = CounterMetricFamily("blocktune_trials", "Trials recorded")
+        tps = GaugeMetricFamily("blocktune_trials_per_second", "Trials recorded per second over the last 60 s")
+        workers = GaugeMetricFamily("blocktune_workers_alive", "Workers with a recent heartbeat")
+        try:
+            with self._sessionmaker() as s:
+                counts = dict(s.execute(sa.select(Job.state, sa.func.count()).group_by(Job.state)).all())
+                total = s.scalar(sa.select(sa.func.count()).select_from(Trial)) or 0
+                since = utcnow() - dt.timedelta(seconds=60)
+                recent = s.scalar(sa.select(sa.func.count()).select_from(Trial).where(Trial.created_at >= since)) or 0
+                alive_since = utcnow() - dt.timedelta(seconds=self._settings.worker_alive_seconds)
+                alive = s.scalar(sa.select(sa.func.count()).select_from(Worker).where(
+                    Worker.last_heartbeat_at >= alive_since, Worker.state != "stopped")) or 0
+        except Exception:  # the database being away must not break /metrics
+            return
+        for state in JOB_STATES:
+            jobs.add_metric([state], counts.get(state, 0))
+        trials_total.add_metric([], total)
+        tps.add_metric([], recent / 60.0)
+        workers.add_metric([], alive)
+        yield jobs
+        yield trials_total
+        yield tps
+        yield workers
+
+
+class Metrics:
+    def __init__(self):
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter("blocktune_http_requests", "HTTP requests", ["method", "route", "status"],
+                                registry=self.registry)
+        self.latency = Histogram("blocktune_http_request_duration_seconds", "HTTP request latency",
+                                 ["method", "route"], registry=self.registry,
+                                 buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5))
+
+    def add_database(self, sessionmaker, settings) -> None:
+        self.registry.register(DatabaseCollector(sessionmaker, settings))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class MetricsMiddleware:
+    """Pure ASGI middleware (no per-request task overhead): counts and times each request by its
+    route template (so /api/v1/jobs/{job_id} is one series, not one per id)."""
+
+    def __init__(self, app, metrics: Metrics):
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        start = time.perf_counter()
+        status = [500]
+
+        async def send_wrapper(message):
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            route = scope.get("route")
+            path = getattr(route, "path", None) or ("static" if scope["path"].startswith("/static") else "unmatched")
+            self.metrics.requests.labels(scope["method"], path, str(status[0])).inc()
+            self.metrics.latency.labels(scope["method"], path).observe(time.perf_counter() - start)

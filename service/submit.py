@@ -1,0 +1,116 @@
+"""Checking a submitted job spec before it is stored.
+
+Nothing submitted is executed: the spec is validated by the tuner's pydantic model (its expressions
+are parsed by the safe evaluator), sizes and scalar arguments are evaluated by the safe evaluator
+only, and the kernel source is parsed and checked by blocktune's compiler (`jit_from_source`, which
+reads it with `ast` and never runs it). A few limits of our own are applied on top.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Any
+
+MAX_SOURCE_CHARS = 200_000
+MAX_STATIC_TRIP_COUNT = 1 << 24   # a loop over literal bounds longer than this is refused
+
+
+class SubmissionError(Exception):
+    def __init__(self, loc: tuple, message: str):
+        self.loc = loc
+        self.message = message
+        super().__init__(message)
+
+
+@dataclass
+class Submission:
+    spec: dict[str, Any]           # normalized JSON of the JobSpec
+    kernel_name: str
+    source: str
+    fingerprint: str
+    compiler_version: str
+    trials_total: int | None
+    problem_key: dict[str, Any]
+
+
+def _literal_int(node: ast.AST) -> int | None:
+    """The value of an integer literal expression built only from literals (e.g. 10**12)."""
+    from tuner.safe_eval import SafeEvalError, safe_eval
+
+    try:
+        text = ast.unparse(node)
+        if any(isinstance(n, ast.Name) for n in ast.walk(node)):
+            return None
+        v = safe_eval(text, {})
+    except (SafeEvalError, ValueError, SyntaxError, TypeError, ZeroDivisionError, OverflowError, RecursionError):
+        return 2**62 + 1   # too large for the evaluator: certainly too long
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _check_loops(source: str, loc: tuple) -> None:
+    """Refuse loops whose literal trip count is absurd (`for i in range(10**12)`): they would
+    only burn a worker until the trial timeout."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return  # the compiler reports it
+    for node in ast.walk(tree):
+        if isinstance(node, ast.For) and isinstance(node.iter, ast.Call):
+            fn = node.iter.func
+            name = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
+            if name not in ("range", "static_range"):
+                continue
+            args = [_literal_int(a) for a in node.iter.args]
+            if not args or any(a is None for a in args):
+                continue
+            start, stop, step = (0, args[0], 1) if len(args) == 1 else (args[0], args[1], args[2] if len(args) > 2 else 1)
+            if step == 0:
+                raise SubmissionError(loc, f"line {node.lineno}: loop with a step of 0 never ends")
+            trips = max(0, (stop - start + step - (1 if step > 0 else -1)) // step)
+            if trips > MAX_STATIC_TRIP_COUNT:
+                raise SubmissionError(loc, f"line {node.lineno}: loop of {trips} iterations is over the limit of "
+                                           f"{MAX_STATIC_TRIP_COUNT}")
+
+
+def _compile_check(source: str, name: str, loc: tuple):
+    import compiler
+
+    if len(source) > MAX_SOURCE_CHARS:
+        raise SubmissionError(loc, f"kernel source of {len(source)} characters is over the limit of {MAX_SOURCE_CHARS}")
+    if "\x00" in source:
+        raise SubmissionError(loc, "kernel source contains NUL characters")
+    try:
+        fn = compiler.jit_from_source(source, name, filename="<submitted>")
+    except compiler.CompilationError as exc:
+        raise SubmissionError(loc, f"kernel rejected by the compiler: {exc}")
+    except RecursionError:
+        raise SubmissionError(loc, "kernel source nests too deeply")
+    except (SyntaxError, ValueError, TypeError, KeyError, AttributeError, NameError) as exc:
+        raise SubmissionError(loc, f"kernel rejected: {type(exc).__name__}: {exc}")
+    _check_loops(source, loc)
+    return fn
+
+
+def prepare_submission(body: dict[str, Any]) -> Submission:
+    """Validate a submitted spec; raises pydantic.ValidationError or SubmissionError."""
+    import compiler
+    from tuner.safe_eval import SafeEvalError
+    from tuner.spec import JobSpec
+
+    spec = JobSpec.model_validate(body)
+    fn = _compile_check(spec.kernel.source, spec.kernel.name, ("kernel", "source"))
+    kernel_args = set(getattr(fn, "arg_names", []) or [])
+    if kernel_args:
+        unknown = [a.name for a in spec.args if a.name not in kernel_args]
+        if unknown:
+            raise SubmissionError(("args",), f"not arguments of kernel {spec.kernel.name}: {', '.join(unknown)}")
+    if spec.reference is not None and spec.reference.source is not None:
+        _compile_check(spec.reference.source, spec.reference.name, ("reference", "source"))
+    try:
+        spec.shapes()
+        key = spec.problem_key()
+    except (SafeEvalError, ZeroDivisionError, OverflowError, ValueError, TypeError, KeyError) as exc:
+        raise SubmissionError(("args",), f"cannot evaluate sizes/arguments: {exc}")
+    return Submission(spec=spec.to_json(), kernel_name=spec.kernel.name, source=spec.kernel.source,
+                      fingerprint=fn.fingerprint, compiler_version=compiler.__version__,
+                      trials_total=spec.budget.trials, problem_key=key)

@@ -1,0 +1,191 @@
+"""The worker: attaches to one GPU, registers its model, claims jobs for that model, renews the
+job's lease by heartbeat, and runs the tuner (`tuner.engine.run_job`) on the job.
+
+- claim: one atomic statement (service.claim); a job whose worker died is claimable again once
+  its lease has expired, and the tuner resumes its Optuna study (finished trials are kept).
+- join: with no job to claim, a worker may join a running job of its GPU model (the study is
+  shared; Optuna's `constant_liar` keeps the workers from proposing the same config).
+- shutdown (SIGTERM/SIGINT or stop()): the tuner is asked to stop after the current trial, and a job
+  this worker holds goes back to the queue.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import traceback
+from typing import Any, Callable
+
+import sqlalchemy as sa
+
+from db.models import Job, Worker as WorkerRow, utcnow
+from service.claim import claim_job, find_joinable_job, release_job, renew_lease
+
+log = logging.getLogger("blocktune.worker")
+
+INTERPRETER_PROPS = {"name": "blocktune interpreter (CPU)", "capability": (0, 0), "sm_count": 1,
+                     "total_memory": 0, "driver_version": "none", "cuda_version": "none",
+                     "max_shared_memory": 101376, "l2_size": 0, "warp_size": 32}
+
+
+def device_props(device: int, interpret: bool) -> dict[str, Any]:
+    if interpret:
+        try:  # the tuner names the interpreter "device" itself when it has an opinion
+            from tuner.engine import interpreter_device_properties  # type: ignore
+
+            return dict(interpreter_device_properties())
+        except ImportError:
+            return dict(INTERPRETER_PROPS)
+    from compiler.runtime import driver
+
+    return driver.device_properties(device)
+
+
+class Worker:
+    def __init__(self, database_url: str, device: int = 0, *, interpret: bool = False, name: str | None = None,
+                 lease_seconds: float = 60.0, heartbeat_seconds: float = 10.0, poll_seconds: float = 2.0,
+                 join: bool = True, exit_when_idle: bool = False,
+                 run_job: Callable[..., None] | None = None):
+        from db.engine import make_engine
+
+        self.database_url = database_url
+        self.device = device
+        self.interpret = interpret
+        self.name = name or f"{socket.gethostname()}:{'cpu' if interpret else 'gpu'}{device}:{os.getpid()}"
+        self.lease_seconds = lease_seconds
+        self.heartbeat_seconds = min(heartbeat_seconds, lease_seconds / 3)
+        self.poll_seconds = poll_seconds
+        self.join_jobs = join
+        self.exit_when_idle = exit_when_idle
+        self._run_job = run_job
+        self.engine = make_engine(database_url)
+        self.gpu_model: str | None = None
+        self.worker_id: int | None = None
+        self.current_job: int | None = None
+        self.jobs_run: list[int] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._hb_thread: threading.Thread | None = None
+        self._finished_joins: set[int] = set()
+
+    # -- registration and heartbeat ----------------------------------------------------------
+    def register(self) -> None:
+        from db.repo import get_or_create_gpu
+        from db.engine import session_factory
+
+        props = device_props(self.device, self.interpret)
+        with session_factory(self.engine)() as s:
+            gpu = get_or_create_gpu(s, props)
+            s.flush()
+            row = s.scalar(sa.select(WorkerRow).where(WorkerRow.name == self.name))
+            now = utcnow()
+            if row is None:
+                row = WorkerRow(name=self.name, gpu_id=gpu.id, device_index=self.device, state="idle",
+                                started_at=now, last_heartbeat_at=now)
+                s.add(row)
+            else:
+                row.gpu_id, row.device_index, row.state = gpu.id, self.device, "idle"
+                row.started_at, row.last_heartbeat_at = now, now
+            s.commit()
+            self.gpu_model, self.worker_id = gpu.model, row.id
+        log.info("worker %s registered on %s (device %d)", self.name, self.gpu_model, self.device)
+
+    def _set_state(self, state: str) -> None:
+        with self.engine.begin() as c:
+            c.execute(sa.update(WorkerRow).where(WorkerRow.id == self.worker_id)
+                      .values(state=state, last_heartbeat_at=utcnow()))
+
+    def heartbeat(self) -> None:
+        """Mark this worker alive and renew the lease of the job it works on."""
+        self._set_state("busy" if self.current_job is not None else "idle")
+        job = self.current_job
+        if job is not None:
+            renew_lease(self.engine, job, self.lease_seconds)
+
+    def _heartbeat_loop(self) -> None:
+        while not self._stop.wait(self.heartbeat_seconds):
+            try:
+                self.heartbeat()
+            except Exception:  # a database hiccup must not kill the heartbeat
+                log.exception("heartbeat failed")
+
+    # -- the loop ----------------------------------------------------------------------------
+    def should_stop(self) -> bool:
+        return self._stop.is_set()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def next_job(self) -> tuple[int, bool] | None:
+        """(job id, joined) or None."""
+        job = claim_job(self.engine, self.name, self.gpu_model, self.lease_seconds)
+        if job is not None:
+            self._finished_joins.discard(job)
+            return job, False
+        if self.join_jobs:
+            job = find_joinable_job(self.engine, self.name, self.gpu_model)
+            if job is not None and job not in self._finished_joins:
+                return job, True
+        return None
+
+    def run_one(self, job_id: int, joined: bool) -> None:
+        run_job = self._run_job
+        if run_job is None:
+            from tuner.engine import run_job
+        self.current_job = job_id
+        self.jobs_run.append(job_id)
+        log.info("worker %s %s job %d", self.name, "joins" if joined else "claimed", job_id)
+        try:
+            self.heartbeat()
+            run_job(self.database_url, job_id, device=self.device, interpret=self.interpret, worker_id=self.name,
+                    should_stop=self.should_stop)
+        except Exception as exc:
+            log.exception("job %d failed in worker %s", job_id, self.name)
+            now = utcnow()
+            with self.engine.begin() as c:
+                c.execute(sa.update(Job).where(Job.id == job_id, Job.state == "running")
+                          .values(state="failed", finished_at=now, updated_at=now, lease_expires_at=None,
+                                  error=f"worker {self.name}: {type(exc).__name__}: {exc}\n{traceback.format_exc()[-4000:]}"))
+        finally:
+            self.current_job = None
+            if self._stop.is_set() and release_job(self.engine, job_id, self.name):
+                log.info("worker %s returned job %d to the queue", self.name, job_id)
+            else:
+                # don't join this job again right away: the tuner returned, so this worker's
+                # share of it is done (another worker still finishing a trial may hold it)
+                self._finished_joins.add(job_id)
+
+    def run(self) -> None:
+        """Register, then claim and run jobs until stopped (or idle with exit_when_idle)."""
+        if self.worker_id is None:
+            self.register()
+        self._hb_thread = threading.Thread(target=self._heartbeat_loop, name=f"heartbeat-{self.name}", daemon=True)
+        self._hb_thread.start()
+        try:
+            while not self._stop.is_set():
+                nxt = self.next_job()
+                if nxt is None:
+                    if self.exit_when_idle:
+                        break
+                    self._stop.wait(self.poll_seconds)
+                    continue
+                self.run_one(*nxt)
+        finally:
+            self._stop.set()
+            try:
+                self._set_state("stopped")
+            except Exception:
+                log.exception("could not mark worker %s stopped", self.name)
+            self.engine.dispose()
+            log.info("worker %s stopped", self.name)
+
+    # -- as a thread (inside `blocktune serve`) ----------------------------------------------
+    def start_thread(self) -> None:
+        self._thread = threading.Thread(target=self.run, name=f"worker-{self.name}", daemon=True)
+        self._thread.start()
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
