@@ -85,6 +85,10 @@ class MetricsMiddleware:
             await self.app(scope, receive, send_wrapper)
         finally:
             route = scope.get("route")
-            path = getattr(route, "path", None) or ("static" if scope["path"].startswith("/static") else "unmatched")
+            path = getattr(route, "path", None)
+            if path is None:
+                path = "/static" if scope["path"].startswith("/static/") else "unmatched"
+            elif scope["path"].startswith("/api/") and not path.startswith("/api/"):
+                path = "/api/v1" + path   # routes of an included router carry their own path only
             self.metrics.requests.labels(scope["method"], path, str(status[0])).inc()
             self.metrics.latency.labels(scope["method"], path).observe(time.perf_counter() - start)

@@ -93,11 +93,12 @@ def _compile_check(source: str, name: str, loc: tuple):
 
 def prepare_submission(body: dict[str, Any]) -> Submission:
     """Validate a submitted spec; raises pydantic.ValidationError or SubmissionError."""
-    import compiler
     from tuner.safe_eval import SafeEvalError
     from tuner.spec import JobSpec
 
     spec = JobSpec.model_validate(body)
+    import compiler
+
     fn = _compile_check(spec.kernel.source, spec.kernel.name, ("kernel", "source"))
     kernel_args = set(getattr(fn, "arg_names", []) or [])
     if kernel_args:
