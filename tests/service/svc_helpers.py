@@ -63,13 +63,14 @@ def seed(url: str, *, n_trials: int = 12, state: str = "succeeded", kernel_name:
                             worker="w0"))
                 if best is None or ms < best[0]:
                     best = (ms, cfg)
-            job.best_time_ms, job.best_config = best
             if state == "succeeded":
                 job.finished_at = now
-            s.add(BestConfig(kernel_fingerprint=fingerprint, kernel_name=kernel_name,
-                             problem_key=json.dumps(key, sort_keys=True, separators=(",", ":")), gpu_model=gpu_model,
-                             compute_capability=cc, config=best[1], median_ms=best[0], default_ms=best[0] * 1.5,
-                             job_id=job.id))
+            if best is not None:
+                job.best_time_ms, job.best_config = best
+                s.add(BestConfig(kernel_fingerprint=fingerprint, kernel_name=kernel_name,
+                                 problem_key=json.dumps(key, sort_keys=True, separators=(",", ":")),
+                                 gpu_model=gpu_model, compute_capability=cc, config=best[1], median_ms=best[0],
+                                 default_ms=best[0] * 1.5, job_id=job.id))
             s.commit()
             return {"job_id": job.id, "kernel_id": k.id, "gpu_id": g.id, "best": best, "n_ok": n_trials - n_trials // 5
                     - (1 if n_trials % 5 > 3 else 0)}

@@ -1,0 +1,107 @@
+"""The launch-time lookup (client.lookup) against a live server: one request per key and process,
+memory and disk caches, a single warning and no stall when the service is down or silent."""
+from __future__ import annotations
+
+import re
+import time
+import warnings
+
+import httpx
+import pytest
+
+from client import lookup
+
+from test_client import _ClosingServer
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def _lookups_served(base: str) -> float:
+    text = httpx.get(base + "/metrics").text
+    n = 0.0
+    for m in re.finditer(r'blocktune_http_requests_total\{method="GET",route="/api/v1/configs/best",status="\d+"\} ([0-9.e+]+)', text):
+        n += float(m.group(1))
+    return n
+
+
+@pytest.fixture
+def env(monkeypatch, tmp_path, live):
+    monkeypatch.setenv("BLOCKTUNE_SERVICE_URL", live["url"])
+    monkeypatch.setenv("BLOCKTUNE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("BLOCKTUNE_TOKEN", raising=False)
+    lookup.reset()
+    yield live
+    lookup.reset()
+
+
+def test_one_request_per_key_per_process(env):
+    before = _lookups_served(env["url"])
+    for _ in range(10_000):
+        hit = lookup.get_best_config("f" * 64, "add_kernel", {"n_elements": 98432}, H100)
+        miss = lookup.get_best_config("f" * 64, "add_kernel", {"n_elements": 98432}, "Unknown GPU")
+    assert hit["config"] == env["best"][1] and hit["match"] == "exact" and miss is None
+    assert lookup.stats["requests"] == 2 and lookup.stats["memory_hits"] == 19_998
+    assert _lookups_served(env["url"]) - before == 2
+
+
+def test_disk_cache_serves_a_new_process(env):
+    first = lookup.get_best_config("f" * 64, "add_kernel", {"n_elements": 98432}, H100)
+    before = _lookups_served(env["url"])
+    lookup.reset()                                    # as a new process: memory gone, disk kept
+    again = lookup.get_best_config("f" * 64, "add_kernel", {"n_elements": 98432}, H100)
+    assert again == first and lookup.stats["disk_hits"] == 1 and lookup.stats["requests"] == 0
+    assert _lookups_served(env["url"]) == before
+
+
+def test_service_down_single_warning_no_stall(monkeypatch, tmp_path):
+    srv = _ClosingServer()
+    srv.close()                                       # nothing listens there any more
+    monkeypatch.setenv("BLOCKTUNE_SERVICE_URL", f"http://127.0.0.1:{srv.port}")
+    monkeypatch.setenv("BLOCKTUNE_CACHE_DIR", str(tmp_path))
+    lookup.reset()
+    t0 = time.monotonic()
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for i in range(1000):
+            assert lookup.get_best_config("f" * 64, "k", {"n": i % 10}, H100) is None
+    assert time.monotonic() - t0 < 2.0
+    assert len([x for x in w if issubclass(x.category, lookup.LookupWarning)]) == 1
+    assert lookup.stats["requests"] == 1
+    lookup.reset()
+
+
+def test_slow_service_times_out_once(monkeypatch, tmp_path):
+    srv = _ClosingServer(silent=True)                 # accepts, never answers
+    monkeypatch.setenv("BLOCKTUNE_SERVICE_URL", f"http://127.0.0.1:{srv.port}")
+    monkeypatch.setenv("BLOCKTUNE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("BLOCKTUNE_LOOKUP_TIMEOUT", "0.2")
+    lookup.reset()
+    try:
+        t0 = time.monotonic()
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            for i in range(100):
+                assert lookup.get_best_config("f" * 64, "k", {"n": i}, H100) is None
+        assert time.monotonic() - t0 < 1.5
+        assert len(w) == 1 and "unreachable or slow" in str(w[0].message)
+        assert srv.accepted == 1
+    finally:
+        srv.close()
+        lookup.reset()
+
+
+def test_publish_then_lookup(env, monkeypatch):
+    key = {"n": 77}
+    assert not lookup.publish("p" * 64, "pub_kernel", key, "NVIDIA L4", "8.9", {"BLOCK": 64, "num_warps": 2}, 0.25)
+    monkeypatch.setenv("BLOCKTUNE_TOKEN", env["token"])
+    lookup.reset()
+    assert lookup.publish("p" * 64, "pub_kernel", key, "NVIDIA L4", "8.9", {"BLOCK": 64, "num_warps": 2}, 0.25, 0.5)
+    lookup.reset()
+    got = lookup.get_best_config("p" * 64, "pub_kernel", key, "NVIDIA L4")
+    assert got["config"] == {"BLOCK": 64, "num_warps": 2} and got["speedup"] == pytest.approx(2.0)
+
+
+def test_no_service_url_means_no_lookup(monkeypatch):
+    monkeypatch.delenv("BLOCKTUNE_SERVICE_URL", raising=False)
+    lookup.reset()
+    assert lookup.get_best_config("f" * 64, "k", {}, H100) is None and lookup.stats["requests"] == 0

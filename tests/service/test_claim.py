@@ -1,0 +1,113 @@
+"""Job claiming: one atomic statement, leases, expiry and re-claim, release, GPU model matching."""
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+
+import sqlalchemy as sa
+
+from db.engine import make_engine, session_factory
+from db.models import Job, Kernel, utcnow
+from service.claim import claim_job, find_joinable_job, release_job, renew_lease
+
+
+def _jobs(url, n, gpu_model=None):
+    eng = make_engine(url)
+    with session_factory(eng)() as s:
+        k = Kernel(fingerprint=f"k{time.time_ns()}", name="k", source="", compiler_version="0")
+        s.add(k)
+        s.flush()
+        ids = []
+        for i in range(n):
+            j = Job(kernel_id=k.id, gpu_model=gpu_model, spec={}, study_name=f"s{i}", trials_total=10,
+                    created_at=utcnow() + dt.timedelta(microseconds=i))
+            s.add(j)
+            s.flush()
+            ids.append(j.id)
+        s.commit()
+    return eng, ids
+
+
+def _row(eng, job_id):
+    with eng.connect() as c:
+        return c.execute(sa.select(Job).where(Job.id == job_id)).mappings().one()
+
+
+def test_concurrent_claims_take_each_job_once(db_url):
+    eng, ids = _jobs(db_url, 12)
+    got: dict[str, list[int]] = {}
+    barrier = threading.Barrier(4)
+
+    def worker(name):
+        e = make_engine(db_url)
+        barrier.wait()
+        mine = []
+        while (j := claim_job(e, name, "GPU-A", 60)) is not None:
+            mine.append(j)
+        got[name] = mine
+        e.dispose()
+
+    ts = [threading.Thread(target=worker, args=(f"w{i}",)) for i in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    claimed = [j for js in got.values() for j in js]
+    assert sorted(claimed) == sorted(ids)           # every job once, none twice
+    for name, js in got.items():
+        for j in js:
+            r = _row(eng, j)
+            assert r["state"] == "running" and r["claimed_by"] == name and r["gpu_model"] == "GPU-A"
+            assert r["lease_expires_at"] > utcnow() and r["started_at"] is not None
+    eng.dispose()
+
+
+def test_gpu_model_and_order(db_url):
+    eng, (a,) = _jobs(db_url, 1, gpu_model="GPU-B")
+    _, (b, c) = _jobs(db_url, 2)
+    assert claim_job(eng, "w1", "GPU-A", 60) == b      # GPU-B's job is not for GPU-A; oldest first
+    assert claim_job(eng, "w1", "GPU-B", 60) == a
+    assert claim_job(eng, "w1", "GPU-B", 60) == c      # a job for any GPU
+    assert claim_job(eng, "w1", "GPU-B", 60) is None
+    eng.dispose()
+
+
+def test_expired_lease_is_claimed_again_and_renewal_prevents_it(db_url):
+    eng, (j,) = _jobs(db_url, 1)
+    assert claim_job(eng, "dead", "GPU-A", 1.0) == j
+    assert claim_job(eng, "other", "GPU-A", 60) is None         # lease alive
+    assert renew_lease(eng, j, 1.0)
+    time.sleep(1.2)
+    assert claim_job(eng, "other", "GPU-A", 60) == j            # lease expired: the job is back
+    assert _row(eng, j)["claimed_by"] == "other"
+    assert not release_job(eng, j, "dead")                      # the dead worker no longer holds it
+    assert release_job(eng, j, "other")
+    r = _row(eng, j)
+    assert r["state"] == "queued" and r["claimed_by"] is None and r["lease_expires_at"] is None
+    assert claim_job(eng, "third", "GPU-A", 60) == j
+    eng.dispose()
+
+
+def test_joinable_running_job(db_url):
+    eng, (j,) = _jobs(db_url, 1, gpu_model="GPU-A")
+    assert find_joinable_job(eng, "w2", "GPU-A") is None        # queued: claim, not join
+    claim_job(eng, "w1", "GPU-A", 60)
+    assert find_joinable_job(eng, "w1", "GPU-A") is None        # not its own
+    assert find_joinable_job(eng, "w2", "GPU-B") is None        # another GPU model
+    assert find_joinable_job(eng, "w2", "GPU-A") == j
+    with eng.begin() as c:
+        c.execute(sa.update(Job).where(Job.id == j).values(trials_done=10))
+    assert find_joinable_job(eng, "w2", "GPU-A") is None        # budget spent
+    eng.dispose()
+
+
+def test_cancelled_and_finished_jobs_are_not_claimed(db_url):
+    eng, (a, b) = _jobs(db_url, 2)
+    with eng.begin() as c:
+        c.execute(sa.update(Job).where(Job.id == a).values(state="cancelled"))
+        c.execute(sa.update(Job).where(Job.id == b).values(state="succeeded",
+                                                           lease_expires_at=utcnow() - dt.timedelta(hours=1)))
+    assert claim_job(eng, "w", "GPU-A", 60) is None
+    assert not renew_lease(eng, a, 60)
+    eng.dispose()
