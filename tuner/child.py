@@ -1,0 +1,299 @@
+"""The child process that owns the CUDA context (or, in interpret mode, the CPU interpreter).
+
+It builds the kernel's arguments once, then, per request, runs a config once to check its outputs
+against the reference and measures it. The parent (tuner.engine) kills it on a hang and restarts it
+after a fault; a fault that poisons the CUDA context makes the child answer and exit by itself.
+
+Requests (dicts over the pipe; None = exit):
+    {"op": "run", "config": {...}, "compiled": CompiledKernel | None, "measure": True}
+        -> {"status": ok|compile-error|runtime-error|wrong-result|invalid, "samples_ms": [...],
+            "method": ..., "error": str | None, "reference": bool}
+    {"op": "remeasure", "items": [{"config":…, "compiled":…}, …], "rounds": R}
+        -> {"samples_ms": [[...], …], "errors": [str | None, …]}
+"""
+from __future__ import annotations
+
+import os
+import traceback
+from pathlib import Path
+from typing import Any
+
+INTERPRETER_PROPS = {
+    # What constraints see in interpret mode: an H100's limits, so that a spec's constraints select
+    # the same configs on the CPU as on the GPU it is meant for.
+    "name": "blocktune interpreter (CPU)", "capability": (0, 0), "sm_count": 132,
+    "total_memory": 80 * 2**30, "max_shared_memory": 232448, "driver_version": "", "cuda_version": "",
+    "l2_size": 50 * 2**20,
+}
+
+CONFIG_BUILTINS = ("num_warps", "num_stages")
+
+
+def device_env(props: dict[str, Any]) -> dict[str, Any]:
+    """Device properties under the names constraints use."""
+    cap = props.get("capability") or (0, 0)
+    if isinstance(cap, str):
+        cap = tuple(int(x) for x in cap.split("."))
+    return {"max_shared_memory": int(props.get("max_shared_memory") or 0), "sm_count": int(props.get("sm_count") or 0),
+            "l2_size": int(props.get("l2_size") or 0), "total_memory": int(props.get("total_memory") or 0),
+            "cc_major": int(cap[0]), "cc_minor": int(cap[1]), "warp_size": 32}
+
+
+def split_config(config: dict[str, Any]) -> tuple[dict[str, Any], int, int]:
+    constexprs = {k: v for k, v in config.items() if k not in CONFIG_BUILTINS}
+    return constexprs, int(config.get("num_warps", 4)), int(config.get("num_stages", 3))
+
+
+def classify(exc: BaseException) -> str:
+    import compiler
+
+    if isinstance(exc, compiler.OutOfResources):
+        return "invalid"
+    if isinstance(exc, compiler.CompilationError):
+        return "compile-error"
+    return "runtime-error"
+
+
+def describe(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) < 4000 else text[:4000] + " …"
+
+
+class Bench:
+    def __init__(self, init: dict[str, Any]):
+        if init.get("interpret"):
+            os.environ["BLOCKTUNE_INTERPRET"] = "1"
+        import torch
+
+        import compiler
+        from tuner.spec import JobSpec
+
+        self.torch = torch
+        self.compiler = compiler
+        self.interpret = bool(init.get("interpret"))
+        self.spec = JobSpec.model_validate(init["spec"])
+        self.workdir = Path(init["workdir"])
+        self.reference_path = self.workdir / "reference.pt"
+        if self.interpret:
+            self.device = torch.device("cpu")
+            self.props = dict(INTERPRETER_PROPS)
+            self.timer = None
+        else:
+            from compiler.runtime import driver
+            from tuner.measure import CudaTimer
+
+            if not torch.cuda.is_available():
+                raise RuntimeError("no CUDA GPU visible to torch")
+            index = int(init.get("device", 0))
+            torch.cuda.set_device(index)
+            self.device = torch.device("cuda", index)
+            self.props = dict(driver.device_properties(index))
+            self.timer = CudaTimer(self.device, flush_l2=self.spec.measure.flush_l2)
+        self.fn = compiler.jit_from_source(self.spec.kernel.source, self.spec.kernel.name)
+        self._check_arguments()
+        from tuner.data import build_args
+
+        self.args, self.tensors, self.env = build_args(self.spec, self.device)
+        to_reset = set(self.spec.check.outputs) | {a.name for a in self.spec.args if a.is_tensor and a.tensor.inplace}
+        self.initial = {n: self.tensors[n].clone() for n in to_reset}
+        self.inplace = [a.name for a in self.spec.args if a.is_tensor and a.tensor.inplace]
+        self.launchers: dict[str, Any] = {}
+        self.reference = self._load_reference()
+
+    # --- set-up -----------------------------------------------------------------------------
+
+    def _check_arguments(self) -> None:
+        arg_names = list(getattr(self.fn, "arg_names", []) or [])
+        constexprs = list(getattr(self.fn, "constexpr_names", []) or [])
+        if not arg_names:
+            return
+        runtime = [n for n in arg_names if n not in constexprs]
+        spec_names = [a.name for a in self.spec.args]
+        if runtime != spec_names:
+            raise ValueError(f"the spec's args {spec_names} do not match the kernel's runtime arguments {runtime}")
+        missing = [c for c in constexprs if c not in self.spec.space and c not in self.spec.constants]
+        if missing:
+            raise ValueError(f"constexpr(s) {', '.join(missing)} have no value: add them to space or constants")
+
+    def _load_reference(self) -> dict[str, Any] | None:
+        if not self.spec.check.outputs:
+            return {}
+        if self.spec.reference is not None:
+            return self._run_reference_kernel()
+        if self.reference_path.exists():
+            ref = self.torch.load(self.reference_path, map_location=self.device)
+            return {k: v for k, v in ref.items() if k in self.spec.check.outputs}
+        return None
+
+    def _run_reference_kernel(self) -> dict[str, Any]:
+        ref = self.spec.reference
+        fn = self.fn if ref.source is None and ref.name == self.spec.kernel.name else \
+            self.compiler.jit_from_source(ref.source or self.spec.kernel.source, ref.name)
+        constexprs, num_warps, num_stages = split_config(ref.config)
+        env = {**self.env, **self.spec.constants, **ref.config}
+        from tuner.safe_eval import safe_eval
+
+        grid_exprs = ref.grid if ref.grid is not None else self.spec.grid
+        grid = tuple(int(safe_eval(g, env)) for g in grid_exprs)
+        self.reset()
+        fn[grid](*self.args, num_warps=num_warps, num_stages=num_stages, **{**self.spec.constants, **constexprs})
+        self.sync()
+        return {n: self.tensors[n].clone() for n in self.spec.check.outputs}
+
+    # --- running ----------------------------------------------------------------------------
+
+    def sync(self) -> None:
+        if not self.interpret:
+            self.torch.cuda.synchronize()
+
+    def reset(self) -> None:
+        for n, t in self.initial.items():
+            self.tensors[n].copy_(t)
+
+    def reset_inplace(self) -> None:
+        for n in self.inplace:
+            self.tensors[n].copy_(self.initial[n])
+
+    def launcher(self, config: dict[str, Any], compiled) :
+        from tuner.space import config_key
+
+        key = config_key(config)
+        if key in self.launchers and compiled is None:
+            return self.launchers[key]
+        grid = self.spec.grid_for(config, self.env)
+        constexprs, num_warps, num_stages = split_config(config)
+        if compiled is not None:
+            args = self.args
+
+            def run():
+                compiled.launch(grid, args)
+        else:
+            kernel = self.fn[grid]
+            args = self.args
+            kw = {**self.spec.constants, **constexprs, "num_warps": num_warps, "num_stages": num_stages}
+
+            def run():
+                kernel(*args, **kw)
+        self.launchers[key] = run
+        return run
+
+    def context_ok(self) -> bool:
+        """After an error on the GPU: is the CUDA context still usable?"""
+        if self.interpret:
+            return True
+        try:
+            self.torch.cuda.synchronize()
+            x = self.torch.ones(4, device=self.device)
+            return float((x + 1).sum()) == 8.0
+        except Exception:
+            return False
+
+    def measure(self, run, *, rep_scale: float = 1.0):
+        m = self.spec.measure
+        if self.interpret:
+            from tuner.measure import measure_cpu
+
+            return measure_cpu(run, self.reset_inplace if self.inplace else None, warmup_ms=0.0,
+                               rep_ms=m.rep_ms * rep_scale, min_reps=min(m.min_reps, 3), max_reps=min(m.max_reps, 5))
+        return self.timer.measure(run, self.reset_inplace if self.inplace else None, warmup_ms=m.warmup_ms,
+                                  rep_ms=m.rep_ms * rep_scale, min_reps=m.min_reps, max_reps=m.max_reps,
+                                  cuda_graph=m.cuda_graph, cuda_graph_below_us=m.cuda_graph_below_us)
+
+    def handle(self, req: dict[str, Any]) -> dict[str, Any]:
+        if req["op"] == "run":
+            return self.run_config(req["config"], req.get("compiled"), measure=req.get("measure", True))
+        if req["op"] == "remeasure":
+            return self.remeasure(req["items"], req.get("rounds", 5))
+        if req["op"] == "ping":
+            return {"pong": True}
+        raise ValueError(f"unknown op {req['op']!r}")
+
+    def run_config(self, config: dict[str, Any], compiled, *, measure: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {"status": "ok", "samples_ms": [], "error": None, "reference": False}
+        try:
+            run = self.launcher(config, compiled)
+            self.reset()
+            run()
+            self.sync()
+        except Exception as exc:  # noqa: BLE001 - every failure of a config is a result
+            out.update(status=classify(exc), error=describe(exc))
+            if not self.context_ok():
+                out["_fatal"] = True
+            return out
+        if self.spec.check.outputs:
+            if self.reference is None:
+                self.reference = {n: self.tensors[n].clone() for n in self.spec.check.outputs}
+                self.torch.save({k: v.cpu() for k, v in self.reference.items()}, self.reference_path)
+                out["reference"] = True
+            else:
+                from tuner.data import compare, tolerances
+
+                for n in self.spec.check.outputs:
+                    atol, rtol = tolerances(self.spec, n)
+                    why = compare(self.tensors[n], self.reference[n], atol, rtol)
+                    if why:
+                        out.update(status="wrong-result", error=f"{n}: {why}")
+                        return out
+        if measure:
+            try:
+                m = self.measure(run)
+            except Exception as exc:  # noqa: BLE001
+                out.update(status="runtime-error", error=describe(exc))
+                if not self.context_ok():
+                    out["_fatal"] = True
+                return out
+            out["samples_ms"] = m.samples_ms
+            out["method"] = m.method
+        return out
+
+    def remeasure(self, items: list[dict[str, Any]], rounds: int) -> dict[str, Any]:
+        """Interleaved rounds over the finalists, so that drift (clocks, temperature) hits them alike."""
+        samples: list[list[float]] = [[] for _ in items]
+        errors: list[str | None] = [None] * len(items)
+        runs = []
+        for i, item in enumerate(items):
+            try:
+                runs.append(self.launcher(item["config"], item.get("compiled")))
+            except Exception as exc:  # noqa: BLE001
+                runs.append(None)
+                errors[i] = describe(exc)
+        for _ in range(rounds):
+            for i, run in enumerate(runs):
+                if run is None or errors[i]:
+                    continue
+                try:
+                    samples[i].extend(self.measure(run, rep_scale=1.0 / max(1, rounds) * 2).samples_ms)
+                except Exception as exc:  # noqa: BLE001
+                    errors[i] = describe(exc)
+                    if not self.context_ok():
+                        return {"samples_ms": samples, "errors": errors, "_fatal": True}
+        return {"samples_ms": samples, "errors": errors}
+
+
+def child_main(conn, init: dict[str, Any]) -> None:
+    """Entry point of the spawned child."""
+    try:
+        bench = Bench(init)
+        conn.send({"ready": True, "props": bench.props, "pid": os.getpid(),
+                   "has_reference": bench.reference is not None})
+    except BaseException as exc:  # noqa: BLE001
+        try:
+            conn.send({"error": describe(exc), "traceback": traceback.format_exc()})
+        finally:
+            return
+    while True:
+        try:
+            req = conn.recv()
+        except (EOFError, OSError):
+            return
+        if req is None:
+            return
+        try:
+            resp = bench.handle(req)
+        except BaseException as exc:  # noqa: BLE001
+            resp = {"status": "runtime-error", "error": describe(exc), "samples_ms": []}
+        fatal = resp.pop("_fatal", False)
+        conn.send(resp)
+        if fatal:
+            conn.close()
+            os._exit(3)

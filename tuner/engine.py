@@ -1,0 +1,588 @@
+"""The tuning engine: `run_job(db_url, job_id, ...)`.
+
+One run of a job:
+  1. loads the job and its spec, marks it running, starts the GPU child (it owns the CUDA context,
+     or the CPU interpreter with interpret=True) and the compile pool;
+  2. creates or resumes the job's Optuna study (RDBStorage on the same database, `job-<id>`),
+     enqueueing known-good configs first (the previous winner, the default config, the spec's list);
+  3. asks Optuna for configs, `lookahead` at a time: constraint violations and repeats are answered
+     at once; the rest are compiled in the pool ahead of the GPU, then run, checked against the
+     reference and measured in the child. A hang kills the child (timeout), a fault restarts it
+     (runtime-error); every trial is recorded (tuning_trials) and told to Optuna (failures as
+     infeasible, so constraint-aware TPE learns from them);
+  4. stops on the budget (evaluated trials and/or seconds), on patience (N evaluated trials without
+     improvement), when the space is exhausted, when the job leaves `running` (cancelled), or when
+     `should_stop()` is true (the job stays resumable);
+  5. re-measures the best few configs and the default one in interleaved rounds, and stores the
+     winner (jobs.best_config / best_time_ms and best_configs).
+"""
+from __future__ import annotations
+
+import collections
+import hashlib
+import logging
+import math
+import os
+import shutil
+import tempfile
+import time
+import traceback
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import optuna
+import sqlalchemy as sa
+
+from db import repo
+from db.engine import make_engine, normalize_url, session_factory, sqlite_connect_args
+from db.models import Job, Trial, utcnow
+from tuner.child import INTERPRETER_PROPS, child_main, device_env, split_config
+from tuner.isolation import ChildCrashed, ChildError, ChildTimeout, CompilePool, CompilerCrashed, IsolatedChild
+from tuner.samplers import choose_kind, make_sampler, mark
+from tuner.space import SearchSpace, config_key
+from tuner.spec import JobSpec
+
+log = logging.getLogger("blocktune.tuner")
+
+MAX_ENUMERATE = 200_000
+CONSTRAINT_PREFIX = "constraint violated: "
+EventFn = Callable[[str, dict[str, Any]], None]
+
+
+def interpreter_device_properties() -> dict[str, Any]:
+    """The "device" that interpret mode tunes for (best configs are stored under its name)."""
+    return dict(INTERPRETER_PROPS)
+
+
+def optuna_storage(db_url: str) -> optuna.storages.RDBStorage:
+    """Optuna's RDBStorage on our database (`optuna-dashboard <db_url>` opens the studies)."""
+    url = normalize_url(db_url)
+    kwargs: dict[str, Any] = {}
+    if url.startswith("sqlite"):
+        kwargs["connect_args"] = sqlite_connect_args()
+    else:
+        kwargs["pool_pre_ping"] = True
+    return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
+
+
+@dataclass
+class Result:
+    number: int
+    config: dict[str, Any]
+    status: str
+    samples_ms: list[float] = field(default_factory=list)
+    error: str | None = None
+    counted: bool = True        # counts against the trial budget (constraint violations do not)
+
+    @property
+    def median_ms(self) -> float | None:
+        if self.status != "ok" or not self.samples_ms:
+            return None
+        s = sorted(self.samples_ms)
+        n = len(s)
+        return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+    @property
+    def spread(self) -> dict[str, float] | None:
+        if not self.samples_ms:
+            return None
+        from tuner.measure import spread
+
+        return spread(self.samples_ms)
+
+
+class JobCancelled(Exception):
+    pass
+
+
+class Tuner:
+    def __init__(self, db_url: str, job_id: int, *, device: int = 0, interpret: bool = False,
+                 worker_id: str | None = None, should_stop: Callable[[], bool] | None = None,
+                 on_event: EventFn | None = None, compile_workers: int | None = None):
+        self.db_url = normalize_url(db_url)
+        self.job_id = job_id
+        self.device = device
+        self.interpret = interpret
+        self.worker_id = worker_id
+        self.should_stop = should_stop or (lambda: False)
+        self.on_event = on_event or (lambda kind, data: None)
+        self.compile_workers = compile_workers
+        self.engine = make_engine(self.db_url)
+        self.Session = session_factory(self.engine)
+        self.child: IsolatedChild | None = None
+        self.pool: CompilePool | None = None
+        self.storage: optuna.storages.RDBStorage | None = None
+        self.compiled: dict[str, Any] = {}
+        self.seen: dict[str, Result] = {}
+        self.best: Result | None = None
+        self.since_improvement = 0
+        self.stop_reason: str | None = None
+
+    # --- set-up -----------------------------------------------------------------------------
+
+    def _load(self) -> bool:
+        with self.Session.begin() as s:
+            job = s.get(Job, self.job_id)
+            if job is None:
+                raise LookupError(f"no job {self.job_id}")
+            if job.state in ("succeeded", "failed", "cancelled"):
+                return False
+            self.spec = JobSpec.model_validate(job.spec)
+            self.kernel = job.kernel
+            self.fingerprint, self.kernel_name = job.kernel.fingerprint, job.kernel.name
+            self.study_name = job.study_name or f"job-{job.id}"
+            now = utcnow()
+            job.state = "running"
+            job.study_name = self.study_name
+            job.started_at = job.started_at or now
+            job.updated_at = now
+            if self.worker_id and not job.claimed_by:
+                job.claimed_by = self.worker_id
+        return True
+
+    def _workdir(self) -> Path:
+        import platformdirs
+
+        tag = hashlib.sha256(f"{self.db_url}|{self.study_name}".encode()).hexdigest()[:12]
+        d = Path(platformdirs.user_cache_dir("blocktune", appauthor=False)) / "jobs" / f"{self.study_name}-{tag}"
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    def _start_child(self) -> None:
+        self.workdir = self._workdir()
+        init = {"spec": self.spec.to_json(), "interpret": self.interpret, "device": self.device,
+                "workdir": str(self.workdir)}
+        self.child = IsolatedChild(child_main, init, start_timeout=300)
+        ready = self.child.start()
+        self.props = ready["props"]
+        self.has_reference = bool(ready.get("has_reference"))
+        self.gpu_model = str(self.props["name"])
+        self.capability = repo.capability_str(self.props["capability"])
+        cap = self.props["capability"]
+        self.target = None if self.interpret else f"sm_{cap[0]}{cap[1]}"
+
+    def _record_gpu(self) -> None:
+        if self.interpret:
+            return
+        with self.Session.begin() as s:
+            repo.get_or_create_gpu(s, self.props)
+
+    # --- the study --------------------------------------------------------------------------
+
+    def _open_study(self) -> None:
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+        self.space = SearchSpace.from_spec(self.spec)
+        self.env = {**self.spec.scalar_env(), **self.spec.constants, **device_env(self.props)}
+        if self.space.size <= MAX_ENUMERATE:
+            self.valid = self.space.valid_configs(self.env)
+            self.n_valid = len(self.valid)
+        else:
+            self.valid = None
+            self.n_valid = self.space.size
+        budget = self.spec.budget
+        self.trials_total = min(budget.trials, self.n_valid) if budget.trials else None
+        self.storage = optuna_storage(self.db_url)
+        try:
+            existing = optuna.load_study(study_name=self.study_name, storage=self.storage)
+            kind = existing.user_attrs.get("sampler_kind")
+        except KeyError:
+            existing, kind = None, None
+        if kind is None:
+            kind = choose_kind(self.spec.sampler, self.n_valid, budget.trials)
+        self.sampler_kind = kind
+        startup = max(4, min(10, (budget.trials or 50) // 5))
+        sampler = make_sampler(kind, seed=self.spec.seed, constant_liar=self.spec.lookahead > 1 or self._shared_job(),
+                               n_startup_trials=startup)
+        self.study = optuna.create_study(study_name=self.study_name, storage=self.storage, sampler=sampler,
+                                         direction="minimize", load_if_exists=True)
+        if existing is None:
+            self.study.set_user_attr("sampler_kind", kind)
+            self.study.set_user_attr("job_id", self.job_id)
+            self.study.set_user_attr("kernel", self.kernel_name)
+            self.study.set_user_attr("fingerprint", self.fingerprint)
+            self.study.set_user_attr("problem_key", repo.canonical_key(self.spec.problem_key()))
+        self.elapsed_before = float(self.study.user_attrs.get(f"elapsed_s:{self.worker_id or 'local'}", 0.0))
+
+    def _resume_state(self) -> None:
+        """Results already recorded (a resumed or shared job) and trials a killed run left behind."""
+        with self.Session() as s:
+            rows = s.scalars(sa.select(Trial).where(Trial.job_id == self.job_id).order_by(Trial.number)).all()
+            for t in rows:
+                r = Result(t.number, dict(t.config), t.status, list(t.samples_ms or []), t.error,
+                           counted=not (t.status == "invalid" and (t.error or "").startswith(CONSTRAINT_PREFIX)))
+                self.seen[config_key(r.config)] = r
+                self._note_best(r)
+        recorded = {r.number for r in self.seen.values()}
+        states = (optuna.trial.TrialState.RUNNING,)
+        for ft in self.study.get_trials(deepcopy=False, states=states):
+            if ft.number in recorded:
+                continue
+            # left RUNNING by a killed run (or by another worker still on it: a shared study)
+            if self._shared_job():
+                continue
+            self.storage.set_trial_state_values(ft._trial_id, optuna.trial.TrialState.FAIL)
+            cfg = ft.user_attrs.get("config")
+            if cfg is not None and config_key(cfg) not in self.seen:
+                self.study.enqueue_trial(self.space.encode(cfg), user_attrs={"requeued_from": ft.number},
+                                         skip_if_exists=True)
+
+    def _shared_job(self) -> bool:
+        with self.Session() as s:
+            job = s.get(Job, self.job_id)
+            return bool(job and job.claimed_by and self.worker_id and job.claimed_by != self.worker_id)
+
+    def _enqueue_known_good(self) -> None:
+        if self.study.get_trials(deepcopy=False):
+            self.default_config = self._default_config()
+            return
+        candidates: list[tuple[str, dict]] = []
+        with self.Session() as s:
+            prev = repo.get_best_config(s, kernel_fingerprint=self.fingerprint,
+                                        problem_key=repo.canonical_key(self.spec.problem_key()),
+                                        gpu_model=self.gpu_model)
+            if prev is not None:
+                candidates.append(("previous-winner", dict(prev.config)))
+        self.default_config = self._default_config()
+        if self.default_config is not None:
+            candidates.append(("default", self.default_config))
+        candidates += [("known-good", c) for c in self.spec.configs]
+        done = set()
+        for label, partial in candidates:
+            cfg = self.space.complete(partial)
+            if cfg is None or config_key(cfg) in done:
+                continue
+            done.add(config_key(cfg))
+            self.study.enqueue_trial(self.space.encode(cfg), user_attrs={"known_good": label})
+
+    def _default_config(self) -> dict[str, Any] | None:
+        partial = self.spec.default_config or (self.spec.configs[0] if self.spec.configs else None)
+        return self.space.complete(partial) if partial is not None else None
+
+    # --- bookkeeping ------------------------------------------------------------------------
+
+    def _note_best(self, r: Result) -> bool:
+        m = r.median_ms
+        if m is None:
+            return False
+        if self.best is None or m < self.best.median_ms:
+            self.best = r
+            return True
+        return False
+
+    def counted_done(self) -> int:
+        with self.Session() as s:
+            q = sa.select(sa.func.count()).select_from(Trial).where(
+                Trial.job_id == self.job_id,
+                sa.or_(Trial.status != "invalid", Trial.error.is_(None), ~Trial.error.startswith(CONSTRAINT_PREFIX)))
+            return int(s.scalar(q) or 0)
+
+    def _elapsed(self) -> float:
+        return self.elapsed_before + (time.monotonic() - self.t0)
+
+    def _record(self, r: Result, trial: optuna.trial.Trial | None) -> None:
+        with self.Session.begin() as s:
+            repo.record_trial(s, job_id=self.job_id, number=r.number, config=r.config, status=r.status,
+                              samples_ms=r.samples_ms, median_ms=r.median_ms, spread=r.spread, error=r.error,
+                              worker=self.worker_id)
+        if trial is not None:
+            ok = r.status == "ok" and r.median_ms is not None
+            mark(trial, ok)
+            trial.set_user_attr("status", r.status)
+            if r.error:
+                trial.set_user_attr("error", r.error[:1000])
+            self.study.tell(trial, r.median_ms if ok else math.inf)
+        self.seen[config_key(r.config)] = r
+        improved = self._note_best(r)
+        if r.counted:
+            self.since_improvement = 0 if improved else self.since_improvement + 1
+        self._update_job()
+        self.on_event("trial", {"number": r.number, "config": r.config, "status": r.status,
+                                "median_ms": r.median_ms, "error": r.error,
+                                "best_ms": self.best.median_ms if self.best else None,
+                                "best_config": self.best.config if self.best else None,
+                                "done": self.done, "total": self.trials_total, "elapsed_s": self._elapsed()})
+
+    def _progress(self) -> float:
+        b = self.spec.budget
+        parts = []
+        if self.trials_total:
+            parts.append(self.done / self.trials_total)
+        if b.seconds:
+            parts.append(self._elapsed() / b.seconds)
+        return min(0.99, max(parts) if parts else 0.0)
+
+    def _update_job(self) -> None:
+        self.done = self.counted_done()
+        self.study.set_user_attr(f"elapsed_s:{self.worker_id or 'local'}", self._elapsed())
+        values: dict[str, Any] = dict(trials_done=self.done, trials_total=self.trials_total, progress=self._progress(),
+                                      updated_at=utcnow())
+        if self.best is not None:
+            values.update(best_time_ms=self.best.median_ms, best_config=self.best.config)
+        with self.Session.begin() as s:
+            s.execute(sa.update(Job).where(Job.id == self.job_id, Job.state == "running").values(**values))
+
+    def _check_stop(self) -> str | None:
+        with self.Session() as s:
+            state = repo.job_state(s, self.job_id)
+        if state != "running":
+            return f"job is {state}"
+        if self.should_stop():
+            return "asked to stop"
+        b = self.spec.budget
+        if b.trials is not None and self.done >= b.trials:
+            return "trial budget spent"
+        if b.seconds is not None and self._elapsed() >= b.seconds:
+            return "time budget spent"
+        if b.patience is not None and self.best is not None and self.since_improvement >= b.patience:
+            return f"no improvement in {b.patience} trials"
+        tried = sum(1 for r in self.seen.values() if r.counted)
+        if tried >= self.n_valid:
+            return "search space exhausted"
+        return None
+
+    # --- evaluation -------------------------------------------------------------------------
+
+    def _submit_compile(self, config: dict[str, Any]):
+        from tuner.compile_step import compile_config
+        from tuner.data import signature, specialization
+
+        constexprs, num_warps, num_stages = split_config(config)
+        constexprs = {**self.spec.constants, **constexprs}
+        env = self.spec.scalar_env()
+        div16, one = specialization(self.spec, env)
+        return self.pool.submit(compile_config, self.spec.kernel.source, self.spec.kernel.name, signature(self.spec, env),
+                                constexprs, num_warps, num_stages, self.target, div16, one,
+                                int(self.props.get("max_shared_memory") or 0) or None, self.interpret)
+
+    def _compile_result(self, task) -> dict[str, Any]:
+        try:
+            return self.pool.result(task, timeout=max(600.0, self.spec.measure.timeout_s))
+        except CompilerCrashed as exc:
+            return {"status": "compile-error", "error": str(exc)}
+        except TimeoutError:
+            return {"status": "timeout", "error": "compilation did not finish in time"}
+
+    def _run_in_child(self, config: dict[str, Any], compiled, *, measure: bool = True) -> tuple[str, list[float], str | None]:
+        timeout = self.spec.measure.timeout_s * (1 if measure else 1)
+        try:
+            resp = self.child.call({"op": "run", "config": config, "compiled": compiled, "measure": measure}, timeout)
+        except ChildTimeout as exc:
+            return "timeout", [], f"timeout: {exc}"
+        except ChildCrashed as exc:
+            return "runtime-error", [], f"the GPU process died: {exc}"
+        if resp.get("reference"):
+            self.has_reference = True
+        return resp["status"], list(resp.get("samples_ms") or []), resp.get("error")
+
+    def _restore_reference(self) -> None:
+        """A resumed job whose reference outputs are gone: re-run its first good config to get them."""
+        if self.has_reference or not self.spec.check.outputs or self.spec.reference is not None:
+            return
+        ok = sorted((r for r in self.seen.values() if r.status == "ok"), key=lambda r: r.number)
+        for r in ok[:3]:
+            compiled = self._compiled_for(r.config)
+            status, _, _ = self._run_in_child(r.config, compiled, measure=False)
+            if status == "ok" and self.has_reference:
+                return
+
+    def _compiled_for(self, config: dict[str, Any]):
+        key = config_key(config)
+        if key not in self.compiled:
+            res = self._compile_result(self._submit_compile(config))
+            if res.get("status") != "ok":
+                return None
+            self.compiled[key] = res.get("compiled")
+        return self.compiled[key]
+
+    def _evaluate(self, trial, config: dict[str, Any], task) -> Result:
+        res = self._compile_result(task)
+        if res["status"] != "ok":
+            return Result(trial.number, config, res["status"], error=res.get("error"))
+        compiled = res.get("compiled")
+        self.compiled[config_key(config)] = compiled
+        status, samples, error = self._run_in_child(config, compiled)
+        return Result(trial.number, config, status, samples if status == "ok" else [], error)
+
+    def _fail_pending(self, pending) -> None:
+        """Trials asked but not run (a stop): failed in Optuna and put back in the queue."""
+        for trial, config, task in pending:
+            try:
+                self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                if config_key(config) not in self.seen:
+                    self.study.enqueue_trial(self.space.encode(config), user_attrs={"requeued_from": trial.number},
+                                             skip_if_exists=True)
+            except Exception:  # noqa: BLE001
+                log.exception("could not put trial %d back", trial.number)
+
+    def search(self) -> None:
+        pending: collections.deque = collections.deque()
+        asks = 0
+        max_asks = 20 * (self.spec.budget.trials or 1000) + 1000
+        self.done = self.counted_done()
+        self._restore_reference()
+        while True:
+            self.stop_reason = self._check_stop()
+            if self.stop_reason:
+                break
+            # ask ahead: fill the pipeline
+            while len(pending) < self.spec.lookahead and asks < max_asks:
+                planned = self.done + len(pending)
+                if self.spec.budget.trials is not None and planned >= self.spec.budget.trials:
+                    break
+                if sum(1 for r in self.seen.values() if r.counted) + len(pending) >= self.n_valid:
+                    break
+                asks += 1
+                trial = self.study.ask()
+                config = self.space.suggest(trial)
+                trial.set_user_attr("config", config)
+                key = config_key(config)
+                bad = self.space.violations(config, self.env)
+                if bad:
+                    r = Result(trial.number, config, "invalid", error=CONSTRAINT_PREFIX + "; ".join(bad), counted=False)
+                    self._record(r, trial)
+                    continue
+                if key in self.seen:
+                    prev = self.seen[key]
+                    trial.set_user_attr("repeat_of", prev.number)
+                    mark(trial, prev.median_ms is not None)
+                    self.study.tell(trial, prev.median_ms if prev.median_ms is not None else math.inf)
+                    continue
+                if any(config_key(c) == key for _, c, _ in pending):
+                    self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                    continue
+                pending.append((trial, config, self._submit_compile(config)))
+            if not pending:
+                if asks >= max_asks:
+                    self.stop_reason = "sampler keeps proposing known configs"
+                elif self.stop_reason is None:
+                    self.stop_reason = self._check_stop() or "search space exhausted"
+                break
+            trial, config, task = pending.popleft()
+            r = self._evaluate(trial, config, task)
+            self._record(r, trial)
+        self._fail_pending(pending)
+        self.on_event("stop", {"reason": self.stop_reason})
+
+    # --- the end ----------------------------------------------------------------------------
+
+    def finalize(self) -> None:
+        ok = sorted((r for r in self.seen.values() if r.median_ms is not None), key=lambda r: r.median_ms)
+        if not ok:
+            counts = collections.Counter(r.status for r in self.seen.values())
+            detail = ", ".join(f"{n} {s}" for s, n in counts.most_common()) or "no trials"
+            first_err = next((r.error for r in sorted(self.seen.values(), key=lambda r: r.number) if r.error), None)
+            raise RuntimeError(f"no config ran correctly ({detail})" + (f"; first error: {first_err}" if first_err else ""))
+        finalists = ok[: max(1, self.spec.measure.remeasure_top)]
+        default = None
+        if self.default_config is not None:
+            default = self.seen.get(config_key(self.default_config))
+            if default is not None and default.median_ms is not None and default not in finalists:
+                finalists = finalists + [default]
+        remeasured: dict[str, float] = {}
+        if self.spec.measure.remeasure_top > 0 and len(finalists) > 0:
+            self.on_event("remeasure", {"configs": [r.config for r in finalists]})
+            items = [{"config": r.config, "compiled": self._compiled_for(r.config)} for r in finalists]
+            try:
+                resp = self.child.call({"op": "remeasure", "items": items, "rounds": self.spec.measure.remeasure_rounds},
+                                       self.spec.measure.timeout_s * len(items) * 2 + 60)
+                for r, samples, err in zip(finalists, resp["samples_ms"], resp["errors"]):
+                    if samples and not err:
+                        samples = sorted(samples)
+                        n = len(samples)
+                        remeasured[config_key(r.config)] = samples[n // 2] if n % 2 else (samples[n // 2 - 1] + samples[n // 2]) / 2
+            except ChildError as exc:
+                log.warning("re-measurement failed (%s); keeping the search's medians", exc)
+        def final_ms(r: Result) -> float:
+            return remeasured.get(config_key(r.config), r.median_ms)
+
+        # the default config is a legitimate candidate: if it wins the fair re-measurement, it stays
+        winner = min(finalists, key=final_ms)
+        best_ms = final_ms(winner)
+        default_ms = final_ms(default) if default is not None and default.median_ms is not None else None
+        self.winner, self.winner_ms, self.default_ms = winner, best_ms, default_ms
+        self.study.set_user_attr("remeasured_ms", {config_key(r.config): remeasured.get(config_key(r.config))
+                                                    for r in finalists})
+        now = utcnow()
+        with self.Session.begin() as s:
+            repo.upsert_best_config(s, kernel_fingerprint=self.fingerprint, kernel_name=self.kernel_name,
+                                    problem_key=repo.canonical_key(self.spec.problem_key()), gpu_model=self.gpu_model,
+                                    compute_capability=self.capability, config=winner.config, median_ms=best_ms,
+                                    default_ms=default_ms, job_id=self.job_id)
+            s.execute(sa.update(Job).where(Job.id == self.job_id, Job.state == "running").values(
+                best_config=winner.config, best_time_ms=best_ms, progress=1.0, trials_done=self.counted_done(),
+                state="succeeded", finished_at=now, updated_at=now, lease_expires_at=None, error=None))
+        self.on_event("done", {"config": winner.config, "median_ms": best_ms, "default_ms": default_ms,
+                               "number": winner.number, "remeasured": bool(remeasured),
+                               "gpu_model": self.gpu_model, "reason": self.stop_reason})
+
+    # --- driver -----------------------------------------------------------------------------
+
+    def run(self) -> None:
+        if not self._load():
+            return
+        self.t0 = time.monotonic()
+        try:
+            self._start_child()
+            self._record_gpu()
+            self._open_study()
+            self._resume_state()
+            self._enqueue_known_good()
+            self.pool = CompilePool(self.compile_workers)
+            self.on_event("start", {"job_id": self.job_id, "study": self.study_name, "sampler": self.sampler_kind,
+                                    "total": self.trials_total, "space": self.space.size, "valid": self.n_valid,
+                                    "gpu_model": self.gpu_model, "seconds": self.spec.budget.seconds})
+            self.search()
+            with self.Session() as s:
+                state = repo.job_state(s, self.job_id)
+            if state != "running" or self.should_stop():
+                return   # cancelled, finished by another worker, or stopped: resumable
+            self.finalize()
+        except Exception as exc:
+            log.exception("job %d failed", self.job_id)
+            with self.Session.begin() as s:
+                repo.finish_job(s, self.job_id, "failed", error=f"{type(exc).__name__}: {exc}\n"
+                                f"{traceback.format_exc()[-3000:]}")
+            self.on_event("failed", {"error": f"{type(exc).__name__}: {exc}"})
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+        if self.child is not None:
+            self.child.close()
+        if self.storage is not None:
+            try:
+                self.storage.remove_session()
+                self.storage.engine.dispose()
+            except Exception:  # noqa: BLE001
+                pass
+        self.engine.dispose()
+
+
+def run_job(db_url: str, job_id: int, *, device: int = 0, interpret: bool = False, worker_id: str | None = None,
+            should_stop: Callable[[], bool] | None = None, on_event: EventFn | None = None) -> None:
+    """Run (or resume) job `job_id` stored in `db_url`; see the module doc."""
+    Tuner(db_url, job_id, device=device, interpret=interpret, worker_id=worker_id, should_stop=should_stop,
+          on_event=on_event).run()
+
+
+def create_job_from_spec(db_url: str, spec: JobSpec, *, gpu_model: str | None = None,
+                         idempotency_key: str | None = None) -> int:
+    """Register the kernel and a queued job for `spec` (what `blocktune tune` and tests do)."""
+    import compiler
+
+    fn = compiler.jit_from_source(spec.kernel.source, spec.kernel.name)
+    engine = make_engine(db_url)
+    try:
+        with session_factory(engine).begin() as s:
+            k = repo.get_or_create_kernel(s, fingerprint=fn.fingerprint, name=spec.kernel.name,
+                                          source=spec.kernel.source, compiler_version=compiler.__version__)
+            job = repo.create_job(s, k, spec.to_json(), gpu_model=gpu_model, idempotency_key=idempotency_key,
+                                  trials_total=spec.budget.trials)
+            return job.id
+    finally:
+        engine.dispose()

@@ -1,0 +1,241 @@
+"""Process isolation: a child process (spawned) that owns the CUDA context, and a compile pool.
+
+`IsolatedChild` runs `target(conn, init)` in a spawned process, talking over a pipe. The target
+first sends a ready message, then answers one request at a time. A request that gets no answer in
+time kills the child (ChildTimeout); a child that dies (a fault, os._exit, a signal) raises
+ChildCrashed. Either way `restart()` brings a fresh one up and the caller goes on.
+
+`CompilePool` compiles configs ahead of the GPU in worker processes; a worker killed by an LLVM fatal
+error breaks only the futures it held: the pool is rebuilt and the rest resubmitted.
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import multiprocessing as mp
+import os
+import signal
+import time
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, Callable
+
+
+class ChildError(RuntimeError):
+    pass
+
+
+class ChildTimeout(ChildError):
+    """The child did not answer in time; it has been killed."""
+
+
+class ChildCrashed(ChildError):
+    """The child process died (exit code in .exitcode)."""
+
+    def __init__(self, msg: str, exitcode: int | None = None):
+        super().__init__(msg)
+        self.exitcode = exitcode
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+class IsolatedChild:
+    def __init__(self, target: Callable[[Any, Any], None], init: Any, *, start_timeout: float = 300.0):
+        self.target = target
+        self.init = init
+        self.start_timeout = start_timeout
+        self.ctx = mp.get_context("spawn")
+        self.proc: mp.process.BaseProcess | None = None
+        self.conn = None
+        self.ready: Any = None
+        self.restarts = 0
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.is_alive()
+
+    def start(self) -> Any:
+        parent, child = self.ctx.Pipe(duplex=True)
+        self.proc = self.ctx.Process(target=self.target, args=(child, self.init), daemon=True,
+                                     name="blocktune-gpu-child")
+        self.proc.start()
+        child.close()
+        self.conn = parent
+        try:
+            self.ready = self._recv(self.start_timeout, what="start-up")
+        except ChildError:
+            self.kill()
+            raise
+        if isinstance(self.ready, dict) and self.ready.get("error"):
+            self.kill()
+            raise ChildError(f"child failed to start: {self.ready['error']}")
+        return self.ready
+
+    def _recv(self, timeout: float | None, what: str) -> Any:
+        assert self.conn is not None and self.proc is not None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            step = 0.5 if remaining is None else min(0.5, remaining)
+            try:
+                if self.conn.poll(step):
+                    return self.conn.recv()
+            except (EOFError, OSError):
+                self.proc.join(5)
+                code = self.proc.exitcode
+                self.kill()
+                raise ChildCrashed(f"child died during {what} ({_describe_exit(code)})", code) from None
+            if not self.proc.is_alive():
+                # it may have written its last answer just before exiting
+                try:
+                    if self.conn.poll(0):
+                        return self.conn.recv()
+                except (EOFError, OSError):
+                    pass
+                code = self.proc.exitcode
+                self.kill()
+                raise ChildCrashed(f"child died during {what} ({_describe_exit(code)})", code)
+            if deadline is not None and time.monotonic() >= deadline:
+                self.kill()
+                raise ChildTimeout(f"no answer to {what} within {timeout:.1f} s; child killed")
+
+    def call(self, request: Any, timeout: float | None) -> Any:
+        """Send one request and wait for its answer (at most `timeout` seconds)."""
+        if not self.alive:
+            self.restart()
+        assert self.conn is not None
+        try:
+            self.conn.send(request)
+        except (BrokenPipeError, OSError):
+            code = self.proc.exitcode if self.proc else None
+            self.kill()
+            raise ChildCrashed(f"child gone before the request ({_describe_exit(code)})", code) from None
+        return self._recv(timeout, what="the request")
+
+    def restart(self) -> Any:
+        self.kill()
+        self.restarts += 1
+        return self.start()
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            if self.proc.is_alive():
+                self.proc.kill()
+            self.proc.join(10)
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            except OSError:
+                pass
+        self.proc = None
+        self.conn = None
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Ask the child to exit (a None request), kill it if it does not."""
+        if self.alive and self.conn is not None:
+            try:
+                self.conn.send(None)
+                self.proc.join(timeout)
+            except (BrokenPipeError, OSError):
+                pass
+        self.kill()
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class CompilerCrashed(RuntimeError):
+    """A compile worker died (e.g. an LLVM fatal error) while compiling this task, alone."""
+
+
+class CompileTask:
+    def __init__(self, fn: Callable, args: tuple):
+        self.fn, self.args = fn, args
+        self.future: cf.Future | None = None
+        self.generation = 0
+        self.isolated = False
+
+    def lost(self) -> bool:
+        """True if its future died with a broken pool (or was cancelled by the rebuild)."""
+        f = self.future
+        if f is None or not f.done():
+            return f is None
+        return f.cancelled() or isinstance(f.exception(), BrokenProcessPool)
+
+
+class CompilePool:
+    """A spawn-context process pool whose breakage (a worker killed by LLVM) is survivable.
+
+    When the pool breaks, every task in flight fails with it; the task being waited for is then run
+    again alone in a fresh pool: if it breaks that one too, it is the culprit (CompilerCrashed), else
+    the other tasks are resubmitted and go on.
+    """
+
+    def __init__(self, workers: int | None = None):
+        self.workers = workers or max(1, min(4, (os.cpu_count() or 2) - 1))
+        self.ctx = mp.get_context("spawn")
+        self._pool: cf.ProcessPoolExecutor | None = None
+        self._pending: list[CompileTask] = []
+        self.generation = 0
+
+    def _ensure(self) -> cf.ProcessPoolExecutor:
+        if self._pool is None:
+            self._pool = cf.ProcessPoolExecutor(self.workers, mp_context=self.ctx)
+        return self._pool
+
+    def submit(self, fn: Callable, *args) -> CompileTask:
+        task = CompileTask(fn, args)
+        self._submit(task)
+        self._pending.append(task)
+        return task
+
+    def _submit(self, task: CompileTask) -> None:
+        task.future = self._ensure().submit(task.fn, *task.args)
+        task.generation = self.generation
+
+    def _break(self) -> None:
+        self.generation += 1
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    def result(self, task: CompileTask, timeout: float | None = None) -> Any:
+        try:
+            assert task.future is not None
+            try:
+                return task.future.result(timeout)
+            except BrokenProcessPool:
+                pass
+            self._break()
+            task.isolated = True
+            self._submit(task)
+            try:
+                return task.future.result(timeout)
+            except BrokenProcessPool:
+                self._break()
+                raise CompilerCrashed("the compiler process died (fatal error in the compiler or LLVM)") from None
+            finally:
+                for other in self._pending:
+                    if other is not task and other.generation != self.generation:
+                        if other.future is not None and not other.future.done():
+                            cf.wait([other.future], timeout=30)
+                        if other.lost():
+                            self._submit(other)
+        finally:
+            if task in self._pending:
+                self._pending.remove(task)
+
+    def close(self) -> None:
+        self._break()
+        self._pending.clear()
