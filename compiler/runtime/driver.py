@@ -1,0 +1,399 @@
+"""The CUDA driver, through cuda-python (`cuda.bindings.driver`), plus a ctypes fast path for launches.
+
+Everything is lazy: importing this module loads nothing. The first call that needs the GPU runs
+`cuInit`, and work happens in the device's *primary* context — the one the CUDA runtime (and so
+torch) uses — so tensors allocated by torch and modules loaded here live in the same context.
+
+    has_gpu()                       True when libcuda loads and at least one device exists
+    device_properties(device=0)     name, capability, sm_count, total_memory, max_shared_memory, ...
+    ensure_context(device=None)     make a context current on this thread (primary context)
+    load_module(image, name, shared, device) -> LoadedFunction
+    launch(...)                     generic (slow) launch with error checking
+    libcuda()                       the ctypes handle used by generated launchers
+
+Module loading: PTX goes through `cuModuleLoadData` (the driver JIT-compiles it, and keeps its own
+compute cache under ~/.nv). When the caller has a cubin (from `ptxas`, see `ptxas_compile`) it is
+loaded instead, which skips the driver's JIT; `bench/launch.py` measures both.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+
+from ..errors import OutOfResources
+
+_lock = threading.RLock()
+_cu = None            # cuda.bindings.driver, once imported
+_lib = None           # ctypes.CDLL of libcuda, once loaded
+_init_error: BaseException | None = None
+_initialized = False
+_primary: dict[int, object] = {}   # device ordinal → retained primary CUcontext
+
+
+class CudaError(RuntimeError):
+    """A CUDA driver call failed. `.code` is the CUresult value, `.name` its enum name."""
+
+    def __init__(self, code: int, call: str = "", detail: str = ""):
+        self.code = int(code)
+        self.name, desc = _error_text(self.code)
+        self.call = call
+        msg = f"{call + ': ' if call else ''}{self.name} ({self.code}): {desc}"
+        hint = _HINTS.get(self.name)
+        if hint:
+            msg += f". {hint}"
+        if detail:
+            msg += f"\n{detail}"
+        super().__init__(msg)
+
+    def __reduce__(self):
+        return (type(self), (self.code, self.call))
+
+
+class NoGPUError(RuntimeError):
+    """No CUDA driver or no device: the GPU path cannot run here (interpret mode can)."""
+
+
+_HINTS = {
+    "CUDA_ERROR_ILLEGAL_ADDRESS": "A kernel accessed memory out of bounds (a missing mask, or a CPU "
+                                  "tensor passed as a pointer?). The CUDA context is now unusable: "
+                                  "restart the process",
+    "CUDA_ERROR_MISALIGNED_ADDRESS": "A pointer was not aligned as the kernel assumed. The CUDA context "
+                                     "is now unusable: restart the process",
+    "CUDA_ERROR_LAUNCH_FAILED": "The kernel faulted; the CUDA context is now unusable: restart the process",
+    "CUDA_ERROR_ASSERT": "A device_assert failed; the CUDA context is now unusable: restart the process",
+    "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES": "Too many registers or threads for this launch: lower num_warps "
+                                          "or the block sizes",
+    "CUDA_ERROR_INVALID_PTX": "The driver rejected the generated PTX (a backend bug, or a target the "
+                              "driver does not know)",
+    "CUDA_ERROR_UNSUPPORTED_PTX_VERSION": "The PTX needs a newer driver than the one installed",
+    "CUDA_ERROR_NO_BINARY_FOR_GPU": "The kernel was compiled for another GPU architecture",
+    "CUDA_ERROR_INVALID_CONTEXT": "No CUDA context is current on this thread",
+    "CUDA_ERROR_NO_DEVICE": "No CUDA device is visible (check CUDA_VISIBLE_DEVICES)",
+    "CUDA_ERROR_OUT_OF_MEMORY": "The GPU is out of memory",
+    "CUDA_ERROR_INVALID_HANDLE": "A kernel was launched in a context other than the one it was loaded in",
+}
+
+
+def _error_text(code: int) -> tuple[str, str]:
+    try:
+        cu = _driver()
+        err, name = cu.cuGetErrorName(cu.CUresult(code))
+        err2, desc = cu.cuGetErrorString(cu.CUresult(code))
+        n = name.decode() if isinstance(name, bytes) else str(name)
+        d = desc.decode() if isinstance(desc, bytes) else str(desc)
+        return n, d
+    except Exception:
+        return f"CUDA_ERROR_{code}", "unknown error"
+
+
+def _driver():
+    global _cu
+    if _cu is None:
+        from cuda.bindings import driver as cu  # noqa: PLC0415 (lazy on purpose)
+        _cu = cu
+    return _cu
+
+
+def libcuda() -> ctypes.CDLL:
+    """The ctypes handle of libcuda (the same library cuda-python uses); raises NoGPUError."""
+    global _lib
+    if _lib is None:
+        last = None
+        for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
+            try:
+                lib = ctypes.CDLL(name)
+                break
+            except OSError as e:
+                last = e
+        else:
+            raise NoGPUError(f"the NVIDIA driver library (libcuda) cannot be loaded: {last}")
+        lib.cuLaunchKernel.argtypes = [ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint,
+                                       ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint,
+                                       ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        lib.cuLaunchKernel.restype = ctypes.c_int
+        lib.cuCtxGetDevice.argtypes = [ctypes.POINTER(ctypes.c_int)]
+        lib.cuCtxGetDevice.restype = ctypes.c_int
+        _lib = lib
+    return _lib
+
+
+def _check(result, call: str = ""):
+    """cuda-python returns (CUresult, *values): raise on error, return the values."""
+    err = result[0]
+    code = int(err.value) if hasattr(err, "value") else int(err)
+    if code != 0:
+        raise CudaError(code, call)
+    if len(result) == 1:
+        return None
+    if len(result) == 2:
+        return result[1]
+    return result[1:]
+
+
+def init() -> None:
+    """cuInit once; raises NoGPUError when there is no driver or no device."""
+    global _initialized, _init_error
+    if _initialized:
+        return
+    with _lock:
+        if _initialized:
+            return
+        if _init_error is not None:
+            raise NoGPUError(str(_init_error))
+        try:
+            libcuda()
+            cu = _driver()
+            _check(cu.cuInit(0), "cuInit")
+            n = _check(cu.cuDeviceGetCount(), "cuDeviceGetCount")
+            if n < 1:
+                raise NoGPUError("no CUDA device is visible")
+        except NoGPUError as e:
+            _init_error = e
+            raise
+        except Exception as e:  # noqa: BLE001 - anything here means "no usable GPU"
+            _init_error = e
+            raise NoGPUError(f"CUDA is not usable: {e}") from e
+        _initialized = True
+
+
+def has_gpu() -> bool:
+    """True when the CUDA driver loads and at least one device is visible. Never raises."""
+    try:
+        init()
+        return True
+    except Exception:
+        return False
+
+
+def device_count() -> int:
+    init()
+    return _check(_driver().cuDeviceGetCount(), "cuDeviceGetCount")
+
+
+def current_device() -> int:
+    """The device of the context current on this thread (making device 0's primary context
+    current when there is none)."""
+    lib = libcuda()
+    d = ctypes.c_int()
+    if lib.cuCtxGetDevice(ctypes.byref(d)) == 0:
+        return d.value
+    return ensure_context(0)
+
+
+def ensure_context(device: int | None = None) -> int:
+    """Make a context current on this thread and return its device ordinal.
+
+    With `device=None`, keep whatever context is current (torch's, usually) and fall back to
+    device 0's primary context. With a device, make that device's primary context current unless
+    the current context already belongs to it.
+    """
+    init()
+    cu = _driver()
+    ctx = _check(cu.cuCtxGetCurrent(), "cuCtxGetCurrent")
+    if ctx is not None and int(ctx) != 0:
+        cur = int(_check(cu.cuCtxGetDevice(), "cuCtxGetDevice"))
+        if device is None or cur == device:
+            return cur
+    dev_ord = 0 if device is None else int(device)
+    with _lock:
+        pctx = _primary.get(dev_ord)
+        if pctx is None:
+            dev = _check(cu.cuDeviceGet(dev_ord), "cuDeviceGet")
+            pctx = _check(cu.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+            _primary[dev_ord] = pctx
+    _check(cu.cuCtxSetCurrent(pctx), "cuCtxSetCurrent")
+    return dev_ord
+
+
+def _driver_version_string() -> str:
+    try:
+        with open("/proc/driver/nvidia/version") as f:
+            text = f.read()
+        for tok in text.split():
+            parts = tok.split(".")
+            if len(parts) >= 2 and all(p.isdigit() for p in parts):
+                return tok
+    except OSError:
+        pass
+    return ""
+
+
+@functools.lru_cache(maxsize=None)
+def device_properties(device: int = 0) -> dict:
+    """The properties the compiler, the tuner and the service need, as plain values."""
+    init()
+    cu = _driver()
+    dev = _check(cu.cuDeviceGet(int(device)), "cuDeviceGet")
+    A = cu.CUdevice_attribute
+
+    def attr(name):
+        return int(_check(cu.cuDeviceGetAttribute(getattr(A, name), dev), "cuDeviceGetAttribute"))
+
+    raw = _check(cu.cuDeviceGetName(256, dev), "cuDeviceGetName")
+    name = raw.split(b"\0", 1)[0].decode() if isinstance(raw, (bytes, bytearray)) else str(raw)
+    cuda_ver = int(_check(cu.cuDriverGetVersion(), "cuDriverGetVersion"))
+    major, minor = attr("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR"), attr("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR")
+    return {
+        "name": name.strip(),
+        "capability": (major, minor),
+        "sm_count": attr("CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT"),
+        "total_memory": int(_check(cu.cuDeviceTotalMem(dev), "cuDeviceTotalMem")),
+        "max_shared_memory": attr("CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
+        "max_shared_memory_default": attr("CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK"),
+        "max_registers_per_block": attr("CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK"),
+        "warp_size": attr("CU_DEVICE_ATTRIBUTE_WARP_SIZE"),
+        "driver_version": _driver_version_string() or str(cuda_ver),
+        "cuda_version": f"{cuda_ver // 1000}.{(cuda_ver % 1000) // 10}",
+        "l2_size": attr("CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE"),
+        "clock_rate_khz": attr("CU_DEVICE_ATTRIBUTE_CLOCK_RATE"),
+    }
+
+
+def target_for_device(device: int = 0) -> str:
+    """`sm_XY` for the device (sm_90 on H100)."""
+    major, minor = device_properties(device)["capability"]
+    return f"sm_{major}{minor}"
+
+
+def default_target() -> str:
+    """The current device's target, or "sm_90" when there is no GPU."""
+    if has_gpu():
+        try:
+            return target_for_device(current_device())
+        except Exception:
+            return target_for_device(0)
+    return "sm_90"
+
+
+# ---------------------------------------------------------------------------------------------
+# ptxas (ahead-of-time assembly to a cubin, optional)
+
+@functools.lru_cache(maxsize=1)
+def ptxas_path() -> str | None:
+    """`ptxas` from $BLOCKTUNE_PTXAS, the PATH, $CUDA_HOME, or the nvidia-cuda-nvcc wheel."""
+    env = os.environ.get("BLOCKTUNE_PTXAS")
+    if env and os.access(env, os.X_OK):
+        return env
+    found = shutil.which("ptxas")
+    if found:
+        return found
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if root and os.access(os.path.join(root, "bin", "ptxas"), os.X_OK):
+            return os.path.join(root, "bin", "ptxas")
+    try:
+        import nvidia.cuda_nvcc  # type: ignore  # noqa: PLC0415
+        base = list(nvidia.cuda_nvcc.__path__)[0]
+        cand = os.path.join(base, "bin", "ptxas")
+        if os.access(cand, os.X_OK):
+            return cand
+    except Exception:
+        pass
+    return None
+
+
+def ptxas_compile(ptx: str, target: str, *, opt_level: int = 3, timeout: float = 120.0) -> bytes:
+    """Assemble PTX to a cubin with ptxas. Raises RuntimeError with ptxas's log on failure."""
+    exe = ptxas_path()
+    if exe is None:
+        raise RuntimeError("ptxas not found (set BLOCKTUNE_PTXAS or install nvidia-cuda-nvcc)")
+    with tempfile.TemporaryDirectory(prefix="blocktune-ptxas-") as d:
+        src, out = os.path.join(d, "k.ptx"), os.path.join(d, "k.cubin")
+        with open(src, "w") as f:
+            f.write(ptx)
+        r = subprocess.run([exe, f"-arch={target}", f"-O{opt_level}", src, "-o", out],
+                           capture_output=True, text=True, timeout=timeout)
+        if r.returncode != 0:
+            raise RuntimeError(f"ptxas failed for {target}:\n{r.stderr.strip() or r.stdout.strip()}")
+        with open(out, "rb") as f:
+            return f.read()
+
+
+# ---------------------------------------------------------------------------------------------
+# Modules and functions
+
+class LoadedFunction:
+    """A kernel loaded into one device's context: keeps the module alive."""
+
+    __slots__ = ("module", "function", "handle", "device", "shared", "num_regs", "name", "__weakref__")
+
+    def __init__(self, module, function, device: int, shared: int, name: str, num_regs: int):
+        self.module, self.function, self.device = module, function, device
+        self.handle = int(function)
+        self.shared, self.name, self.num_regs = shared, name, num_regs
+
+
+def load_module(image: bytes | str, name: str, shared: int = 0, device: int | None = None) -> LoadedFunction:
+    """Load PTX (str, or NUL-terminated bytes) or a cubin (bytes) into `device`'s context and get
+    function `name`. Sets the dynamic shared memory limit above 48 KB; raises OutOfResources when
+    `shared` exceeds what the device allows."""
+    dev = ensure_context(device)
+    cu = _driver()
+    props = device_properties(dev)
+    limit = props["max_shared_memory"]
+    if shared > limit:
+        raise OutOfResources(shared, limit, "shared memory")
+    data = image.encode() + b"\0" if isinstance(image, str) else bytes(image)
+    is_ptx = isinstance(image, str) or data[:4] != b"\x7fELF"
+    if is_ptx and not data.endswith(b"\0"):
+        data += b"\0"
+    err, module = cu.cuModuleLoadData(data)
+    code = int(err.value) if hasattr(err, "value") else int(err)
+    if code != 0:
+        detail = ""
+        if is_ptx and ptxas_path():
+            # The driver does not say why; ptxas does.
+            try:
+                ptxas_compile(data.rstrip(b"\0").decode(), target_for_device(dev), timeout=60)
+            except Exception as e:  # noqa: BLE001
+                detail = str(e)
+        raise CudaError(code, "cuModuleLoadData", detail)
+    function = _check(cu.cuModuleGetFunction(module, name.encode()), f"cuModuleGetFunction({name})")
+    FA = cu.CUfunction_attribute
+    if shared > 48 * 1024:
+        _check(cu.cuFuncSetAttribute(function, FA.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(shared)),
+               "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)")
+    static_shared = int(_check(cu.cuFuncGetAttribute(FA.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, function),
+                               "cuFuncGetAttribute"))
+    if static_shared + shared > limit:
+        raise OutOfResources(static_shared + shared, limit, "shared memory")
+    num_regs = int(_check(cu.cuFuncGetAttribute(FA.CU_FUNC_ATTRIBUTE_NUM_REGS, function), "cuFuncGetAttribute"))
+    return LoadedFunction(module, function, dev, int(shared), name, num_regs)
+
+
+def max_threads_for(fn: LoadedFunction) -> int:
+    cu = _driver()
+    return int(_check(cu.cuFuncGetAttribute(cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+                                            fn.function), "cuFuncGetAttribute"))
+
+
+def raise_launch_error(code: int, name: str = "", num_warps: int | None = None, lf: LoadedFunction | None = None):
+    """Turn a cuLaunchKernel result into an exception."""
+    cu_name, _ = _error_text(code)
+    if cu_name == "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES" and lf is not None:
+        regs = lf.num_regs * (num_warps or 1) * 32
+        raise OutOfResources(regs, device_properties(lf.device)["max_registers_per_block"], "registers")
+    raise CudaError(code, f"cuLaunchKernel({name})" if name else "cuLaunchKernel")
+
+
+def launch(fn: LoadedFunction, grid, block_x: int, shared: int, stream: int, params_array) -> None:
+    """Generic launch: `params_array` is a ctypes `void*[n]` of pointers to argument storage."""
+    lib = libcuda()
+    g = tuple(grid) + (1, 1)
+    r = lib.cuLaunchKernel(fn.handle, g[0], g[1], g[2], block_x, 1, 1, shared, stream or None,
+                           params_array, None)
+    if r == 201:  # no context current on this thread (a new thread): make it current and retry
+        ensure_context(fn.device)
+        r = lib.cuLaunchKernel(fn.handle, g[0], g[1], g[2], block_x, 1, 1, shared, stream or None,
+                               params_array, None)
+    if r:
+        raise_launch_error(r, fn.name, block_x // 32, fn)
+
+
+def synchronize() -> None:
+    ensure_context()
+    _check(_driver().cuCtxSynchronize(), "cuCtxSynchronize")

@@ -1,0 +1,773 @@
+"""`@jit` and `JITFunction`: the kernel object users decorate, specialize and launch.
+
+    @compiler.jit
+    def add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr): ...
+
+    add[grid](x, y, out, n, BLOCK=1024)          # grid: (gx[, gy[, gz]]) or callable(meta) -> tuple
+
+Launch path (the part that must be fast, ≤ 8 µs of host time): each JITFunction generates, once,
+a Python function with the kernel's own parameter list (like Triton's generated launcher). Per
+call it classifies every runtime argument inline (tensor → dtype + 16-byte alignment of
+data_ptr; int → i32/i64/u64 + divisible by 16 + equal to 1; float → fp32; bool → i1; None →
+constexpr None), builds the specialization key tuple, looks it up in a dict and calls the
+specialization's generated ctypes launcher (see launcher.py) on the current torch stream. Only a
+miss goes through the slow path: compile (memory/disk cache) + load + make the launcher.
+"""
+from __future__ import annotations
+
+import ast
+import functools
+import hashlib
+import inspect
+import os
+import re
+import sys
+import textwrap
+import threading
+from collections import ChainMap
+from typing import Any, Iterable, Mapping
+
+from ..errors import CompilationError
+from ..language import dtypes as T
+from ..language.core import constexpr
+
+_TRITON_LAUNCH_OPTIONS = frozenset({
+    "num_ctas", "maxnreg", "enable_fp_fusion", "debug", "launch_cooperative_grid", "extern_libs",
+    "enable_warp_specialization", "launch_pdl", "sanitize_overflow",
+})
+
+
+# ---------------------------------------------------------------------------------------------
+# Environment checks that run on every launch (kept cheap)
+
+try:
+    _ENVDATA = os.environ._data  # type: ignore[attr-defined]  # bytes → bytes on POSIX
+    _IKEYS = (b"BLOCKTUNE_INTERPRET", b"TRITON_INTERPRET")
+except AttributeError:  # pragma: no cover - non-POSIX
+    _ENVDATA = None
+    _IKEYS = ("BLOCKTUNE_INTERPRET", "TRITON_INTERPRET")
+
+
+def _maybe_interpret() -> bool:
+    """Cheap pre-check: is either interpret variable set at all? (then ask the interpreter)"""
+    env = _ENVDATA if _ENVDATA is not None else os.environ
+    return _IKEYS[0] in env or _IKEYS[1] in env
+
+
+def interpret_mode() -> bool:
+    if not _maybe_interpret():
+        return False
+    try:
+        from ..interpreter import interpret_mode as im  # noqa: PLC0415
+    except ImportError:
+        return any(os.environ.get(k, "").strip().lower() in ("1", "true", "yes", "on")
+                   for k in ("BLOCKTUNE_INTERPRET", "TRITON_INTERPRET"))
+    return im()
+
+
+# ---------------------------------------------------------------------------------------------
+# Torch / stream state shared by every generated launcher (refreshed on cache misses)
+
+class _NoTensor:  # a type no argument has, until torch is imported
+    pass
+
+
+_NS: dict[str, Any] = {"_Tensor": _NoTensor}
+
+
+def _no_gpu_device() -> int:
+    from . import driver  # noqa: PLC0415
+    if not driver.has_gpu():
+        return -1
+    return driver.current_device()
+
+
+def _zero_stream(dev) -> int:
+    return 0
+
+
+def _refresh_torch() -> None:
+    """Point the generated launchers at torch's tensor type and current stream once torch (and its
+    CUDA state) is there."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        _NS.update(_Tensor=_NoTensor, _get_device=_no_gpu_device, _get_stream=_zero_stream)
+        return
+    _NS["_Tensor"] = torch.Tensor
+    ready = False
+    try:
+        ready = bool(torch.cuda.is_initialized())
+    except Exception:
+        ready = False
+    if ready and hasattr(torch._C, "_cuda_getCurrentRawStream"):
+        _NS["_get_device"] = torch._C._cuda_getDevice
+        _NS["_get_stream"] = torch._C._cuda_getCurrentRawStream
+    else:
+        _NS["_get_device"] = _no_gpu_device
+        _NS["_get_stream"] = _zero_stream
+
+
+_refresh_torch()
+
+
+# ---------------------------------------------------------------------------------------------
+# Argument classification (slow path: anything the generated code does not handle inline)
+
+_I32 = (-(2 ** 31), 2 ** 31 - 1)
+_I64 = (-(2 ** 63), 2 ** 63 - 1)
+
+
+def _int_kind(v: int, specialize: bool):
+    if _I32[0] <= v <= _I32[1]:
+        k = 1 if (specialize and v == 1) else "i32"
+    elif _I64[0] <= v <= _I64[1]:
+        k = "i64"
+    elif 0 <= v < 2 ** 64:
+        k = "u64"
+    else:
+        raise OverflowError(f"integer argument {v} does not fit in 64 bits")
+    return k, (specialize and not (v & 15)), v
+
+
+def spec_arg(v, index: int, name: str, specialize: bool = True, interpret: bool = False):
+    """(key part, divisible by 16, launch value) for one runtime argument. The key part is a torch
+    dtype / ('cai', typestr) / ('np', dtype) for pointers, 'i32' 'i64' 'u64' 'fp32' 'i1' for scalars,
+    1 for an integer specialized to 1, None for None (a constexpr)."""
+    t = type(v)
+    if t is int:
+        return _int_kind(v, specialize)
+    if t is bool:
+        return "i1", False, int(v)
+    if t is float:
+        return "fp32", False, v
+    if v is None:
+        return None, False, None
+    if isinstance(v, constexpr):
+        return spec_arg(v.value, index, name, specialize, interpret)
+    torch = sys.modules.get("torch")
+    if torch is not None and _NS["_Tensor"] is not torch.Tensor:
+        _refresh_torch()
+    if torch is not None and isinstance(v, torch.Tensor):
+        p = v.data_ptr()
+        if not interpret and not v.is_cuda:
+            raise ValueError(f"argument '{name}' is a CPU tensor: launch on the GPU needs CUDA tensors "
+                             "(or set BLOCKTUNE_INTERPRET=1 to run the kernel on the CPU)")
+        return v.dtype, not (p & 15), p
+    cai = getattr(v, "__cuda_array_interface__", None)
+    if cai is not None:
+        p = int(cai["data"][0])
+        return ("cai", cai["typestr"]), not (p & 15), p
+    np = sys.modules.get("numpy")
+    if np is not None:
+        if isinstance(v, np.ndarray):
+            if not interpret:
+                raise ValueError(f"argument '{name}' is a numpy array (host memory): launch on the GPU needs CUDA "
+                                 "tensors (or set BLOCKTUNE_INTERPRET=1 to run the kernel on the CPU)")
+            p = v.__array_interface__["data"][0]
+            return ("np", v.dtype.str), not (p & 15), p
+        if isinstance(v, np.bool_):
+            return "i1", False, int(bool(v))
+        if isinstance(v, np.integer):
+            return _int_kind(int(v), specialize)
+        if isinstance(v, np.floating):
+            return "fp32", False, float(v)
+    dp = getattr(v, "data_ptr", None)
+    if dp is not None and hasattr(v, "dtype"):
+        p = int(dp())
+        return ("obj", str(v.dtype)), not (p & 15), p
+    if hasattr(v, "__index__"):
+        return _int_kind(v.__index__(), specialize)
+    raise TypeError(f"argument '{name}': cannot pass a {type(v).__name__} to a kernel (expected a tensor, "
+                    "an int, a float, a bool or None)")
+
+
+def key_to_type(k) -> str:
+    """Signature type string for a key part produced by spec_arg."""
+    if isinstance(k, str):
+        return k
+    if k == 1 and type(k) is int:
+        return "i32"
+    if isinstance(k, tuple):
+        kind, d = k
+        if kind == "cai":
+            import numpy as np  # noqa: PLC0415
+            return "*" + T.from_host_dtype(np.dtype(d)).name
+        if kind == "np":
+            import numpy as np  # noqa: PLC0415
+            return "*" + T.from_host_dtype(np.dtype(d)).name
+        return "*" + T.from_host_dtype(d).name
+    return "*" + T.from_host_dtype(k).name   # torch dtype
+
+
+# ---------------------------------------------------------------------------------------------
+# Source handling
+
+def _is_constexpr_annotation(node: ast.AST | None, obj: Any = None) -> bool:
+    if obj is constexpr:
+        return True
+    if isinstance(obj, str) and "constexpr" in obj:
+        return True
+    if node is not None:
+        try:
+            return "constexpr" in ast.unparse(node)
+        except Exception:
+            return False
+    return False
+
+
+def _strip_decorators(node: ast.FunctionDef) -> None:
+    node.decorator_list = []
+
+
+def _parse_python_function(fn):
+    """(src, fn_ast, filename, first_lineno, col_offset_shift) for a Python function."""
+    try:
+        lines, start = inspect.getsourcelines(fn)
+    except (OSError, TypeError) as e:
+        raise TypeError(f"cannot read the source of {getattr(fn, '__qualname__', fn)!r} ({e}); @jit needs "
+                        "functions defined in a file (use compiler.jit_from_source for source text)") from None
+    filename = inspect.getsourcefile(fn) or getattr(fn.__code__, "co_filename", "<unknown>")
+    text = "".join(lines)
+    dedented = textwrap.dedent(text)
+    # what dedent removed: compare the first non-blank line
+    shift = 0
+    for a, b in zip(text.splitlines(), dedented.splitlines()):
+        if a.strip():
+            shift = len(a) - len(b)
+            break
+    try:
+        mod = ast.parse(dedented)
+    except SyntaxError as e:
+        raise CompilationError(f"cannot parse the kernel source: {e.msg}", None, e.text) from None
+    node = next((n for n in mod.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    if node is None or isinstance(node, ast.AsyncFunctionDef):
+        raise TypeError(f"@jit needs a plain `def` function, got {fn!r}")
+    src_lines = dedented.splitlines()[node.lineno - 1:node.end_lineno]
+    src = "\n".join(src_lines) + "\n"
+    first_lineno = start + node.lineno - 1
+    fn_ast = ast.parse(src).body[0]
+    ast.increment_lineno(fn_ast, first_lineno - 1)
+    return src, fn_ast, filename, first_lineno, shift
+
+
+def normalized_source(fn_ast: ast.AST) -> str:
+    """ast.dump without positions and without decorators: equal for equal code anywhere."""
+    node = fn_ast
+    if isinstance(node, ast.FunctionDef) and node.decorator_list:
+        node = ast.FunctionDef(**{**{f: getattr(node, f) for f in node._fields}, "decorator_list": []})
+    return ast.dump(node, annotate_fields=True, include_attributes=False)
+
+
+def _referenced_names(fn_ast: ast.AST) -> list[tuple[str, ...]]:
+    """Name chains read by the function (not its locals): `foo` → ("foo",), `mod.helper` →
+    ("mod", "helper")."""
+    out = set()
+    stored = {n.id for n in ast.walk(fn_ast) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    for node in ast.walk(fn_ast):
+        if isinstance(node, ast.Attribute):
+            chain = []
+            cur = node
+            while isinstance(cur, ast.Attribute):
+                chain.append(cur.attr)
+                cur = cur.value
+            if isinstance(cur, ast.Name):
+                chain.append(cur.id)
+                out.add(tuple(reversed(chain)))
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            out.add((node.id,))
+    return sorted(c for c in out if c[0] not in stored)
+
+
+def _unwrap_jit(obj):
+    for _ in range(8):
+        if isinstance(obj, JITFunction):
+            return obj
+        nxt = getattr(obj, "fn", None)
+        if nxt is None or nxt is obj or not hasattr(obj, "configs") and not hasattr(obj, "values"):
+            return None
+        obj = nxt
+    return None
+
+
+_LITERAL_TYPES = (bool, int, float, str, type(None))
+
+
+# ---------------------------------------------------------------------------------------------
+
+class KernelParam:
+    """Triton-compatible description of one parameter (`kernel.params`)."""
+
+    __slots__ = ("num", "name", "is_constexpr", "do_not_specialize", "default")
+
+    def __init__(self, num, name, is_constexpr, do_not_specialize, default):
+        self.num, self.name, self.is_constexpr = num, name, is_constexpr
+        self.do_not_specialize, self.default = do_not_specialize, default
+
+    def __repr__(self):
+        return f"KernelParam({self.num}, {self.name!r}{', constexpr' if self.is_constexpr else ''})"
+
+
+_MISSING = object()
+
+
+class JITFunction:
+    """A kernel: Python source + everything needed to specialize, compile and launch it."""
+
+    def __init__(self, fn, *, do_not_specialize: Iterable = (), noinline: bool = False, debug=None,
+                 autotune_key: Iterable[str] | None = None, do_not_specialize_on_alignment: Iterable = (),
+                 repr=None, launch_metadata=None):
+        if not callable(fn) or not hasattr(fn, "__code__"):
+            raise TypeError(f"@jit decorates a function, got {type(fn).__name__}")
+        src, fn_ast, filename, first_lineno, shift = _parse_python_function(fn)
+        nonlocals = {}
+        if fn.__closure__:
+            for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
+                try:
+                    nonlocals[name] = cell.cell_contents
+                except ValueError:  # empty cell (defined later)
+                    pass
+        glob = ChainMap(nonlocals, fn.__globals__) if nonlocals else fn.__globals__
+        defaults = {}
+        if fn.__defaults__:
+            pos = [a.arg for a in fn_ast.args.posonlyargs + fn_ast.args.args]
+            for name, v in zip(pos[len(pos) - len(fn.__defaults__):], fn.__defaults__):
+                defaults[name] = v
+        self._setup(fn, fn.__name__, src, fn_ast, filename, first_lineno, shift, glob, defaults,
+                    getattr(fn, "__annotations__", {}), do_not_specialize, noinline, debug, autotune_key,
+                    do_not_specialize_on_alignment)
+        self.__doc__ = fn.__doc__
+        self.__module__ = fn.__module__
+        self.__qualname__ = fn.__qualname__
+
+    @classmethod
+    def from_ast(cls, name: str, src: str, fn_ast: ast.FunctionDef, filename: str, first_lineno: int,
+                 globals: Mapping, defaults: dict, **options) -> "JITFunction":
+        """A JITFunction without a Python function (parsed source, never executed)."""
+        self = cls.__new__(cls)
+        self._setup(None, name, src, fn_ast, filename, first_lineno, 0, globals, defaults, {},
+                    options.get("do_not_specialize", ()), options.get("noinline", False),
+                    options.get("debug"), options.get("autotune_key"),
+                    options.get("do_not_specialize_on_alignment", ()))
+        self.__doc__ = ast.get_docstring(fn_ast)
+        self.__module__ = "<submitted>"
+        self.__qualname__ = name
+        return self
+
+    def _setup(self, fn, name, src, fn_ast, filename, first_lineno, shift, glob, defaults, annotations,
+               do_not_specialize, noinline, debug, autotune_key, dns_align):
+        _strip_decorators(fn_ast)
+        a = fn_ast.args
+        if a.vararg or a.kwarg or a.kwonlyargs:
+            raise CompilationError(f"@jit function {name}() cannot take *args, **kwargs or keyword-only "
+                                   "parameters", _loc(filename, fn_ast, shift, name), _line(src, 0))
+        self.fn = fn
+        self.__name__ = name
+        self.src = src
+        self.fn_ast = fn_ast
+        self.filename = filename
+        self.first_lineno = first_lineno
+        self.col_offset_shift = shift
+        self.globals = glob
+        params = a.posonlyargs + a.args
+        self.arg_names = [p.arg for p in params]
+        self.constexpr_names = [p.arg for p in params
+                                if _is_constexpr_annotation(p.annotation, annotations.get(p.arg))]
+        dns = []
+        for d in do_not_specialize or ():
+            n = self.arg_names[d] if isinstance(d, int) else d
+            if n not in self.arg_names:
+                raise ValueError(f"do_not_specialize: {name}() has no parameter {d!r}")
+            dns.append(n)
+        self.do_not_specialize = dns
+        self.do_not_specialize_on_alignment = [self.arg_names[d] if isinstance(d, int) else d for d in dns_align or ()]
+        self.defaults = dict(defaults)
+        self.noinline = bool(noinline)
+        self.debug = debug
+        self.autotune_key = list(autotune_key) if autotune_key else None
+        self.params = [KernelParam(i, n, n in self.constexpr_names, n in dns, self.defaults.get(n, _MISSING))
+                       for i, n in enumerate(self.arg_names)]
+        self._fingerprint = None
+        self._runner = None
+        self._launchers: dict = {}     # specialization key → (launch fn, CompiledKernel)
+        self._ir_cache: dict = {}      # interpret mode: key → ir.Function
+        self._lock = threading.RLock()
+        self._service_cache: dict = {}
+        self.compile_count = 0         # specializations compiled (or fetched from a cache) by this object
+
+    # -- identity -------------------------------------------------------------------------------
+    @property
+    def fingerprint(self) -> str:
+        if self._fingerprint is None:
+            self._fingerprint = compute_fingerprint(self)
+        return self._fingerprint
+
+    cache_key = fingerprint
+
+    def __repr__(self) -> str:
+        return f"JITFunction({self.__module__}:{self.__name__})"
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError(
+            f"{self.__name__} is a @jit kernel: it cannot be called as a Python function. Launch it with "
+            f"{self.__name__}[grid](...) (or call it from inside another @jit function)")
+
+    def source_line(self, lineno: int) -> str | None:
+        """The text of file line `lineno` (with its original indentation), if it is in the kernel."""
+        lines = self.src.splitlines()
+        idx = lineno - self.first_lineno
+        if 0 <= idx < len(lines):
+            return " " * self.col_offset_shift + lines[idx]
+        return None
+
+    # -- launching ------------------------------------------------------------------------------
+    def __getitem__(self, grid):
+        runner = self._runner or self._build_runner()
+        if self.autotune_key:
+            return functools.partial(self._run_with_service, grid)
+        return functools.partial(runner, grid)
+
+    def run(self, *args, grid, warmup: bool = False, **kwargs):
+        """Triton's `fn.run(*args, grid=..., warmup=..., **kwargs)`."""
+        runner = self._runner or self._build_runner()
+        return runner(grid, *args, warmup=warmup, **kwargs)
+
+    def warmup(self, *args, grid=(1,), **kwargs):
+        """Compile for these arguments without launching; returns the CompiledKernel (or, in
+        interpret mode, the ir.Function)."""
+        runner = self._runner or self._build_runner()
+        return runner(grid, *args, warmup=True, **kwargs)
+
+    def _build_runner(self):
+        with self._lock:
+            if self._runner is None:
+                self._runner = _generate_runner(self)
+        return self._runner
+
+    def _check_options(self, opts: dict) -> None:
+        bad = [k for k in opts if k not in _TRITON_LAUNCH_OPTIONS]
+        if bad:
+            raise TypeError(f"{self.__name__}[grid](...) got unexpected keyword argument(s) {bad}")
+
+    # The slow path: classify arguments properly, compile, load, make the launcher.
+    def _miss(self, key, values: tuple, num_warps, num_stages, dev, warmup):
+        from .compile import compile as compile_kernel  # noqa: PLC0415
+        if interpret_mode():
+            raise RuntimeError("internal: GPU launch path used in interpret mode")
+        _refresh_torch()
+        sig, constexprs, div16, eq1, call_names = self._specialize(values, interpret=False)
+        if dev is None or dev < 0:
+            from . import driver  # noqa: PLC0415
+            if not warmup:
+                raise driver.NoGPUError(f"cannot launch {self.__name__}: no CUDA GPU (set BLOCKTUNE_INTERPRET=1 "
+                                        "to run kernels on the CPU)")
+            target = "sm_90"
+        else:
+            from . import driver  # noqa: PLC0415
+            target = driver.target_for_device(dev)
+        ck = compile_kernel(self, sig, constexprs, num_warps=num_warps, num_stages=num_stages, target=target,
+                       divisible_by_16=div16, equal_to_1=eq1)
+        self.compile_count += 1
+        if warmup:
+            return (None, ck)
+        launch = ck.make_launcher(dev, call_names)
+        entry = (launch, ck)
+        if key is not None:
+            self._launchers[key] = entry
+        return entry
+
+    def _specialize(self, values: tuple, interpret: bool):
+        """values: one per parameter (kernel order) → (signature, constexprs, div16, eq1, runtime names)."""
+        sig, constexprs, div16, eq1, call_names = {}, {}, [], [], []
+        for name, v in zip(self.arg_names, values):
+            if name in self.constexpr_names:
+                constexprs[name] = v.value if isinstance(v, constexpr) else v
+                continue
+            call_names.append(name)
+            k, aligned, _ = spec_arg(v, 0, name, name not in self.do_not_specialize, interpret)
+            if k is None:
+                constexprs[name] = None
+                continue
+            sig[name] = key_to_type(k)
+            if k == 1 and type(k) is int:
+                eq1.append(name)
+            elif aligned and name not in self.do_not_specialize_on_alignment:
+                div16.append(name)
+        return sig, constexprs, tuple(div16), tuple(eq1), call_names
+
+    def _run_interpreted(self, grid, values: tuple, num_warps, num_stages, warmup=False):
+        from .compile import build_ir, canon  # noqa: PLC0415
+        sig, constexprs, div16, eq1, _ = self._specialize(values, interpret=True)
+        key = (tuple(sig.items()), tuple((k, canon(v)) for k, v in constexprs.items()), div16, eq1)
+        ir_fn = self._ir_cache.get(key)
+        if ir_fn is None:
+            ir_fn = build_ir(self, sig, constexprs, div16, eq1)
+            self._ir_cache[key] = ir_fn
+            self.compile_count += 1
+        if warmup:
+            return ir_fn
+        if callable(grid):
+            meta = dict(zip(self.arg_names, values))
+            meta.update(num_warps=num_warps, num_stages=num_stages)
+            grid = grid(meta)
+        g = _grid3(grid)
+        if min(g) <= 0:
+            return ir_fn
+        named = dict(zip(self.arg_names, values))
+        args = [named[n] for n in ir_fn.arg_names]
+        from .. import interpreter  # noqa: PLC0415
+        interpreter.run(ir_fn, g, args)
+        return ir_fn
+
+    # -- the service lookup hook (@jit(autotune_key=[...])) ---------------------------------------
+    def _run_with_service(self, grid, *args, **kwargs):
+        runner = self._runner or self._build_runner()
+        if os.environ.get("BLOCKTUNE_SERVICE_URL"):
+            bound = self._bind_for_key(args, kwargs)
+            cfg = None
+            if bound is not None:
+                from .autotune import service_lookup  # noqa: PLC0415
+                cfg = service_lookup(self, {k: bound[k] for k in self.autotune_key}, self._service_cache)
+            if cfg is not None:
+                cfg_kwargs, nw, ns = cfg
+                for k, v in cfg_kwargs.items():
+                    if k in self.arg_names and k not in kwargs and self.arg_names.index(k) >= len(args):
+                        kwargs[k] = v
+                if nw is not None:
+                    kwargs.setdefault("num_warps", nw)
+                if ns is not None:
+                    kwargs.setdefault("num_stages", ns)
+        return runner(grid, *args, **kwargs)
+
+    def _bind_for_key(self, args, kwargs):
+        named = dict(zip(self.arg_names, args))
+        named.update({k: v for k, v in kwargs.items() if k in self.arg_names})
+        out = {}
+        for k in self.autotune_key or ():
+            if k not in named:
+                return None
+            out[k] = key_value(named[k])
+        return out
+
+
+def key_value(v):
+    """A JSON-friendly value of an autotune key argument (tensors → their dtype name)."""
+    if isinstance(v, constexpr):
+        v = v.value
+    if isinstance(v, (bool, int, float, str)) or v is None:
+        return v
+    dt = getattr(v, "dtype", None)
+    if dt is not None:
+        return str(dt).replace("torch.", "")
+    if hasattr(v, "__index__"):
+        return v.__index__()
+    return str(v)
+
+
+def _grid3(grid) -> tuple:
+    if isinstance(grid, int):
+        grid = (grid,)
+    g = tuple(int(x) for x in grid)
+    if not 1 <= len(g) <= 3:
+        raise ValueError(f"grid must have 1 to 3 dimensions, got {grid!r}")
+    return g + (1,) * (3 - len(g))
+
+
+def _loc(filename, node, shift, name):
+    from ..ir import Loc  # noqa: PLC0415
+    return Loc(filename, getattr(node, "lineno", 0), getattr(node, "col_offset", 0) + shift, name)
+
+
+def _line(src, idx):
+    lines = (src or "").splitlines()
+    return lines[idx] if 0 <= idx < len(lines) else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Fingerprint
+
+def compute_fingerprint(root: JITFunction) -> str:
+    """sha256 over the normalized source of `root` and of the @jit functions it reaches through
+    its globals, the literal global constants it reads, and the compiler version."""
+    from .. import __version__  # noqa: PLC0415
+    from .compile import canon  # noqa: PLC0415
+    h = hashlib.sha256()
+    h.update(f"blocktune {__version__}\n".encode())
+    seen: dict[int, int] = {}
+    order: list[JITFunction] = []
+
+    def visit(jf: JITFunction):
+        if id(jf) in seen:
+            return
+        seen[id(jf)] = len(order)
+        order.append(jf)
+        body = normalized_source(jf.fn_ast)
+        deps = []
+        for chain in _referenced_names(jf.fn_ast):
+            if chain[0] in jf.arg_names:
+                continue
+            try:
+                obj = jf.globals[chain[0]]
+            except KeyError:
+                continue
+            resolved = chain[:1]
+            for attr in chain[1:]:
+                j = _unwrap_jit(obj)
+                if j is not None or isinstance(obj, (*_LITERAL_TYPES, constexpr)):
+                    break
+                if attr.startswith("_") or not hasattr(obj, attr) or not _is_namespace(obj):
+                    break
+                obj = getattr(obj, attr)
+                resolved = resolved + (attr,)
+            j = _unwrap_jit(obj)
+            if j is not None:
+                deps.append((".".join(resolved), j))
+            elif isinstance(obj, constexpr) and isinstance(obj.value, _LITERAL_TYPES):
+                h.update(f"const {jf.__name__}.{'.'.join(resolved)}={canon(obj.value)}\n".encode())
+            elif isinstance(obj, _LITERAL_TYPES) and len(resolved) == 1 and not callable(obj):
+                h.update(f"const {jf.__name__}.{resolved[0]}={canon(obj)}\n".encode())
+        h.update(f"def {jf.__name__}\n{body}\n".encode())
+        for ref, dep in deps:
+            h.update(f"call {jf.__name__} -> {ref}\n".encode())
+            if id(dep) in seen:
+                h.update(f"seen {seen[id(dep)]}\n".encode())
+            else:
+                visit(dep)
+
+    visit(root)
+    return h.hexdigest()
+
+
+def _is_namespace(obj) -> bool:
+    import types  # noqa: PLC0415
+    return isinstance(obj, types.ModuleType) or isinstance(obj, type) or hasattr(obj, "__blocktune_namespace__")
+
+
+# ---------------------------------------------------------------------------------------------
+# The generated runner
+
+_RESERVED = frozenset({"num_warps", "num_stages", "stream", "warmup"})
+_INTERNAL = re.compile(r"_(grid_|opts|t|[pka]\d+|dev|key|e|n|g\d|self|launchers|dflt|make|Tensor|get_device|"
+                       r"get_stream|maybe_interpret|interpret_mode|int_kind|spec_arg|cpu_tensor)")
+
+
+def _generate_runner(jf: JITFunction):
+    """Build `run(grid, <kernel params>, *, num_warps=4, num_stages=3, stream=None, warmup=False, **opts)`."""
+    names = jf.arg_names
+    for n in names:
+        if n in _RESERVED or _INTERNAL.fullmatch(n):
+            raise CompilationError(f"parameter name '{n}' of {jf.__name__}() is reserved by the launcher "
+                                   "(num_warps, num_stages, stream, warmup and a few _names): rename it",
+                                   _loc(jf.filename, jf.fn_ast, jf.col_offset_shift, jf.__name__),
+                                   jf.source_line(jf.first_lineno))
+    ctx_names = set(jf.constexpr_names)
+    pieces = []
+    for i, n in enumerate(names):
+        if n in jf.defaults:
+            pieces.append(f"{n}=_dflt[{i}]")
+        else:
+            if any(m in jf.defaults for m in names[:i]):
+                raise TypeError(f"{jf.__name__}(): parameter {n} without a default follows one with a default")
+            pieces.append(n)
+    params_src = ", ".join(pieces)
+    L = []
+    L.append(f"def run(_grid_, {params_src}{', ' if params_src else ''}*, num_warps=4, num_stages=3, stream=None, "
+             "warmup=False, **_opts):")
+    L.append("    if _opts: _self._check_options(_opts)")
+    all_vals = ", ".join(names)
+    tuple_src = f"({all_vals},)" if names else "()"
+    L.append("    if _maybe_interpret() and _interpret_mode():")
+    L.append(f"        return _self._run_interpreted(_grid_, {tuple_src}, num_warps, num_stages, warmup)")
+    runtime = [n for n in names if n not in ctx_names]
+    key_parts = []
+    for i, n in enumerate(names):
+        if n in ctx_names:
+            continue
+        spec = n not in jf.do_not_specialize
+        j = names.index(n)
+        L.append(f"    _t = type({n})")
+        L.append("    if _t is _Tensor:")
+        L.append(f"        _p{j} = {n}.data_ptr()")
+        L.append(f"        if not {n}.is_cuda: _cpu_tensor({n!r})")
+        L.append(f"        _k{j} = {n}.dtype")
+        L.append(f"        _a{j} = not (_p{j} & 15)")
+        L.append("    elif _t is int:")
+        L.append(f"        _p{j} = {n}")
+        L.append(f"        if -2147483648 <= {n} <= 2147483647:")
+        if spec:
+            L.append(f"            _k{j} = 1 if {n} == 1 else 'i32'")
+        else:
+            L.append(f"            _k{j} = 'i32'")
+        L.append(f"        else: _k{j} = _int_kind({n}, {spec})[0]")
+        L.append(f"        _a{j} = {'not (' + n + ' & 15)' if spec else 'False'}")
+        L.append("    else:")
+        L.append(f"        _k{j}, _a{j}, _p{j} = _spec_arg({n}, {j}, {n!r}, {spec})")
+        key_parts += [f"_k{j}", f"_a{j}"]
+    key_parts += [n for n in names if n in ctx_names]
+    L.append("    if stream is None:")
+    L.append("        _dev = _get_device()")
+    L.append("        stream = _get_stream(_dev)")
+    L.append("    else:")
+    L.append("        _dev = _get_device()")
+    key_src = ", ".join(key_parts + ["num_warps", "num_stages", "_dev"])
+    L.append(f"    _key = ({key_src},)")
+    L.append("    try:")
+    L.append("        _e = _launchers.get(_key)")
+    L.append("    except TypeError:  # an unhashable constexpr value: no fast path")
+    L.append("        _key = None")
+    L.append("        _e = None")
+    L.append("    if _e is None or warmup:")
+    L.append(f"        _e = _self._miss(_key, {tuple_src}, num_warps, num_stages, _dev, warmup)")
+    L.append("        if warmup: return _e[1]")
+    meta_items = ", ".join(f"{n!r}: {n}" for n in names)
+    L.append("    if _grid_.__class__ is not tuple:")
+    L.append("        if callable(_grid_):")
+    L.append(f"            _grid_ = _grid_({{{meta_items}{', ' if names else ''}'num_warps': num_warps, "
+             "'num_stages': num_stages}})")
+    L.append("        if _grid_.__class__ is int: _grid_ = (_grid_,)")
+    L.append("    _n = len(_grid_)")
+    L.append("    _g0 = _grid_[0]")
+    L.append("    _g1 = _grid_[1] if _n > 1 else 1")
+    L.append("    _g2 = _grid_[2] if _n > 2 else 1")
+    L.append("    if _g0 > 0 and _g1 > 0 and _g2 > 0:")
+    launch_args = ", ".join(f"_p{names.index(n)}" for n in runtime)
+    L.append(f"        _e[0](_g0, _g1, _g2, stream{', ' if launch_args else ''}{launch_args})")
+    L.append("    return _e[1]")
+    code = "\n".join(L) + "\n"
+    ns = _NS  # shared globals: torch refreshes reach every runner
+    factory_src = "def _make(_self, _launchers, _dflt):\n" + textwrap.indent(code, "    ") + "    return run\n"
+    # Parameter names are Python identifiers from the kernel's own `def` (parsed by ast), so the
+    # generated text cannot be steered by them; default values are passed as objects, not text.
+    glb = ns
+    glb.setdefault("_maybe_interpret", _maybe_interpret)
+    glb.setdefault("_interpret_mode", interpret_mode)
+    glb.setdefault("_int_kind", _int_kind)
+    glb.setdefault("_spec_arg", spec_arg)
+    glb.setdefault("_cpu_tensor", _cpu_tensor)
+    loc_ns: dict = {}
+    exec(compile(factory_src, f"<blocktune runner {jf.__name__}>", "exec"), glb, loc_ns)  # noqa: S102
+    dflt = [jf.defaults.get(n) for n in names]
+    run = loc_ns["_make"](jf, jf._launchers, dflt)
+    run.__blocktune_source__ = factory_src
+    return run
+
+
+def _cpu_tensor(name):
+    raise ValueError(f"argument '{name}' is a CPU tensor: launch on the GPU needs CUDA tensors "
+                     "(or set BLOCKTUNE_INTERPRET=1 to run the kernel on the CPU)")
+
+
+# ---------------------------------------------------------------------------------------------
+
+def jit(fn=None, *, do_not_specialize: Iterable = (), noinline: bool = False, debug=None,
+        autotune_key: Iterable[str] | None = None, do_not_specialize_on_alignment: Iterable = (),
+        repr=None, launch_metadata=None, **unused):
+    """Decorator: `@jit` or `@jit(do_not_specialize=[...], noinline=..., autotune_key=[...])`."""
+    def wrap(f):
+        return JITFunction(f, do_not_specialize=do_not_specialize, noinline=noinline, debug=debug,
+                           autotune_key=autotune_key, do_not_specialize_on_alignment=do_not_specialize_on_alignment)
+    if fn is not None:
+        return wrap(fn)
+    return wrap
+
+
+__all__ = ["jit", "JITFunction", "spec_arg", "key_to_type", "compute_fingerprint", "normalized_source", "interpret_mode"]

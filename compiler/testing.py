@@ -1,0 +1,232 @@
+"""Benchmarking and checking helpers with `triton.testing`'s semantics.
+
+    do_bench(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean")
+
+Times `fn()` with CUDA events: one call, a ~5-call estimate, then enough warm-up calls to fill
+`warmup` ms and enough timed calls to fill `rep` ms; before each timed call the L2 cache is flushed
+by writing a 256 MB buffer. Returns the mean (or min/max/median/all) in milliseconds, or the
+requested `quantiles`. Uses torch.cuda when torch is installed; otherwise CUDA events and a
+memset through the driver (cuda-python).
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+
+_CACHE_BYTES = 256 * 1024 * 1024
+_MODES = ("min", "max", "mean", "median", "all")
+
+
+def _torch():
+    try:
+        import torch  # noqa: PLC0415
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    return torch
+
+
+def _quantile(sorted_times: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks (torch.quantile's default)."""
+    n = len(sorted_times)
+    if n == 1:
+        return sorted_times[0]
+    pos = q * (n - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, n - 1)
+    return sorted_times[lo] + (sorted_times[hi] - sorted_times[lo]) * (pos - lo)
+
+
+def _summarize(times: list[float], quantiles, return_mode: str):
+    if quantiles is not None:
+        s = sorted(times)
+        ret = [_quantile(s, float(q)) for q in quantiles]
+        return ret[0] if len(ret) == 1 else ret
+    if return_mode == "all":
+        return list(times)
+    if return_mode == "min":
+        return min(times)
+    if return_mode == "max":
+        return max(times)
+    if return_mode == "median":
+        s = sorted(times)   # torch.median: the lower of the two middle values
+        return s[(len(s) - 1) // 2]
+    return statistics.fmean(times)
+
+
+class _DriverTimer:
+    """CUDA events and an L2-flush buffer through cuda-python (no torch)."""
+
+    def __init__(self):
+        from .runtime import driver  # noqa: PLC0415
+        driver.ensure_context()
+        self.cu = driver._driver()
+        self.check = driver._check
+        self.buf = self.check(self.cu.cuMemAlloc(_CACHE_BYTES), "cuMemAlloc")
+
+    def event(self):
+        return self.check(self.cu.cuEventCreate(0), "cuEventCreate")
+
+    def record(self, ev):
+        self.check(self.cu.cuEventRecord(ev, 0), "cuEventRecord")
+
+    def elapsed(self, a, b) -> float:
+        return float(self.check(self.cu.cuEventElapsedTime(a, b), "cuEventElapsedTime"))
+
+    def flush(self):
+        self.check(self.cu.cuMemsetD32Async(self.buf, 0, _CACHE_BYTES // 4, 0), "cuMemsetD32Async")
+
+    def sync(self):
+        self.check(self.cu.cuCtxSynchronize(), "cuCtxSynchronize")
+
+    def close(self):
+        try:
+            self.cu.cuMemFree(self.buf)
+        except Exception:
+            pass
+
+
+def do_bench(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean"):
+    """Milliseconds per call of `fn` (see the module doc). Triton's semantics and defaults."""
+    if return_mode not in _MODES:
+        raise ValueError(f"return_mode must be one of {_MODES}")
+    torch = _torch()
+    if torch is not None:
+        di = torch.cuda
+        fn()
+        di.synchronize()
+        cache = torch.empty(_CACHE_BYTES // 4, dtype=torch.int, device="cuda")
+        start, end = di.Event(enable_timing=True), di.Event(enable_timing=True)
+        start.record()
+        for _ in range(5):
+            cache.zero_()
+            fn()
+        end.record()
+        di.synchronize()
+        estimate_ms = start.elapsed_time(end) / 5
+        n_warmup = max(1, int(warmup / max(estimate_ms, 1e-6)))
+        n_repeat = max(1, int(rep / max(estimate_ms, 1e-6)))
+        starts = [di.Event(enable_timing=True) for _ in range(n_repeat)]
+        ends = [di.Event(enable_timing=True) for _ in range(n_repeat)]
+        for _ in range(n_warmup):
+            fn()
+        for i in range(n_repeat):
+            if grad_to_none is not None:
+                for x in grad_to_none:
+                    x.grad = None
+            cache.zero_()
+            starts[i].record()
+            fn()
+            ends[i].record()
+        di.synchronize()
+        times = [s.elapsed_time(e) for s, e in zip(starts, ends)]
+        return _summarize(times, quantiles, return_mode)
+
+    t = _DriverTimer()
+    try:
+        fn()
+        t.sync()
+        a, b = t.event(), t.event()
+        t.record(a)
+        for _ in range(5):
+            t.flush()
+            fn()
+        t.record(b)
+        t.sync()
+        estimate_ms = t.elapsed(a, b) / 5
+        n_warmup = max(1, int(warmup / max(estimate_ms, 1e-6)))
+        n_repeat = max(1, int(rep / max(estimate_ms, 1e-6)))
+        starts = [t.event() for _ in range(n_repeat)]
+        ends = [t.event() for _ in range(n_repeat)]
+        for _ in range(n_warmup):
+            fn()
+        for i in range(n_repeat):
+            if grad_to_none is not None:
+                for x in grad_to_none:
+                    x.grad = None
+            t.flush()
+            t.record(starts[i])
+            fn()
+            t.record(ends[i])
+        t.sync()
+        times = [t.elapsed(s, e) for s, e in zip(starts, ends)]
+        return _summarize(times, quantiles, return_mode)
+    finally:
+        t.close()
+
+
+def do_bench_cudagraph(fn, rep=20, grad_to_none=None, quantiles=None, return_mode="mean"):
+    """Like do_bench, but `fn` is captured `n` times into one CUDA graph and the graph replayed
+    (removes host launch overhead from the measurement). Needs torch."""
+    import torch  # noqa: PLC0415
+    if return_mode not in _MODES:
+        raise ValueError(f"return_mode must be one of {_MODES}")
+    with torch.cuda.stream(torch.cuda.Stream()):
+        fn()  # compile, load and warm up outside the capture
+        if grad_to_none is not None:
+            for x in grad_to_none:
+                x.detach_()
+                x.requires_grad_(True)
+                x.grad = None
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            fn()
+        torch.cuda.synchronize()
+        start.record()
+        g.replay()
+        end.record()
+        torch.cuda.synchronize()
+        estimate_ms = start.elapsed_time(end)
+        n_repeat = max(1, int(rep / max(estimate_ms, 1e-6)))
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(n_repeat):
+                if grad_to_none is not None:
+                    for x in grad_to_none:
+                        x.grad = None
+                fn()
+        torch.cuda.synchronize()
+        ret = []
+        for _ in range(10):
+            start.record()
+            g.replay()
+            end.record()
+            torch.cuda.synchronize()
+            ret.append(start.elapsed_time(end) / n_repeat)
+        return _summarize(ret, quantiles, return_mode)
+
+
+def _to_numpy(x):
+    import numpy as np  # noqa: PLC0415
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        x = x.detach().cpu()
+        if x.dtype in (torch.bfloat16,) or str(x.dtype).startswith("torch.float8"):
+            x = x.float()
+        return x.numpy()
+    return np.asarray(x)
+
+
+def assert_close(x, y, atol=None, rtol=None, err_msg=""):
+    """Element-wise closeness (numpy.testing.assert_allclose), accepting torch tensors, numpy arrays
+    and scalars; atol/rtol default to 1e-2 / 0 as in Triton, and may be callables of the dtype."""
+    import numpy as np  # noqa: PLC0415
+    a, b = _to_numpy(x), _to_numpy(y)
+    if callable(atol):
+        atol = atol(a.dtype)
+    if callable(rtol):
+        rtol = rtol(a.dtype)
+    atol = 1e-2 if atol is None else atol
+    rtol = 0.0 if rtol is None else rtol
+    if a.dtype == np.bool_ or b.dtype == np.bool_:
+        np.testing.assert_array_equal(a, b, err_msg=err_msg)
+        return
+    np.testing.assert_allclose(a.astype(np.float64) if a.dtype.kind != "c" else a,
+                               b.astype(np.float64) if b.dtype.kind != "c" else b,
+                               atol=atol, rtol=rtol, equal_nan=True, err_msg=err_msg)
+
+
+__all__ = ["do_bench", "do_bench_cudagraph", "assert_close"]
