@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# On a GPU machine (the H100 lent by the device tool): the `gpu` tests, then the benchmarks, then a
+# short table. The GPU image has torch/triton/llvmlite/cuda-bindings but not the web/db stack:
+# `../shared/tools/device-wheels` puts those wheels in .whl/ and this script installs them first:
+#   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+# Usage: scripts/gpu-check.sh [tests|kernels|launch|matmul|tuning|all]...   (default: all)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+if [ -d .whl ] && ! python3 -c "import fastapi, sqlalchemy, optuna" 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
+fi
+export PYTHONPATH=$PWD:${PYTHONPATH:-} PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/blocktune-gpu-check}; mkdir -p "$OUT"; export OUT
+export BLOCKTUNE_CACHE_DIR=${BLOCKTUNE_CACHE_DIR:-/tmp/blocktune-cache}
+what=("$@"); [ ${#what[@]} -eq 0 ] && what=(all)
+has() { for w in "${what[@]}"; do [ "$w" = "$1" ] || [ "$w" = all ] && return 0; done; return 1; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader || true
+summary=()
+if has tests; then
+  python3 -m pytest -m gpu -q -p no:cacheprovider -x --timeout 300 tests 2>&1 | tee "$OUT/gpu-tests.log" | tail -40
+  summary+=("gpu tests: $(grep -E '[0-9]+ (passed|failed)' "$OUT/gpu-tests.log" | tail -1)")
+fi
+for b in kernels launch matmul tuning; do
+  if has "$b" && [ -f "bench/$b.py" ]; then
+    (cd bench && timeout 900 python3 "$b.py" 2>&1) | tee "$OUT/bench-$b.log" | tail -30
+  fi
+done
+echo
+echo "=== summary ==="
+for s in "${summary[@]}"; do echo "$s"; done
+for b in kernels launch matmul tuning; do
+  [ -f "$OUT/bench-$b.log" ] && { echo "--- $b"; grep -E '^\||geomean|µs|ms ' "$OUT/bench-$b.log" | tail -20; }
+done
+exit 0
