@@ -1,0 +1,114 @@
+"""LLVM IR text → PTX with LLVM's NVPTX backend (llvmlite), and ptxas checks.
+
+One target machine per (cpu, features) per process; the new pass manager at O3.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+
+import llvmlite.binding as llvm
+
+TRIPLE = "nvptx64-nvidia-cuda"
+PTX_FEATURES = "+ptx84"
+_lock = threading.Lock()
+
+
+@functools.lru_cache(maxsize=None)
+def _init():
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+    # 32-bit pointers for shared memory, as Triton does.
+    llvm.set_option("", "--nvptx-short-ptr")
+    # fp32 `fdiv` → div.rn (IEEE) unless the instruction carries `arcp`/`afn`; approximate
+    # division (`div.full.f32`, Triton's default for `/`) is emitted explicitly by the lowering.
+    return True
+
+
+def cpu_for(target: str) -> str:
+    """`sm_90` → `sm_90`; wgmma needs `sm_90a` (the lowering asks for it)."""
+    t = target.lower()
+    if not t.startswith("sm_"):
+        raise ValueError(f"unknown NVPTX target {target!r} (expected e.g. 'sm_90')")
+    return t
+
+
+@functools.lru_cache(maxsize=None)
+def target_machine(cpu: str = "sm_90", features: str = PTX_FEATURES):
+    _init()
+    target = llvm.Target.from_triple(TRIPLE)
+    return target.create_target_machine(cpu=cpu, features=features, opt=3, reloc="default",
+                                        codemodel="default")
+
+
+@functools.lru_cache(maxsize=None)
+def _pass_builder(cpu: str, features: str):
+    tm = target_machine(cpu, features)
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = False  # block code is already vectorized by hand; keeps compile time low
+    pto.slp_vectorization = True
+    return llvm.create_pass_builder(tm, pto)
+
+
+def data_layout(cpu: str = "sm_90") -> str:
+    return str(target_machine(cpu).target_data)
+
+
+def llir_to_ptx(llir: str, cpu: str = "sm_90", features: str = PTX_FEATURES, optimize: bool = True) -> tuple[str, str]:
+    """Parse, verify, optimize (O3) and emit PTX. Returns (optimized LLVM IR, PTX)."""
+    tm = target_machine(cpu, features)
+    with _lock:  # llvmlite objects are not shared across threads safely
+        mod = llvm.parse_assembly(llir)
+        mod.triple = TRIPLE
+        mod.data_layout = str(tm.target_data)
+        mod.verify()
+        if optimize:
+            pb = _pass_builder(cpu, features)
+            pb.getModulePassManager().run(mod, pb)
+        ptx = tm.emit_assembly(mod)
+        return str(mod), ptx
+
+
+# --------------------------------------------------------------------------------------------
+# ptxas
+
+def find_ptxas() -> str:
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(here))
+    wheel = os.path.join(root, ".venv", "lib", "python3.11", "site-packages", "nvidia", "cu13", "bin", "ptxas")
+    env = os.environ.get("BLOCKTUNE_PTXAS")
+    for cand in (env, shutil.which("ptxas"), wheel):
+        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return cand
+    try:  # the nvidia-cuda-nvcc wheel of whichever interpreter runs us
+        import nvidia.cu13 as _cu  # type: ignore
+        for base in _cu.__path__:
+            cand = os.path.join(base, "bin", "ptxas")
+            if os.path.isfile(cand):
+                return cand
+    except ImportError:
+        pass
+    raise FileNotFoundError("ptxas not found (PATH, BLOCKTUNE_PTXAS, or the nvidia-cuda-nvcc wheel)")
+
+
+def ptxas_check(ptx: str, arch: str = "sm_90") -> str:
+    """Assemble `ptx` with `ptxas -v`; return its report (registers, spills, shared memory).
+
+    Uses `sm_90a` automatically when the PTX contains wgmma. Raises RuntimeError with ptxas's
+    message when assembly fails.
+    """
+    if "wgmma" in ptx and arch == "sm_90":
+        arch = "sm_90a"
+    exe = find_ptxas()
+    with tempfile.TemporaryDirectory() as d:
+        src, out = os.path.join(d, "k.ptx"), os.path.join(d, "k.cubin")
+        with open(src, "w") as f:
+            f.write(ptx)
+        p = subprocess.run([exe, "-v", f"-arch={arch}", src, "-o", out], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"ptxas failed ({p.returncode}):\n{p.stderr}{p.stdout}")
+    return p.stderr + p.stdout
