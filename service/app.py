@@ -84,7 +84,11 @@ def create_app(settings: Settings | None = None, *, database_url: str | None = N
 
     app.add_exception_handler(RequestValidationError, _validation_error)
 
-    # outermost first: metrics see everything, the size limit runs before routing
+    # added last = outermost: metrics see everything; the lookup's fast path and the body size
+    # limit run before routing
+    from service.fastpath import LookupFastPath
+
+    app.add_middleware(LookupFastPath, state=app.state)
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
 

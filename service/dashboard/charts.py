@@ -33,6 +33,8 @@ def _fmt(v: float) -> str:
     if v == 0:
         return "0"
     a = abs(v)
+    if float(v).is_integer() and a < 1e9:
+        return str(int(v))
     if a >= 1000 or a < 0.001:
         return f"{v:.2e}"
     if a >= 100:

@@ -238,3 +238,16 @@ def test_nothing_a_client_sends_gives_a_500(api, token, method, path, body):
     r = api.request(method, path, content=body, headers={**auth(token), "content-type": "application/json"})
     assert r.status_code < 500, (r.status_code, r.text[:500])
     assert r.status_code in (400, 401, 404, 405, 409, 413, 422), (r.status_code, r.text[:500])
+
+
+def test_lookup_fast_path_and_route_agree(api, db_url):
+    seed(db_url, key={"n_elements": 4096})
+    q = {"kernel": "f" * 64, "gpu_model": "NVIDIA H100 80GB HBM3", "key": '{"n_elements": 3000}'}
+    fast = api.get("/api/v1/configs/best", params=q)
+    # a repeated parameter is not for the fast path: FastAPI's route answers (it takes the last)
+    routed = api.get("/api/v1/configs/best", params=list(q.items()) + [("gpu_model", q["gpu_model"])])
+    assert fast.status_code == routed.status_code == 200
+    assert fast.json() == routed.json() and fast.json()["match"] == "nearest_key"
+    miss = {**q, "gpu_model": "nope"}
+    assert api.get("/api/v1/configs/best", params=miss).json() == \
+        api.get("/api/v1/configs/best", params=list(miss.items()) + [("kernel", q["kernel"])]).json()

@@ -1,0 +1,276 @@
+"""Benchmark of the launch-time config lookup (GET /api/v1/configs/best) under load.
+
+    .venv/bin/python bench/service.py [--seconds 10] [--connections 32] [--backend sqlite|postgres|both]
+
+Starts `blocktune serve` (one uvicorn process, as a user runs it) on a fresh database filled with
+best configs, then drives it from a separate process: an asyncio load generator on raw keep-alive
+HTTP/1.1 connections (so the client's own cost stays small on a 2-core machine), cycling over hits,
+nearest-key matches and misses. Prints requests per second and p50 / p99 latency per backend.
+
+Then checks the launch path: with BLOCKTUNE_SERVICE_URL set, one process launches an @autotune
+kernel (interpret mode) 10 000 times over two key values and the server's /metrics must show
+exactly one lookup request per key.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing as mp
+import os
+import random
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+GPUS = [("NVIDIA H100 80GB HBM3", "9.0"), ("NVIDIA A100-SXM4-80GB", "8.0"), ("NVIDIA L4", "8.9")]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# -- databases -------------------------------------------------------------------------------------
+class Postgres:
+    def __init__(self):
+        import glob
+
+        initdb = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+        if not initdb:
+            raise RuntimeError("PostgreSQL is not installed")
+        self.bindir = str(Path(initdb[-1]).parent)
+        self.root = tempfile.mkdtemp(prefix="bench-pg-")
+        self.data = os.path.join(self.root, "data")
+        if os.geteuid() == 0:
+            shutil.chown(self.root, "postgres", "postgres")
+        self.port = free_port()
+        self._run([f"{self.bindir}/initdb", "-D", self.data, "-U", "postgres", "--auth=trust", "-E", "UTF8"])
+        self._run([f"{self.bindir}/pg_ctl", "-D", self.data, "-l", os.path.join(self.root, "log"), "-w", "-o",
+                   f"-h 127.0.0.1 -p {self.port} -k {self.root} -F", "start"])
+        self.url = f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _run(self, cmd):
+        if os.geteuid() == 0:
+            cmd = ["runuser", "-u", "postgres", "--"] + cmd
+        subprocess.run(cmd, check=True, capture_output=True)
+
+    def stop(self):
+        self._run([f"{self.bindir}/pg_ctl", "-D", self.data, "-m", "immediate", "stop"])
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def fill(url: str, kernels: int = 50, keys: int = 20) -> list[tuple[str, dict, str]]:
+    """kernels × keys × GPU models best configs; returns the (fingerprint, key, gpu) of each."""
+    from db.engine import make_engine, session_factory
+    from db.migrate import upgrade
+    from db.models import BestConfig
+
+    upgrade(url)
+    eng = make_engine(url)
+    rows = []
+    with session_factory(eng)() as s:
+        for k in range(kernels):
+            fp = f"{k:064x}"
+            for j in range(keys):
+                key = {"n": 1024 << j}
+                for model, cc in GPUS:
+                    s.add(BestConfig(kernel_fingerprint=fp, kernel_name=f"kernel_{k}",
+                                     problem_key=json.dumps(key, sort_keys=True, separators=(",", ":")),
+                                     gpu_model=model, compute_capability=cc,
+                                     config={"BLOCK_SIZE": 128 << (j % 4), "num_warps": 4, "num_stages": 3},
+                                     median_ms=0.1 + j * 0.01, default_ms=0.2 + j * 0.01))
+                    rows.append((fp, key, model))
+        s.commit()
+    eng.dispose()
+    return rows
+
+
+# -- the load generator (a separate process) --------------------------------------------------------
+def _requests(rows, n=4000, seed=0) -> list[bytes]:
+    from urllib.parse import urlencode
+
+    rnd = random.Random(seed)
+    out = []
+    for i in range(n):
+        fp, key, model = rnd.choice(rows)
+        r = rnd.random()
+        if r < 0.1:      # nearest key
+            key = {"n": key["n"] + 100}
+        elif r < 0.15:   # miss: unknown GPU
+            model = "Unknown GPU"
+        q = urlencode({"kernel": fp, "key": json.dumps(key), "gpu_model": model})
+        out.append(f"GET /api/v1/configs/best?{q} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+    return out
+
+
+async def _conn(port, reqs, deadline, lat, status, offset):
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    i = offset
+    try:
+        while time.perf_counter() < deadline:
+            req = reqs[i % len(reqs)]
+            i += 1
+            t0 = time.perf_counter()
+            writer.write(req)
+            head = await reader.readuntil(b"\r\n\r\n")
+            m = re.search(rb"content-length: *(\d+)", head, re.I)
+            await reader.readexactly(int(m.group(1)))
+            lat.append(time.perf_counter() - t0)
+            code = int(head[9:12])
+            status[code] = status.get(code, 0) + 1
+    finally:
+        writer.close()
+
+
+def _loadgen(port, reqs, seconds, connections, q):
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
+
+    async def main():
+        lat, status = [], {}
+        # warm-up
+        await asyncio.gather(*[_conn(port, reqs, time.perf_counter() + 1.0, [], {}, i * 97) for i in range(connections)])
+        t0 = time.perf_counter()
+        deadline = t0 + seconds
+        await asyncio.gather(*[_conn(port, reqs, deadline, lat, status, i * 131) for i in range(connections)])
+        return lat, status, time.perf_counter() - t0
+
+    lat, status, elapsed = asyncio.run(main())
+    lat.sort()
+    q.put({"requests": len(lat), "rps": len(lat) / elapsed, "p50_ms": lat[len(lat) // 2] * 1e3,
+           "p99_ms": lat[int(len(lat) * 0.99)] * 1e3, "max_ms": lat[-1] * 1e3, "status": status})
+
+
+def start_server(url: str, port: int, env: dict | None = None) -> subprocess.Popen:
+    import httpx
+
+    e = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    p = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--database-url", url,
+                          "--no-worker", "--log-level", "warning"], cwd=ROOT, env=e,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(300):
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                return p
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    p.kill()
+    raise RuntimeError("server did not start")
+
+
+def bench_backend(url: str, seconds: float, connections: int) -> dict:
+    rows = fill(url)
+    port = free_port()
+    server = start_server(url, port)
+    try:
+        q = mp.get_context("spawn").Queue()
+        proc = mp.get_context("spawn").Process(target=_loadgen, args=(port, _requests(rows), seconds, connections, q))
+        proc.start()
+        res = q.get(timeout=seconds + 120)
+        proc.join()
+        res["rows"] = len(rows)
+        return res
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+# -- one lookup per key from a kernel launched 10 000 times ---------------------------------------
+LAUNCH_SCRIPT = r'''
+import os, sys, numpy as np
+sys.path.insert(0, os.environ["ROOT"])
+import compiler as triton
+import compiler.language as tl
+from client import lookup
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})], key=["n"])
+@triton.jit
+def scale(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) * 2.0, mask=m)
+
+print("FINGERPRINT", scale.fn.fingerprint if hasattr(scale, "fn") else scale.fingerprint, flush=True)
+xs = {n: (np.arange(n, dtype=np.float32), np.zeros(n, dtype=np.float32)) for n in (256, 512)}
+for i in range(10_000):
+    n = 256 if i % 2 else 512
+    x, out = xs[n]
+    scale[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, out, n)
+assert np.allclose(out, x * 2)
+print("STATS", lookup.stats, flush=True)
+'''
+
+
+def bench_launches(url: str) -> dict:
+    """Launch an @autotune kernel 10 000 times (two key values) with BLOCKTUNE_SERVICE_URL set."""
+    import httpx
+
+    fill(url, kernels=1, keys=1)
+    port = free_port()
+    server = start_server(url, port)
+    try:
+        env = {**os.environ, "ROOT": str(ROOT), "BLOCKTUNE_SERVICE_URL": f"http://127.0.0.1:{port}",
+               "BLOCKTUNE_INTERPRET": "1", "BLOCKTUNE_CACHE_DIR": tempfile.mkdtemp(prefix="bench-cache-")}
+        t0 = time.perf_counter()
+        r = subprocess.run([sys.executable, "-c", LAUNCH_SCRIPT], env=env, capture_output=True, text=True, timeout=1800)
+        elapsed = time.perf_counter() - t0
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics").text
+        served = sum(float(m.group(1)) for m in re.finditer(
+            r'blocktune_http_requests_total\{method="GET",route="/api/v1/configs/best",status="\d+"\} ([0-9.e+]+)', text))
+        return {"ok": r.returncode == 0, "launches": 10_000, "keys": 2, "lookup_requests": served,
+                "seconds": elapsed, "stdout": r.stdout[-500:], "stderr": r.stderr[-2000:]}
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--connections", type=int, default=16)
+    ap.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
+    ap.add_argument("--skip-launches", action="store_true")
+    args = ap.parse_args()
+    results = {}
+    tmp = tempfile.mkdtemp(prefix="bench-service-")
+    if args.backend in ("sqlite", "both"):
+        results["sqlite"] = bench_backend(f"sqlite:///{tmp}/bench.db", args.seconds, args.connections)
+    if args.backend in ("postgres", "both"):
+        pg = Postgres()
+        try:
+            results["postgres"] = bench_backend(pg.url, args.seconds, args.connections)
+        finally:
+            pg.stop()
+    print(f"\nconfig lookup under load: {args.connections} keep-alive connections from a separate process, "
+          f"{args.seconds:.0f} s, {os.cpu_count()} CPU cores")
+    print(f"{'backend':<10} {'rows':>6} {'requests':>9} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7}  status")
+    for name, r in results.items():
+        print(f"{name:<10} {r['rows']:>6} {r['requests']:>9} {r['rps']:>8.0f} {r['p50_ms']:>7.2f} {r['p99_ms']:>7.2f} "
+              f"{r['max_ms']:>7.1f}  {r['status']}")
+    if not args.skip_launches:
+        r = bench_launches(f"sqlite:///{tmp}/launch.db")
+        print(f"\nlaunches with BLOCKTUNE_SERVICE_URL set: {r['launches']} launches over {r['keys']} key values -> "
+              f"{r['lookup_requests']:.0f} lookup requests ({r['seconds']:.1f} s, {'ok' if r['ok'] else 'FAILED'})")
+        if not r["ok"]:
+            print(r["stderr"])
+    shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
