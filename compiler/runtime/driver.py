@@ -104,12 +104,12 @@ def libcuda() -> ctypes.CDLL:
     global _lib
     if _lib is None:
         last = None
-        for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
+        for name in ("libcuda.so.1", "libcuda.so"):
             try:
                 lib = ctypes.CDLL(name)
                 break
             except OSError as e:
-                last = e
+                last = last or e
         else:
             raise NoGPUError(f"the NVIDIA driver library (libcuda) cannot be loaded: {last}")
         lib.cuLaunchKernel.argtypes = [ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint,

@@ -31,10 +31,10 @@ from ..errors import CompilationError
 from ..language import dtypes as T
 from ..language.core import constexpr
 
-_TRITON_LAUNCH_OPTIONS = frozenset({
-    "num_ctas", "maxnreg", "enable_fp_fusion", "debug", "launch_cooperative_grid", "extern_libs",
-    "enable_warp_specialization", "launch_pdl", "sanitize_overflow",
-})
+# Triton launch options accepted (and ignored: one CTA per program, no register cap) by kernel[grid](...)
+_TRITON_LAUNCH_OPTIONS = ("num_ctas=1", "maxnreg=None", "enable_fp_fusion=True", "debug=None",
+                          "launch_cooperative_grid=False", "extern_libs=None", "launch_pdl=False",
+                          "sanitize_overflow=None")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -443,11 +443,6 @@ class JITFunction:
                 self._runner = _generate_runner(self)
         return self._runner
 
-    def _check_options(self, opts: dict) -> None:
-        bad = [k for k in opts if k not in _TRITON_LAUNCH_OPTIONS]
-        if bad:
-            raise TypeError(f"{self.__name__}[grid](...) got unexpected keyword argument(s) {bad}")
-
     # The slow path: classify arguments properly, compile, load, make the launcher.
     def _miss(self, key, values: tuple, num_warps, num_stages, dev, warmup):
         from .compile import compile as compile_kernel  # noqa: PLC0415
@@ -645,8 +640,9 @@ def _is_namespace(obj) -> bool:
 # ---------------------------------------------------------------------------------------------
 # The generated runner
 
-_RESERVED = frozenset({"num_warps", "num_stages", "stream", "warmup"})
-_INTERNAL = re.compile(r"_(grid_|opts|t|[pka]\d+|dev|key|e|n|g\d|self|launchers|dflt|make|Tensor|get_device|"
+_RESERVED = frozenset({"num_warps", "num_stages", "stream", "warmup"} |
+                      {o.split("=")[0] for o in _TRITON_LAUNCH_OPTIONS})
+_INTERNAL = re.compile(r"_(grid_|opts|t|ENV|IK\d|[pka]\d+|dev|key|e|n|g\d|self|launchers|dflt|make|Tensor|get_device|"
                        r"get_stream|maybe_interpret|interpret_mode|int_kind|spec_arg|cpu_tensor)")
 
 
@@ -671,11 +667,10 @@ def _generate_runner(jf: JITFunction):
     params_src = ", ".join(pieces)
     L = []
     L.append(f"def run(_grid_, {params_src}{', ' if params_src else ''}*, num_warps=4, num_stages=3, stream=None, "
-             "warmup=False, **_opts):")
-    L.append("    if _opts: _self._check_options(_opts)")
+             f"warmup=False, {', '.join(_TRITON_LAUNCH_OPTIONS)}):")
     all_vals = ", ".join(names)
     tuple_src = f"({all_vals},)" if names else "()"
-    L.append("    if _maybe_interpret() and _interpret_mode():")
+    L.append("    if (_IK0 in _ENV or _IK1 in _ENV) and _interpret_mode():")
     L.append(f"        return _self._run_interpreted(_grid_, {tuple_src}, num_warps, num_stages, warmup)")
     runtime = [n for n in names if n not in ctx_names]
     key_parts = []
@@ -722,7 +717,7 @@ def _generate_runner(jf: JITFunction):
     L.append("    if _grid_.__class__ is not tuple:")
     L.append("        if callable(_grid_):")
     L.append(f"            _grid_ = _grid_({{{meta_items}{', ' if names else ''}'num_warps': num_warps, "
-             "'num_stages': num_stages}})")
+             "'num_stages': num_stages})")
     L.append("        if _grid_.__class__ is int: _grid_ = (_grid_,)")
     L.append("    _n = len(_grid_)")
     L.append("    _g0 = _grid_[0]")
@@ -738,7 +733,9 @@ def _generate_runner(jf: JITFunction):
     # Parameter names are Python identifiers from the kernel's own `def` (parsed by ast), so the
     # generated text cannot be steered by them; default values are passed as objects, not text.
     glb = ns
-    glb.setdefault("_maybe_interpret", _maybe_interpret)
+    glb.setdefault("_ENV", _ENVDATA if _ENVDATA is not None else os.environ)
+    glb.setdefault("_IK0", _IKEYS[0])
+    glb.setdefault("_IK1", _IKEYS[1])
     glb.setdefault("_interpret_mode", interpret_mode)
     glb.setdefault("_int_kind", _int_kind)
     glb.setdefault("_spec_arg", spec_arg)
