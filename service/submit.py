@@ -55,6 +55,9 @@ def _check_loops(source: str, loc: tuple) -> None:
     except (SyntaxError, ValueError):
         return  # the compiler reports it
     for node in ast.walk(tree):
+        if isinstance(node, ast.While) and isinstance(node.test, ast.Constant) and node.test.value \
+                and not any(isinstance(n, (ast.Break, ast.Return)) for n in ast.walk(node)):
+            raise SubmissionError(loc, f"line {node.lineno}: `while {node.test.value!r}` loop without a break never ends")
         if isinstance(node, ast.For) and isinstance(node.iter, ast.Call):
             fn = node.iter.func
             name = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
@@ -79,6 +82,7 @@ def _compile_check(source: str, name: str, loc: tuple):
         raise SubmissionError(loc, f"kernel source of {len(source)} characters is over the limit of {MAX_SOURCE_CHARS}")
     if "\x00" in source:
         raise SubmissionError(loc, "kernel source contains NUL characters")
+    _check_loops(source, loc)
     try:
         fn = compiler.jit_from_source(source, name, filename="<submitted>")
     except compiler.CompilationError as exc:
@@ -87,8 +91,45 @@ def _compile_check(source: str, name: str, loc: tuple):
         raise SubmissionError(loc, "kernel source nests too deeply")
     except (SyntaxError, ValueError, TypeError, KeyError, AttributeError, NameError) as exc:
         raise SubmissionError(loc, f"kernel rejected: {type(exc).__name__}: {exc}")
-    _check_loops(source, loc)
     return fn
+
+
+def _candidate_configs(spec) -> list[dict]:
+    """A few configs to check the kernel body with: the default, the first known-good one, the
+    first value of every parameter, the last value of every parameter."""
+    out = []
+    for cfg in ([spec.default_config] if spec.default_config else []) + spec.configs[:1] + [
+            {k: v[0] for k, v in spec.space.items()}, {k: v[-1] for k, v in spec.space.items()}]:
+        full = {**{k: v[0] for k, v in spec.space.items()}, **cfg}
+        if full not in out:
+            out.append(full)
+    return out
+
+
+def _front_end_check(spec, fn) -> None:
+    """Run the compiler's front end (source → typed block IR; nothing is executed) on the spec's
+    signature for a few configs. The kernel is refused only when every one of them fails: a
+    config-specific failure is a trial's compile-error, not a bad job."""
+    import compiler
+    from compiler.runtime import compile as rc
+    from tuner.data import signature, specialization
+
+    env = spec.scalar_env()
+    sig = signature(spec, env)
+    div16, one = specialization(spec, env)
+    first_error = None
+    for cfg in _candidate_configs(spec):
+        constexprs = {**spec.constants, **{k: v for k, v in cfg.items() if k not in ("num_warps", "num_stages")}}
+        try:
+            rc.build_ir(fn, rc.normalize_signature(fn, sig, constexprs), constexprs, div16, one)
+            return
+        except compiler.CompilationError as exc:
+            first_error = first_error or f"kernel rejected by the compiler: {exc}"
+        except RecursionError:
+            first_error = first_error or "kernel source nests too deeply"
+        except Exception as exc:  # noqa: BLE001 - any front-end failure is the kernel's
+            first_error = first_error or f"kernel rejected by the compiler: {type(exc).__name__}: {exc}"
+    raise SubmissionError(("kernel", "source"), first_error or "kernel rejected by the compiler")
 
 
 def prepare_submission(body: dict[str, Any]) -> Submission:
@@ -112,6 +153,16 @@ def prepare_submission(body: dict[str, Any]) -> Submission:
         key = spec.problem_key()
     except (SafeEvalError, ZeroDivisionError, OverflowError, ValueError, TypeError, KeyError) as exc:
         raise SubmissionError(("args",), f"cannot evaluate sizes/arguments: {exc}")
+    _front_end_check(spec, fn)
+    grid_errors = []
+    for cfg in _candidate_configs(spec):
+        try:
+            spec.grid_for(cfg)
+            break
+        except (SafeEvalError, ZeroDivisionError, OverflowError, ValueError, TypeError, KeyError) as exc:
+            grid_errors.append(str(exc))
+    else:
+        raise SubmissionError(("grid",), f"cannot evaluate the grid: {grid_errors[0]}")
     return Submission(spec=spec.to_json(), kernel_name=spec.kernel.name, source=spec.kernel.source,
                       fingerprint=fn.fingerprint, compiler_version=compiler.__version__,
                       trials_total=spec.budget.trials, problem_key=key)
