@@ -43,6 +43,16 @@ def _shape(v: ir.Value) -> tuple:
     return v.shape or (1,)
 
 
+def join(a: AxisInfo, b: AxisInfo) -> AxisInfo:
+    """What holds for a value that is either a or b."""
+    if a.rank != b.rank:
+        return unknown((1,) * max(a.rank, b.rank))
+    return AxisInfo(tuple(gcd(x, y) for x, y in zip(a.contiguity, b.contiguity)),
+                    tuple(gcd(x, y) for x, y in zip(a.divisibility, b.divisibility)),
+                    tuple(gcd(x, y) for x, y in zip(a.constancy, b.constancy)),
+                    a.value if a.value == b.value else None)
+
+
 def unknown(shape) -> AxisInfo:
     r = len(shape)
     return AxisInfo((1,) * r, (1,) * r, (1,) * r)
@@ -76,12 +86,17 @@ class AxisAnalysis:
                 for a in r.args:
                     self.info.setdefault(a.id, unknown(_shape(a)))
             if op.name == "for":
-                lb, ub, step = (self.get(o) for o in op.operands[:3])
-                body = op.regions[0]
-                d = gcd(lb.divisibility[0], step.divisibility[0])
-                self.info[body.args[0].id] = constant((1,), None, d)
+                self._for(op)
+                continue
             for r in op.regions:
                 self._block(r)
+            if op.name == "if" and op.results:
+                ys = [r.terminator for r in op.regions if r.terminator is not None]
+                for i, res in enumerate(op.results):
+                    infos = [self.get(y.operands[i]) for y in ys if i < len(y.operands)]
+                    if len(infos) == 2:
+                        self.info[res.id] = join(*infos)
+                continue
             if len(op.results) == 1:
                 try:
                     res = self._visit(op)
@@ -89,6 +104,32 @@ class AxisAnalysis:
                     res = None
                 if res is not None:
                     self.info[op.result.id] = res
+
+    def _for(self, op: ir.Op):
+        """Loop-carried values: the join of the init and the yielded info, to a fixed point."""
+        lb, ub, step = (self.get(o) for o in op.operands[:3])
+        body = op.regions[0]
+        d = gcd(lb.divisibility[0], step.divisibility[0])
+        self.info[body.args[0].id] = constant((1,), None, d)
+        cur = [self.get(o) for o in op.operands[3:]]
+        y = body.terminator
+        for _ in range(4):
+            for a, c in zip(body.args[1:], cur):
+                self.info[a.id] = c
+            self._block(body)
+            if y is None:
+                break
+            new = [join(c, self.get(v)) for c, v in zip(cur, y.operands)]
+            if new == cur:
+                break
+            cur = new
+        else:
+            cur = [unknown(_shape(a)) for a in body.args[1:]]
+            for a, c in zip(body.args[1:], cur):
+                self.info[a.id] = c
+            self._block(body)
+        for r, c in zip(op.results, cur):
+            self.info[r.id] = c
 
     def _visit(self, op: ir.Op) -> AxisInfo | None:
         name = op.name
@@ -186,15 +227,18 @@ class AxisAnalysis:
             c, dv, k = [], [], []
             for d in range(r):
                 kk = gcd(a.constancy[d], b.constancy[d])
-                if b.value is not None and b.value > 0:
+                uniform = b.constancy[d] >= shape[d] or (b.value is not None)
+                bdiv = pow2_div(b.value) if b.value is not None else b.divisibility[d]
+                if uniform and (b.value is None or b.value > 0):
+                    run = gcd(a.contiguity[d], gcd(a.divisibility[d], bdiv))
                     if name == "div":
-                        # contiguous run [n*D .. n*D + c) // B stays constant over gcd(c, B) when B | D
-                        kk = max(kk, gcd(gcd(a.contiguity[d], a.divisibility[d]), pow2_div(b.value)))
+                        # a contiguous run starting at a multiple of `run` stays in one quotient
+                        kk = max(kk, run)
                         c.append(1)
-                        dv.append(max(1, a.elem_div(d) // b.value) if a.elem_div(d) % b.value == 0 else 1)
+                        dv.append(1)
                     else:
-                        c.append(gcd(a.contiguity[d], pow2_div(b.value)))
-                        dv.append(gcd(a.divisibility[d], pow2_div(b.value)))
+                        c.append(run)
+                        dv.append(gcd(a.divisibility[d], bdiv))
                 else:
                     c.append(1)
                     dv.append(1)

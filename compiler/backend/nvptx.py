@@ -54,8 +54,30 @@ class BackendError(_BaseError):
         return f"{self.loc}: {self.msg}" if self.loc and self.loc != "<unknown>:0:1" else self.msg
 
 
+from llvmlite.ir import types as _lltypes  # noqa: E402
+
+
+class BFloatType(_lltypes._BaseFloatType):
+    """LLVM `bfloat` (llvmlite 0.50 has no class for it)."""
+    null = "0.0"
+    intrinsic_name = "bf16"
+
+    def __str__(self):
+        return "bfloat"
+
+    def format_constant(self, value):
+        import struct
+        bits = struct.unpack("<I", struct.pack("<f", float(value)))[0]
+        if (bits & 0x7F800000) == 0x7F800000 and bits & 0x7FFFFF:
+            return "0xR7FC0"
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16  # round to nearest even
+        return f"0xR{bits & 0xFFFF:04X}"
+
+
+BFloatType._create_instance()
+
 I1, I8, I16, I32, I64 = (ll.IntType(n) for n in (1, 8, 16, 32, 64))
-F16, BF16, F32, F64 = ll.HalfType(), ll.BFloatType() if hasattr(ll, "BFloatType") else None, ll.FloatType(), ll.DoubleType()
+F16, BF16, F32, F64 = ll.HalfType(), BFloatType(), ll.FloatType(), ll.DoubleType()
 GPTR = ll.PointerType(addrspace=1)
 SPTR = ll.PointerType(addrspace=3)
 LOG2E = 1.4426950408889634
