@@ -29,6 +29,8 @@ def _ensure_migrated(url: str, *, quiet: bool = False) -> None:
 def _logging(verbose: bool = False) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not verbose:
+        logging.getLogger("alembic").setLevel(logging.WARNING)
 
 
 def _has_gpu() -> bool:
@@ -151,6 +153,12 @@ def cmd_migrate(args) -> int:
 
     url = _db_url(args)
     upgrade(url)
+    try:  # Optuna's own tables too, so that workers starting together do not race to create them
+        from service.worker import init_optuna_storage
+
+        init_optuna_storage(url)
+    except ImportError:
+        pass
     print(f"database at revision {current_revision(url)}", file=sys.stderr)
     return 0
 

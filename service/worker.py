@@ -43,6 +43,37 @@ def device_props(device: int, interpret: bool) -> dict[str, Any]:
     return driver.device_properties(device)
 
 
+_OPTUNA_LOCK = 7262332
+
+
+def init_optuna_storage(database_url: str) -> None:
+    """Create Optuna's tables once, serialized: several workers starting together on a fresh
+    PostgreSQL database would otherwise race in CREATE TABLE (RDBStorage creates its schema on
+    first use). On SQLite the database file's lock serializes it already."""
+    from tuner.engine import optuna_storage
+
+    engine = None
+    try:
+        from db.engine import make_engine
+
+        engine = make_engine(database_url)
+        if engine.dialect.name == "postgresql":
+            with engine.connect() as c:
+                c.exec_driver_sql(f"SELECT pg_advisory_lock({_OPTUNA_LOCK})")
+                try:
+                    storage = optuna_storage(database_url)
+                    storage.engine.dispose() if hasattr(storage, "engine") else None
+                finally:
+                    c.exec_driver_sql(f"SELECT pg_advisory_unlock({_OPTUNA_LOCK})")
+                    c.commit()
+        else:
+            storage = optuna_storage(database_url)
+            storage.engine.dispose() if hasattr(storage, "engine") else None
+    finally:
+        if engine is not None:
+            engine.dispose()
+
+
 class Worker:
     def __init__(self, database_url: str, device: int = 0, *, interpret: bool = False, name: str | None = None,
                  lease_seconds: float = 60.0, heartbeat_seconds: float = 10.0, poll_seconds: float = 2.0,
@@ -75,6 +106,7 @@ class Worker:
         from db.repo import get_or_create_gpu
         from db.engine import session_factory
 
+        init_optuna_storage(self.database_url)
         props = device_props(self.device, self.interpret)
         with session_factory(self.engine)() as s:
             gpu = get_or_create_gpu(s, props)

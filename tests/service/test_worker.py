@@ -1,0 +1,169 @@
+"""Workers for real, in interpret mode: a job end to end, lease expiry and resume, two workers."""
+from __future__ import annotations
+
+import copy
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+import yaml
+
+from client import Client
+from db.engine import make_engine
+from db.models import Job, Trial, Worker
+from svc_helpers import ROOT, LiveServer, make_token
+
+SPEC = yaml.safe_load((Path(__file__).parent / "data" / "add.yaml").read_text())
+INTERP = "blocktune interpreter (CPU)"
+
+
+def start_worker(url: str, name: str, *extra: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, "-m", "service.cli", "worker", "--server-db", url, "--interpret",
+                             "--name", name, "--poll", "0.2", *extra], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def wait_exit(p: subprocess.Popen, timeout: float) -> str:
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, _ = p.communicate()
+        raise AssertionError(f"worker did not finish:\n{out[-3000:]}")
+    return out
+
+
+def submit(url: str, spec: dict) -> int:
+    from fastapi.testclient import TestClient
+
+    from service.app import create_app
+
+    tok = make_token(url)
+    with TestClient(create_app(database_url=url)) as c:
+        r = c.post("/api/v1/jobs", json=spec, headers={"Authorization": f"Bearer {tok}"})
+        assert r.status_code == 201, r.text
+        return r.json()["id"]
+
+
+def trials_of(url: str, job_id: int):
+    eng = make_engine(url)
+    with eng.connect() as c:
+        rows = c.execute(sa.select(Trial.number, Trial.status, Trial.worker, Trial.created_at, Trial.config)
+                         .where(Trial.job_id == job_id).order_by(Trial.number)).all()
+        job = c.execute(sa.select(Job).where(Job.id == job_id)).mappings().one()
+    eng.dispose()
+    return job, rows
+
+
+def test_worker_runs_a_job_end_to_end(db_url):
+    """Submit with the client to a live server, a worker process tunes it, the client follows it and
+    finds the best config at the interpreter's 'GPU model'."""
+    server = LiveServer(db_url)
+    try:
+        tok = make_token(db_url)
+        c = Client(server.base, tok)
+        job = c.submit_job(SPEC, idempotency_key="e2e-1")
+        assert job.state == "queued"
+        w = start_worker(db_url, "e2e-worker", "--exit-when-idle")
+        final = c.wait(job.id, poll=0.3, timeout=180, progress=False)
+        out = wait_exit(w, 60)
+        assert final.state == "succeeded", (final, out[-2000:])
+        assert final.trials_done == 6 and final.progress == pytest.approx(1.0)
+        assert final.gpu_model == INTERP and final.best_config and final.best_time_ms > 0
+        trials = c.trials(job.id)
+        assert len({t.number for t in trials}) == len(trials) >= 6
+        assert all(t.worker == "e2e-worker" for t in trials)
+        assert sum(t.status == "ok" for t in trials) >= 6
+        best = c.best_config(final.kernel_fingerprint, {"n_elements": 4096}, INTERP)
+        assert best is not None and best.match == "exact" and best.config == final.best_config
+        workers = {w["name"]: w for w in httpx_get(server.base + "/api/v1/workers")}
+        assert workers["e2e-worker"]["state"] == "stopped" and workers["e2e-worker"]["gpu_model"] == INTERP
+        metrics = httpx_text(server.base + "/metrics")
+        assert 'blocktune_jobs{state="succeeded"} 1.0' in metrics
+    finally:
+        server.stop()
+
+
+def httpx_get(url):
+    import httpx
+
+    return httpx.get(url).json()
+
+
+def httpx_text(url):
+    import httpx
+
+    return httpx.get(url).text
+
+
+def _bigger(trials: int) -> dict:
+    spec = copy.deepcopy(SPEC)
+    spec["space"] = {"BLOCK_SIZE": [32, 64, 128, 256, 512, 1024], "num_warps": [1, 2, 4], "num_stages": [1, 2, 3]}
+    spec["budget"] = {"trials": trials}
+    return spec
+
+
+def test_dead_worker_job_is_reclaimed_after_lease_and_resumes(sqlite_db):
+    url = sqlite_db
+    job_id = submit(url, _bigger(10))
+    a = start_worker(url, "doomed", "--lease", "3", "--heartbeat", "0.5", "--no-join")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        job, rows = trials_of(url, job_id)
+        if sum(r.worker == "doomed" for r in rows) >= 3:
+            break
+        assert a.poll() is None, a.stdout.read()
+        time.sleep(0.2)
+    os.killpg(a.pid, signal.SIGKILL)                     # the worker (and its tuning child) die at once
+    a.wait()
+    killed_at = time.time()
+    job, before = trials_of(url, job_id)
+    assert job["state"] == "running" and job["claimed_by"] == "doomed"
+    lease_end = job["lease_expires_at"]
+    done_before = [(r.number, r.config) for r in before]
+    b = start_worker(url, "rescuer", "--lease", "30", "--no-join", "--exit-when-idle")
+    out = wait_exit(b, 180)
+    job, after = trials_of(url, job_id)
+    assert job["state"] == "succeeded", (job["error"], out[-3000:])
+    assert job["claimed_by"] == "rescuer"
+    # the finished trials of the dead worker are all kept, numbers never reused
+    assert [(r.number, r.config) for r in after if r.worker == "doomed"] == done_before
+    assert len({r.number for r in after}) == len(after)
+    rescued = [r for r in after if r.worker == "rescuer"]
+    assert rescued and min(r.created_at for r in rescued) >= lease_end   # claimed only once the lease ran out
+    assert job["trials_done"] == 10
+    # the Optuna study was resumed, not restarted: it holds both workers' trials
+    import optuna
+
+    study = optuna.load_study(study_name=f"job-{job_id}", storage=url)
+    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(complete) >= 10
+    assert time.time() - killed_at < 180
+
+
+def test_two_workers_share_one_job(postgres_url):
+    from db.migrate import upgrade
+
+    url = postgres_url
+    upgrade(url)
+    job_id = submit(url, _bigger(14))
+    a = start_worker(url, "alpha", "--exit-when-idle", "--heartbeat", "1")
+    b = start_worker(url, "beta", "--exit-when-idle", "--heartbeat", "1")
+    out_a, out_b = wait_exit(a, 240), wait_exit(b, 240)
+    job, rows = trials_of(url, job_id)
+    assert job["state"] == "succeeded", (job["error"], out_a[-2000:], out_b[-2000:])
+    by = {w: sum(r.worker == w for r in rows) for w in ("alpha", "beta")}
+    assert by["alpha"] > 0 and by["beta"] > 0, (by, out_a[-1500:], out_b[-1500:])
+    assert len({r.number for r in rows}) == len(rows)
+    assert job["trials_done"] >= 14
+    eng = make_engine(url)
+    with eng.connect() as c:
+        states = dict(c.execute(sa.select(Worker.name, Worker.state)).all())
+    eng.dispose()
+    assert states == {"alpha": "stopped", "beta": "stopped"}
