@@ -50,7 +50,7 @@ def _pass_builder(cpu: str, features: str):
     tm = target_machine(cpu, features)
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
     pto.loop_vectorization = False  # block code is already vectorized by hand; keeps compile time low
-    pto.slp_vectorization = True
+    pto.slp_vectorization = False
     return llvm.create_pass_builder(tm, pto)
 
 

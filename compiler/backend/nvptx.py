@@ -200,8 +200,6 @@ class Lowering:
         self.lane = self.pb.and_(tid, ll.Constant(I32, 31), name="lane")
         self.warp = self.pb.lshr(tid, ll.Constant(I32, 5), name="warp")
         self.tid = tid
-        md = self.module.add_named_metadata("nvvm.annotations")
-        md.add(self.module.add_metadata([self.func, ll.MetaDataString(self.module, "maxntid"), ll.Constant(I32, 32 * self.num_warps)]))
         self.func.attributes.add("nounwind")
 
     def intrinsic(self, name: str, ret: ll.Type, args: list) -> ll.Function:
@@ -1593,18 +1591,17 @@ def _identity(lw, kind, dt):
 # ---- dot -----------------------------------------------------------------------------------
 
 def r_dot(lw, op):
+    """FMA dot: A and B go to shared memory (row-major), then for each k every thread loads the
+    A values of its C rows and the B values of its C columns (vectorized along k for A and along n
+    for B) and does the outer-product FMAs. Register use stays at acc + a few operands."""
     a, bv, c = op.operands
     res = op.result
     m, n = res.shape
     k = a.shape[1]
     cl = lw.want(res)
     al, bl = dot_operand(cl, 0, k), dot_operand(cl, 1, k)
-    A = lw.block(a, al)
-    B = lw.block(bv, bl)
-    C = lw.block(c, cl)
     b = lw.b
-    odt = res.dtype
-    adt = a.dtype
+    odt, adt = res.dtype, a.dtype
     if adt.is_floating():
         acc_t = F64 if odt.name == "fp64" or adt.name == "fp64" else F32
         up = (lambda x: b.fpext(x, acc_t) if x.type != acc_t else x)
@@ -1613,30 +1610,64 @@ def r_dot(lw, op):
         acc_t = I32
         up = (lambda x: b.sext(x, I32) if _is_signed(adt) else b.zext(x, I32)) if adt.primitive_bitwidth < 32 else (lambda x: x)
         fma = lambda x, y, z: b.add(b.mul(x, y), z)  # noqa: E731
-    amap, bmap = al.reg_index_map(), bl.reg_index_map()
-    Au, Bu = {}, {}
+    C = lw.block(c, cl)
+    acc = [x if x.type == acc_t else (b.fpext(x, acc_t) if adt.is_floating() else x) for x in C]
+    mta, esa = mty(adt), esize(adt)
+    mtb, esb = mty(bv.dtype), esize(bv.dtype)
+    a_lay, b_lay = lw.layout_of(a), lw.layout_of(bv)
+    a_regs, b_regs = lw.block(a, a_lay), lw.block(bv, b_lay)
+    off_b = (m * k * esa + 15) // 16 * 16
+    lw.smem_bytes = max(lw.smem_bytes, off_b + k * n * esb)
+    lw.barrier()
+    lw._smem_write(a_regs, a_lay, mta, esa)
+    lw._smem_write(b_regs, b_lay, mtb, esb, base_elems=off_b // esb)
+    lw.barrier()
+    tA, tAm = lw.thread_flat(al)
+    tB, tBm = lw.thread_flat(bl)
+    coords = [cl.reg_coord(r) for r in range(cl.n_regs)]
+    m_parts = sorted({mm for mm, _ in coords})
+    n_parts = sorted({nn for _, nn in coords})
+    kv = 1
+    while kv * 2 <= k and kv * 2 * esa <= 16 and not (tAm & (kv * 2 - 1)):
+        kv *= 2
+    # runs of consecutive n owned by one thread → vector loads of B rows
+    runs, i = [], 0
+    while i < len(n_parts):
+        j = i
+        while j + 1 < len(n_parts) and n_parts[j + 1] == n_parts[j] + 1:
+            j += 1
+        start, length = n_parts[i], j - i + 1
+        while length:
+            v = 1
+            while v * 2 <= length and v * 2 * esb <= 16 and start % (v * 2) == 0 and not (tBm & (v * 2 - 1)):
+                v *= 2
+            runs.append((start, v))
+            start, length = start + v, length - v
+        i = j + 1
 
-    def ga(i):
-        if i not in Au:
-            Au[i] = up(A[i])
-        return Au[i]
-
-    def gb(i):
-        if i not in Bu:
-            Bu[i] = up(B[i])
-        return Bu[i]
-    out = []
-    for r in range(cl.n_regs):
-        mm, nn = cl.reg_coord(r)
-        acc = C[r]
-        if acc.type != acc_t:
-            acc = b.fpext(acc, acc_t) if adt.is_floating() else acc
-        for kk in range(k):
-            acc = fma(ga(amap[(mm, kk)]), gb(bmap[(kk, nn)]), acc)
-        out.append(acc)
+    def vload(elem_off, count, mt, es):
+        ptr = lw.smem_ptr(b.mul(elem_off, ll.Constant(I32, es)))
+        if count == 1:
+            return [b.load(ptr, typ=mt, align=es)]
+        vv = b.load(ptr, typ=ll.VectorType(mt, count), align=es * count)
+        return [b.extract_element(vv, ll.Constant(I32, j)) for j in range(count)]
+    for k0 in range(0, k, kv):
+        avals = {}
+        for mm in m_parts:
+            vals = vload(lw.combine_const(tA, tAm, al.flat((mm, k0))), kv, mta, esa)
+            avals[mm] = [up(x) for x in vals]
+        for kk in range(kv):
+            kx = k0 + kk
+            bvals = {}
+            for start, v in runs:
+                vals = vload(lw.combine_const(tB, tBm, bl.flat((kx, start)) + off_b // esb), v, mtb, esb)
+                for j, x in enumerate(vals):
+                    bvals[start + j] = up(x)
+            for r, (mm, nn) in enumerate(coords):
+                acc[r] = fma(avals[mm][kk], bvals[nn], acc[r])
     if lty(odt) != acc_t:
-        out = [b.fptrunc(x, lty(odt)) for x in out]
-    lw.set_block(res, cl, out)
+        acc = [b.fptrunc(x, lty(odt)) for x in acc]
+    lw.set_block(res, cl, acc)
 
 
 # ---- control flow --------------------------------------------------------------------------
@@ -1838,11 +1869,22 @@ def lower_to_llvm(fn: ir.Function, *, num_warps: int) -> Lowering:
     return Lowering(fn, num_warps, "").run()
 
 
+def module_text(lw: Lowering) -> str:
+    """The module's LLVM IR, with `"nvvm.maxntid"` on the kernel (llvmlite cannot spell string
+    function attributes)."""
+    text = str(lw.module)
+    head = f'define ptx_kernel void @"{lw.fn.name}"('
+    i = text.index(head)
+    j = text.index("\n", i)
+    line = text[i:j]
+    return text[:i] + line + f' "nvvm.maxntid"="{32 * lw.num_warps}"' + text[j:]
+
+
 def compile_ir(fn: ir.Function, *, num_warps: int, num_stages: int = 3, target: str = "sm_90") -> dict:
     """Compile block IR to PTX. Returns {name, llir, ptx, shared, num_warps, params}."""
     cpu = cpu_for(target)
     lw = lower_to_llvm(fn, num_warps=num_warps)
-    text = str(lw.module)
+    text = module_text(lw)
     llir, ptx = llir_to_ptx(text, cpu=cpu)
     return {"name": fn.name, "llir": llir, "ptx": ptx, "shared": lw.smem_bytes, "num_warps": num_warps,
             "num_stages": num_stages, "params": lw.params, "target": cpu}
