@@ -113,14 +113,16 @@ def _interpret() -> bool:
 _service_warned = False
 
 
-def _gpu_model() -> str | None:
+def _gpu_model() -> tuple[str | None, str | None]:
+    """(GPU model name, compute capability "9.0") of the current device, or (None, None)."""
     from . import driver  # noqa: PLC0415
     if not driver.has_gpu():
-        return None
+        return None, None
     try:
-        return driver.device_properties(driver.current_device())["name"]
+        p = driver.device_properties(driver.current_device())
+        return p["name"], f"{p['capability'][0]}.{p['capability'][1]}"
     except Exception:
-        return None
+        return None, None
 
 
 def service_lookup(jit_fn, key: dict, cache: dict):
@@ -138,7 +140,11 @@ def service_lookup(jit_fn, key: dict, cache: dict):
     result = None
     try:
         from client.lookup import get_best_config  # noqa: PLC0415
-        ans = get_best_config(jit_fn.fingerprint, jit_fn.__name__, key, _gpu_model())
+        model, cc = _gpu_model()
+        try:
+            ans = get_best_config(jit_fn.fingerprint, jit_fn.__name__, key, model, compute_capability=cc)
+        except TypeError:   # an older client without compute_capability
+            ans = get_best_config(jit_fn.fingerprint, jit_fn.__name__, key, model)
         if ans:
             cfg = ans.get("config", ans) if isinstance(ans, dict) else None
             if isinstance(cfg, dict):
@@ -360,7 +366,7 @@ class Autotuner:
                     if c == cfg:
                         return c
                 return cfg
-        gpu = _gpu_model()
+        gpu = _gpu_model()[0]
         path = self._disk_path(key, gpu)
         cfg = self._load_disk(path)
         if cfg is not None:

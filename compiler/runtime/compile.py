@@ -445,6 +445,15 @@ def compile(fn, signature, constexprs: dict | None = None, num_warps: int = 4, n
             "compiler_version": __version__,
             "cache_key": key,
         }
+        params = out.pop("params", None)
+        if isinstance(params, list) and all(isinstance(p, dict) and "name" in p for p in params):
+            # the backend's own account of the kernel's parameters wins (names, order)
+            names = [p["name"] for p in params]
+            if names != metadata["passed"]:
+                if not set(names) <= set(sig):
+                    raise RuntimeError(f"backend parameter list {names} does not match the signature {list(sig)}")
+                metadata["passed"] = names
+            metadata["params"] = _jsonable(params)
         for k, v in out.items():  # whatever else the backend reports (e.g. needs sm_90a)
             metadata.setdefault(k, _jsonable(v))
         ck = CompiledKernel(name, asm, metadata)

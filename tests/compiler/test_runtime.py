@@ -1,0 +1,840 @@
+"""The runtime: @jit objects, specialization, caches, launchers, jit_from_source, autotune, testing.
+
+GPU-free tests exercise the real launch path against a fake libcuda (a tiny C library built with
+the system compiler that records what cuLaunchKernel received); tests marked `gpu` run on a GPU.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import pickle
+import shutil
+import struct
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import compiler
+import compiler as triton
+import compiler.language as tl
+from compiler.runtime import autotune as AT
+from compiler.runtime import compile as C
+from compiler.runtime import driver, jit as J, launcher
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernels used below (module level: @jit reads their source from this file)
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(axis=0)
+    offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offs < n_elements
+    x = tl.load(x_ptr + offs, mask=mask)
+    y = tl.load(y_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, x + y, mask=mask)
+
+
+@triton.jit
+def _double(x):
+    return x * 2
+
+
+@triton.jit
+def scale_kernel(x_ptr, out_ptr, n, alpha, BLOCK: "tl.constexpr" = 128):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, _double(tl.load(x_ptr + offs, mask=m)) * alpha, mask=m)
+
+
+@triton.jit(do_not_specialize=["n"])
+def dns_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
+
+
+ADD_SIG = {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n_elements": "i32"}
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    d = tmp_path / "cache"
+    monkeypatch.setenv("BLOCKTUNE_CACHE_DIR", str(d))
+    C.clear_memory_cache()
+    yield d
+    C.clear_memory_cache()
+
+
+@pytest.fixture
+def interpret(monkeypatch):
+    monkeypatch.setenv("BLOCKTUNE_INTERPRET", "1")
+    yield
+
+
+# ---------------------------------------------------------------------------------------------
+# Package surface and errors
+
+def test_package_surface():
+    for name in ("jit", "autotune", "heuristics", "Config", "compile", "jit_from_source", "cdiv",
+                 "next_power_of_2", "CompilationError", "OutOfResources", "testing", "language", "runtime"):
+        assert hasattr(compiler, name), name
+    assert compiler.__version__ == "0.1.0"
+    assert compiler.language is tl
+    assert compiler.cdiv(10, 4) == 3 and compiler.cdiv(8, 4) == 2
+    assert [compiler.next_power_of_2(n) for n in (0, 1, 2, 3, 5, 1024, 1025)] == [1, 1, 2, 4, 8, 1024, 2048]
+    import compiler.runtime.compile as mod
+    assert mod is C and compiler.runtime.compile is C  # the module, not shadowed by the function
+    assert compiler.runtime.jit is J
+
+
+def test_import_is_light():
+    code = "import sys, compiler; print(sorted(m for m in ('torch', 'llvmlite', 'cuda.bindings.driver') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_compilation_error_format_and_pickle():
+    from compiler.ir import Loc
+    e = compiler.CompilationError("bad thing", Loc("k.py", 12, 8, "k"), "        x = tl.load(p)")
+    s = str(e)
+    assert s.splitlines()[0] == "k.py:12:9: error: bad thing"
+    assert s.splitlines()[1] == "    x = tl.load(p)"
+    assert s.splitlines()[2] == "    ^"
+    e2 = pickle.loads(pickle.dumps(e))
+    assert str(e2) == s and e2.loc == e.loc
+    assert str(compiler.CompilationError("no loc")) == "error: no loc"
+    o = compiler.OutOfResources(300000, 232448, "shared memory")
+    assert "shared memory" in str(o) and pickle.loads(pickle.dumps(o)).required == 300000
+
+
+# ---------------------------------------------------------------------------------------------
+# JITFunction attributes
+
+def test_jit_attributes():
+    k = add_kernel
+    assert k.__name__ == "add_kernel"
+    assert k.arg_names == ["x_ptr", "y_ptr", "out_ptr", "n_elements", "BLOCK_SIZE"]
+    assert k.constexpr_names == ["BLOCK_SIZE"]
+    assert k.src.startswith("def add_kernel(") and "@triton.jit" not in k.src
+    assert k.filename == __file__
+    lines = Path(__file__).read_text().splitlines()
+    assert lines[k.first_lineno - 1].startswith("def add_kernel(")
+    assert k.fn_ast.lineno == k.first_lineno
+    store = k.fn_ast.body[-1]
+    assert lines[store.lineno - 1].strip().startswith("tl.store(out_ptr")
+    assert k.col_offset_shift == 0
+    assert k.globals["tl"] is tl
+    assert scale_kernel.constexpr_names == ["BLOCK"]          # string annotation
+    assert scale_kernel.defaults == {"BLOCK": 128}
+    assert dns_kernel.do_not_specialize == ["n"]
+    with pytest.raises(RuntimeError, match="cannot be called as a Python function"):
+        add_kernel(1, 2, 3, 4, 5)
+
+
+def test_nested_kernel_dedent_and_closure():
+    factor = 3
+
+    @triton.jit(do_not_specialize=[1])
+    def inner(x_ptr, n, B: tl.constexpr):
+        tl.store(x_ptr + tl.arange(0, B), factor)
+
+    assert inner.src.startswith("def inner(")
+    assert inner.col_offset_shift == 4
+    lines = Path(__file__).read_text().splitlines()
+    assert lines[inner.first_lineno - 1].strip().startswith("def inner(")
+    node = inner.fn_ast.body[0]
+    assert lines[node.lineno - 1][node.col_offset + inner.col_offset_shift:].startswith("tl.store(")
+    assert inner.source_line(node.lineno).strip().startswith("tl.store(")
+    assert inner.globals["factor"] == 3 and inner.globals["tl"] is tl
+    assert inner.do_not_specialize == ["n"]
+
+
+def test_fingerprint_stable_and_sensitive():
+    fp = add_kernel.fingerprint
+    assert len(fp) == 64 and fp == add_kernel.fingerprint
+    k2 = compiler.jit_from_source(_kernel_module_text(), "add_kernel", filename=__file__)
+    assert k2.fingerprint == fp                                # same code, parsed from text: same fingerprint
+    other = compiler.jit_from_source(_kernel_module_text().replace("x + y", "x - y"), "add_kernel")
+    assert other.fingerprint != fp
+    # a change in a called @jit helper changes the caller's fingerprint
+    a = compiler.jit_from_source(_kernel_module_text(), "scale_kernel")
+    b = compiler.jit_from_source(_kernel_module_text().replace("return x * 2", "return x * 3"), "scale_kernel")
+    assert a.fingerprint == scale_kernel.fingerprint
+    assert a.fingerprint != b.fingerprint
+    # module-level literal constants read by the kernel are part of it
+    s1 = "import triton\nimport triton.language as tl\nC = 1\n@triton.jit\ndef k(p):\n    tl.store(p, C)\n"
+    assert compiler.jit_from_source(s1, "k").fingerprint != compiler.jit_from_source(s1.replace("C = 1", "C = 2"), "k").fingerprint
+
+
+def _kernel_module_text() -> str:
+    """The kernels of this file as a standalone module (import lines swapped to Triton's)."""
+    src = Path(__file__).read_text()
+    body = src[src.index("@triton.jit\ndef add_kernel"):src.index("ADD_SIG =")]
+    return "import triton\nimport triton.language as tl\n\n" + body
+
+
+# ---------------------------------------------------------------------------------------------
+# Specialization keys
+
+def test_spec_arg_scalars():
+    assert J.spec_arg(7, 0, "n") == ("i32", False, 7)
+    assert J.spec_arg(32, 0, "n") == ("i32", True, 32)
+    assert J.spec_arg(1, 0, "n") == (1, False, 1)                    # equal to 1
+    assert J.spec_arg(1, 0, "n", specialize=False) == ("i32", False, 1)
+    assert J.spec_arg(2 ** 31, 0, "n")[0] == "i64"
+    assert J.spec_arg(-(2 ** 31), 0, "n")[0] == "i32"
+    assert J.spec_arg(2 ** 63, 0, "n")[0] == "u64"
+    with pytest.raises(OverflowError):
+        J.spec_arg(2 ** 64, 0, "n")
+    assert J.spec_arg(1.5, 0, "a") == ("fp32", False, 1.5)
+    assert J.spec_arg(True, 0, "b") == ("i1", False, 1)
+    assert J.spec_arg(None, 0, "b") == (None, False, None)
+    assert J.spec_arg(np.int64(48), 0, "n") == ("i32", True, 48)
+    assert J.spec_arg(np.float32(2.0), 0, "a")[0] == "fp32"
+
+
+def test_spec_arg_arrays():
+    a = np.zeros(64, dtype=np.float16)
+    with pytest.raises(ValueError, match="numpy array"):
+        J.spec_arg(a, 0, "x")                                        # host memory on the GPU path
+    k, aligned, ptr = J.spec_arg(a, 0, "x", interpret=True)
+    assert J.key_to_type(k) == "*fp16" and ptr == a.ctypes.data and aligned == (ptr % 16 == 0)
+    k2, aligned2, _ = J.spec_arg(a[1:], 0, "x", interpret=True)
+    assert not aligned2
+
+    class CAI:
+        __cuda_array_interface__ = {"data": (0x7F0000000010, False), "typestr": "<f4", "shape": (4,), "version": 3}
+    k, aligned, ptr = J.spec_arg(CAI(), 0, "x")
+    assert J.key_to_type(k) == "*fp32" and aligned and ptr == 0x7F0000000010
+
+
+def test_spec_arg_torch():
+    torch = pytest.importorskip("torch")
+    t = torch.zeros(16, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="CPU tensor"):
+        J.spec_arg(t, 0, "x")
+    k, aligned, ptr = J.spec_arg(t, 0, "x", interpret=True)
+    assert k is torch.bfloat16 and J.key_to_type(k) == "*bf16" and ptr == t.data_ptr()
+
+
+def test_specialize_signature():
+    x = np.zeros(256, np.float32)
+    sig, cx, div16, eq1, names = add_kernel._specialize((x, x[1:], x, 1, 128), interpret=True)
+    assert sig == {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n_elements": "i32"}
+    assert cx == {"BLOCK_SIZE": 128}
+    assert "y_ptr" not in div16 and eq1 == ("n_elements",)
+    assert names == ["x_ptr", "y_ptr", "out_ptr", "n_elements"]
+    sig, cx, div16, eq1, _ = dns_kernel._specialize((x, 1, 64), interpret=True)
+    assert eq1 == () and "n" not in div16 and sig["n"] == "i32"
+    sig, cx, *_ = scale_kernel._specialize((x, None, 64, 2.0, 128), interpret=True)
+    assert cx == {"out_ptr": None, "BLOCK": 128} and sig["alpha"] == "fp32"
+
+
+def test_reserved_parameter_names():
+    src = "import triton\n@triton.jit\ndef k(x, stream):\n    pass\n"
+    k = compiler.jit_from_source(src, "k")
+    with pytest.raises(compiler.CompilationError, match="reserved"):
+        k[(1,)](1, 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Interpret mode (no GPU)
+
+def test_interpret_vector_add_and_ir_cache(interpret):
+    n = 1000
+    x = np.random.rand(n).astype(np.float32)
+    y = np.random.rand(n).astype(np.float32)
+    out = np.zeros_like(x)
+    seen = []
+
+    def grid(meta):
+        seen.append(dict(meta))
+        return (triton.cdiv(meta["n_elements"], meta["BLOCK_SIZE"]),)
+
+    before = add_kernel.compile_count
+    add_kernel[grid](x, y, out, n, BLOCK_SIZE=256)
+    np.testing.assert_allclose(out, x + y)
+    assert seen[0]["BLOCK_SIZE"] == 256 and seen[0]["n_elements"] == n and seen[0]["num_warps"] == 4
+    out[:] = 0
+    add_kernel[grid](x, y, out, n, BLOCK_SIZE=256)
+    np.testing.assert_allclose(out, x + y)
+    assert add_kernel.compile_count == before + 1                 # same specialization: no rebuild
+    add_kernel[grid](x, y, out, n, BLOCK_SIZE=128)
+    assert add_kernel.compile_count == before + 2                 # new constexpr: rebuild
+    ir_fn = add_kernel.warmup(x, y, out, n, BLOCK_SIZE=128, grid=(1,))
+    assert ir_fn.arg_names == ["x_ptr", "y_ptr", "out_ptr", "n_elements"]
+
+
+def test_interpret_torch_cpu_defaults_and_helpers(interpret):
+    torch = pytest.importorskip("torch")
+    x = torch.arange(300, dtype=torch.float32)
+    out = torch.zeros(300)
+    scale_kernel[(3,)](x, out, 300, 0.5)                          # BLOCK from its default
+    assert torch.allclose(out, x)                                 # _double(x) * 0.5
+    out.zero_()
+    scale_kernel[lambda m: (triton.cdiv(m["n"], m["BLOCK"]),)](x, out, 300, 1.0, BLOCK=64)
+    assert torch.allclose(out, 2 * x)
+
+
+def test_interpret_equal_to_one(interpret):
+    x = np.zeros(64, np.float32)
+    dns_kernel[(1,)](x, 1, BLOCK=64)
+    assert x[0] == 1 and x[1] == 0
+
+
+def test_grid_forms(interpret):
+    x = np.zeros(64, np.float32)
+    dns_kernel[(0,)](x, 64, BLOCK=64)                               # empty grid: nothing runs
+    assert x.sum() == 0
+    dns_kernel[(1, 1, 1)](x, 64, BLOCK=64)
+    assert x.sum() == 64
+    dns_kernel[(1,)](x, 64, BLOCK=64)
+    assert x.sum() == 128
+
+
+# ---------------------------------------------------------------------------------------------
+# compile(): IR → PTX, memory and disk caches
+
+def test_compile_and_memory_cache(cache_dir):
+    s0 = dict(C.stats)
+    ck = compiler.compile(add_kernel, signature=ADD_SIG, constexprs={"BLOCK_SIZE": 256}, num_warps=4,
+                          target="sm_90", divisible_by_16=("x_ptr", "y_ptr", "out_ptr"))
+    assert ".entry add_kernel" in ck.asm["ptx"] and ".target sm_90" in ck.asm["ptx"]
+    assert ck.asm["ir"].startswith("func @add_kernel(") and "define" in ck.asm["llir"]
+    m = ck.metadata
+    assert m["num_warps"] == 4 and m["num_stages"] == 3 and m["target"] == "sm_90" and m["shared"] == 0
+    assert m["arg_names"] == list(ADD_SIG) and m["arg_types"] == list(ADD_SIG.values())
+    assert m["constexprs"] == {"BLOCK_SIZE": 256} and m["passed"] == list(ADD_SIG)
+    assert C.stats["compiled"] == s0["compiled"] + 1
+    ck2 = compiler.compile(add_kernel, signature="*fp32,*fp32,*fp32,i32", constexprs={"BLOCK_SIZE": 256},
+                           target="sm_90", divisible_by_16=("out_ptr", "y_ptr", "x_ptr"))
+    assert ck2 is ck and C.stats["compiled"] == s0["compiled"] + 1 and C.stats["memory_hits"] == s0["memory_hits"] + 1
+    ck3 = compiler.compile(add_kernel, signature=ADD_SIG, constexprs={"BLOCK_SIZE": 256}, target="sm_90")
+    assert ck3 is not ck and C.stats["compiled"] == s0["compiled"] + 2   # other divisibility
+    files = list(cache_dir.rglob("*.json"))
+    assert len(files) == 2
+    p = pickle.loads(pickle.dumps(ck))
+    assert p.asm == ck.asm and p.metadata == ck.metadata and p.name == "add_kernel"
+
+
+def test_compile_equal_to_one_and_errors(cache_dir):
+    ck = compiler.compile(add_kernel, ADD_SIG, {"BLOCK_SIZE": 128}, target="sm_90", equal_to_1=("n_elements",))
+    assert ck.metadata["passed"] == ["x_ptr", "y_ptr", "out_ptr"]
+    assert ck.metadata["equal_to_1"] == ["n_elements"]
+    with pytest.raises(ValueError, match="only integers"):
+        compiler.compile(add_kernel, ADD_SIG, {"BLOCK_SIZE": 128}, target="sm_90", equal_to_1=("x_ptr",))
+    with pytest.raises(ValueError, match="no parameter"):
+        compiler.compile(add_kernel, dict(ADD_SIG, bogus="i32"), {"BLOCK_SIZE": 128}, target="sm_90")
+    with pytest.raises(compiler.CompilationError, match="power of two"):
+        compiler.compile(add_kernel, ADD_SIG, {"BLOCK_SIZE": 100}, target="sm_90")
+
+
+def test_compiled_kernel_launch_checks_divisibility(cache_dir):
+    ck = compiler.compile(add_kernel, ADD_SIG, {"BLOCK_SIZE": 128}, target="sm_90",
+                          divisible_by_16=("x_ptr", "n_elements"), equal_to_1=())
+    with pytest.raises(ValueError, match="not divisible by 16"):
+        ck.launch((1, 1, 1), [0x7F0000000008, 0x7F0000000100, 0x7F0000000200, 64])
+    with pytest.raises(ValueError, match="not divisible by 16"):
+        ck.launch((1, 1, 1), [0x7F0000000000, 0x7F0000000100, 0x7F0000000200, 65])
+    ck1 = compiler.compile(add_kernel, ADD_SIG, {"BLOCK_SIZE": 128}, target="sm_90", equal_to_1=("n_elements",))
+    with pytest.raises(ValueError, match="value 1"):
+        ck1.launch((1,), [0x7F0000000000, 0x7F0000000100, 0x7F0000000200, 3])
+
+
+def test_disk_cache_across_processes(cache_dir):
+    code = textwrap.dedent(f"""
+        import json, sys
+        sys.path.insert(0, {str(ROOT)!r}); sys.path.insert(0, {str(Path(__file__).parent)!r})
+        import compiler
+        from compiler.runtime import compile as C
+        src = open({__file__!r}).read()
+        import test_runtime as T
+        ck = compiler.compile(T.add_kernel, T.ADD_SIG, {{"BLOCK_SIZE": 512}}, target="sm_90")
+        print(json.dumps(dict(C.stats)))
+    """)
+    env = dict(os.environ, BLOCKTUNE_CACHE_DIR=str(cache_dir))
+    import json
+    r1 = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert r1.returncode == 0, r1.stderr
+    s1 = json.loads(r1.stdout.strip().splitlines()[-1])
+    assert s1["compiled"] == 1 and s1["disk_hits"] == 0
+    r2 = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT)
+    s2 = json.loads(r2.stdout.strip().splitlines()[-1])
+    assert s2["compiled"] == 0 and s2["disk_hits"] == 1 and s2["ir_built"] == 0
+
+
+def test_cache_key_covers_specialization():
+    k = C.cache_key
+    base = (add_kernel, ADD_SIG, {"BLOCK_SIZE": 128}, 4, 3, "sm_90", (), ())
+    ref = k(*base)
+    assert ref == k(*base)
+    assert ref != k(add_kernel, ADD_SIG, {"BLOCK_SIZE": 256}, 4, 3, "sm_90", (), ())
+    assert ref != k(add_kernel, ADD_SIG, {"BLOCK_SIZE": 128}, 8, 3, "sm_90", (), ())
+    assert ref != k(add_kernel, ADD_SIG, {"BLOCK_SIZE": 128}, 4, 2, "sm_90", (), ())
+    assert ref != k(add_kernel, ADD_SIG, {"BLOCK_SIZE": 128}, 4, 3, "sm_80", (), ())
+    assert ref != k(add_kernel, ADD_SIG, {"BLOCK_SIZE": 128}, 4, 3, "sm_90", ("x_ptr",), ())
+    assert ref != k(add_kernel, ADD_SIG, {"BLOCK_SIZE": 128}, 4, 3, "sm_90", (), ("n_elements",))
+    assert ref != k(add_kernel, dict(ADD_SIG, x_ptr="*fp16"), {"BLOCK_SIZE": 128}, 4, 3, "sm_90", (), ())
+    assert C.canon(tl.float16) != C.canon(tl.bfloat16)
+    assert C.canon(1) != C.canon(True) and C.canon(1) != C.canon(1.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# The GPU launch path against a fake libcuda
+
+FAKE_CUDA = r"""
+#include <stdint.h>
+#include <string.h>
+static uint64_t last[32]; static unsigned g[7]; static void* st; static void* fn; static int calls;
+static int nparams;
+void fake_set_nparams(int n) { nparams = n; }
+int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                   unsigned shared, void* stream, void** params, void** extra) {
+  fn = f; g[0]=gx; g[1]=gy; g[2]=gz; g[3]=bx; g[4]=by; g[5]=bz; g[6]=shared; st = stream; calls++;
+  for (int i = 0; i < nparams; i++) memcpy(&last[i], params[i], 8);
+  return 0;
+}
+int cuCtxGetDevice(int* d) { *d = 0; return 0; }
+uint64_t fake_param(int i) { return last[i]; }
+unsigned fake_grid(int i) { return g[i]; }
+void* fake_stream(void) { return st; }
+void* fake_fn(void) { return fn; }
+int fake_calls(void) { return calls; }
+"""
+
+
+@pytest.fixture
+def fake_cuda(tmp_path, monkeypatch, cache_dir):
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler for the fake libcuda")
+    src = tmp_path / "fake.c"
+    src.write_text(FAKE_CUDA)
+    so = tmp_path / "libfakecuda.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(so), str(src)], check=True)
+    lib = ctypes.CDLL(str(so))
+    lib.fake_param.restype = ctypes.c_uint64
+    lib.fake_stream.restype = ctypes.c_void_p
+    lib.fake_fn.restype = ctypes.c_void_p
+    monkeypatch.setattr(driver, "_lib", lib)
+    monkeypatch.delenv("BLOCKTUNE_INTERPRET", raising=False)
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+
+    loads = []
+
+    def fake_load(self, device=None):
+        lf = self._loaded.get(0)
+        if lf is None:
+            loads.append(self.name)
+            lf = driver.LoadedFunction(None, 0xF00D, 0, self.metadata.get("shared", 0), self.name, 16)
+            self._loaded[0] = lf
+        return lf
+
+    monkeypatch.setattr(C.CompiledKernel, "load", fake_load)
+    monkeypatch.setattr(driver, "target_for_device", lambda d=0: "sm_90")
+    saved = dict(J._NS)
+    monkeypatch.setattr(J, "_refresh_torch", lambda: None)
+    J._NS["_get_device"] = lambda: 0
+    J._NS["_get_stream"] = lambda d: 0
+    lib.loads = loads
+    yield lib
+    J._NS.clear()
+    J._NS.update(saved)
+
+
+class FakeTensor:
+    """A stand-in for a CUDA tensor: data_ptr + dtype."""
+
+    def __init__(self, ptr, dtype="float32"):
+        self.ptr, self.dtype = ptr, dtype
+
+    def data_ptr(self):
+        return self.ptr
+
+
+def _fresh(kernel):
+    """A JITFunction with the same source and empty caches."""
+    return J.JITFunction(kernel.fn)
+
+
+def test_gpu_path_specializes_and_packs(fake_cuda):
+    k = _fresh(add_kernel)
+    x, y, o = FakeTensor(0x7F0000001000), FakeTensor(0x7F0000002000), FakeTensor(0x7F0000003000)
+    fake_cuda.fake_set_nparams(4)
+    ck = k[(lambda m: (triton.cdiv(m["n_elements"], m["BLOCK_SIZE"]),))](x, y, o, 1000, BLOCK_SIZE=256, num_warps=8)
+    assert isinstance(ck, C.CompiledKernel) and ck.metadata["num_warps"] == 8
+    assert fake_cuda.fake_calls() == 1
+    assert [fake_cuda.fake_grid(i) for i in range(7)] == [4, 1, 1, 256, 1, 1, 0]
+    assert [fake_cuda.fake_param(i) for i in range(3)] == [0x7F0000001000, 0x7F0000002000, 0x7F0000003000]
+    assert fake_cuda.fake_param(3) & 0xFFFFFFFF == 1000
+    assert fake_cuda.fake_fn() == 0xF00D and fake_cuda.fake_stream() is None
+    assert set(ck.metadata["divisible_by_16"]) == {"x_ptr", "y_ptr", "out_ptr"}   # 1000 % 16 != 0
+    assert k.compile_count == 1
+    # same specialization: no compile, no load; the new values reach the kernel
+    k[(2, 3)](x, y, FakeTensor(0x7F0000004000), 1016, BLOCK_SIZE=256, num_warps=8, stream=0x1234)
+    assert k.compile_count == 1 and fake_cuda.fake_calls() == 2 and fake_cuda.loads == ["add_kernel"]
+    assert fake_cuda.fake_param(2) == 0x7F0000004000 and fake_cuda.fake_param(3) & 0xFFFFFFFF == 1016
+    assert [fake_cuda.fake_grid(i) for i in range(3)] == [2, 3, 1] and fake_cuda.fake_stream() == 0x1234
+    k[(1,)](x, y, o, 992, BLOCK_SIZE=256, num_warps=8)             # 992 % 16 == 0: a new specialization
+    assert k.compile_count == 2 and len(k._launchers) == 2
+    # a misaligned pointer, n == 1, another dtype: each a new specialization
+    k[(1,)](FakeTensor(0x7F0000001004), y, o, 1000, BLOCK_SIZE=256, num_warps=8)
+    fake_cuda.fake_set_nparams(3)
+    ck1 = k[(1,)](x, y, o, 1, BLOCK_SIZE=256, num_warps=8)
+    assert ck1.metadata["passed"] == ["x_ptr", "y_ptr", "out_ptr"]
+    assert k.compile_count == 4
+    # warmup compiles without launching
+    calls = fake_cuda.fake_calls()
+    ck16 = k.warmup(FakeTensor(0x7F0000001000, "float16"), FakeTensor(0x7F0000001000, "float16"),
+                    FakeTensor(0x7F0000001000, "float16"), 4096, BLOCK_SIZE=256, grid=(1,))
+    assert ck16.metadata["arg_types"][0] == "*fp16" and fake_cuda.fake_calls() == calls
+
+
+def test_gpu_path_scalars_and_none(fake_cuda):
+    k = _fresh(scale_kernel)
+    fake_cuda.fake_set_nparams(4)
+    x, o = FakeTensor(0x7F0000001000), FakeTensor(0x7F0000002000)
+    k[(1,)](x, o, -7 + 2 ** 33, 2.5)
+    assert fake_cuda.fake_param(2) == (2 ** 33 - 7)                 # i64
+    assert struct.unpack("<f", struct.pack("<I", fake_cuda.fake_param(3) & 0xFFFFFFFF))[0] == 2.5
+    k[(1,)](x, o, -5, 1.0)
+    assert fake_cuda.fake_param(2) & 0xFFFFFFFF == (-5) & 0xFFFFFFFF   # i32, sign-extended
+    src = ("import triton\nimport triton.language as tl\n@triton.jit\n"
+           "def bias(x_ptr, b_ptr, n, BLOCK: tl.constexpr):\n"
+           "    offs = tl.arange(0, BLOCK)\n"
+           "    v = tl.load(x_ptr + offs, mask=offs < n)\n"
+           "    if b_ptr is not None:\n"
+           "        v += tl.load(b_ptr + offs, mask=offs < n)\n"
+           "    tl.store(x_ptr + offs, v, mask=offs < n)\n")
+    kb = compiler.jit_from_source(src, "bias")
+    fake_cuda.fake_set_nparams(2)
+    ck = kb[(1,)](x, None, 64, BLOCK=64)                            # None → constexpr, not passed
+    assert ck.metadata["passed"] == ["x_ptr", "n"] and ck.metadata["constexprs"]["b_ptr"] is None
+    assert fake_cuda.fake_param(1) & 0xFFFFFFFF == 64
+    ck2 = kb[(1,)](x, o, 64, BLOCK=64)
+    assert ck2 is not ck and ck2.metadata["passed"] == ["x_ptr", "b_ptr", "n"]
+
+
+def test_gpu_path_rejects_host_arrays(fake_cuda):
+    k = _fresh(add_kernel)
+    a = np.zeros(16, np.float32)
+    with pytest.raises(ValueError, match="numpy array"):
+        k[(1,)](a, a, a, 16, BLOCK_SIZE=16)
+
+
+def test_launcher_threads_and_types(fake_cuda):
+    import threading
+    lf = driver.LoadedFunction(None, 0xBEEF, 0, 0, "k", 8)
+    passed = {"p": "*fp32", "h": "fp16", "d": "fp64", "b": "i1"}
+    fake_cuda.fake_set_nparams(4)
+    launch = launcher.make_launcher(lf, ["p", "C", "h", "d", "b"], passed, 2, 1024, "k")
+    launch(1, 1, 1, 0, 0x1000, "ignored", 1.5, 0.25, True)
+    assert fake_cuda.fake_param(0) == 0x1000
+    assert fake_cuda.fake_param(1) & 0xFFFF == struct.unpack("<H", struct.pack("<e", 1.5))[0]
+    assert struct.unpack("<d", struct.pack("<Q", fake_cuda.fake_param(2)))[0] == 0.25
+    assert fake_cuda.fake_param(3) & 0xFFFFFFFF == 1
+    assert fake_cuda.fake_grid(3) == 64 and fake_cuda.fake_grid(6) == 1024
+    t = threading.Thread(target=launch, args=(5, 1, 1, 0, 0x2000, None, 2.0, 1.0, False))
+    t.start()
+    t.join()
+    assert fake_cuda.fake_grid(0) == 5 and fake_cuda.fake_param(0) == 0x2000
+    launch(np.int64(3), 1, 1, 0, 0x1000, None, 1.0, 1.0, False)     # numpy grid values
+    assert fake_cuda.fake_grid(0) == 3
+
+
+def test_launch_overhead_python_side(fake_cuda):
+    """Host time of one launch with everything but the driver real (fake cuLaunchKernel)."""
+    import time
+    k = _fresh(add_kernel)
+    fake_cuda.fake_set_nparams(4)
+    x, y, o = FakeTensor(0x7F0000001000), FakeTensor(0x7F0000002000), FakeTensor(0x7F0000003000)
+    k[(4,)](x, y, o, 4096, BLOCK_SIZE=1024)
+    n = 20000
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            k[(4,)](x, y, o, 4096, BLOCK_SIZE=1024)
+        best = min(best, (time.perf_counter() - t0) / n)
+    print(f"python-side launch: {best * 1e6:.2f} us")
+    assert best < 50e-6      # generous: shared CI machines; bench/launch.py measures for real
+
+
+# ---------------------------------------------------------------------------------------------
+# jit_from_source
+
+GOOD_SOURCE = '''
+"""A module as users write it."""
+import triton
+import triton.language as tl
+from triton.language import constexpr
+from triton import cdiv
+
+BLOCK_DEFAULT = 128
+SCALE: tl.constexpr = 2
+HALF = tl.constexpr(0.5)
+
+
+@triton.jit
+def helper(x):
+    return x * SCALE * HALF
+
+
+@triton.jit(do_not_specialize=["n"])
+def kernel(x_ptr, n, BLOCK: constexpr = 128):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, helper(tl.load(x_ptr + offs, mask=offs < n)), mask=offs < n)
+'''
+
+
+def test_jit_from_source_good(interpret):
+    k = compiler.jit_from_source(GOOD_SOURCE, "kernel", filename="user.py")
+    assert k.fn is None and k.__name__ == "kernel" and k.filename == "user.py"
+    assert k.constexpr_names == ["BLOCK"] and k.defaults == {"BLOCK": 128} and k.do_not_specialize == ["n"]
+    assert k.globals["triton"] is compiler and k.globals["tl"] is tl and k.globals["cdiv"] is compiler.cdiv
+    assert k.globals["BLOCK_DEFAULT"] == 128 and k.globals["SCALE"] == tl.constexpr(2)
+    assert GOOD_SOURCE.splitlines()[k.first_lineno - 1].startswith("def kernel(")
+    x = np.arange(200, dtype=np.float32)
+    k[(2,)](x, 200)
+    np.testing.assert_allclose(x, np.arange(200, dtype=np.float32))   # * 2 * 0.5
+    with pytest.raises(compiler.CompilationError, match="no @jit function named 'nope'"):
+        compiler.jit_from_source(GOOD_SOURCE, "nope")
+
+
+HOSTILE = {
+    "import_os": "import os\nos.system('touch {marker}')\n",
+    "from_import": "from os import system\n",
+    "top_level_call": "open('{marker}', 'w').write('x')\n",
+    "nonliteral_constant": "import triton\nX = __import__('os').system('touch {marker}')\n",
+    "class": "class A:\n    x = open('{marker}', 'w')\n",
+    "plain_function": "def f():\n    open('{marker}', 'w')\n",
+    "if_main": "import triton\nif __name__ == '__main__':\n    open('{marker}', 'w')\n",
+    "decorator_call": "import triton\n@triton.jit(debug=open('{marker}', 'w'))\ndef k(x):\n    pass\n",
+    "other_decorator": "import triton\nimport functools\n@functools.lru_cache\ndef k(x):\n    pass\n",
+    "dunder_attr": "import triton\n@triton.jit\ndef k(x):\n    y = x.__class__.__bases__\n",
+    "dunder_name": "import triton\n@triton.jit\ndef k(x):\n    __builtins__['open']('{marker}', 'w')\n",
+    "open_in_kernel": "import triton\n@triton.jit\ndef k(x):\n    open('{marker}', 'w')\n",
+    "eval_in_kernel": "import triton\n@triton.jit\ndef k(x):\n    eval(\"open('{marker}', 'w')\")\n",
+    "import_in_kernel": "import triton\n@triton.jit\ndef k(x):\n    import os\n",
+    "runtime_attr": "import triton\n@triton.jit\ndef k(x):\n    triton.runtime.driver.ensure_context()\n",
+    "tl_internal_module": "import triton\nimport triton.language as tl\n@triton.jit\ndef k(x):\n    tl.dtypes.np.save('{marker}', 1)\n",
+    "default_call": "import triton\n@triton.jit\ndef k(x=open('{marker}', 'w')):\n    pass\n",
+    "walrus": "import triton\nX = (y := 3)\n",
+    "syntax_error": "def (:\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_jit_from_source_rejects_hostile(case, tmp_path):
+    marker = tmp_path / "pwned"
+    src = HOSTILE[case].format(marker=marker)
+    with pytest.raises(compiler.CompilationError) as info:
+        k = compiler.jit_from_source(src, "k", filename="evil.py")
+        # (some cases only fail when compiled: they must not run anything either)
+        compiler.runtime.compile.build_ir(k, {"x": "i32"}, {})
+    assert "evil.py:" in str(info.value) or "error:" in str(info.value)
+    assert not marker.exists()
+
+
+def test_jit_from_source_error_names_line():
+    src = "import triton\n\nx = 1\nprint('hi')\n"
+    with pytest.raises(compiler.CompilationError) as info:
+        compiler.jit_from_source(src, "k", filename="m.py")
+    assert str(info.value).startswith("m.py:4:1: error:")
+    assert "print('hi')" in str(info.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# autotune / heuristics
+
+def test_config():
+    c = compiler.Config({"BLOCK": 128}, num_warps=8, num_stages=2)
+    assert c.all_kwargs() == {"BLOCK": 128, "num_warps": 8, "num_stages": 2}
+    assert "BLOCK: 128" in str(c) and "num_warps: 8" in str(c)
+    assert compiler.Config.from_dict(c.to_dict()) == c
+    assert compiler.Config.from_dict({"BLOCK": 128, "num_warps": 8, "num_stages": 2}) == c
+    assert len({c, compiler.Config({"BLOCK": 128}, num_warps=8, num_stages=2)}) == 1
+
+
+def _tuned(cache_results=True, timings=None, **kw):
+    timings = timings or {}
+
+    def bench(fn, quantiles):
+        fn()
+        return [timings.get(cfg_of[0], 1.0)] * 3
+
+    cfg_of = [None]
+    configs = [compiler.Config({"BLOCK": b}, num_warps=w) for b, w in ((64, 2), (128, 4), (256, 4))]
+
+    class Recording(AT.Autotuner):
+        def _bench(self, *args, config, **meta):
+            cfg_of[0] = config.kwargs["BLOCK"]
+            return super()._bench(*args, config=config, **meta)
+
+    base = _fresh(dns_kernel)
+    t = Recording(base, base.arg_names, configs, key=["n"], do_bench=bench, cache_results=cache_results, **kw)
+    return t, configs
+
+
+def test_autotune_interpret_runs_first_config(interpret):
+    t, configs = _tuned()
+    x = np.zeros(256, np.float32)
+    t[lambda m: (triton.cdiv(m["n"], m["BLOCK"]),)](x, 256)
+    assert t.best_config is configs[0] and (x == 1).all()
+
+
+def test_autotune_picks_fastest_and_caches(fake_cuda):
+    fake_cuda.fake_set_nparams(2)
+    t, configs = _tuned(timings={64: 3.0, 128: 1.0, 256: 2.0})
+    x = FakeTensor(0x7F0000001000)
+    grid = lambda m: (triton.cdiv(m["n"], m["BLOCK"]),)  # noqa: E731
+    t[grid](x, 4096)
+    assert t.best_config == configs[1] and t.cache[(4096, "float32")] == configs[1]
+    assert fake_cuda.fake_grid(0) == 4096 // 128 and fake_cuda.fake_grid(3) == 128
+    assert {c.kwargs["BLOCK"] for c in t.configs_timings} == {64, 128, 256}
+    t.configs_timings = None
+    t[grid](x, 4096)                                                   # cached in memory: no tuning
+    assert t.configs_timings is None
+    # a new tuner (new process, same kernel) finds the result on disk
+    t2, _ = _tuned(timings={64: 0.1, 128: 9.0, 256: 9.0})
+    t2[grid](x, 4096)
+    assert t2.best_config == configs[1] and t2.configs_timings is None
+    # a new key is tuned
+    t2[grid](x, 8192)
+    assert t2.best_config == configs[0]
+
+
+def test_autotune_prune_and_failures(fake_cuda):
+    fake_cuda.fake_set_nparams(2)
+
+    def prune(configs, nargs, **kw):
+        return [c for c in configs if c.kwargs["BLOCK"] != 64]
+
+    t, configs = _tuned(cache_results=False, timings={64: 0.1, 128: 2.0, 256: 1.0},
+                        prune_configs_by={"early_config_prune": prune})
+    t[(1,)](FakeTensor(0x7F0000001000), 4096)
+    assert t.best_config == configs[2]
+
+
+def test_autotune_service_lookup(fake_cuda, monkeypatch):
+    fake_cuda.fake_set_nparams(2)
+    import types
+    asked = []
+
+    def get_best_config(fp, name, key, gpu_model, compute_capability=None):
+        asked.append((fp, name, key, gpu_model))
+        return {"config": {"BLOCK": 256, "num_warps": 4, "num_stages": 3}, "match": "exact"}
+
+    fake_client = types.ModuleType("client")
+    fake_lookup = types.ModuleType("client.lookup")
+    fake_lookup.get_best_config = get_best_config
+    fake_client.lookup = fake_lookup
+    monkeypatch.setitem(sys.modules, "client", fake_client)
+    monkeypatch.setitem(sys.modules, "client.lookup", fake_lookup)
+    monkeypatch.setenv("BLOCKTUNE_SERVICE_URL", "http://127.0.0.1:9")
+    t, configs = _tuned(cache_results=False, timings={64: 0.1})
+    t[(1,)](FakeTensor(0x7F0000001000), 4096)
+    assert t.best_config == configs[2] and t.configs_timings is None
+    assert asked and asked[0][0] == t.fingerprint and asked[0][1] == "dns_kernel" and asked[0][2] == {"n": 4096}
+    # @jit(autotune_key=[...]) asks too and fills the meta-parameters
+    src = ("import triton\nimport triton.language as tl\n@triton.jit(autotune_key=['n'])\n"
+           "def k(x_ptr, n, BLOCK: tl.constexpr):\n    tl.store(x_ptr + tl.arange(0, BLOCK), 1.0)\n")
+    k = compiler.jit_from_source(src, "k")
+    ck = k[(1,)](FakeTensor(0x7F0000001000), 100)
+    assert ck.metadata["constexprs"] == {"BLOCK": 256}
+    assert asked[-1][1] == "k" and asked[-1][2] == {"n": 100}
+
+
+def test_heuristics(interpret):
+    base = _fresh(dns_kernel)
+    h = compiler.heuristics({"BLOCK": lambda a: triton.next_power_of_2(a["n"])})(base)
+    x = np.zeros(100, np.float32)
+    h[(1,)](x, 100)
+    assert (x == 1).all()
+
+
+# ---------------------------------------------------------------------------------------------
+# testing helpers and the driver
+
+def test_assert_close_and_quantiles():
+    from compiler import testing
+    testing.assert_close(np.ones(4), np.ones(4) + 1e-3)
+    with pytest.raises(AssertionError):
+        testing.assert_close(np.ones(4), np.ones(4) + 1)
+    assert testing._summarize([1.0, 2.0, 3.0, 4.0], (0.5,), "mean") == 2.5
+    assert testing._summarize([1.0, 2.0, 3.0, 4.0], None, "median") == 2.0   # torch's lower median
+    assert testing._summarize([1.0, 2.0, 3.0, 4.0], (0.2, 0.8), "mean") == pytest.approx([1.6, 3.4])
+    assert testing._summarize([1.0, 3.0], None, "all") == [1.0, 3.0]
+
+
+def test_has_gpu_is_clean():
+    assert driver.has_gpu() in (True, False)
+
+
+@pytest.mark.gpu
+def test_device_properties():
+    p = compiler.runtime.driver.device_properties(0)
+    assert p["sm_count"] > 0 and p["total_memory"] > 2 ** 30 and len(p["capability"]) == 2
+    assert p["max_shared_memory"] >= 48 * 1024 and p["l2_size"] > 0 and p["name"]
+    assert driver.default_target().startswith("sm_")
+
+
+@pytest.mark.gpu
+def test_gpu_vector_add_and_cache(cache_dir):
+    torch = pytest.importorskip("torch")
+    n = 98432
+    x = torch.rand(n, device="cuda")
+    y = torch.rand(n, device="cuda")
+    out = torch.empty_like(x)
+    k = _fresh(add_kernel)
+    grid = lambda m: (triton.cdiv(m["n_elements"], m["BLOCK_SIZE"]),)  # noqa: E731
+    k[grid](x, y, out, n, BLOCK_SIZE=1024)
+    torch.testing.assert_close(out, x + y)
+    out.zero_()
+    k[grid](x, y, out, n, BLOCK_SIZE=1024)
+    torch.testing.assert_close(out, x + y)
+    assert k.compile_count == 1
+    # the public CompiledKernel.launch
+    ck = compiler.compile(add_kernel, ADD_SIG, {"BLOCK_SIZE": 1024}, divisible_by_16=("x_ptr", "y_ptr", "out_ptr"))
+    out.zero_()
+    ck.launch((triton.cdiv(n, 1024), 1, 1), [x, y, out, n], stream=torch.cuda.current_stream().cuda_stream)
+    torch.testing.assert_close(out, x + y)
+
+
+@pytest.mark.gpu
+def test_gpu_cpu_tensor_is_refused():
+    torch = pytest.importorskip("torch")
+    torch.cuda.init()
+    x = torch.zeros(16)
+    with pytest.raises(ValueError, match="CPU tensor"):
+        _fresh(add_kernel)[(1,)](x, x, x, 16, BLOCK_SIZE=16)
+
+
+@pytest.mark.gpu
+def test_do_bench_gpu():
+    torch = pytest.importorskip("torch")
+    from compiler import testing
+    x = torch.rand(1 << 20, device="cuda")
+    ms = testing.do_bench(lambda: x * 2)
+    assert 0 < ms < 10
+    q = testing.do_bench(lambda: x * 2, quantiles=(0.5, 0.2, 0.8))
+    assert len(q) == 3 and q[1] <= q[0] <= q[2]
+    g = testing.do_bench_cudagraph(lambda: x * 2)
+    assert 0 < g < 10
+
+
+@pytest.mark.gpu
+def test_out_of_resources_shared_memory():
+    limit = driver.device_properties(0)["max_shared_memory"]
+    ptx = (".version 8.0\n.target sm_80\n.address_size 64\n.extern .shared .align 16 .b8 smem[];\n"
+           ".visible .entry k()\n{\n ret;\n}\n")
+    with pytest.raises(compiler.OutOfResources):
+        driver.load_module(ptx, "k", shared=limit + 1024)
+    lf = driver.load_module(ptx, "k", shared=64 * 1024)
+    assert lf.shared == 64 * 1024
