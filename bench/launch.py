@@ -1,0 +1,208 @@
+"""Host launch overhead and compile time: blocktune vs Triton vs torch, in the same process.
+
+    python bench/launch.py            (on a GPU machine; Triton is optional)
+
+1. Launch overhead: µs of host time per `kernel[grid](x, y, out, n, BLOCK_SIZE=1024)` of a
+   one-block vector add (and `torch.add(x, y, out=out)`), measured over N back-to-back launches
+   without synchronizing (the GPU runs each in ~2 µs, so the host is the bottleneck). Both a
+   tuple grid and a callable grid (`lambda meta: (cdiv(n, meta["BLOCK_SIZE"]),)`).
+2. First compile of a new vector-add specialization in a warm process (front end, backend and
+   LLVM already imported/initialized; disk cache off): front end, backend, end to end
+   `kernel.warmup`, and the first launch (+ module load).
+3. Module load: `cuModuleLoadData` on the PTX (driver JIT) vs ptxas ahead of time + loading the
+   cubin.
+
+Prints a table; writes JSON to $OUT/launch.json when OUT is set.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from common import load_twice  # noqa: E402
+
+os.environ.setdefault("BLOCKTUNE_CACHE_DIR", tempfile.mkdtemp(prefix="blocktune-bench-"))
+
+import torch  # noqa: E402
+
+import compiler  # noqa: E402
+from compiler.runtime import compile as C  # noqa: E402
+from compiler.runtime import driver  # noqa: E402
+
+RESULTS: dict = {}
+N_LAUNCH = 20000
+
+
+def host_us(fn, n=N_LAUNCH, repeats=5) -> float:
+    """Median over `repeats` of the mean host µs per call of `fn` over n calls (no sync inside)."""
+    for _ in range(200):
+        fn()
+    torch.cuda.synchronize()
+    vals = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        vals.append((t1 - t0) / n * 1e6)
+    return statistics.median(vals)
+
+
+KERNEL_SRC = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(axis=0)
+    offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offs < n_elements
+    x = tl.load(x_ptr + offs, mask=mask)
+    y = tl.load(y_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, x + y, mask=mask)
+'''
+
+
+def main():
+    path = os.path.join(HERE, "_launch_kernel.py")
+    with open(path, "w") as f:
+        f.write(KERNEL_SRC)
+    try:
+        tri, bt = load_twice("_launch_kernel.py")
+    finally:
+        os.unlink(path)
+    props = driver.device_properties(0)
+    print(f"device: {props['name']} ({'sm_%d%d' % props['capability']}), driver {props['driver_version']}, "
+          f"CUDA {props['cuda_version']}; torch {torch.__version__}; "
+          f"triton {__import__('triton').__version__ if tri is not None else 'not installed'}")
+
+    n = 1024
+    x = torch.rand(n, device="cuda")
+    y = torch.rand(n, device="cuda")
+    out = torch.empty_like(x)
+    cdiv = compiler.cdiv
+
+    # correctness first
+    bt.add_kernel[(1,)](x, y, out, n, BLOCK_SIZE=1024)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, x + y)
+
+    rows = []
+    k = bt.add_kernel
+    rows.append(("blocktune, tuple grid", host_us(lambda: k[(1,)](x, y, out, n, BLOCK_SIZE=1024))))
+    rows.append(("blocktune, callable grid",
+                 host_us(lambda: k[lambda m: (cdiv(m["n_elements"], m["BLOCK_SIZE"]),)](x, y, out, n, BLOCK_SIZE=1024))))
+    if tri is not None:
+        import triton
+        tk = tri.add_kernel
+        tk[(1,)](x, y, out, n, BLOCK_SIZE=1024)
+        torch.cuda.synchronize()
+        torch.testing.assert_close(out, x + y)
+        rows.append(("triton, tuple grid", host_us(lambda: tk[(1,)](x, y, out, n, BLOCK_SIZE=1024))))
+        rows.append(("triton, callable grid",
+                     host_us(lambda: tk[lambda m: (triton.cdiv(m["n_elements"], m["BLOCK_SIZE"]),)](
+                         x, y, out, n, BLOCK_SIZE=1024))))
+    rows.append(("torch.add(out=)", host_us(lambda: torch.add(x, y, out=out))))
+    # the public CompiledKernel.launch (checked, slower) for reference
+    ck = compiler.compile(bt.add_kernel, {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n_elements": "i32"},
+                          {"BLOCK_SIZE": 1024}, divisible_by_16=("x_ptr", "y_ptr", "out_ptr", "n_elements"))
+    stream = torch.cuda.current_stream().cuda_stream
+    rows.append(("blocktune CompiledKernel.launch", host_us(lambda: ck.launch((1, 1, 1), [x, y, out, n], stream), n=5000)))
+    print("\nhost time per launch (one-block vector add, no sync between launches)")
+    for name, us in rows:
+        print(f"  {name:34s} {us:7.2f} us")
+    RESULTS["launch_us"] = {name: round(us, 3) for name, us in rows}
+
+    # -- first compile in a warm process ---------------------------------------------------------
+    os.environ["BLOCKTUNE_DISABLE_DISK_CACHE"] = "1"
+    sig = {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n_elements": "i32"}
+    div = ("x_ptr", "y_ptr", "out_ptr", "n_elements")
+    target = driver.target_for_device(0)
+    from compiler.backend.nvptx import compile_ir
+    t = {}
+    samples = {"frontend": [], "backend": [], "compile": [], "warmup": [], "first_launch": [], "load_ptx": []}
+    for i, block in enumerate((128, 256, 512, 2048, 4096)):
+        t0 = time.perf_counter()
+        ir_fn = C.build_ir(bt.add_kernel, sig, {"BLOCK_SIZE": block}, div, ())
+        t1 = time.perf_counter()
+        out_b = compile_ir(ir_fn, num_warps=4, num_stages=3, target=target)
+        t2 = time.perf_counter()
+        samples["frontend"].append((t1 - t0) * 1e3)
+        samples["backend"].append((t2 - t1) * 1e3)
+        t0 = time.perf_counter()
+        ck = compiler.compile(bt.add_kernel, sig, {"BLOCK_SIZE": block}, num_warps=8, divisible_by_16=div)
+        samples["compile"].append((time.perf_counter() - t0) * 1e3)
+        t0 = time.perf_counter()
+        ck.load(0)
+        samples["load_ptx"].append((time.perf_counter() - t0) * 1e3)
+        fresh = compiler.runtime.jit.JITFunction(bt.add_kernel.fn)
+        t0 = time.perf_counter()
+        fresh.warmup(x, y, out, n, BLOCK_SIZE=block, num_warps=2, grid=(1,))
+        samples["warmup"].append((time.perf_counter() - t0) * 1e3)
+        fresh2 = compiler.runtime.jit.JITFunction(bt.add_kernel.fn)
+        t0 = time.perf_counter()
+        fresh2[(1,)](x, y, out, n, BLOCK_SIZE=block, num_warps=1)
+        torch.cuda.synchronize()
+        samples["first_launch"].append((time.perf_counter() - t0) * 1e3)
+        _ = out_b
+    for key, vals in samples.items():
+        t[key] = statistics.median(vals)
+    print("\nfirst compile of a new vector-add specialization, warm process, disk cache off (median of 5, ms)")
+    print(f"  front end (AST → block IR)         {t['frontend']:7.2f}")
+    print(f"  backend (IR → LLVM → PTX)          {t['backend']:7.2f}")
+    print(f"  compiler.compile end to end        {t['compile']:7.2f}")
+    print(f"  kernel.warmup (key + compile)      {t['warmup']:7.2f}")
+    print(f"  module load (PTX, driver JIT)      {t['load_ptx']:7.2f}")
+    print(f"  first launch end to end (+load)    {t['first_launch']:7.2f}")
+    RESULTS["first_compile_ms"] = {k: round(v, 3) for k, v in t.items()}
+    if tri is not None:
+        import triton
+        vals = []
+        for block in (128, 256, 512, 2048, 4096):
+            kk = triton.jit(tri.add_kernel.fn)
+            t0 = time.perf_counter()
+            kk[(1,)](x, y, out, n, BLOCK_SIZE=block, num_warps=1)
+            torch.cuda.synchronize()
+            vals.append((time.perf_counter() - t0) * 1e3)
+        print(f"  triton first launch (its cache on) {statistics.median(vals):7.2f}")
+        RESULTS["first_compile_ms"]["triton_first_launch"] = round(statistics.median(vals), 3)
+
+    # -- module load: PTX vs cubin -----------------------------------------------------------------
+    if driver.ptxas_path():
+        ptx_ms, ptxas_ms, cubin_ms = [], [], []
+        for block in (64, 128, 256, 512, 1024):
+            ck = compiler.compile(bt.add_kernel, sig, {"BLOCK_SIZE": block}, num_warps=4, divisible_by_16=div)
+            t0 = time.perf_counter()
+            driver.load_module(ck.asm["ptx"], ck.name, 0, 0)
+            ptx_ms.append((time.perf_counter() - t0) * 1e3)
+            t0 = time.perf_counter()
+            cubin = driver.ptxas_compile(ck.asm["ptx"], ck.metadata["target"])
+            ptxas_ms.append((time.perf_counter() - t0) * 1e3)
+            t0 = time.perf_counter()
+            driver.load_module(cubin, ck.name, 0, 0)
+            cubin_ms.append((time.perf_counter() - t0) * 1e3)
+        print("\nmodule load (median of 5, ms): "
+              f"PTX via driver JIT {statistics.median(ptx_ms):.2f}; ptxas {statistics.median(ptxas_ms):.2f} + "
+              f"cubin load {statistics.median(cubin_ms):.2f}")
+        print("  (the driver also caches JIT results in ~/.nv/ComputeCache; a cubin from the disk cache "
+              "skips both: BLOCKTUNE_PTXAS_AOT=1)")
+        RESULTS["module_load_ms"] = {"ptx_driver_jit": statistics.median(ptx_ms),
+                                     "ptxas": statistics.median(ptxas_ms), "cubin": statistics.median(cubin_ms)}
+    else:
+        print("\nmodule load: ptxas not found, PTX path only")
+
+    if os.environ.get("OUT"):
+        with open(os.path.join(os.environ["OUT"], "launch.json"), "w") as f:
+            json.dump(RESULTS, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
