@@ -287,7 +287,10 @@ def child_main(conn, init: dict[str, Any]) -> None:
         except (EOFError, OSError):
             return
         if req is None:
-            return
+            # nothing to flush (the reference outputs are already on disk): skip the interpreter's
+            # slow teardown of torch's thread pools and of the CUDA context
+            conn.close()
+            os._exit(0)
         try:
             resp = bench.handle(req)
         except BaseException as exc:  # noqa: BLE001

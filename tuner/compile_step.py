@@ -48,3 +48,10 @@ def compile_config(source: str, name: str, signature: dict[str, str], constexprs
         return {"status": "compile-error", "error": f"CompilationError: {exc}"}
     except Exception as exc:  # noqa: BLE001 - a compiler bug on this config is this config's failure
         return {"status": "compile-error", "error": f"{type(exc).__name__}: {exc}"}
+
+
+def warm_up() -> bool:
+    """Import the compiler in a pool worker while the GPU child starts."""
+    import compiler  # noqa: F401
+
+    return True

@@ -137,7 +137,7 @@ def compare(out, ref, atol: float, rtol: float) -> str | None:
     bad = (~ok).nonzero()
     n_bad = bad.shape[0]
     first = tuple(int(i) for i in bad[0])
-    diff = (a - b).abs()
+    diff = (a - b).abs().double()
     diff = torch.where(torch.isnan(diff), torch.full_like(diff, float("inf")), diff)
     return (f"{n_bad} of {ok.numel()} elements differ (max |diff| {float(diff.max()):.4g}, "
             f"first at {first}: {float(a[first]):.6g} vs reference {float(b[first]):.6g}; "

@@ -217,8 +217,14 @@ class Tuner:
                 self._note_best(r)
         recorded = {r.number for r in self.seen.values()}
         states = (optuna.trial.TrialState.RUNNING,)
+        by_number = {r.number: r for r in self.seen.values()}
         for ft in self.study.get_trials(deepcopy=False, states=states):
             if ft.number in recorded:
+                # killed between recording the result and telling Optuna: tell it now
+                r = by_number[ft.number]
+                trial = optuna.trial.Trial(self.study, ft._trial_id)
+                mark(trial, r.median_ms is not None)
+                self.study.tell(trial, r.median_ms if r.median_ms is not None else math.inf)
                 continue
             # left RUNNING by a killed run (or by another worker still on it: a shared study)
             if self._shared_job():
@@ -525,12 +531,15 @@ class Tuner:
             return
         self.t0 = time.monotonic()
         try:
+            from tuner.compile_step import warm_up
+
+            self.pool = CompilePool(self.compile_workers)
+            self.pool.submit(warm_up)          # the pool starts while the child does
             self._start_child()
             self._record_gpu()
             self._open_study()
             self._resume_state()
             self._enqueue_known_good()
-            self.pool = CompilePool(self.compile_workers)
             self.on_event("start", {"job_id": self.job_id, "study": self.study_name, "sampler": self.sampler_kind,
                                     "total": self.trials_total, "space": self.space.size, "valid": self.n_valid,
                                     "gpu_model": self.gpu_model, "seconds": self.spec.budget.seconds})

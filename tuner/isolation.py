@@ -125,7 +125,7 @@ class IsolatedChild:
         return self.start()
 
     def kill(self) -> None:
-        if self.proc is not None:
+        if self.proc is not None and getattr(self.proc, "_popen", None) is not None:
             if self.proc.is_alive():
                 self.proc.kill()
             self.proc.join(10)

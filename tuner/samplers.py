@@ -15,6 +15,17 @@ def mark(trial: optuna.trial.Trial, feasible: bool) -> None:
     trial.set_constraint(CONSTRAINT_KEY, 0.0 if feasible else 1.0)
 
 
+class AskTellBruteForceSampler(optuna.samplers.BruteForceSampler):
+    """Optuna's brute-force sampler, driven by ask/tell.
+
+    Its only after-trial work is `study.stop()` once the grid is exhausted, which Optuna allows
+    inside `optimize()` only; the engine stops by itself when every valid config has been tried.
+    """
+
+    def after_trial(self, study, trial, state, values) -> None:
+        return None
+
+
 def choose_kind(requested: str, n_valid: int, budget_trials: int | None) -> str:
     """`auto`: brute force when every valid config fits in the trial budget, else TPE."""
     if requested != "auto":
@@ -35,5 +46,5 @@ def make_sampler(kind: str, *, seed: int | None = None, constant_liar: bool = Fa
     if kind == "brute":
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return optuna.samplers.BruteForceSampler(seed=seed, avoid_premature_stop=True)
+            return AskTellBruteForceSampler(seed=seed, avoid_premature_stop=True)
     raise ValueError(f"unknown sampler {kind!r}")

@@ -212,7 +212,8 @@ class JobSpec(_Model):
         dup = {n for n in arg_names if arg_names.count(n) > 1}
         if dup:
             raise ValueError(f"duplicate argument names: {', '.join(sorted(dup))}")
-        clash = set(self.sizes) & set(arg_names)
+        # a scalar argument may repeat a size under its own name ({name: M, value: M})
+        clash = set(self.sizes) & {a.name for a in self.args if a.is_tensor or a.value != a.name}
         if clash:
             raise ValueError(f"names used both as sizes and arguments: {', '.join(sorted(clash))}")
         clash = (set(self.space) | set(self.constants)) & (set(arg_names) | set(self.sizes))
