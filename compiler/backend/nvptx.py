@@ -380,7 +380,8 @@ class Lowering:
         while k < len(lay.reg) and lay.flat(lay.reg[k]) == 1 << k and (1 << (k + 1)) * es <= 16:
             k += 1
         v = 1 << k
-        while v > 1 and tmask & (v - 1):
+        # the thread part and the other register bases must leave the low offset bits alone
+        while v > 1 and (tmask & (v - 1) or any(lay.flat(b) & (v - 1) for b in lay.reg[k:])):
             v //= 2
         return v
 
@@ -930,8 +931,11 @@ def _mem_vec(lw, lay: Layout, ptr: ir.Value, mask: ir.Value | None, es: int) -> 
     k = 0
     while k < len(lay.reg) and lay.reg[k] == tuple((1 << k) if i == d else 0 for i in range(lay.rank)):
         k += 1
+    v = 1 << k
+    while v > 1 and any(bb[d] & (v - 1) for bb in lay.reg[k:] + lay.lane + lay.warp):
+        v //= 2
     info = lw.axis.get(ptr)
-    vec = min(1 << k, info.contiguity[d], _pow2_floor(info.divisibility[d] // es) if info.divisibility[d] >= es else 1,
+    vec = min(v, info.contiguity[d], _pow2_floor(info.divisibility[d] // es) if info.divisibility[d] >= es else 1,
               max(1, 16 // es))
     if mask is not None:
         vec = min(vec, lw.axis.get(mask).constancy[d])
