@@ -12,6 +12,7 @@ platform's user cache dir + "/blocktune"; one JSON file per compiled kernel, wri
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -203,6 +204,7 @@ class CompiledKernel:
         self.metadata = metadata
         self._loaded: dict[int, Any] = {}
         self._launchers: dict[tuple, Any] = {}
+        self._plans: dict[int, tuple] = {}
 
     # Triton-compatible conveniences
     @property
@@ -227,7 +229,7 @@ class CompiledKernel:
 
     def __setstate__(self, state):
         self.name, self.asm, self.metadata = state["name"], state["asm"], state["metadata"]
-        self._loaded, self._launchers = {}, {}
+        self._loaded, self._launchers, self._plans = {}, {}, {}
 
     def __repr__(self) -> str:
         m = self.metadata
@@ -287,45 +289,70 @@ class CompiledKernel:
         for the passed ones only (equal-to-1 integers left out). Tensors (torch CUDA or
         `__cuda_array_interface__`) or raw device addresses for pointers. Raises ValueError when an
         argument breaks the divisibility / equal-to-1 assumptions this kernel was compiled with."""
-        from . import driver  # noqa: PLC0415
+        plan = self._plans.get(len(args))
+        if plan is None:
+            plan = self._plan(len(args))
+        convs, div_pos, eq1_pos, passed_pos = plan
+        values = [conv(v) for conv, v in zip(convs, args)]
+        for i, n in div_pos:
+            if values[i] % 16:
+                raise ValueError(f"{self.name}: argument '{n}' = {values[i]:#x} is not divisible by 16, but the "
+                                 "kernel was compiled assuming it is")
+        for i, n in eq1_pos:
+            if values[i] != 1:
+                raise ValueError(f"{self.name}: argument '{n}' = {values[i]} but the kernel was compiled for the "
+                                 "value 1")
+        if type(grid) is not tuple:
+            grid = tuple(grid) if isinstance(grid, list) else (grid,)
+        n = len(grid)
+        if not 1 <= n <= 3:
+            raise ValueError(f"grid must have 1 to 3 dimensions, got {grid!r}")
+        g0 = int(grid[0])
+        g1 = int(grid[1]) if n > 1 else 1
+        g2 = int(grid[2]) if n > 2 else 1
+        if g0 <= 0 or g1 <= 0 or g2 <= 0:
+            return
+        dev = _current_device()
+        fn = self._launchers.get((dev, self._passed_key))
+        if fn is None:
+            fn = self.make_launcher(dev, self.metadata["passed"])
+        fn(g0, g1, g2, stream or 0, *[values[i] for i in passed_pos])
+
+    def _plan(self, nargs: int):
         m = self.metadata
         names = m["arg_names"]
-        args = list(args)
-        if len(args) == len(names):
-            named = dict(zip(names, args))
-        elif len(args) == len(m["passed"]):
-            named = dict(zip(m["passed"], args))
+        if nargs == len(names):
+            order = list(names)
+        elif nargs == len(m["passed"]):
+            order = list(m["passed"])
         else:
             raise ValueError(f"{self.name}: expected {len(names)} arguments ({', '.join(names)}) "
-                             f"or {len(m['passed'])} ({', '.join(m['passed'])}), got {len(args)}")
-        values = {}
-        for n, v in named.items():
-            ty = m["arg_types"][names.index(n)]
-            values[n] = _launch_value(v, n, ty)
-        for n in m.get("divisible_by_16", ()):
-            if n in values and values[n] % 16:
-                raise ValueError(f"{self.name}: argument '{n}' = {values[n]:#x} is not divisible by 16, but the "
-                                 "kernel was compiled assuming it is")
-        for n in m.get("equal_to_1", ()):
-            if n in values and values[n] != 1:
-                raise ValueError(f"{self.name}: argument '{n}' = {values[n]} but the kernel was compiled for the "
-                                 "value 1")
-        g = tuple(int(x) for x in (grid if isinstance(grid, (tuple, list)) else (grid,)))
-        if not 1 <= len(g) <= 3:
-            raise ValueError(f"grid must have 1 to 3 dimensions, got {grid!r}")
-        g = g + (1,) * (3 - len(g))
-        if min(g) <= 0:
-            return
-        dev = driver.current_device()
-        fn = self.make_launcher(dev, m["passed"])
-        fn(g[0], g[1], g[2], int(stream or 0), *[values[n] for n in m["passed"]])
+                             f"or {len(m['passed'])} ({', '.join(m['passed'])}), got {nargs}")
+        convs = [functools.partial(_launch_value, name=n, ty=m["arg_types"][names.index(n)]) for n in order]
+        div_pos = [(order.index(n), n) for n in m.get("divisible_by_16", ()) if n in order]
+        eq1_pos = [(order.index(n), n) for n in m.get("equal_to_1", ()) if n in order]
+        passed_pos = [order.index(n) for n in m["passed"]]
+        plan = (convs, div_pos, eq1_pos, passed_pos)
+        self._plans[nargs] = plan
+        return plan
+
+    @property
+    def _passed_key(self):
+        return tuple(self.metadata["passed"])
 
     def __getitem__(self, grid):
         """Triton-style `compiled[grid](*args)` on the current stream."""
         return lambda *args, stream=0: self.launch(grid, args, stream)
 
 
+def _current_device() -> int:
+    from . import driver  # noqa: PLC0415
+    return driver.current_device()
+
+
 def _launch_value(v, name: str, ty: str):
+    if type(v) is int:
+        return v
     if ty.startswith("*"):
         if isinstance(v, int) and not isinstance(v, bool):
             return v

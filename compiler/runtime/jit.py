@@ -76,6 +76,19 @@ _NS: dict[str, Any] = {"_Tensor": _NoTensor}
 
 
 def _no_gpu_device() -> int:
+    """The device for a launch when torch's CUDA state is not (yet) known to the launchers."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            ready = torch.cuda.is_initialized()
+        except Exception:
+            ready = False
+        if ready:
+            # torch initialized CUDA since the last refresh: switch the launchers to torch's
+            # device and current stream (the caller looks `_get_stream` up after this returns).
+            _refresh_torch()
+            if _NS["_get_device"] is not _no_gpu_device:
+                return _NS["_get_device"]()
     from . import driver  # noqa: PLC0415
     if not driver.has_gpu():
         return -1

@@ -521,6 +521,26 @@ def test_gpu_path_scalars_and_none(fake_cuda):
     assert ck2 is not ck and ck2.metadata["passed"] == ["x_ptr", "b_ptr", "n"]
 
 
+def test_compiled_kernel_launch(fake_cuda, monkeypatch):
+    monkeypatch.setattr(C, "_current_device", lambda: 0)
+    ck = compiler.compile(add_kernel, ADD_SIG, {"BLOCK_SIZE": 128}, target="sm_90",
+                          divisible_by_16=("x_ptr",), equal_to_1=("n_elements",))
+    fake_cuda.fake_set_nparams(3)
+    ck.launch((3, 2), [FakeTensor(0x7F0000001000), 0x7F0000002000, FakeTensor(0x7F0000003004), 1], stream=0x77)
+    assert [fake_cuda.fake_param(i) for i in range(3)] == [0x7F0000001000, 0x7F0000002000, 0x7F0000003004]
+    assert [fake_cuda.fake_grid(i) for i in range(4)] == [3, 2, 1, 128] and fake_cuda.fake_stream() == 0x77
+    ck.launch([5], [0x7F0000001000, 0x7F0000002000, 0x7F0000003000])      # the passed arguments only
+    assert fake_cuda.fake_grid(0) == 5 and fake_cuda.fake_stream() is None
+    calls = fake_cuda.fake_calls()
+    ck.launch((0,), [0x7F0000001000, 0x7F0000002000, 0x7F0000003000])     # empty grid: no launch
+    assert fake_cuda.fake_calls() == calls
+    with pytest.raises(ValueError, match="expected 4 arguments"):
+        ck.launch((1,), [1, 2])
+    p = pickle.loads(pickle.dumps(ck))                                       # loads again after unpickling
+    p.launch((7,), [0x7F0000001000, 0x7F0000002000, 0x7F0000003000])
+    assert fake_cuda.fake_grid(0) == 7
+
+
 def test_gpu_path_rejects_host_arrays(fake_cuda):
     k = _fresh(add_kernel)
     a = np.zeros(16, np.float32)
