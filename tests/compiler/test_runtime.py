@@ -793,6 +793,20 @@ def test_assert_close_and_quantiles():
     assert testing._summarize([1.0, 3.0], None, "all") == [1.0, 3.0]
 
 
+def test_perf_report(capsys):
+    from compiler import testing
+
+    @testing.perf_report(testing.Benchmark(x_names=["n"], x_vals=[1, 2], line_arg="p", line_vals=["a", "b"],
+                                           line_names=["A", "B"], plot_name="t", args={"k": 10}))
+    def bench(n, p, k):
+        return float(n * k + (p == "b"))
+
+    rows = bench.run(print_data=True, return_df=True)
+    assert "t:" in capsys.readouterr().out
+    data = [list(r.values()) for r in rows] if isinstance(rows, list) else rows.values.tolist()
+    assert data == [[1, 10.0, 11.0], [2, 20.0, 21.0]]
+
+
 def test_has_gpu_is_clean():
     assert driver.has_gpu() in (True, False)
 
