@@ -127,8 +127,14 @@ def test_dead_worker_job_is_reclaimed_after_lease_and_resumes(sqlite_db):
     assert job["state"] == "running" and job["claimed_by"] == "doomed"
     lease_end = job["lease_expires_at"]
     done_before = [(r.number, r.config) for r in before]
-    b = start_worker(url, "rescuer", "--lease", "30", "--no-join", "--exit-when-idle")
-    out = wait_exit(b, 180)
+    b = start_worker(url, "rescuer", "--lease", "30", "--no-join")   # polls until the lease runs out
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and trials_of(url, job_id)[0]["state"] == "running":
+        assert b.poll() is None, b.stdout.read()
+        time.sleep(0.3)
+    b.send_signal(signal.SIGTERM)                         # idle now: it stops at once
+    out = wait_exit(b, 30)
+    assert b.returncode == 0 and "rescuer stopped" in out
     job, after = trials_of(url, job_id)
     assert job["state"] == "succeeded", (job["error"], out[-3000:])
     assert job["claimed_by"] == "rescuer"
@@ -167,3 +173,19 @@ def test_two_workers_share_one_job(postgres_url):
         states = dict(c.execute(sa.select(Worker.name, Worker.state)).all())
     eng.dispose()
     assert states == {"alpha": "stopped", "beta": "stopped"}
+
+
+def test_shutdown_returns_the_job_to_the_queue(sqlite_db):
+    url = sqlite_db
+    job_id = submit(url, _bigger(30))
+    w = start_worker(url, "leaver", "--no-join")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(trials_of(url, job_id)[1]) < 2:
+        assert w.poll() is None, w.stdout.read()
+        time.sleep(0.2)
+    w.send_signal(signal.SIGTERM)
+    out = wait_exit(w, 60)
+    assert "returned job" in out, out[-2000:]
+    job, rows = trials_of(url, job_id)
+    assert job["state"] == "queued" and job["claimed_by"] is None and job["lease_expires_at"] is None
+    assert 2 <= len(rows) < 30 and job["trials_done"] == len([r for r in rows if r.status != "invalid"])
