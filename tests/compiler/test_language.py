@@ -15,7 +15,7 @@ import torch
 import compiler as triton
 import compiler.language as tl
 from tests.compiler.kernels import language as K
-from tests.compiler.kernels.util import TORCH, assert_close, gen, interpret, poisoned, rand  # noqa: F401
+from tests.compiler.kernels.util import TORCH, assert_close, gen, interpret, is_poisoned, poisoned, rand  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("interpret")
 
@@ -38,7 +38,7 @@ def test_copy_grid_tuple(gen, dtype):
     y = poisoned((n + 5,), dtype)
     K.copy_kernel[(triton.cdiv(n, 128),)](x, y, n, BLOCK=128)
     assert_close(y[:n], x)
-    assert_close(y[n:], poisoned((5,), dtype))  # the mask kept the tail untouched
+    assert is_poisoned(y[n:])  # the mask kept the tail untouched
 
 
 @pytest.mark.parametrize("block", [16, 64, 256])
@@ -281,6 +281,8 @@ def test_promotion_static_dtype(xd, yd, expect):
 def test_cast_to_element_ty(gen, src, dst):
     n = 150
     x = rand(gen, (n,), src, -300, 300) if src != torch.uint8 else rand(gen, (n,), src, 0, 255)
+    if src.is_floating_point and dst in (torch.int8, torch.uint8):
+        x = x.clamp(-100, 100)  # in range: out-of-range float -> int saturates (tested in test_cast_chain)
     out = poisoned((n,), dst)
     K.cast_kernel[(2,)](x, out, n, BLOCK=128)
     if dst == torch.bool:
@@ -302,11 +304,10 @@ def test_cast_chain(gen):
     K.cast_chain_kernel[(1,)](x, out, BLOCK=B)
     xn = x.numpy()
     t = torch.trunc(x)
-    ref = [x.half().float(), x.bfloat16().float(), t, torch.from_numpy(t.numpy().astype(np.int64).astype(np.int8)).float(),
-           torch.from_numpy(t.numpy().astype(np.int64).astype(np.uint8)).float(), (x > 0).float(), x,
-           torch.from_numpy(t.numpy().astype(np.int64).astype(np.int16)).float(),
-           torch.from_numpy(t.numpy().astype(np.int32).astype(np.uint32)).float(), (x != 0).float(),
-           torch.from_numpy(xn.view(np.int32).astype(np.float32))]
+    # float -> int conversions saturate at the target's range (PTX cvt.rzi clamps), int -> int wraps
+    ref = [x.half().float(), x.bfloat16().float(), t, t.clamp(-128, 127), t.clamp(0, 255), (x > 0).float(), x,
+           t.clamp(-2**15, 2**15 - 1), torch.from_numpy(t.numpy().astype(np.int32).astype(np.uint32)).float(),
+           (x != 0).float(), torch.from_numpy(xn.view(np.int32).astype(np.float32))]
     for i, r in enumerate(ref):
         assert torch.equal(out[i], r), (i, out[i], r)
 
@@ -427,7 +428,10 @@ def test_cumsum(gen, dtype, axis, reverse):
     xr = x.double().flip(axis) if reverse else x.double()
     ref = xr.cumsum(axis)
     ref = ref.flip(axis) if reverse else ref
-    assert_close(out, ref.to(dtype))
+    if dtype == torch.float16:  # every partial sum is rounded to fp16 (in the GPU's scan order)
+        torch.testing.assert_close(out.double(), ref, rtol=0, atol=2e-2)
+    else:
+        assert_close(out, ref.to(dtype))
 
 
 def test_cumsum_int8_promotes(gen):
@@ -524,7 +528,7 @@ def test_early_return():
     out = poisoned((80,), torch.int32)
     K.early_return_kernel[(5,)](out, n, BLOCK=B)
     assert out[:n].tolist() == list(range(n))
-    assert (out[n:] == poisoned((1,), torch.int32)).all()
+    assert is_poisoned(out[n:])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -554,7 +558,7 @@ def test_scalar_pointer_load_store(gen, dtype):
         ref_sum = ref_sum + x[i]  # accumulated in the element type, like the kernel
     assert_close(out[0:1], ref_sum.reshape(1))
     assert out[1].item() == x[n - 1].item()
-    assert torch.equal(out[2:], poisoned((1,), dtype))
+    assert is_poisoned(out[2:])
 
 
 def test_hints_and_barrier(gen):
@@ -586,7 +590,7 @@ def test_atomic_rmw_masked(gen, dtype, op):
     assert torch.equal(mem[:n], f(start[:n], v[:n]))
     assert torch.equal(mem[n:], start[n:])  # masked lanes untouched
     assert torch.equal(old[:n], start[:n])  # atomics return the old values
-    assert torch.equal(old[n:], poisoned((B - n,), dtype))
+    assert is_poisoned(old[n:])
 
 
 def test_atomics_on_scalar_pointers(gen):
@@ -602,6 +606,7 @@ def test_atomics_on_scalar_pointers(gen):
     assert total[1].item() == x.max().item() and total[2].item() == x.min().item()
 
 
+@pytest.mark.timeout(60)  # a spin lock: a wrong while-loop lowering hangs here
 def test_atomic_cas(gen):
     progs, B = 6, 8
     lock = torch.zeros(1, dtype=torch.int32)

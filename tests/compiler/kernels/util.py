@@ -53,6 +53,13 @@ def poisoned(shape, dtype):
         torch.full(shape, SENTINEL[dtype], dtype=torch.int64).to(torch.uint32)
 
 
+def is_poisoned(t) -> bool:
+    """Every element still holds the poison of `poisoned` (NaN or the sentinel)."""
+    if t.dtype.is_floating_point:
+        return bool(torch.isnan(t).all())
+    return bool((t.to(torch.int64) == poisoned((1,), t.dtype).to(torch.int64)).all())
+
+
 def assert_close(actual, expected, dtype=None):
     """Compare with a tolerance fitting the storage dtype of `actual`; NaNs must match."""
     dtype = dtype or actual.dtype
@@ -68,4 +75,4 @@ def as_np(t):
     return t.numpy() if t.dtype != torch.bfloat16 else t.float().numpy()
 
 
-__all__ = ["TORCH", "TOL", "interpret", "gen", "rand", "poisoned", "assert_close", "as_np", "np"]
+__all__ = ["TORCH", "TOL", "interpret", "gen", "rand", "poisoned", "is_poisoned", "assert_close", "as_np", "np"]
