@@ -88,6 +88,7 @@ class Bench:
             torch.cuda.set_device(index)
             self.device = torch.device("cuda", index)
             self.props = dict(driver.device_properties(index))
+            self.props["target"] = driver.target_for_device(index)
             self.timer = CudaTimer(self.device, flush_l2=self.spec.measure.flush_l2)
         self.fn = compiler.jit_from_source(self.spec.kernel.source, self.spec.kernel.name)
         self._check_arguments()
@@ -164,9 +165,11 @@ class Bench:
         constexprs, num_warps, num_stages = split_config(config)
         if compiled is not None:
             args = self.args
+            current_stream = self.torch.cuda.current_stream
 
             def run():
-                compiled.launch(grid, args)
+                # on torch's current stream: the one CUDA events time and CUDA graphs capture
+                compiled.launch(grid, args, current_stream().cuda_stream)
         else:
             kernel = self.fn[grid]
             args = self.args

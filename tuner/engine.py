@@ -161,7 +161,7 @@ class Tuner:
         self.gpu_model = str(self.props["name"])
         self.capability = repo.capability_str(self.props["capability"])
         cap = self.props["capability"]
-        self.target = None if self.interpret else f"sm_{cap[0]}{cap[1]}"
+        self.target = None if self.interpret else (self.props.get("target") or f"sm_{cap[0]}{cap[1]}")
 
     def _record_gpu(self) -> None:
         if self.interpret:

@@ -1,0 +1,67 @@
+"""`blocktune tune`, `blocktune best`, `blocktune gpus`."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from kernels import example
+from service.cli import main
+
+HAS_GPU = False
+try:
+    from compiler.runtime import driver
+
+    HAS_GPU = driver.has_gpu()
+except Exception:  # noqa: BLE001
+    pass
+
+
+def _spec_file(tmp_path, spec) -> str:
+    p = tmp_path / "spec.yaml"
+    p.write_text(yaml.safe_dump(spec))
+    return str(p)
+
+
+@pytest.mark.skipif(HAS_GPU, reason="checks the message shown without a GPU")
+def test_tune_without_gpu_says_so(tmp_path, sqlite_url, capsys):
+    rc = main(["tune", _spec_file(tmp_path, example("vector_add")), "--db", sqlite_url])
+    out = capsys.readouterr().out
+    assert rc == 2 and "No CUDA GPU found" in out and "--interpret" in out
+
+
+def test_tune_reports_spec_errors(tmp_path, sqlite_url, capsys):
+    spec = example("vector_add")
+    spec["grid"] = ["cdiv(n_elements, BLOCK)"]
+    rc = main(["tune", _spec_file(tmp_path, spec), "--db", sqlite_url, "--interpret"])
+    out = capsys.readouterr().out
+    assert rc == 2 and "invalid job spec" in out and "unknown name(s) BLOCK" in out
+    spec = example("vector_add")
+    spec["budget"] = {}
+    spec["args"][0]["tensor"]["dtype"] = "complex64"
+    rc = main(["tune", _spec_file(tmp_path, spec), "--db", sqlite_url, "--interpret"])
+    out = capsys.readouterr().out
+    assert rc == 2 and "trials and/or seconds" in out and "unknown dtype" in out
+
+
+def test_tune_interpret_then_best(tmp_path, sqlite_url, capsys):
+    spec = example("vector_add", N=1500)
+    spec["space"] = {"BLOCK_SIZE": [256, 512, 1024], "num_warps": [2, 4]}
+    rc = main(["tune", _spec_file(tmp_path, spec), "--db", sqlite_url, "--interpret", "--trials", "4"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "best BLOCK_SIZE=" in out and "trials: 4 ok" in out
+    rc = main(["best", "--kernel", "add_kernel", "--key", "n_elements=1500", "--db", sqlite_url, "--json"])
+    rows = json.loads(capsys.readouterr().out)
+    assert rc == 0 and len(rows) == 1 and rows[0]["problem_key"] == {"n_elements": 1500}
+    assert rows[0]["config"]["BLOCK_SIZE"] in (256, 512, 1024) and rows[0]["median_ms"] > 0
+    rc = main(["best", "--kernel", "add_kernel", "--key", "n_elements=7", "--db", sqlite_url])
+    assert rc == 1 and "no best config" in capsys.readouterr().out
+
+
+def test_gpus_lists_local_and_stored(sqlite_url, capsys):
+    rc = main(["gpus", "--db", sqlite_url])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert ("GPUs on this machine" in out) == HAS_GPU
