@@ -1,0 +1,223 @@
+"""Bad kernels fail to compile with a `compiler.CompilationError` that points at the offending source.
+
+Each bad line carries a `# ERR` marker; the test finds it in this file and expects the error text to
+name `file:line:col` and to show that source line.
+"""
+from __future__ import annotations
+
+import inspect
+import re
+
+import pytest
+import torch
+
+import compiler as triton
+import compiler.language as tl
+from tests.compiler.kernels.util import interpret  # noqa: F401
+
+pytestmark = pytest.mark.usefixtures("interpret")
+
+THIS_FILE = __file__
+
+
+@triton.jit
+def unknown_name_kernel(x_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    y = tl.load(x_ptr + offs) + undefined_thing  # noqa: F821  # ERR
+    tl.store(x_ptr + offs, y)
+
+
+@triton.jit
+def unknown_tl_function_kernel(x_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    y = tl.no_such_builtin(tl.load(x_ptr + offs))  # ERR
+    tl.store(x_ptr + offs, y)
+
+
+@triton.jit
+def load_not_a_pointer_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    y = tl.load(n + offs)  # ERR
+    tl.store(x_ptr + offs, y)
+
+
+@triton.jit
+def bitwise_on_float_kernel(x_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    tl.store(x_ptr + offs, x ^ x)  # ERR
+
+
+@triton.jit
+def runtime_shape_kernel(x_ptr, n):
+    offs = tl.arange(0, n)  # ERR
+    tl.store(x_ptr + offs, offs)
+
+
+@triton.jit
+def runtime_zeros_shape_kernel(x_ptr, n):
+    z = tl.zeros((n,), dtype=tl.float32)  # ERR
+    tl.store(x_ptr + tl.arange(0, 16), z)
+
+
+@triton.jit
+def non_power_of_two_kernel(x_ptr):
+    offs = tl.arange(0, 10)  # ERR
+    tl.store(x_ptr + offs, offs)
+
+
+@triton.jit
+def try_kernel(x_ptr):
+    try:  # ERR
+        tl.store(x_ptr, 1.0)
+    except Exception:
+        pass
+
+
+@triton.jit
+def with_kernel(x_ptr):
+    with open("f"):  # ERR
+        tl.store(x_ptr, 1.0)
+
+
+@triton.jit
+def lambda_kernel(x_ptr):
+    f = lambda v: v + 1  # noqa: E731  # ERR
+    tl.store(x_ptr, f(1.0))
+
+
+@triton.jit
+def shape_mismatch_kernel(x_ptr):
+    a = tl.arange(0, 16)
+    b = tl.arange(0, 32)
+    tl.store(x_ptr + a, a + b)  # ERR
+
+
+@triton.jit
+def _helper_with_error(x):
+    return x + missing_in_helper  # noqa: F821  # ERR
+
+
+@triton.jit
+def error_in_callee_kernel(x_ptr):
+    tl.store(x_ptr, _helper_with_error(tl.load(x_ptr)))
+
+
+@triton.jit
+def static_assert_kernel(x_ptr, BLOCK: tl.constexpr):
+    tl.static_assert(BLOCK >= 64, "BLOCK too small")  # ERR
+    tl.store(x_ptr + tl.arange(0, BLOCK), 0.0)
+
+
+def _err_line(kernel_or_src) -> tuple[int, str]:
+    """(1-based line number in this file, source text) of the `# ERR` line of a kernel."""
+    fn = kernel_or_src
+    src_lines, start = inspect.getsourcelines(getattr(fn, "fn", None) or _pyfn(fn))
+    for i, line in enumerate(src_lines):
+        if line.rstrip().endswith("# ERR"):
+            return start + i, line
+    raise AssertionError("no # ERR marker")
+
+
+def _pyfn(kernel):
+    for attr in ("fn", "__wrapped__", "_fn"):
+        f = getattr(kernel, attr, None)
+        if f is not None and inspect.isfunction(f):
+            return f
+    raise AssertionError(f"cannot find the Python function of {kernel!r}")
+
+
+def _check(err: triton.CompilationError, lineno: int, line: str, col_of: str | None = None, message: str = ""):
+    text = str(err)
+    m = re.search(re.escape(THIS_FILE) + r":(\d+):(\d+)", text)
+    assert m, f"no {THIS_FILE}:line:col in:\n{text}"
+    assert int(m.group(1)) == lineno, f"expected line {lineno}, got:\n{text}"
+    code = line.split("#")[0].strip()
+    assert code in text, f"the source line {code!r} is not shown in:\n{text}"
+    col = int(m.group(2))
+    assert 1 <= col <= len(line), text
+    if col_of is not None:
+        assert col == line.index(col_of) + 1, f"expected the column of {col_of!r} ({line.index(col_of) + 1}):\n{text}"
+    if message:
+        assert re.search(message, text, re.I), f"{message!r} not in:\n{text}"
+    loc = err.loc
+    assert str(loc).startswith(f"{THIS_FILE}:{lineno}:"), loc
+
+
+
+def _x():
+    return torch.zeros(64)
+
+
+@pytest.mark.parametrize("kernel,args,kwargs,col_of,message", [
+    (unknown_name_kernel, (), {"BLOCK": 16}, "undefined_thing", "undefined_thing"),
+    (unknown_tl_function_kernel, (), {"BLOCK": 16}, None, "no_such_builtin"),
+    (load_not_a_pointer_kernel, (5,), {"BLOCK": 16}, None, "pointer"),
+    (bitwise_on_float_kernel, (), {"BLOCK": 16}, None, ""),
+    (runtime_shape_kernel, (5,), {}, None, "constexpr|compile-time|constant"),
+    (runtime_zeros_shape_kernel, (5,), {}, None, "constexpr|compile-time|constant"),
+    (non_power_of_two_kernel, (), {}, None, "power of 2|power of two"),
+    (try_kernel, (), {}, "try", "try|unsupported"),
+    (with_kernel, (), {}, "with", "with|unsupported"),
+    (lambda_kernel, (), {}, "lambda", "lambda|unsupported"),
+    (shape_mismatch_kernel, (), {}, None, "shape|broadcast"),
+    (static_assert_kernel, (), {"BLOCK": 16}, None, "BLOCK too small"),
+], ids=lambda v: getattr(v, "__name__", None) if hasattr(v, "__name__") else None)
+def test_compilation_error_points_at_source(kernel, args, kwargs, col_of, message):
+    lineno, line = _err_line(kernel)
+    with pytest.raises(triton.CompilationError) as info:
+        kernel[(1,)](_x(), *args, **kwargs)
+    _check(info.value, lineno, line, col_of, message)
+
+
+def test_error_inside_called_jit_function():
+    lineno, line = _err_line(_helper_with_error)
+    with pytest.raises(triton.CompilationError) as info:
+        error_in_callee_kernel[(1,)](_x())
+    _check(info.value, lineno, line, "missing_in_helper", "missing_in_helper")
+
+
+def test_jit_from_source_errors_name_the_submitted_file():
+    src = (
+        "import triton\n"
+        "import triton.language as tl\n"
+        "\n"
+        "@triton.jit\n"
+        "def k(x_ptr, BLOCK: tl.constexpr):\n"
+        "    offs = tl.arange(0, BLOCK)\n"
+        "    tl.store(x_ptr + offs, nope + 1.0)\n"
+    )
+    k = triton.jit_from_source(src, "k", filename="<submitted>")
+    with pytest.raises(triton.CompilationError) as info:
+        k[(1,)](_x(), BLOCK=16)
+    text = str(info.value)
+    assert "<submitted>:7:28" in text, text
+    assert "tl.store(x_ptr + offs, nope + 1.0)" in text and "nope" in text
+
+
+def test_jit_from_source_runs_a_good_kernel():
+    src = (
+        "import triton\n"
+        "import triton.language as tl\n"
+        "SCALE = 3\n"
+        "\n"
+        "@triton.jit\n"
+        "def _twice(x):\n"
+        "    return x * 2\n"
+        "\n"
+        "@triton.jit\n"
+        "def k(x_ptr, n, BLOCK: tl.constexpr):\n"
+        "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+        "    m = offs < n\n"
+        "    tl.store(x_ptr + offs, _twice(tl.load(x_ptr + offs, mask=m)) + SCALE, mask=m)\n"
+    )
+    k = triton.jit_from_source(src, "k")
+    x = torch.arange(50, dtype=torch.float32)
+    k[(4,)](x, 50, BLOCK=16)
+    assert torch.equal(x, torch.arange(50, dtype=torch.float32) * 2 + 3)
+
+
+def test_jit_from_source_rejects_code_outside_kernels():
+    src = "import os\nos.system('true')\n"
+    with pytest.raises(triton.CompilationError):
+        triton.jit_from_source(src, "k")
