@@ -190,53 +190,85 @@ def bench_backend(url: str, seconds: float, connections: int) -> dict:
 
 
 # -- one lookup per key from a kernel launched 10 000 times ---------------------------------------
-LAUNCH_SCRIPT = r'''
-import os, sys, numpy as np
-sys.path.insert(0, os.environ["ROOT"])
-import compiler as triton
+KERNEL_SRC = """import compiler as triton
 import compiler.language as tl
-from client import lookup
 
-@triton.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})], key=["n"])
+
 @triton.jit
 def scale(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     pid = tl.program_id(0)
     offs = pid * BLOCK + tl.arange(0, BLOCK)
     m = offs < n
     tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) * 2.0, mask=m)
+"""
 
-print("FINGERPRINT", scale.fn.fingerprint if hasattr(scale, "fn") else scale.fingerprint, flush=True)
+LAUNCH_SCRIPT = r'''
+import os, sys, numpy as np
+sys.path.insert(0, os.environ["ROOT"])
+import compiler as triton
+from compiler.runtime.autotune import service_lookup
+from client import lookup
+from kernel_mod import scale
+
+tuned = triton.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})], key=["n"])(scale)
 xs = {n: (np.arange(n, dtype=np.float32), np.zeros(n, dtype=np.float32)) for n in (256, 512)}
+found = {}
 for i in range(10_000):
     n = 256 if i % 2 else 512
     x, out = xs[n]
-    scale[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, out, n)
-assert np.allclose(out, x * 2)
+    # what the Autotuner does at a launch on a GPU (a fresh per-call cache here, so that only the
+    # client's own per-process cache can keep the service from being asked again)
+    found[n] = service_lookup(scale, {"n": n}, {})
+    tuned[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, out, n)
+    assert np.allclose(out, x * 2)
+print("FOUND", found, flush=True)
 print("STATS", lookup.stats, flush=True)
 '''
 
 
 def bench_launches(url: str) -> dict:
-    """Launch an @autotune kernel 10 000 times (two key values) with BLOCKTUNE_SERVICE_URL set."""
+    """10 000 launches of an @autotune kernel (interpret mode), each preceded by the service lookup
+    the Autotuner makes on a GPU, with BLOCKTUNE_SERVICE_URL set: one key is tuned on the service,
+    the other is not. The server's /metrics counts the lookups it answered."""
     import httpx
 
-    fill(url, kernels=1, keys=1)
+    from db.engine import make_engine, session_factory
+    from db.migrate import upgrade
+    from db.models import BestConfig
+
+    work = Path(tempfile.mkdtemp(prefix="bench-launch-"))
+    (work / "kernel_mod.py").write_text(KERNEL_SRC)
+    (work / "launch_10k.py").write_text(LAUNCH_SCRIPT)
+    sys.path.insert(0, str(work))
+    from kernel_mod import scale   # the same fingerprint the script's kernel has
+
+    upgrade(url)
+    eng = make_engine(url)
+    with session_factory(eng)() as s:
+        s.add(BestConfig(kernel_fingerprint=scale.fingerprint, kernel_name="scale", problem_key='{"n":512}',
+                         gpu_model="blocktune interpreter (CPU)", compute_capability="0.0",
+                         config={"BLOCK": 128, "num_warps": 4, "num_stages": 3}, median_ms=0.01, default_ms=0.02))
+        s.commit()
+    eng.dispose()
     port = free_port()
     server = start_server(url, port)
     try:
-        env = {**os.environ, "ROOT": str(ROOT), "BLOCKTUNE_SERVICE_URL": f"http://127.0.0.1:{port}",
-               "BLOCKTUNE_INTERPRET": "1", "BLOCKTUNE_CACHE_DIR": tempfile.mkdtemp(prefix="bench-cache-")}
+        env = {**os.environ, "ROOT": str(ROOT), "PYTHONPATH": f"{work}:{ROOT}",
+               "BLOCKTUNE_SERVICE_URL": f"http://127.0.0.1:{port}", "BLOCKTUNE_INTERPRET": "1",
+               "BLOCKTUNE_CACHE_DIR": str(work / "cache")}
         t0 = time.perf_counter()
-        r = subprocess.run([sys.executable, "-c", LAUNCH_SCRIPT], env=env, capture_output=True, text=True, timeout=1800)
+        r = subprocess.run([sys.executable, str(work / "launch_10k.py")], env=env, capture_output=True, text=True,
+                           timeout=1800)
         elapsed = time.perf_counter() - t0
         text = httpx.get(f"http://127.0.0.1:{port}/metrics").text
         served = sum(float(m.group(1)) for m in re.finditer(
             r'blocktune_http_requests_total\{method="GET",route="/api/v1/configs/best",status="\d+"\} ([0-9.e+]+)', text))
         return {"ok": r.returncode == 0, "launches": 10_000, "keys": 2, "lookup_requests": served,
-                "seconds": elapsed, "stdout": r.stdout[-500:], "stderr": r.stderr[-2000:]}
+                "seconds": elapsed, "stdout": r.stdout[-800:], "stderr": r.stderr[-2000:]}
     finally:
         server.terminate()
         server.wait(10)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def main() -> int:
@@ -264,6 +296,7 @@ def main() -> int:
               f"{r['max_ms']:>7.1f}  {r['status']}")
     if not args.skip_launches:
         r = bench_launches(f"sqlite:///{tmp}/launch.db")
+        print(r["stdout"].strip())
         print(f"\nlaunches with BLOCKTUNE_SERVICE_URL set: {r['launches']} launches over {r['keys']} key values -> "
               f"{r['lookup_requests']:.0f} lookup requests ({r['seconds']:.1f} s, {'ok' if r['ok'] else 'FAILED'})")
         if not r["ok"]:

@@ -86,6 +86,15 @@ def _json_default(obj):
     return str(obj)
 
 
+INTERPRETER_MODEL = "blocktune interpreter (CPU)"   # the tuner's name for interpret mode's "device"
+
+
+def _interpreter_model() -> str | None:
+    if _flag("BLOCKTUNE_INTERPRET") or _flag("TRITON_INTERPRET"):
+        return INTERPRETER_MODEL
+    return None
+
+
 def reset() -> None:
     """Forget the in-memory cache and the service-down state (tests; a new process does this)."""
     global _disk, _disk_path, _down_until, _warned, _http, _http_key
@@ -177,6 +186,9 @@ def get_best_config(kernel_fingerprint: str, kernel_name: str, key: Mapping[str,
     url = service_url()
     if not url:
         return None
+    gpu_model = gpu_model or _interpreter_model()
+    if not gpu_model:
+        return None           # no GPU and not interpreting: nothing to ask for
     ck = canonical_key(key)
     mk = (url, kernel_fingerprint, ck, gpu_model)
     with _lock:

@@ -105,3 +105,34 @@ def test_no_service_url_means_no_lookup(monkeypatch):
     monkeypatch.delenv("BLOCKTUNE_SERVICE_URL", raising=False)
     lookup.reset()
     assert lookup.get_best_config("f" * 64, "k", {}, H100) is None and lookup.stats["requests"] == 0
+
+
+def test_compiler_autotune_lookup_asks_once_per_key(env, monkeypatch):
+    """The compiler's Autotuner calls compiler.runtime.autotune.service_lookup at a launch; with a
+    fresh compiler-side cache at every call, only client.lookup's per-process cache stands between
+    1000 launches and the service."""
+    import sqlalchemy as sa
+
+    import compiler
+    from compiler.runtime.autotune import service_lookup
+    from db.engine import make_engine
+    from db.models import BestConfig
+
+    fn = compiler.jit_from_source(
+        "import triton\nimport triton.language as tl\n\n@triton.jit\n"
+        "def scale(x_ptr, n, BLOCK: tl.constexpr):\n    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+        "    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)\n", "scale")
+    eng = make_engine(env["db"])
+    with eng.begin() as c:
+        c.execute(sa.insert(BestConfig).values(kernel_fingerprint=fn.fingerprint, kernel_name="scale",
+                                               problem_key='{"n":4096}', gpu_model=lookup.INTERPRETER_MODEL,
+                                               compute_capability="0.0", median_ms=0.1, default_ms=0.3,
+                                               config={"BLOCK": 256, "num_warps": 2, "num_stages": 1},
+                                               updated_at=__import__("db.models").models.utcnow()))
+    eng.dispose()
+    monkeypatch.setenv("BLOCKTUNE_INTERPRET", "1")
+    time.sleep(1.1)                                   # the server re-reads best_configs at most once a second
+    before = _lookups_served(env["url"])
+    got = [service_lookup(fn, {"n": 4096 if i % 2 else 100}, {}) for i in range(1000)]
+    assert got[1] == ({"BLOCK": 256}, 2, 1)
+    assert _lookups_served(env["url"]) - before == 2
