@@ -1204,7 +1204,7 @@ def compile_function(fn: ir.Function) -> Program:
     prog = Program(fn)
     with _cache_lock:
         try:
-            ref = weakref.ref(fn, lambda _r, k=key: _cache.pop(k, None))
+            ref = weakref.ref(fn, lambda _r, k=key, c=_cache: c.pop(k, None))
         except TypeError:
             return prog
         _cache[key] = (ref, prog)
