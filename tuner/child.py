@@ -299,6 +299,8 @@ def child_main(conn, init: dict[str, Any]) -> None:
         except BaseException as exc:  # noqa: BLE001
             resp = {"status": "runtime-error", "error": describe(exc), "samples_ms": []}
         fatal = resp.pop("_fatal", False)
+        if fatal:
+            resp["_exiting"] = True     # tuner.isolation.EXITING: the parent waits for the exit
         conn.send(resp)
         if fatal:
             conn.close()

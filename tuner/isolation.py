@@ -19,6 +19,9 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable
 
 
+EXITING = "_exiting"   # key of an answer after which the child exits by itself
+
+
 class ChildError(RuntimeError):
     pass
 
@@ -117,7 +120,14 @@ class IsolatedChild:
             code = self.proc.exitcode if self.proc else None
             self.kill()
             raise ChildCrashed(f"child gone before the request ({_describe_exit(code)})", code) from None
-        return self._recv(timeout, what="the request")
+        resp = self._recv(timeout, what="the request")
+        if isinstance(resp, dict) and resp.pop(EXITING, False):
+            # the child answered and is exiting by itself (e.g. its CUDA context is poisoned):
+            # wait for it, so that the next call starts a fresh one instead of racing its exit
+            assert self.proc is not None
+            self.proc.join(30)
+            self.kill()
+        return resp
 
     def restart(self) -> Any:
         self.kill()

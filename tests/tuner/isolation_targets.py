@@ -25,7 +25,7 @@ def echo_child(conn, init):
         elif op == "segv":
             os.kill(os.getpid(), signal.SIGSEGV)
         elif op == "answer-then-exit":
-            conn.send({"last": True})
+            conn.send({"last": True, "_exiting": True})
             os._exit(3)
         else:
             conn.send({"echo": req})
