@@ -105,14 +105,15 @@ def add_worker(url: str, gpu_id: int, name: str, heartbeat_age_s: float) -> None
 class LiveServer:
     """`blocktune serve` in a subprocess on 127.0.0.1, as a user runs it."""
 
-    def __init__(self, url: str, *extra: str, env: dict | None = None):
+    def __init__(self, url: str, *extra: str, env: dict | None = None, worker: bool = False):
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         e = dict(os.environ)
         e.update(env or {})
         e["PYTHONPATH"] = str(ROOT)
         self.proc = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port", str(self.port),
-                                      "--database-url", url, "--no-worker", "--log-level", "warning", *extra],
+                                      "--database-url", url, "--with-worker" if worker else "--no-worker",
+                                      "--log-level", "warning", *extra],
                                      cwd=ROOT, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
