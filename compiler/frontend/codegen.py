@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import operator
 import types
 from typing import Any
 
@@ -626,8 +627,7 @@ class CodeGenerator(ast.NodeVisitor):
                     raise self.error(node, "`in` only works on compile-time values")
                 r = (left in right) if isinstance(op, ast.In) else (left not in right)
             elif not is_value(left) and not is_value(right):
-                r = {"eq": left == right, "ne": left != right, "lt": left < right, "le": left <= right,
-                     "gt": left > right, "ge": left >= right}[self._CMP[type(op)]]
+                r = _PY_CMP[self._CMP[type(op)]](left, right)
             else:
                 r = S.compare(self.b, self._CMP[type(op)], left, right)
             result = r if result is None else self._and(result, r)
@@ -761,6 +761,9 @@ class CodeGenerator(ast.NodeVisitor):
         if callable(v):
             return f"{getattr(v, '__module__', '')}.{getattr(v, '__qualname__', getattr(v, '__name__', repr(v)))}".lstrip(".")
         return f"{type(v).__name__} {v!r}"
+
+
+_PY_CMP = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge}
 
 
 def _ends_with_return(stmts) -> bool:

@@ -662,7 +662,12 @@ _INTERNAL = re.compile(r"_(grid_|opts|t|ENV|IK\d|[pka]\d+|dev|key|e|n|g\d|self|l
 def _generate_runner(jf: JITFunction):
     """Build `run(grid, <kernel params>, *, num_warps=4, num_stages=3, stream=None, warmup=False, **opts)`."""
     names = jf.arg_names
+    # Triton lets a kernel take `num_warps`/`num_stages` as parameters (tutorial 02 does): the
+    # argument is then both the parameter and the launch option.
+    shared_opts = {"num_warps", "num_stages"} & set(names)
     for n in names:
+        if n in shared_opts:
+            continue
         if n in _RESERVED or _INTERNAL.fullmatch(n):
             raise CompilationError(f"parameter name '{n}' of {jf.__name__}() is reserved by the launcher "
                                    "(num_warps, num_stages, stream, warmup and a few _names): rename it",
@@ -679,7 +684,8 @@ def _generate_runner(jf: JITFunction):
             pieces.append(n)
     params_src = ", ".join(pieces)
     L = []
-    L.append(f"def run(_grid_, {params_src}{', ' if params_src else ''}*, num_warps=4, num_stages=3, stream=None, "
+    opts_src = "".join(f"{o}={d}, " for o, d in (("num_warps", 4), ("num_stages", 3)) if o not in shared_opts)
+    L.append(f"def run(_grid_, {params_src}{', ' if params_src else ''}*, {opts_src}stream=None, "
              f"warmup=False, {', '.join(_TRITON_LAUNCH_OPTIONS)}):")
     all_vals = ", ".join(names)
     tuple_src = f"({all_vals},)" if names else "()"
