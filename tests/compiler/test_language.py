@@ -118,7 +118,8 @@ def test_binary_ops(gen, dtype, op):
     cmp = op in ("lt", "le", "gt", "ge", "eq", "ne", "logical")
     out = poisoned((n,), torch.bool if cmp else dtype)
     K.binary_kernel[(triton.cdiv(n, 128),)](x, y, out, n, OP=op, BLOCK=128)
-    assert_close(out, _ref_binary(op, x, y))
+    # one correctly rounded operation per element, as torch does: results must be bit-identical
+    assert torch.equal(out, _ref_binary(op, x, y)), (out, _ref_binary(op, x, y))
 
 
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int8, torch.int64])
@@ -607,24 +608,59 @@ def test_atomics_on_scalar_pointers(gen):
 
 
 @pytest.mark.timeout(20)  # a spin lock: a wrong while-loop lowering hangs here
-def test_atomic_cas(gen):
-    progs, B = 6, 8
+def test_atomic_cas_spin_lock():
+    progs = 6
     lock = torch.zeros(1, dtype=torch.int32)
     count = torch.zeros(1, dtype=torch.int32)
     data = poisoned((progs,), torch.int32)
+    K.spin_lock_kernel[(progs,)](lock, count, data)
+    assert lock.item() == 0 and count.item() == progs
+    assert sorted(data.tolist()) == list(range(progs))
+
+
+def test_atomic_cas(gen):
+    progs, B = 6, 8
     cas = rand(gen, (B,), torch.int32, 0, progs)
     start = cas.clone()
     cas_old = poisoned((progs, B), torch.int32)
-    K.atomic_cas_kernel[(progs,)](lock, count, data, cas, cas_old, BLOCK=B)
-    assert lock.item() == 0 and count.item() == progs
-    assert sorted(data.tolist()) == list(range(progs))
-    # reference: programs run in some order; each swaps lanes holding its pid to pid + 1.
-    # in pid order every lane ends at `progs` (chained increments), which is the interpreter's order.
+    flag = torch.full((1,), -1, dtype=torch.int32)
+    K.atomic_cas_kernel[(progs,)](cas, cas_old, flag, BLOCK=B)
+    # programs run one after the other (in pid order in the interpreter); each swaps the lanes
+    # holding its pid to pid + 1 and gets the old values back
     mem = start.clone()
     for p in range(progs):
         assert torch.equal(cas_old[p], mem)
         mem = torch.where(mem == p, p + 1, mem)
     assert torch.equal(cas, mem)
+    assert flag.item() == 100  # program 0 won; later compares failed and left it alone
+
+
+def test_bool_loads_and_stores(gen):
+    B = 32
+    m = rand(gen, (B,), torch.bool)
+    x = rand(gen, (B,), torch.float32)
+    out = poisoned((B,), torch.float32)
+    flags = poisoned((B,), torch.bool)
+    K.bool_kernel[(1,)](m, x, out, flags, BLOCK=B)
+    assert torch.equal(out, torch.where(m, x, -1.0))
+    assert torch.equal(flags, (m & (x > 0)) | ~m)
+
+
+def test_out_of_bounds_access_names_the_kernel_line(gen):
+    x = torch.zeros(10)
+    out = poisoned((16,), torch.float32)
+    K.oob_kernel[(1,)](torch.zeros(16), out, 16, BLOCK=16)  # in bounds
+    with pytest.raises(IndexError, match=r"language\.py:\d+:\d+: out-of-bounds load"):
+        K.oob_kernel[(1,)](x, out, 10, BLOCK=16)
+
+
+def test_triton_interpret_env_also_works(monkeypatch, gen):
+    monkeypatch.delenv("BLOCKTUNE_INTERPRET", raising=False)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    x = rand(gen, (100,), torch.float32)
+    y = poisoned((100,), torch.float32)
+    K.copy_kernel[(1,)](x, y, 100, BLOCK=128)
+    assert torch.equal(x, y)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -561,7 +561,7 @@ def atomic_scalar_kernel(counter_ptr, slots_ptr, total_ptr, x_ptr, BLOCK: tl.con
 
 
 @triton.jit
-def atomic_cas_kernel(lock_ptr, count_ptr, data_ptr, cas_ptr, cas_old_ptr, BLOCK: tl.constexpr):
+def spin_lock_kernel(lock_ptr, count_ptr, data_ptr):
     pid = tl.program_id(0)
     # a spin lock: cas 0 -> 1, critical section, release with xchg
     while tl.atomic_cas(lock_ptr, 0, 1) == 1:
@@ -571,10 +571,34 @@ def atomic_cas_kernel(lock_ptr, count_ptr, data_ptr, cas_ptr, cas_old_ptr, BLOCK
     tl.store(count_ptr, c + 1)
     tl.debug_barrier()
     tl.atomic_xchg(lock_ptr, 0)
+
+
+@triton.jit
+def atomic_cas_kernel(cas_ptr, cas_old_ptr, flag_ptr, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
     # block cas: only lanes whose value equals cmp are swapped
     offs = tl.arange(0, BLOCK)
     old = tl.atomic_cas(cas_ptr + offs, offs * 0 + pid, offs * 0 + pid + 1)
     tl.store(cas_old_ptr + pid * BLOCK + offs, old)
+    # scalar cas: the first program to come sets the flag to its pid + 100
+    tl.atomic_cas(flag_ptr, -1, pid + 100)
+
+
+@triton.jit
+def bool_kernel(m_ptr, x_ptr, out_ptr, flags_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    m = tl.load(m_ptr + offs)  # a block of tl.int1 loaded from a bool tensor
+    x = tl.load(x_ptr + offs, mask=m, other=-1.0)
+    tl.store(out_ptr + offs, x)
+    both = m & (x > 0)
+    tl.store(flags_ptr + offs, both | ~m)
+
+
+@triton.jit
+def oob_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)  # no mask: reads past the end when n < BLOCK
+    tl.store(out_ptr + offs, x, mask=offs < n)
 
 
 # ---------------------------------------------------------------------------------------------
