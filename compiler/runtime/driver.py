@@ -185,6 +185,12 @@ def current_device() -> int:
     return ensure_context(0)
 
 
+def device_of_current_context(default: int = 0) -> int:
+    """The device of the context current on this thread, or `default`; creates no context."""
+    d = ctypes.c_int()
+    return d.value if libcuda().cuCtxGetDevice(ctypes.byref(d)) == 0 else default
+
+
 def ensure_context(device: int | None = None) -> int:
     """Make a context current on this thread and return its device ordinal.
 
@@ -263,10 +269,9 @@ def target_for_device(device: int = 0) -> str:
 def default_target() -> str:
     """The current device's target, or "sm_90" when there is no GPU."""
     if has_gpu():
-        try:
-            return target_for_device(current_device())
-        except Exception:
-            return target_for_device(0)
+        # no context is created here (compile workers must not hold one): the current context's
+        # device if there is one, else device 0
+        return target_for_device(device_of_current_context())
     return "sm_90"
 
 

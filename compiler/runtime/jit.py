@@ -92,7 +92,7 @@ def _no_gpu_device() -> int:
     from . import driver  # noqa: PLC0415
     if not driver.has_gpu():
         return -1
-    return driver.current_device()
+    return driver.device_of_current_context()   # the context itself is made when the kernel loads
 
 
 def _zero_stream(dev) -> int:
