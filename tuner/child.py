@@ -226,7 +226,9 @@ class Bench:
         if self.spec.check.outputs:
             if self.reference is None:
                 self.reference = {n: self.tensors[n].clone() for n in self.spec.check.outputs}
-                self.torch.save({k: v.cpu() for k, v in self.reference.items()}, self.reference_path)
+                tmp = self.reference_path.with_suffix(f".{os.getpid()}.tmp")
+                self.torch.save({k: v.cpu() for k, v in self.reference.items()}, tmp)
+                os.replace(tmp, self.reference_path)   # atomic: workers sharing a job may read it
                 out["reference"] = True
             else:
                 from tuner.data import compare, tolerances

@@ -174,6 +174,7 @@ def _final_table(url: str, job_id: int, console) -> int:
             console.print(table)
             counts = collections.Counter(t.status for t in trials)
             console.print("trials: " + ", ".join(f"{n} {st}" for st, n in counts.most_common()))
+            console.print(f"study [bold]{job.study_name}[/] (Optuna): optuna-dashboard {engine.url.render_as_string(hide_password=True)}")
             if job.state == "succeeded" and best is not None:
                 line = f"[bold green]best[/] {_fmt_config(best.config)}: {_fmt_ms(best.median_ms)} (re-measured)"
                 if best.default_ms:

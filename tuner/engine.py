@@ -28,6 +28,7 @@ import tempfile
 import time
 import traceback
 import warnings
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -64,7 +65,15 @@ def optuna_storage(db_url: str) -> optuna.storages.RDBStorage:
         kwargs["connect_args"] = sqlite_connect_args()
     else:
         kwargs["pool_pre_ping"] = True
-    return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
+    for attempt in range(5):
+        try:
+            return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
+        except sa.exc.SQLAlchemyError:
+            # two workers creating Optuna's tables at once: one wins, the other retries and finds them
+            if attempt == 4:
+                raise
+            time.sleep(0.2 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 @dataclass
@@ -119,6 +128,7 @@ class Tuner:
         self.best: Result | None = None
         self.since_improvement = 0
         self.stop_reason: str | None = None
+        self._last_trial_id = 0
 
     # --- set-up -----------------------------------------------------------------------------
 
@@ -194,7 +204,11 @@ class Tuner:
             kind = choose_kind(self.spec.sampler, self.n_valid, budget.trials)
         self.sampler_kind = kind
         startup = max(4, min(10, (budget.trials or 50) // 5))
-        sampler = make_sampler(kind, seed=self.spec.seed, constant_liar=self.spec.lookahead > 1 or self._shared_job(),
+        shared = self._shared_job()
+        seed = self.spec.seed
+        if shared:   # a joining worker must not replay the claimer's random start-up proposals
+            seed = self.spec.seed + 1 + zlib.crc32(str(self.worker_id).encode()) % 100_003
+        sampler = make_sampler(kind, seed=seed, constant_liar=self.spec.lookahead > 1 or shared,
                                n_startup_trials=startup)
         self.study = optuna.create_study(study_name=self.study_name, storage=self.storage, sampler=sampler,
                                          direction="minimize", load_if_exists=True)
@@ -206,15 +220,24 @@ class Tuner:
             self.study.set_user_attr("problem_key", repo.canonical_key(self.spec.problem_key()))
         self.elapsed_before = float(self.study.user_attrs.get(f"elapsed_s:{self.worker_id or 'local'}", 0.0))
 
-    def _resume_state(self) -> None:
-        """Results already recorded (a resumed or shared job) and trials a killed run left behind."""
+    def _sync_seen(self) -> None:
+        """Results recorded by earlier runs, or by other workers sharing this job's study."""
         with self.Session() as s:
-            rows = s.scalars(sa.select(Trial).where(Trial.job_id == self.job_id).order_by(Trial.number)).all()
+            rows = s.scalars(sa.select(Trial).where(Trial.job_id == self.job_id, Trial.id > self._last_trial_id)
+                             .order_by(Trial.id)).all()
             for t in rows:
+                self._last_trial_id = max(self._last_trial_id, t.id)
+                key = config_key(t.config)
+                if key in self.seen and self.seen[key].number != t.number:
+                    continue
                 r = Result(t.number, dict(t.config), t.status, list(t.samples_ms or []), t.error,
                            counted=not (t.status == "invalid" and (t.error or "").startswith(CONSTRAINT_PREFIX)))
-                self.seen[config_key(r.config)] = r
+                self.seen[key] = r
                 self._note_best(r)
+
+    def _resume_state(self) -> None:
+        """Results already recorded (a resumed or shared job) and trials a killed run left behind."""
+        self._sync_seen()
         recorded = {r.number for r in self.seen.values()}
         states = (optuna.trial.TrialState.RUNNING,)
         by_number = {r.number: r for r in self.seen.values()}
@@ -261,7 +284,7 @@ class Tuner:
             if cfg is None or config_key(cfg) in done:
                 continue
             done.add(config_key(cfg))
-            self.study.enqueue_trial(self.space.encode(cfg), user_attrs={"known_good": label})
+            self.study.enqueue_trial(self.space.encode(cfg), user_attrs={"known_good": label}, skip_if_exists=True)
 
     def _default_config(self) -> dict[str, Any] | None:
         partial = self.spec.default_config or (self.spec.configs[0] if self.spec.configs else None)
@@ -430,6 +453,7 @@ class Tuner:
         self.done = self.counted_done()
         self._restore_reference()
         while True:
+            self._sync_seen()
             self.stop_reason = self._check_stop()
             if self.stop_reason:
                 break
