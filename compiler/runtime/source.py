@@ -268,7 +268,10 @@ class _Module:
             defaults = {}
             pos = fn.args.posonlyargs + fn.args.args
             for arg, d in zip(pos[len(pos) - len(fn.args.defaults):], fn.args.defaults):
-                defaults[arg.arg] = self.literal(d, f"default value of parameter '{arg.arg}'")
+                if isinstance(d, ast.Name) and d.id in self.globals and _is_literal_value(self.globals[d.id], self.tl):
+                    defaults[arg.arg] = self.globals[d.id]          # a module-level constant
+                else:
+                    defaults[arg.arg] = self.literal(d, f"default value of parameter '{arg.arg}'")
             src = "\n".join(self.lines[fn.lineno - 1:fn.end_lineno]) + "\n"
             fn_ast = ast.parse(src).body[0]
             ast.increment_lineno(fn_ast, fn.lineno - 1)
@@ -285,6 +288,16 @@ class _Module:
         if target.id in self.globals and self.globals[target.id] is None:
             raise self.error(target, f"'{target.id}' is already a @jit function")
         self.globals[target.id] = value
+
+
+def _is_literal_value(v, tl) -> bool:
+    if isinstance(v, tl.constexpr):
+        v = v.value
+    if v is None or isinstance(v, (bool, int, float, str, bytes)):
+        return True
+    if isinstance(v, (tuple, list)):
+        return all(_is_literal_value(x, tl) for x in v)
+    return False
 
 
 def _safe_tl_object(obj, tl) -> bool:

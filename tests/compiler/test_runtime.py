@@ -607,7 +607,7 @@ def helper(x):
 
 
 @triton.jit(do_not_specialize=["n"])
-def kernel(x_ptr, n, BLOCK: constexpr = 128):
+def kernel(x_ptr, n, BLOCK: constexpr = BLOCK_DEFAULT):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     tl.store(x_ptr + offs, helper(tl.load(x_ptr + offs, mask=offs < n)), mask=offs < n)
 '''
