@@ -685,7 +685,10 @@ def _generate_runner(jf: JITFunction):
     params_src = ", ".join(pieces)
     L = []
     opts_src = "".join(f"{o}={d}, " for o, d in (("num_warps", 4), ("num_stages", 3)) if o not in shared_opts)
-    L.append(f"def run(_grid_, {params_src}{', ' if params_src else ''}*, {opts_src}stream=None, "
+    # named after the kernel, so that Python's own errors read "add_kernel() missing 1 required
+    # positional argument: 'BLOCK_SIZE'"
+    fname = jf.__name__ if jf.__name__.isidentifier() and not jf.__name__.startswith("_") else "run"
+    L.append(f"def {fname}(_grid_, {params_src}{', ' if params_src else ''}*, {opts_src}stream=None, "
              f"warmup=False, {', '.join(_TRITON_LAUNCH_OPTIONS)}):")
     all_vals = ", ".join(names)
     tuple_src = f"({all_vals},)" if names else "()"
@@ -748,7 +751,7 @@ def _generate_runner(jf: JITFunction):
     L.append("    return _e[1]")
     code = "\n".join(L) + "\n"
     ns = _NS  # shared globals: torch refreshes reach every runner
-    factory_src = "def _make(_self, _launchers, _dflt):\n" + textwrap.indent(code, "    ") + "    return run\n"
+    factory_src = "def _make(_self, _launchers, _dflt):\n" + textwrap.indent(code, "    ") + f"    return {fname}\n"
     # Parameter names are Python identifiers from the kernel's own `def` (parsed by ast), so the
     # generated text cannot be steered by them; default values are passed as objects, not text.
     glb = ns
@@ -763,6 +766,8 @@ def _generate_runner(jf: JITFunction):
     exec(compile(factory_src, f"<blocktune runner {jf.__name__}>", "exec"), glb, loc_ns)  # noqa: S102
     dflt = [jf.defaults.get(n) for n in names]
     run = loc_ns["_make"](jf, jf._launchers, dflt)
+    if hasattr(run.__code__, "co_qualname"):   # 3.11+: error messages use the qualified name
+        run.__code__ = run.__code__.replace(co_qualname=fname)
     run.__blocktune_source__ = factory_src
     return run
 
