@@ -766,8 +766,7 @@ def _generate_runner(jf: JITFunction):
     exec(compile(factory_src, f"<blocktune runner {jf.__name__}>", "exec"), glb, loc_ns)  # noqa: S102
     dflt = [jf.defaults.get(n) for n in names]
     run = loc_ns["_make"](jf, jf._launchers, dflt)
-    if hasattr(run.__code__, "co_qualname"):   # 3.11+: error messages use the qualified name
-        run.__code__ = run.__code__.replace(co_qualname=fname)
+    run.__qualname__ = fname                    # Python's argument errors print the qualified name
     run.__blocktune_source__ = factory_src
     return run
 
