@@ -995,6 +995,13 @@ class Program:
         slots = [self._slot(v) for v in op.operands]
         types = [v.type for v in op.operands]
         prefix = str(op.attrs.get("prefix", ""))
+        if slots:  # Triton's normalization: a prefix followed by values ends in ": "
+            if not prefix.endswith(" "):
+                prefix += " "
+            if not prefix.endswith(": "):
+                prefix = prefix[:-1] + ": "
+        prefix = prefix.strip()
+        prefix = ("" if prefix.startswith(":") else " ") + prefix + " " if prefix else " "
         hexa = bool(op.attrs.get("hex", False))
         many = len(slots) > 1
 
@@ -1015,12 +1022,12 @@ class Program:
                 dt = scalar_of(ty)
                 tag = f"(operand {k}) " if many else ""
                 if v.ndim == 0:
-                    lines.append(f"{head} idx () {prefix}{tag}{fmt(v[()], dt)}")
+                    lines.append(f"{head} idx (){prefix}{tag}{fmt(v[()], dt)}")
                 else:
                     for idx in np.ndindex(v.shape):
-                        lines.append(f"{head} idx ({', '.join(str(i) for i in idx)}) {prefix}{tag}{fmt(v[idx], dt)}")
+                        lines.append(f"{head} idx ({', '.join(str(i) for i in idx)}){prefix}{tag}{fmt(v[idx], dt)}")
             if not slots:
-                lines.append(f"{head} idx () {prefix}")
+                lines.append(f"{head} idx (){prefix}".rstrip())
             sys.stdout.write("\n".join(lines) + "\n")
         return f
 

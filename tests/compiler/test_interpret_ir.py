@@ -633,3 +633,15 @@ def test_many_programs_are_fast():
     interpreter.run(fn, (256,), [x, x, out, n])
     assert time.perf_counter() - t < 2.0
     np.testing.assert_array_equal(out, 2 * x)
+
+
+def test_print_prefix_normalized_like_triton(capsys):
+    b = B([T.int32])
+    (n,) = b.args
+    v = b.op("arange", [], blk(T.int32, 2), start=0, end=2)
+    b.op("print", [v, n], prefix="vals")
+    b.op("print", [], prefix="hello")
+    interpreter.run(b.fn, (1,), [7])
+    assert capsys.readouterr().out.splitlines() == [
+        "pid (0, 0, 0) idx (0) vals: (operand 0) 0", "pid (0, 0, 0) idx (1) vals: (operand 0) 1",
+        "pid (0, 0, 0) idx () vals: (operand 1) 7", "pid (0, 0, 0) idx () hello"]
