@@ -11,7 +11,7 @@ from tests.compiler.kernels.util import assert_close, gen, interpret, poisoned, 
 pytestmark = pytest.mark.usefixtures("interpret")
 
 
-def test_scalar_loop_carried_from_python_int(gen):
+def test_scalar_loop_carried_from_python_float(gen):
     x = rand(gen, (5, 16), torch.float32, 0.1, 1)
     out = poisoned((2,), torch.float32)
     E.scalar_accumulate_kernel[(1,)](x, out, 5, N=16)

@@ -262,14 +262,14 @@ def test_promotion_uint32_int32():
     (torch.float16, torch.float32, tl.float32), (torch.int32, torch.float16, tl.float16),
     (torch.int8, torch.int32, tl.int32), (torch.float16, torch.float16, tl.float16),
     (torch.bfloat16, torch.bfloat16, tl.bfloat16), (torch.int16, torch.int8, tl.int16),
-    (torch.uint8, torch.int8, tl.int8), (torch.bool, torch.int32, tl.int32),
+    (torch.uint8, torch.int8, tl.uint8), (torch.bool, torch.int32, tl.int32), (torch.uint8, torch.int16, tl.int16),
 ])
 def test_promotion_static_dtype(xd, yd, expect):
     x = torch.ones(16, dtype=xd)
     y = torch.ones(16, dtype=yd)
     out = poisoned((16,), torch.float32)
     K.promote_dtype_kernel[(1,)](x, y, out, EXPECT=expect, BLOCK=16)
-    assert out.tolist() == [2.0] * 16 or (xd == torch.bool and out.tolist() == [2.0] * 16)
+    assert out.tolist() == [2.0] * 16
 
 
 @pytest.mark.parametrize("src,dst", [

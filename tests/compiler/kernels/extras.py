@@ -5,9 +5,9 @@ import compiler.language as tl
 
 @triton.jit
 def scalar_accumulate_kernel(x_ptr, out_ptr, n_rows, N: tl.constexpr):
-    # a loop-carried value that starts as a Python int and becomes a runtime fp32 scalar
-    total = 0
-    best = 0
+    # loop-carried values that start as Python floats and become runtime fp32 scalars
+    total = 0.0
+    best = 0.0
     for r in range(n_rows):
         row = tl.load(x_ptr + r * N + tl.arange(0, N))
         total += tl.sum(row, axis=0)
