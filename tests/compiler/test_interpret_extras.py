@@ -136,3 +136,25 @@ def test_small_int_types(gen):
     assert out[2 * B:3 * B].tolist() == (a.numpy().astype(np.int8) >> 1).astype(np.int64).tolist()
     assert out[3 * B:4 * B].tolist() == (an >> 1).tolist()
     assert out[4 * B:].tolist() == (an * 2).tolist()  # Triton: bool < uint < int < fp kinds, so no uint8 wrap
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_chain_rounds_every_op(gen, dtype):
+    n = 500
+    x, y, z = (rand(gen, (n,), dtype, -8, 8) for _ in range(3))
+    out = poisoned((n,), dtype)
+    E.chain_kernel[(4,)](x, y, z, out, n, BLOCK=128)
+    r = ((x * y) + z) - x  # torch rounds each op to fp16 / bf16 too
+    r = torch.maximum(r, z) * 3.0 - y
+    assert torch.equal(out, r)
+
+
+def test_scalar_int_wraparound():
+    out = torch.zeros(2, dtype=torch.int64)
+    E.scalar_wrap_kernel[(1,)](out, 7, 40)
+    v = w = 7
+    for _ in range(40):
+        v = (v * 3 + 1) % 2**32
+        w = (w * 3 + 1) % 2**64
+    assert out[0].item() == (v - 2**32 if v >= 2**31 else v)
+    assert out[1].item() == (w - 2**64 if w >= 2**63 else w)

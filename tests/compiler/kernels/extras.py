@@ -153,3 +153,29 @@ def int_types_kernel(a_ptr, b_ptr, out_ptr, BLOCK: tl.constexpr):
     tl.store(out_ptr + 4 * BLOCK + offs, (a * 2).to(tl.int16))  # a Python int is 'int' kind: uint8 * 2 -> int32
     tl.store(out_ptr + 2 * BLOCK + offs, (a.to(tl.int8) >> 1).to(tl.int16))  # arithmetic shift of int8
     tl.store(out_ptr + 3 * BLOCK + offs, (a >> 1).to(tl.int16))  # logical shift of uint8
+
+
+@triton.jit
+def chain_kernel(x_ptr, y_ptr, z_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    y = tl.load(y_ptr + offs, mask=mask)
+    z = tl.load(z_ptr + offs, mask=mask)
+    # every operation rounds to the element type (fp16 / bf16): a chain must match torch op by op
+    r = ((x * y) + z) - x
+    r = tl.maximum(r, z) * 3.0 - y
+    tl.store(out_ptr + offs, r, mask=mask)
+
+
+@triton.jit
+def scalar_wrap_kernel(out_ptr, a, n):
+    # scalar int32 arithmetic wraps like the GPU's
+    v = a
+    for i in range(n):
+        v = v * 3 + 1
+    tl.store(out_ptr, v)
+    w = a.to(tl.int64)
+    for i in range(n):
+        w = w * 3 + 1
+    tl.store(out_ptr + 1, w)
