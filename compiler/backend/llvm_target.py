@@ -5,6 +5,7 @@ One target machine per (cpu, features) per process; the new pass manager at O3.
 from __future__ import annotations
 
 import functools
+import re
 import os
 import shutil
 import subprocess
@@ -112,3 +113,92 @@ def ptxas_check(ptx: str, arch: str = "sm_90") -> str:
     if p.returncode != 0:
         raise RuntimeError(f"ptxas failed ({p.returncode}):\n{p.stderr}{p.stdout}")
     return p.stderr + p.stdout
+
+
+# --------------------------------------------------------------------------------------------
+# libdevice: precise math (fp64 transcendentals, fp32 sin/cos) like Triton. Parsed once per
+# process; the definitions a kernel needs are copied as text into its module (much cheaper than
+# linking the whole library per kernel).
+
+def libdevice_path() -> str | None:
+    env = os.environ.get("BLOCKTUNE_LIBDEVICE")
+    if env and os.path.isfile(env):
+        return env
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(here))
+    cands = [os.path.join(root, ".venv", "lib", "python3.11", "site-packages", "nvidia", "cu13", "nvvm", "libdevice", "libdevice.10.bc")]
+    try:
+        import nvidia.cu13 as _cu  # type: ignore
+        cands += [os.path.join(b, "nvvm", "libdevice", "libdevice.10.bc") for b in _cu.__path__]
+    except ImportError:
+        pass
+    cands += ["/usr/local/cuda/nvvm/libdevice/libdevice.10.bc"]
+    for c in cands:
+        if os.path.isfile(c):
+            return c
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def _libdevice():
+    _init()
+    path = libdevice_path()
+    if path is None:
+        raise FileNotFoundError("libdevice.10.bc not found (install nvidia-cuda-nvcc / nvidia-nvvm or set BLOCKTUNE_LIBDEVICE)")
+    with open(path, "rb") as f:
+        lib = llvm.parse_bitcode(f.read())
+    funcs = {fn.name: fn for fn in lib.functions}
+    gvars = {g.name: g for g in lib.global_variables}
+    structs = {t.name: str(t) for t in lib.struct_types if t.name}
+    return lib, funcs, gvars, structs
+
+
+_ATTR_REF = re.compile(r"\s#\d+")
+_MD_REF = re.compile(r",\s*![\w.]+\s+!\d+")
+_SYM = re.compile(r"@([\w.$]+)")
+_ld_text_cache: dict[str, tuple[str, set]] = {}
+
+
+def _clean(text: str) -> str:
+    lines = []
+    for line in text.splitlines():
+        if line.startswith(";"):
+            continue
+        lines.append(_MD_REF.sub("", _ATTR_REF.sub("", line)))
+    return "\n".join(lines)
+
+
+_STRUCT = re.compile(r"%(struct\.[\w.]+)")
+
+
+@functools.lru_cache(maxsize=256)
+def _libdevice_defs(names: frozenset) -> str:
+    _lib, funcs, gvars, structs = _libdevice()
+    out, done = [], set()
+    work = list(names)
+    while work:
+        n = work.pop()
+        if n in done:
+            continue
+        done.add(n)
+        if n in funcs:
+            f = funcs[n]
+            text = _clean(str(f))
+            if f.is_declaration:
+                out.append(text)
+                continue
+            head, _, rest = text.partition("{")
+            head = re.sub(r"^define (internal |linkonce_odr |weak_odr |available_externally )?", "define internal ", head.lstrip()).rstrip()
+            head = re.sub(r"\b(noinline|alwaysinline)\b", "", head) + " alwaysinline {"
+            out.append(head + rest)
+            work.extend(m for m in _SYM.findall(rest) if m not in done)
+        elif n in gvars:
+            out.append(_clean(str(gvars[n])))
+    body = "\n\n".join(out) + "\n"
+    types = sorted(set(_STRUCT.findall(body)))
+    return "".join(structs[t] + "\n" for t in types if t in structs) + body
+
+
+def libdevice_defs(names) -> str:
+    """LLVM IR text defining the libdevice functions `names` (and whatever they use)."""
+    return _libdevice_defs(frozenset(names))

@@ -202,6 +202,10 @@ class Lowering:
         self.tid = tid
         self.func.attributes.add("nounwind")
 
+    def has_libdevice(self) -> bool:
+        from .llvm_target import libdevice_path
+        return libdevice_path() is not None
+
     def intrinsic(self, name: str, ret: ll.Type, args: list) -> ll.Function:
         f = self._intrinsics.get(name)
         if f is None:
@@ -787,6 +791,10 @@ def math_f32(lw, name, x, fast):
         return lw.call("llvm.sqrt.f32", F32, [x])
     if name == "rsqrt":
         return _approx(lw, "llvm.nvvm.rsqrt.approx.f", x)
+    if name in ("sin", "cos", "erf", "tanh") and lw.has_libdevice():
+        # precise, like Triton (libdevice); `fast` is not honoured here: sin.approx is wrong
+        # for large arguments (rotary embeddings), and Triton's tl.sin is precise too
+        return lw.call(f"__nv_{name}f", F32, [x])
     if name == "sin":
         return _approx(lw, "llvm.nvvm.sin.approx.f", x)
     if name == "cos":
@@ -839,8 +847,11 @@ def r_unary_math(lw, op, lay):
             iname = {"sqrt": "llvm.sqrt.f64", "floor": "llvm.floor.f64", "ceil": "llvm.ceil.f64"}[name]
             return _emap(lw, op, lay, lambda x: lw.call(iname, F64, [x]))
         if name == "rsqrt":
-            return _emap(lw, op, lay, lambda x: lw.b.fdiv(ll.Constant(F64, 1.0), lw.call("llvm.sqrt.f64", F64, [x])))
-        raise BackendError(f"tl.{name} on fp64 is not supported by the NVPTX backend yet (no libdevice)", op.loc)
+            return _emap(lw, op, lay, lambda x: lw.call("llvm.nvvm.rsqrt.approx.d", F64, [x]) if fast else
+                         lw.b.fdiv(ll.Constant(F64, 1.0), lw.call("llvm.sqrt.f64", F64, [x])))
+        if not lw.has_libdevice():
+            raise BackendError(f"tl.{name} on fp64 needs libdevice (libdevice.10.bc not found)", op.loc)
+        return _emap(lw, op, lay, lambda x: lw.call(f"__nv_{name}", F64, [x]))
     if not dt.is_floating():
         raise BackendError(f"tl.{name} needs a floating-point operand, got {dt}", op.loc)
     return _emap(lw, op, lay, lambda x: lw.from_f32(math_f32(lw, name, lw.to_f32(x, dt), fast), dt))
@@ -1179,10 +1190,8 @@ def _atom_fminmax(lw, kind, ptr, val, pred, dt, sem, scope):
     p_pos = _and_pred(b, pred, pos)
     p_neg = _and_pred(b, pred, neg)
     letter = {32: "r", 64: "l"}[bits]
-    sfx = "s" if kind == "max" else "u"
-    ofx = "u" if kind == "max" else "s"
-    op_pos = f"{kind}.{sfx}{bits}"           # val >= 0: max → signed max, min → unsigned min
-    op_neg = f"{'min' if kind == 'max' else 'max'}.{ofx}{bits}"  # val < 0: max → unsigned min, min → signed max
+    op_pos = f"{kind}.s{bits}"  # val >= 0: signed max / signed min
+    op_neg = f"{'min' if kind == 'max' else 'max'}.u{bits}"  # val < 0: max → unsigned min, min → unsigned max
     sem_s, scope_s = _SEM.get(sem, ".acq_rel"), _SCOPE.get(scope, ".gpu")
     text = (f"mov.b{bits} $0, 0;\n\t@$1 atom{sem_s}{scope_s}.global.{op_pos} $0, [ $3 + 0 ], $4;\n\t"
             f"@$2 atom{sem_s}{scope_s}.global.{op_neg} $0, [ $3 + 0 ], $4;")
@@ -1881,7 +1890,14 @@ def module_text(lw: Lowering) -> str:
     i = text.index(head)
     j = text.index("\n", i)
     line = text[i:j]
-    return text[:i] + line + f' "nvvm.maxntid"="{32 * lw.num_warps}"' + text[j:]
+    text = text[:i] + line + f' "nvvm.maxntid"="{32 * lw.num_warps}"' + text[j:]
+    nv = sorted(n for n in lw._intrinsics if n.startswith("__nv_"))
+    if nv:
+        from .llvm_target import libdevice_defs
+        keep = [ln for ln in text.split("\n") if not (ln.startswith("declare") and any(f'@"{n}"(' in ln for n in nv))]
+        text = "\n".join(keep) + "\n" + libdevice_defs(nv) + \
+            '!llvm.module.flags = !{!900}\n!900 = !{i32 4, !"nvvm-reflect-ftz", i32 0}\n'
+    return text
 
 
 def compile_ir(fn: ir.Function, *, num_warps: int, num_stages: int = 3, target: str = "sm_90") -> dict:

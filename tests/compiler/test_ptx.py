@@ -6,8 +6,13 @@ that every kernel assembles. The kernels here are reused by test_gpu_codegen.py 
 """
 from __future__ import annotations
 
+import os
 import re
 import time
+
+# the on-disk kernel cache is keyed by compiler version, not by backend source: never let these
+# tests read PTX that an older backend produced
+os.environ["BLOCKTUNE_DISABLE_DISK_CACHE"] = "1"
 
 import pytest
 
@@ -318,7 +323,8 @@ def test_compiles_and_assembles(name):
     ptx = ck.asm["ptx"]
     rep = ptxas_report(ptx)
     assert rep["spills"] == 0, rep["text"]
-    assert ".local" not in ptx, "local memory in generated PTX"
+    if name not in ("math_sin", "math_cos"):  # libdevice's slow-path argument reduction uses a local array
+        assert ".local" not in ptx, "local memory in generated PTX"
     assert ck.metadata["shared"] < 64 * 1024
 
 
@@ -367,7 +373,7 @@ def test_layer_norm_loads_vectorized_in_loops():
 def test_matmul_inner_loop_vectorized():
     ptx = compile_case("matmul_fp16").asm["ptx"]
     assert "ld.global.v4.b32" in ptx
-    assert "fma.rn.f32" in ptx
+    assert "fma.rn.f32" in ptx or "mma.sync" in ptx or "wgmma" in ptx
 
 
 @needs_frontend
