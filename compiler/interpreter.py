@@ -345,16 +345,24 @@ class _Memory:
         self.los: list[int] = []
 
     def add(self, lo, hi, raw, owner, name):
-        for b in self.buffers:
-            if b.lo <= lo and hi <= b.hi:
-                b.names.append(name)
-                return
-            if lo <= b.lo and b.hi <= hi:  # the new one contains an old one: widen
-                b.lo, b.hi, b.raw, b.owner, b.views = lo, hi, raw, owner, {}
-                b.names.append(name)
-                self._index()
-                return
-        self.buffers.append(_Buffer(lo, hi, raw, owner, name))
+        """Register [lo, hi); allocations that overlap (views of one buffer) merge into one."""
+        overlapping = [b for b in self.buffers if b.lo < hi and lo < b.hi]
+        if not overlapping:
+            self.buffers.append(_Buffer(lo, hi, raw, owner, name))
+            self._index()
+            return
+        ulo = min([lo] + [b.lo for b in overlapping])
+        uhi = max([hi] + [b.hi for b in overlapping])
+        names = [n for b in overlapping for n in b.names] + [name]
+        owners = [owner] + [b.owner for b in overlapping]
+        if (ulo, uhi) == (lo, hi):
+            uraw = raw
+        else:
+            same = [b for b in overlapping if (b.lo, b.hi) == (ulo, uhi)]
+            uraw = same[0].raw if same else np.ctypeslib.as_array((ctypes.c_uint8 * (uhi - ulo)).from_address(ulo))
+        merged = _Buffer(ulo, uhi, uraw, owners, names[0])
+        merged.names = names
+        self.buffers = [b for b in self.buffers if b not in overlapping] + [merged]
         self._index()
 
     def _index(self):

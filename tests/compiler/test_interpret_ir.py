@@ -645,3 +645,18 @@ def test_print_prefix_normalized_like_triton(capsys):
     assert capsys.readouterr().out.splitlines() == [
         "pid (0, 0, 0) idx (0) vals: (operand 0) 0", "pid (0, 0, 0) idx (1) vals: (operand 0) 1",
         "pid (0, 0, 0) idx () vals: (operand 1) 7", "pid (0, 0, 0) idx () hello"]
+
+
+def test_overlapping_numpy_views_from_one_buffer():
+    """Arguments that are partially overlapping views of one allocation merge into one buffer."""
+    t = torch.arange(16, dtype=torch.int32)
+    a, c = t[0:8].numpy(), t[4:12].numpy()  # two numpy roots over parts of one torch storage
+    b = B([ptr(T.int32), ptr(T.int32)])
+    x, y = b.args
+    offs = b.op("arange", [], blk(T.int32, 16), start=0, end=16)
+    mask = b.op("cmp", [offs, b.const(12, blk(T.int32, 16))], blk(T.int1, 16), pred="lt")
+    v = b.op("load", [ptrs(b, x, offs), mask, None], blk(T.int32, 16))  # x[0:12] spans both views
+    s = b.op("reduce", [v], T.int32, axis=0, kind="sum")
+    b.op("store", [y, s, None])
+    interpreter.run(b.fn, (1,), [a, c])
+    assert t[4].item() == sum(range(12))
