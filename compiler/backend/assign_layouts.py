@@ -83,6 +83,7 @@ class LayoutAssignment:
         self._work: list[ir.Value] = []
         self._link(fn.body)
         self._anchors()
+        self._forward_from_anchors()
         self._forward(fn.body)
 
     def get(self, v: ir.Value) -> Layout | None:
@@ -182,6 +183,24 @@ class LayoutAssignment:
                         self._set(r, lay)
                     self._drain()
 
+    def _forward_from_anchors(self):
+        """Push anchored layouts forward through elementwise ops, reductions and shape ops before
+        any default is chosen, so that e.g. a loop accumulator `acc += load(...)` takes the load's
+        layout (its init and iter arg follow through the link) instead of a default that would
+        need a conversion every iteration."""
+        ops = list(self.fn.walk())
+        changed = True
+        while changed:
+            changed = False
+            for op in ops:
+                for res in op.results:
+                    if res.is_block and res.id not in self.layout:
+                        lay = self._infer(op, res, default=False)
+                        if lay is not None:
+                            self._set(res, lay)
+                            self._drain()
+                            changed = True
+
     def _forward(self, block: ir.Block):
         for op in block.ops:
             for r in op.regions:
@@ -204,7 +223,7 @@ class LayoutAssignment:
         self._set(a, lay or default_layout(a.shape, self.num_warps))
         self._drain()
 
-    def _infer(self, op: ir.Op, res: ir.Value) -> Layout:
+    def _infer(self, op: ir.Op, res: ir.Value, default: bool = True) -> Layout | None:
         n = op.name
         ins = [self.layout.get(o.id) for o in op.operands if o is not None and o.is_block]
         first = next((l for l in ins if l is not None and l.shape == res.shape), None)
@@ -222,7 +241,7 @@ class LayoutAssignment:
             return ins[0].reshape(res.shape)
         if n == "broadcast" and ins and ins[0] is not None:
             return broadcast_layout(ins[0], res.shape)
-        return default_layout(res.shape, self.num_warps)
+        return default_layout(res.shape, self.num_warps) if default else None
 
 
 def broadcast_layout(src: Layout, shape: tuple) -> Layout:
