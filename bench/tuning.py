@@ -13,6 +13,11 @@
     winners' times must be within 2% of each other.
 A table of ratios closes the report. `--interpret` runs a tiny version on the CPU interpreter to
 check the script itself (timings then mean nothing).
+
+Within a 10-minute command limit, run it in pieces: `--parts 1 --problems matmul`, then
+`--parts 1 --problems softmax`, then `--parts 2,3`. The exhaustive tables are kept in
+$OUT/blocktune-exhaustive-tables-gpu.json (or --tables PATH) and reused, so part 1's replay can be redone
+without the GPU. BLOCKTUNE_COMPILE_WORKERS sets the compile pool's size (default: cores - 1, ≤ 8).
 """
 from __future__ import annotations
 
@@ -175,12 +180,22 @@ def part1(args) -> list[tuple[str, str, float | None]]:
         s["sizes"] = {"M": m, "N": n}
         problems.append((f"softmax {m}×{n}", s))
 
+    if args.problems:
+        problems = [(n, s) for n, s in problems if n.split()[0] in args.problems.split(",")]
+    saved = json.loads(Path(args.tables).read_text()) if args.tables and Path(args.tables).exists() else {}
     rows = []
     print("\n(1) search efficiency: exhaustive table, then TPE and random replayed over 5 seeds")
     for name, spec in problems:
         JobSpec.model_validate(spec)
-        print(f"- {name}: measuring every valid config …", flush=True)
-        table, info = exhaustive(spec, interpret=args.interpret, label=name.split()[0])
+        if name in saved:
+            print(f"- {name}: table from {args.tables}", flush=True)
+            table, info = saved[name]["table"], saved[name]["info"]
+        else:
+            print(f"- {name}: measuring every valid config …", flush=True)
+            table, info = exhaustive(spec, interpret=args.interpret, label=name.split()[0])
+            if args.tables:
+                saved[name] = {"table": table, "info": info}
+                Path(args.tables).write_text(json.dumps(saved))
         ok_table = {k: v for k, v in table.items() if v is not None}
         print(f"  {info['valid']} valid of {info['space']} configs, {info['measured_ok']} ran correctly, "
               f"best {info['best_ms']:.4f} ms, {info['wall_s']:.0f} s; failures {info['failures']}", flush=True)
@@ -354,7 +369,13 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--parts", default="1,2,3")
     p.add_argument("--interpret", action="store_true", help="tiny CPU run to check the script")
+    p.add_argument("--problems", default="", help="part 1 only these (comma-separated: matmul,softmax)")
+    p.add_argument("--tables", default=None,
+                   help="exhaustive tables are saved here and reused when present (replay without the GPU)")
     args = p.parse_args(argv)
+    if args.tables is None:
+        args.tables = os.path.join(os.environ.get("OUT") or tempfile.gettempdir(),
+                                   f"blocktune-exhaustive-tables-{'interp' if args.interpret else 'gpu'}.json")
     if args.interpret:
         os.environ["BLOCKTUNE_INTERPRET"] = "1"
     else:

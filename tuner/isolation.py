@@ -193,7 +193,9 @@ class CompilePool:
     """
 
     def __init__(self, workers: int | None = None):
-        self.workers = workers or max(1, min(4, (os.cpu_count() or 2) - 1))
+        env = os.environ.get("BLOCKTUNE_COMPILE_WORKERS", "").strip()
+        self.workers = workers or (int(env) if env.isdigit() and int(env) > 0 else
+                                   max(1, min(8, (os.cpu_count() or 2) - 1)))
         self.ctx = mp.get_context("spawn")
         self._pool: cf.ProcessPoolExecutor | None = None
         self._pending: list[CompileTask] = []
