@@ -221,3 +221,19 @@ def test_jit_from_source_rejects_code_outside_kernels():
     src = "import os\nos.system('true')\n"
     with pytest.raises(triton.CompilationError):
         triton.jit_from_source(src, "k")
+
+
+@triton.jit
+def uses_n_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, offs * 1.0, mask=offs < n)  # ERR
+
+
+def test_wrong_argument_type_at_launch():
+    with pytest.raises(TypeError, match="'n'"):
+        uses_n_kernel[(1,)](_x(), "ten", BLOCK=16)
+    # None specializes to a constant; the kernel then misuses it where it is compared
+    lineno, line = _err_line(uses_n_kernel)
+    with pytest.raises(triton.CompilationError) as info:
+        uses_n_kernel[(1,)](_x(), None, BLOCK=16)
+    _check(info.value, lineno, line)
