@@ -97,7 +97,8 @@ HOSTILE_SOURCES = {
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE_SOURCES))
-def test_hostile_kernel_source_is_refused_without_effect(api, db_url, token, case):
+def test_hostile_kernel_source_is_refused_without_effect(sqlite_api, sqlite_db, case):
+    api, db_url, token = sqlite_api, sqlite_db, sqlite_api.token
     import os
 
     if os.path.exists(MARKER):
@@ -126,7 +127,8 @@ HOSTILE_EXPRESSIONS = {
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE_EXPRESSIONS))
-def test_hostile_expressions_are_refused(api, db_url, token, case):
+def test_hostile_expressions_are_refused(sqlite_api, sqlite_db, case):
+    api, db_url, token = sqlite_api, sqlite_db, sqlite_api.token
     import os
 
     path, value = HOSTILE_EXPRESSIONS[case]
