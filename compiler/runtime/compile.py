@@ -5,8 +5,9 @@
     ck.asm["ptx"]; ck.metadata["shared"]; ck.launch((nblocks, 1, 1), [x, n])
 
 Cache key: sha256 over the kernel's fingerprint (its normalized source, the @jit functions it
-calls, the compiler version), the specialization (types, constexpr values, divisibility,
-equal-to-1), num_warps, num_stages and the target. Disk cache: `$BLOCKTUNE_CACHE_DIR`, else the
+calls, the compiler version), the compiler's own source (`compiler_source_hash`: a changed
+front end or backend never reuses stale PTX), the specialization (types, constexpr values,
+divisibility, equal-to-1), num_warps, num_stages and the target. Disk cache: `$BLOCKTUNE_CACHE_DIR`, else the
 platform's user cache dir + "/blocktune"; one JSON file per compiled kernel, written atomically
 (temp file + os.replace). `stats` counts compiles and hits (tests use it).
 """
@@ -153,11 +154,49 @@ def default_target() -> str:
     return driver.default_target()
 
 
+@functools.lru_cache(maxsize=1)
+def compiler_source_hash() -> str:
+    """sha256 over the compiler's own source files (front end, IR, backend, language) and the
+    llvmlite version, so that a changed compiler never reuses PTX cached by an older one (as
+    Triton keys its cache on its own source)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    h = hashlib.sha256()
+    for sub in ("", "frontend", "backend", "language"):
+        d = os.path.join(root, sub)
+        try:
+            names = sorted(n for n in os.listdir(d) if n.endswith(".py"))
+        except OSError:
+            continue
+        for n in names:
+            try:
+                with open(os.path.join(d, n), "rb") as f:
+                    data = f.read()
+            except OSError:
+                continue
+            h.update(f"{sub}/{n}:{len(data)}\n".encode())
+            h.update(data)
+    h.update(_llvmlite_version().encode())
+    return h.hexdigest()
+
+
+def _llvmlite_version() -> str:
+    """llvmlite's version without importing it (or importlib.metadata: both cost tens of ms)."""
+    import importlib.util  # noqa: PLC0415
+    spec = importlib.util.find_spec("llvmlite")
+    if spec is None or not spec.origin:
+        return ""
+    site = os.path.dirname(os.path.dirname(spec.origin))
+    try:
+        return ",".join(sorted(n for n in os.listdir(site) if n.startswith("llvmlite-") and n.endswith("-info")))
+    except OSError:
+        return ""
+
+
 def cache_key(fn, signature: dict, constexprs: dict, num_warps: int, num_stages: int, target: str,
               divisible_by_16, equal_to_1) -> str:
     h = hashlib.sha256()
     parts = [
-        "blocktune-kernel", __version__, fn.fingerprint, fn.__name__,
+        "blocktune-kernel", __version__, compiler_source_hash(), fn.fingerprint, fn.__name__,
         ";".join(f"{k}:{v}" for k, v in signature.items()),
         ";".join(f"{k}={canon(constexprs[k])}" for k in sorted(constexprs)),
         "div16:" + ",".join(sorted(divisible_by_16)), "eq1:" + ",".join(sorted(equal_to_1)),
