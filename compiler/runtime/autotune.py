@@ -303,12 +303,13 @@ class Autotuner:
         return tuple(key)
 
     def _disk_path(self, key: tuple, gpu: str | None) -> str | None:
-        from .compile import _disk_enabled, cache_dir  # noqa: PLC0415
+        from .compile import _disk_enabled, cache_dir, compiler_source_hash  # noqa: PLC0415
         if not self.cache_results or not _disk_enabled() or self.base_fn is None:
             return None
         from .. import __version__  # noqa: PLC0415
         h = hashlib.sha256()
-        h.update("\x00".join(["autotune", __version__, self.base_fn.fingerprint, repr(key), gpu or "",
+        h.update("\x00".join(["autotune", __version__, compiler_source_hash(), self.base_fn.fingerprint, repr(key),
+                              gpu or "",
                               repr([str(c) for c in self.configs]), repr(self.keys)]).encode())
         return os.path.join(cache_dir(), "autotune", h.hexdigest() + ".json")
 
