@@ -496,6 +496,28 @@ def test_gpu_path_specializes_and_packs(fake_cuda):
     assert ck16.metadata["arg_types"][0] == "*fp16" and fake_cuda.fake_calls() == calls
 
 
+def test_gpu_path_torch_tensor_branch(fake_cuda, monkeypatch):
+    """The generated code's inline torch.Tensor branch (CPU tensors stand in for CUDA ones here)."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setitem(J._NS, "_Tensor", torch.Tensor)
+    monkeypatch.setitem(J._NS, "_cpu_tensor", lambda name: None)
+    orig = J.spec_arg
+    monkeypatch.setattr(J, "spec_arg", lambda v, i, n, specialize=True, interpret=False: orig(v, i, n, specialize, True))
+    k = _fresh(add_kernel)
+    x, y, o = torch.zeros(64), torch.zeros(64), torch.zeros(64)
+    fake_cuda.fake_set_nparams(4)
+    ck = k[(1,)](x, y, o, 64, BLOCK_SIZE=64)
+    assert [fake_cuda.fake_param(i) for i in range(3)] == [x.data_ptr(), y.data_ptr(), o.data_ptr()]
+    assert ck.metadata["arg_types"][:3] == ["*fp32"] * 3
+    assert set(ck.metadata["divisible_by_16"]) == {"x_ptr", "y_ptr", "out_ptr", "n_elements"}
+    o2 = torch.zeros(64)
+    k[(1,)](x, y, o2, 64, BLOCK_SIZE=64)
+    assert k.compile_count == 1 and fake_cuda.fake_param(2) == o2.data_ptr()
+    k[(1,)](x[1:], y, o, 63, BLOCK_SIZE=64)                       # misaligned view, odd n
+    ck16 = k[(1,)](x.half(), y.half(), o.half(), 64, BLOCK_SIZE=64)
+    assert k.compile_count == 3 and ck16.metadata["arg_types"][0] == "*fp16"
+
+
 def test_gpu_path_scalars_and_none(fake_cuda):
     k = _fresh(scale_kernel)
     fake_cuda.fake_set_nparams(4)
