@@ -116,6 +116,10 @@ def main():
                           {"BLOCK_SIZE": 1024}, divisible_by_16=("x_ptr", "y_ptr", "out_ptr", "n_elements"))
     stream = torch.cuda.current_stream().cuda_stream
     rows.append(("blocktune CompiledKernel.launch", host_us(lambda: ck.launch((1, 1, 1), [x, y, out, n], stream), n=5000)))
+    # the floor under the fast path: the generated ctypes launcher alone (pack + cuLaunchKernel)
+    raw = ck.make_launcher(torch.cuda.current_device(), ck.metadata["passed"])
+    xp, yp, op = x.data_ptr(), y.data_ptr(), out.data_ptr()
+    rows.append(("  launcher only (pack+cuLaunchKernel)", host_us(lambda: raw(1, 1, 1, stream, xp, yp, op, n))))
     print("\nhost time per launch (one-block vector add, no sync between launches)")
     for name, us in rows:
         print(f"  {name:34s} {us:7.2f} us")
