@@ -173,17 +173,31 @@ class LayoutAssignment:
                 self._set(op.result, dot_acc_layout(m, n, self.num_warps))
                 self._drain()
         for kind in (("load",), ("store",), ("atomic_rmw", "atomic_cas")):
+            if kind != ("load",):
+                # values stored are usually computed from loads: let them keep that layout when
+                # it is coalesced along the same dim as the store wants (no shared-memory
+                # round trip; at worst narrower vectors), as Triton's layout propagation does
+                self._forward_from_anchors(pointers=False)
             for op in ops:
                 if op.name in kind and op.operands[0].is_block:
                     ptr = op.operands[0]
-                    lay = self.layout.get(ptr.id) or memory_layout(ptr, self.axis, self.num_warps)
+                    lay = self.layout.get(ptr.id)
+                    if lay is None:
+                        lay = memory_layout(ptr, self.axis, self.num_warps)
+                        val = op.operands[1] if kind != ("load",) and len(op.operands) > 1 else None
+                        have = self.layout.get(val.id) if val is not None and val.is_block else None
+                        if have is not None and have.shape == lay.shape and _fastest(have) == _fastest(lay):
+                            d, es = _fastest(lay), max(1, ptr.dtype.element_ty.itemsize)
+                            tiny = have.numel() * es <= 512
+                            if tiny or _run_bytes(have, d, es) >= min(_run_bytes(lay, d, es), 128):
+                                lay = have
                     for o in op.operands:
                         self._set(o, lay)
                     for r in op.results:
                         self._set(r, lay)
                     self._drain()
 
-    def _forward_from_anchors(self):
+    def _forward_from_anchors(self, pointers: bool = True):
         """Push anchored layouts forward through elementwise ops, reductions and shape ops before
         any default is chosen, so that e.g. a loop accumulator `acc += load(...)` takes the load's
         layout (its init and iter arg follow through the link) instead of a default that would
@@ -194,7 +208,11 @@ class LayoutAssignment:
             changed = False
             for op in ops:
                 for res in op.results:
-                    if res.is_block and res.id not in self.layout:
+                    # broadcasts wait for their consumer's layout (backward): guessing one here
+                    # would force a conversion where the broadcast meets the anchored operand
+                    if op.name == "broadcast":
+                        continue
+                    if res.is_block and res.id not in self.layout and (pointers or not res.dtype.is_ptr()):
                         lay = self._infer(op, res, default=False)
                         if lay is not None:
                             self._set(res, lay)
@@ -242,6 +260,33 @@ class LayoutAssignment:
         if n == "broadcast" and ins and ins[0] is not None:
             return broadcast_layout(ins[0], res.shape)
         return default_layout(res.shape, self.num_warps) if default else None
+
+
+def _fastest(lay: Layout) -> int | None:
+    """The dim a thread's first elements (or, with one element, its neighbour lanes) run along."""
+    for b in lay.reg + lay.lane:
+        nz = [d for d, x in enumerate(b) if x]
+        if nz:
+            return nz[0]
+    return None
+
+
+def _run_bytes(lay: Layout, d: int, es: int) -> int:
+    """Contiguous bytes along dim d covered by one thread's first registers and then its
+    neighbour lanes (replicated lanes skipped): how well a warp's access coalesces."""
+    unit = lambda v: tuple(v if i == d else 0 for i in range(lay.rank))  # noqa: E731
+    n = 1
+    for b in lay.reg:
+        if b != unit(n):
+            break
+        n *= 2
+    for b in lay.lane:
+        if not any(b):
+            continue
+        if b != unit(n):
+            break
+        n *= 2
+    return n * es
 
 
 def broadcast_layout(src: Layout, shape: tuple) -> Layout:
