@@ -388,11 +388,11 @@ class Tuner:
 
     def _compile_result(self, task) -> dict[str, Any]:
         try:
-            return self.pool.result(task, timeout=max(600.0, self.spec.measure.timeout_s))
+            return self.pool.result(task, timeout=self.spec.measure.compile_timeout_s)
         except CompilerCrashed as exc:
             return {"status": "compile-error", "error": str(exc)}
-        except TimeoutError:
-            return {"status": "timeout", "error": "compilation did not finish in time"}
+        except TimeoutError as exc:
+            return {"status": "timeout", "error": f"timeout: {exc}"}
 
     def _run_in_child(self, config: dict[str, Any], compiled, *, measure: bool = True) -> tuple[str, list[float], str | None]:
         timeout = self.spec.measure.timeout_s * (1 if measure else 1)

@@ -216,8 +216,12 @@ class CompilePool:
         task.future = self._ensure().submit(task.fn, *task.args)
         task.generation = self.generation
 
-    def _break(self) -> None:
+    def _break(self, kill: bool = False) -> None:
         self.generation += 1
+        if self._pool is not None and kill:
+            for proc in list((getattr(self._pool, "_processes", None) or {}).values()):
+                if proc.is_alive():
+                    proc.kill()
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
@@ -229,6 +233,13 @@ class CompilePool:
                 return task.future.result(timeout)
             except BrokenProcessPool:
                 pass
+            except cf.TimeoutError:
+                # a compiler that hangs: its worker is killed with the pool, the others resubmitted
+                self._break(kill=True)
+                for other in self._pending:
+                    if other is not task and (other.future is None or not other.future.done() or other.lost()):
+                        self._submit(other)
+                raise TimeoutError(f"compilation did not finish in {timeout:.0f} s") from None
             self._break()
             task.isolated = True
             self._submit(task)

@@ -152,6 +152,7 @@ class MeasureSpec(_Model):
     cuda_graph_below_us: float = 10.0
     flush_l2: bool = True
     timeout_s: float = Field(default=20.0, gt=0, description="per config (run + measure) before it counts as a hang")
+    compile_timeout_s: float = Field(default=300.0, gt=0, description="per config compilation")
     remeasure_top: int = Field(default=3, ge=0, description="re-measure the best few at the end")
     remeasure_rounds: int = Field(default=5, ge=1)
 

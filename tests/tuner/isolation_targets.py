@@ -40,3 +40,10 @@ def compile_like(x):
         os._exit(11)   # what an LLVM fatal error looks like from outside
     time.sleep(0.05)
     return x * 2
+
+
+def compile_hangs(x):
+    if x == "hang":
+        time.sleep(3600)
+    time.sleep(0.05)
+    return x * 3

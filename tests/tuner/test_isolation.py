@@ -62,3 +62,16 @@ def test_compile_pool_survives_a_crashing_worker():
         assert pool.result(pool.submit(compile_like, 5), timeout=60) == 10
     finally:
         pool.close()
+
+
+def test_compile_pool_survives_a_hanging_compile():
+    from isolation_targets import compile_hangs
+
+    pool = CompilePool(workers=2)
+    try:
+        tasks = [pool.submit(compile_hangs, x) for x in ("hang", 1, 2)]
+        with pytest.raises(TimeoutError):
+            pool.result(tasks[0], timeout=2)
+        assert [pool.result(t, timeout=60) for t in tasks[1:]] == [3, 6]
+    finally:
+        pool.close()
