@@ -3,7 +3,9 @@
     blocktune compile kernels.py::add_kernel --signature x_ptr=*fp32,y_ptr=*fp32,n=i32 \\
         --constexpr BLOCK_SIZE=1024 --num-warps 4 --target sm_90 --emit ptx
 
-The file is read with `jit_from_source` (parsed, never executed). `--signature` takes
+The file is parsed, never executed (`jit_from_source`); top-level statements that are not triton
+imports, @jit functions or literal constants (`import torch`, `if __name__ == "__main__":`, ...)
+are skipped with a note, or refused with `--strict` (what the service does). `--signature` takes
 `name=type` pairs or Triton's positional form (`*fp32,*fp32,i32`, over the non-constexpr
 parameters). A CompilationError prints the diagnostic on stderr and exits with status 1; bad
 arguments exit with status 2.
@@ -33,6 +35,10 @@ def register(subparsers) -> None:
                    help="comma-separated integer parameters specialized to the value 1")
     p.add_argument("--emit", choices=("ir", "llir", "ptx"), default="ptx")
     p.add_argument("--output", "-o", default=None, help="write to this file instead of stdout")
+    p.add_argument("--strict", action="store_true",
+                   help="refuse the file (as the service does) when it has top-level statements other than "
+                        "triton imports, @jit functions and literal constants; by default they are skipped "
+                        "(never executed)")
     p.set_defaults(func=run)
 
 
@@ -103,8 +109,16 @@ def run(args) -> int:
     div16, eq1 = tuple(_split(args.divisible_by_16)), tuple(_split(args.equal_to_1))
     try:
         from .runtime.compile import build_ir, compile as compile_kernel, normalize_signature  # noqa: PLC0415
-        from .runtime.source import jit_from_source  # noqa: PLC0415
-        fn = jit_from_source(source, name, filename=path)
+        from .runtime.source import load_source  # noqa: PLC0415
+        ignored: list[int] = []
+        kernels = load_source(source, filename=path, strict=args.strict, ignored=ignored)
+        if ignored:
+            print(f"note: {path}: skipped (not executed) top-level statement(s) at line(s) "
+                  f"{', '.join(map(str, ignored))}", file=sys.stderr)
+        if name not in kernels:
+            raise CompilationError(f"no @jit function named '{name}' in {path} (found: "
+                                   f"{', '.join(sorted(kernels)) or 'none'})", None, None)
+        fn = kernels[name]
         if args.emit == "ir":
             sig = normalize_signature(fn, signature, constexprs)
             text = str(build_ir(fn, sig, constexprs, div16, eq1))

@@ -47,7 +47,7 @@ def _loc(filename: str, node: ast.AST | None, name: str = ""):
 
 
 class _Module:
-    def __init__(self, source: str, filename: str):
+    def __init__(self, source: str, filename: str, strict: bool = True):
         import compiler  # noqa: PLC0415
         import compiler.language as tl  # noqa: PLC0415
         self.compiler, self.tl = compiler, tl
@@ -55,6 +55,8 @@ class _Module:
         self.lines = source.splitlines()
         self.globals: dict[str, Any] = {}
         self.jit_defs: list[tuple[ast.FunctionDef, dict]] = []
+        self.strict = strict
+        self.ignored: list[int] = []     # non-strict mode: line numbers of skipped statements
 
     def line(self, node) -> str | None:
         n = getattr(node, "lineno", None)
@@ -146,10 +148,14 @@ class _Module:
         if not fn.decorator_list:
             raise self.error(fn, f"function '{fn.name}' is not a @jit kernel: only @triton.jit functions are "
                                  "allowed at module level in submitted source")
-        if len(fn.decorator_list) != 1:
-            raise self.error(fn.decorator_list[0], "only a single @triton.jit decorator is allowed in submitted source "
-                                                   "(autotuning configs belong in the job's search space)")
-        dec = fn.decorator_list[0]
+        decs = fn.decorator_list
+        if not self.strict:   # ignore @autotune / @heuristics around the @jit (never evaluated)
+            decs = [d for d in decs if self.resolve(d.func if isinstance(d, ast.Call) else d) is self.compiler.jit] \
+                or decs
+        if len(decs) != 1:
+            raise self.error(decs[0], "only a single @triton.jit decorator is allowed in submitted source "
+                                      "(autotuning configs belong in the job's search space)")
+        dec = decs[0]
         call = dec if isinstance(dec, ast.Call) else None
         target = self.resolve(call.func if call else dec)
         if target is not self.compiler.jit:
@@ -169,7 +175,8 @@ class _Module:
     def check_body(self, fn: ast.FunctionDef):
         params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
         params |= {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
-        for node in ast.walk(fn):
+        roots = [fn.args, *fn.body] + ([fn.returns] if fn.returns is not None else [])   # not the decorators
+        for node in (n for r in roots for n in ast.walk(r)):
             if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
                 raise self.error(node, f"attribute '{node.attr}' is not accessible in a kernel")
             if isinstance(node, ast.Name):
@@ -227,60 +234,92 @@ class _Module:
             raise CompilationError(f"cannot parse the source: {type(e).__name__}", _loc(self.filename, None), None) \
                 from None
         for node in tree.body:
-            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            if self.strict:
+                self.statement(node)
                 continue
-            if isinstance(node, ast.Pass):
-                continue
-            if isinstance(node, ast.Import):
-                self.do_import(node)
-            elif isinstance(node, ast.ImportFrom):
-                self.do_import_from(node)
-            elif isinstance(node, ast.FunctionDef):
-                self.jit_defs.append((node, self.jit_options(node)))
-                self.globals[node.name] = None   # placeholder, filled below
-            elif isinstance(node, ast.Assign):
-                if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
-                    raise self.error(node, "only `NAME = <literal>` assignments are allowed at module level")
-                self._bind_const(node.targets[0], self.literal(node.value, f"module-level constant "
-                                                                             f"'{node.targets[0].id}'"))
-            elif isinstance(node, ast.AnnAssign):
-                if not isinstance(node.target, ast.Name) or node.value is None:
-                    raise self.error(node, "only `NAME: type = <literal>` annotated assignments are allowed")
-                value = self.literal(node.value, f"module-level constant '{node.target.id}'")
-                try:
-                    is_cx = "constexpr" in ast.unparse(node.annotation)
-                except Exception:
-                    is_cx = False
-                if is_cx and not isinstance(value, self.tl.constexpr):
-                    value = self.tl.constexpr(value)
-                self._bind_const(node.target, value)
-            else:
-                kind = type(node).__name__
-                what = {"Expr": "expression statements (calls)", "ClassDef": "classes", "If": "if statements",
-                        "AsyncFunctionDef": "async functions", "For": "loops", "While": "loops", "With": "with blocks",
-                        "Try": "try blocks", "Delete": "del statements", "Global": "global statements",
-                        "AugAssign": "augmented assignments"}.get(kind, f"{kind} statements")
-                raise self.error(node, f"{what} are not allowed at module level in submitted source (only triton "
-                                       "imports, @triton.jit functions and literal constants)")
+            before = dict(self.globals)
+            n_defs = len(self.jit_defs)
+            try:
+                self.statement(node)
+            except CompilationError:
+                # skipped, never executed: whatever it would have bound stays undefined for kernels
+                self.globals = before
+                del self.jit_defs[n_defs:]
+                self.ignored.append(node.lineno)
+        return self.finish()
+
+    def statement(self, node):
+        """Check one top-level statement and bind what it defines (raises CompilationError)."""
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return
+        if isinstance(node, ast.Pass):
+            return
+        if isinstance(node, ast.Import):
+            self.do_import(node)
+        elif isinstance(node, ast.ImportFrom):
+            self.do_import_from(node)
+        elif isinstance(node, ast.FunctionDef):
+            self.jit_defs.append((node, self.jit_options(node)))
+            self.globals[node.name] = None   # placeholder, filled below
+        elif isinstance(node, ast.Assign):
+            if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
+                raise self.error(node, "only `NAME = <literal>` assignments are allowed at module level")
+            self._bind_const(node.targets[0], self.literal(node.value, f"module-level constant "
+                                                                         f"'{node.targets[0].id}'"))
+        elif isinstance(node, ast.AnnAssign):
+            if not isinstance(node.target, ast.Name) or node.value is None:
+                raise self.error(node, "only `NAME: type = <literal>` annotated assignments are allowed")
+            value = self.literal(node.value, f"module-level constant '{node.target.id}'")
+            try:
+                is_cx = "constexpr" in ast.unparse(node.annotation)
+            except Exception:
+                is_cx = False
+            if is_cx and not isinstance(value, self.tl.constexpr):
+                value = self.tl.constexpr(value)
+            self._bind_const(node.target, value)
+        else:
+            kind = type(node).__name__
+            what = {"Expr": "expression statements (calls)", "ClassDef": "classes", "If": "if statements",
+                    "AsyncFunctionDef": "async functions", "For": "loops", "While": "loops", "With": "with blocks",
+                    "Try": "try blocks", "Delete": "del statements", "Global": "global statements",
+                    "AugAssign": "augmented assignments"}.get(kind, f"{kind} statements")
+            raise self.error(node, f"{what} are not allowed at module level in submitted source (only triton "
+                                   "imports, @triton.jit functions and literal constants)")
+
+    def finish(self):
         from .jit import JITFunction  # noqa: PLC0415
         made = {}
+        kept = []
         for fn, opts in self.jit_defs:
-            defaults = {}
-            pos = fn.args.posonlyargs + fn.args.args
-            for arg, d in zip(pos[len(pos) - len(fn.args.defaults):], fn.args.defaults):
-                if isinstance(d, ast.Name) and d.id in self.globals and _is_literal_value(self.globals[d.id], self.tl):
-                    defaults[arg.arg] = self.globals[d.id]          # a module-level constant
-                else:
-                    defaults[arg.arg] = self.literal(d, f"default value of parameter '{arg.arg}'")
+            try:
+                defaults = self._defaults(fn)
+            except CompilationError:
+                if self.strict:
+                    raise
+                self.globals.pop(fn.name, None)
+                self.ignored.append(fn.lineno)
+                continue
+            kept.append((fn, opts))
             src = "\n".join(self.lines[fn.lineno - 1:fn.end_lineno]) + "\n"
             fn_ast = ast.parse(src).body[0]
             ast.increment_lineno(fn_ast, fn.lineno - 1)
             jf = JITFunction.from_ast(fn.name, src, fn_ast, self.filename, fn.lineno, self.globals, defaults, **opts)
             made[fn.name] = jf
         self.globals.update(made)
+        self.jit_defs = kept
         for fn, _ in self.jit_defs:
             self.check_body(fn)
         return made
+
+    def _defaults(self, fn: ast.FunctionDef) -> dict:
+        defaults = {}
+        pos = fn.args.posonlyargs + fn.args.args
+        for arg, d in zip(pos[len(pos) - len(fn.args.defaults):], fn.args.defaults):
+            if isinstance(d, ast.Name) and d.id in self.globals and _is_literal_value(self.globals[d.id], self.tl):
+                defaults[arg.arg] = self.globals[d.id]          # a module-level constant
+            else:
+                defaults[arg.arg] = self.literal(d, f"default value of parameter '{arg.arg}'")
+        return defaults
 
     def _bind_const(self, target: ast.Name, value):
         if target.id.startswith("__"):
@@ -314,16 +353,26 @@ def _safe_tl_object(obj, tl) -> bool:
     return False
 
 
-def load_source(source: str, filename: str = "<submitted>") -> dict:
-    """Every @jit function of `source`, by name (parsed, never executed)."""
+def load_source(source: str, filename: str = "<submitted>", strict: bool = True, ignored: list | None = None) -> dict:
+    """Every @jit function of `source`, by name (parsed, never executed).
+
+    `strict=False` (the CLI on a user's own file) skips — never executes — top-level statements
+    that strict mode refuses (`import torch`, `if __name__ == "__main__":`, helper functions,
+    @autotune around a @jit...): what they would define is simply not visible to kernels. Their
+    line numbers are appended to `ignored`. Kernel bodies are checked the same in both modes.
+    """
     if not isinstance(source, str):
         raise TypeError("source must be a str")
-    return _Module(source, filename).run()
+    m = _Module(source, filename, strict)
+    out = m.run()
+    if ignored is not None:
+        ignored.extend(m.ignored)
+    return out
 
 
-def jit_from_source(source: str, name: str, filename: str = "<submitted>"):
+def jit_from_source(source: str, name: str, filename: str = "<submitted>", strict: bool = True):
     """The @jit function `name` of `source` (see the module doc for what source may contain)."""
-    kernels = load_source(source, filename)
+    kernels = load_source(source, filename, strict)
     if name not in kernels:
         avail = ", ".join(sorted(kernels)) or "none"
         raise CompilationError(f"no @jit function named '{name}' in {filename} (found: {avail})", None, None)

@@ -85,11 +85,29 @@ def test_compilation_error_exit_1(kfile, capsys):
 def test_hostile_file_not_executed(tmp_path):
     marker = tmp_path / "pwned"
     evil = tmp_path / "evil.py"
-    evil.write_text(f"import os\nos.system('touch {marker}')\n" + KERNEL)
-    r = run_cli(f"{evil}::add_kernel", "-s", "*fp32,*fp32,*fp32,i32", "-c", "BLOCK_SIZE=128", "--emit", "ir")
+    evil.write_text(f"import os\nos.system('touch {marker}')\n" + KERNEL +
+                    f"\nif __name__ == '__main__':\n    open('{marker}', 'w')\n")
+    # strict (what the service does): refused, naming the line
+    r = run_cli(f"{evil}::add_kernel", "-s", "*fp32,*fp32,*fp32,i32", "-c", "BLOCK_SIZE=128", "--emit", "ir",
+                "--strict")
     assert r.returncode == 1
     assert "evil.py:1:1: error: import of 'os' is not allowed" in r.stderr
     assert not marker.exists()
+    # default: the statements are skipped, never run, and the kernel compiles
+    r = run_cli(f"{evil}::add_kernel", "-s", "*fp32,*fp32,*fp32,i32", "-c", "BLOCK_SIZE=128", "--emit", "ir")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("func @add_kernel(")
+    assert "skipped (not executed) top-level statement(s) at line(s) 1, 2, 16" in r.stderr
+    assert not marker.exists()
+
+
+def test_readme_example(capsys):
+    """README: blocktune compile examples/add.py::add_kernel (a file with a __main__ block)."""
+    rc = cli.main(["compile", str(ROOT / "examples" / "add.py") + "::add_kernel", "--signature", "*fp32,*fp32,*fp32,i32",
+                   "--constexpr", "BLOCK_SIZE=1024", "--emit", "ptx", "--target", "sm_90"])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    assert ".entry add_kernel" in out.out
 
 
 def test_usage_errors(kfile, capsys):

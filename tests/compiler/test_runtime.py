@@ -684,6 +684,26 @@ def test_jit_from_source_rejects_hostile(case, tmp_path):
     assert not marker.exists()
 
 
+def test_load_source_non_strict(tmp_path):
+    from compiler.runtime.source import load_source
+    marker = tmp_path / "pwned"
+    src = (f"import torch\nimport triton\nimport triton.language as tl\nDEV = torch.device('cuda')\n"
+           f"@triton.autotune(configs=[triton.Config({{'B': 16}})], key=['n'])\n@triton.jit\n"
+           f"def k(x_ptr, n, B: tl.constexpr):\n    tl.store(x_ptr + tl.arange(0, B), 1.0)\n"
+           f"def host():\n    open('{marker}', 'w')\n"
+           f"if __name__ == '__main__':\n    host()\n")
+    with pytest.raises(compiler.CompilationError):
+        load_source(src, "m.py")
+    ignored = []
+    ks = load_source(src, "m.py", strict=False, ignored=ignored)
+    assert list(ks) == ["k"] and ignored == [1, 4, 9, 11]
+    assert "torch" not in ks["k"].globals and "DEV" not in ks["k"].globals and "host" not in ks["k"].globals
+    assert not marker.exists()
+    bad = "import triton\n@triton.jit\ndef k(x):\n    open('x', 'w')\n"
+    with pytest.raises(compiler.CompilationError, match="not available inside a kernel"):
+        load_source(bad, strict=False)                # kernel bodies are checked the same
+
+
 def test_jit_from_source_error_names_line():
     src = "import triton\n\nx = 1\nprint('hi')\n"
     with pytest.raises(compiler.CompilationError) as info:
