@@ -4,7 +4,9 @@
     interpreter.run(fn, grid=(4, 1, 1), args=[x, y, n])
 
 `run` compiles the `ir.Function` once into a list of Python closures (cached per function object)
-and executes it for every program id of the grid, in order (x fastest, then y, then z). Values are
+and executes it for every program id of the grid, in order (x fastest, then y, then z). Straight-line
+kernels (no loops/ifs, atomics, print or assert) instead run a chunk of programs at once, every value
+carrying a leading program axis (`BLOCKTUNE_INTERPRET_VECTORIZE=0` turns that off). Values are
 numpy scalars/arrays: integers wrap at their bit width, fp16 is numpy float16, bf16 is held in
 float32 and rounded to bf16 (round-to-nearest-even) after every op and on load/store, pointers are
 int64 byte addresses into the buffers passed as arguments (numpy arrays or torch CPU tensors).
@@ -343,6 +345,7 @@ class _Memory:
     def __init__(self):
         self.buffers: list[_Buffer] = []
         self.los: list[int] = []
+        self.vec_pids = None
 
     def add(self, lo, hi, raw, owner, name):
         """Register [lo, hi); allocations that overlap (views of one buffer) merge into one."""
@@ -400,12 +403,16 @@ class _Memory:
             todo = todo[~inside]
         return out
 
-    @staticmethod
-    def _lane(lanes, pos, shape):
+    def _lane(self, lanes, pos, shape):
         if not shape:
             return ""
         flat = int(lanes[pos]) if lanes is not None else pos
-        return f" (lane {tuple(int(i) for i in np.unravel_index(flat, shape))})"
+        idx = tuple(int(i) for i in np.unravel_index(flat, shape))
+        if self.vec_pids is not None:  # a vectorized run: the first index is the program
+            q = idx[0]
+            pid = tuple(int(a[q]) for a in self.vec_pids)
+            return f" (program {pid}, lane {idx[1:]})"
+        return f" (lane {idx})"
 
     def _oob(self, addr, what, loc, lanes, pos, shape):
         bufs = "; ".join(b.describe() for b in self.buffers) or "none"
@@ -473,7 +480,7 @@ def _to_mem(vals, dt):
 
 class _State:
     """Per-launch state reachable from every closure through env[0]."""
-    __slots__ = ("pid", "grid", "mem")
+    __slots__ = ("pid", "grid", "mem", "P", "nprog")
 
 
 class _Return(Exception):
@@ -494,7 +501,9 @@ def _run_block(blk: _CompiledBlock, env):
 
 
 class Program:
-    """A compiled `ir.Function`: call `.launch(grid, args)`."""
+    """A compiled `ir.Function`: call `.launch(grid, args)`. Runs the programs one by one."""
+
+    BATCH = 0  # 1 in _VecProgram: values carry a leading program axis
 
     def __init__(self, fn: ir.Function):
         self.fn = fn
@@ -626,7 +635,7 @@ class Program:
         return f
 
     def _op_expand_dims(self, op):
-        x, s, axis = self._slot(op.operands[0]), self._rs(op), int(op.attrs["axis"])
+        x, s, axis = self._slot(op.operands[0]), self._rs(op), int(op.attrs["axis"]) + self.BATCH
 
         def f(env):
             env[s] = np.expand_dims(env[x], axis)
@@ -643,6 +652,8 @@ class Program:
         x, s = self._slot(op.operands[0]), self._rs(op)
         perm = op.attrs.get("perm")
         perm = tuple(perm) if perm is not None else tuple(reversed(range(len(op.operands[0].shape))))
+        if self.BATCH:
+            perm = (0,) + tuple(p + 1 for p in perm)
 
         def f(env):
             env[s] = np.transpose(env[x], perm)
@@ -910,7 +921,7 @@ class Program:
     # -- reductions, scans, dot ---------------------------------------------------------------
     def _op_reduce(self, op):
         x, s = self._slot(op.operands[0]), self._rs(op)
-        axis, kind = int(op.attrs["axis"]), op.attrs["kind"]
+        axis, kind = int(op.attrs["axis"]) + self.BATCH, op.attrs["kind"]
         dt = op.operands[0].dtype
         npdt = _np(dt)
         left = op.attrs.get("tie_break_left", True)
@@ -950,7 +961,7 @@ class Program:
 
     def _op_scan(self, op):
         x, s = self._slot(op.operands[0]), self._rs(op)
-        axis, kind, reverse = int(op.attrs["axis"]), op.attrs["kind"], bool(op.attrs.get("reverse", False))
+        axis, kind, reverse = int(op.attrs["axis"]) + self.BATCH, op.attrs["kind"], bool(op.attrs.get("reverse", False))
         dt = op.operands[0].dtype
         npdt = _np(dt)
         if dt.is_floating():
@@ -1128,6 +1139,28 @@ class Program:
 
     # -- launching -----------------------------------------------------------------------------
     def launch(self, grid, args):
+        grid, values, mem = self._prepare(grid, args)
+        state = _State()
+        state.mem = mem
+        state.grid = tuple(np.int32(g) for g in grid)
+        env = [None] * self.nslots
+        env[0] = state
+        for sl, v in zip(self.arg_slots, values):
+            env[sl] = v
+        fns = self.body.fns
+        with np.errstate(all="ignore"):
+            for z in range(grid[2]):
+                for y in range(grid[1]):
+                    for x in range(grid[0]):
+                        state.pid = (np.int32(x), np.int32(y), np.int32(z))
+                        try:
+                            for g in fns:
+                                g(env)
+                        except _Return:
+                            pass
+
+    def _prepare(self, grid, args):
+        """(grid as 3 ints, per-argument numpy values, the memory table of the buffer arguments)."""
         fn = self.fn
         grid = tuple(int(g) for g in grid) + (1,) * (3 - len(tuple(grid)))
         if len(grid) != 3 or any(g < 0 for g in grid):
@@ -1148,25 +1181,8 @@ class Program:
         values = []
         for name, ty, a in zip(fn.arg_names, types, args):
             values.append(self._arg_value(name, ty, a, mem))
-        state = _State()
-        state.mem = mem
-        state.grid = tuple(np.int32(g) for g in grid)
-        env = [None] * self.nslots
-        env[0] = state
-        for sl, v in zip(self.arg_slots, values):
-            env[sl] = v
-        fns = self.body.fns
-        keep = [a for a in args]  # keep the buffers alive while running  # noqa: F841
-        with np.errstate(all="ignore"):
-            for z in range(grid[2]):
-                for y in range(grid[1]):
-                    for x in range(grid[0]):
-                        state.pid = (np.int32(x), np.int32(y), np.int32(z))
-                        try:
-                            for g in fns:
-                                g(env)
-                        except _Return:
-                            pass
+        # the buffers stay alive: the caller holds `args` until launch returns
+        return grid, values, mem
 
     @staticmethod
     def _arg_value(name, ty, a, mem):
@@ -1194,6 +1210,179 @@ class Program:
         return _scalar_from_py(a, ty)
 
 
+class _VecProgram(Program):
+    """All programs of a chunk of the grid at once: every value carries a leading program axis.
+
+    Used for straight-line kernels (no control flow regions, atomics, print or assert). Programs
+    of a grid run concurrently on the GPU with no ordering between them, so running each op for
+    all programs before the next op is one legal schedule; every program still sees its own
+    ops in order. Chunks keep each value at about `CHUNK_ELEMENTS` elements.
+    """
+
+    BATCH = 1
+    CHUNK_ELEMENTS = 1 << 18
+
+    @staticmethod
+    def eligible(fn: ir.Function) -> bool:
+        for op in fn.walk():
+            if op.regions or op.name in ("atomic_rmw", "atomic_cas", "print", "assert", "for", "if", "while"):
+                return False
+        return True
+
+    def __init__(self, fn):
+        super().__init__(fn)
+        sizes = [1]
+        for op in fn.walk():
+            for v in list(op.results) + [o for o in op.operands if o is not None]:
+                if isinstance(v.type, block_type):
+                    sizes.append(v.type.numel)
+        self.max_numel = max(sizes)
+
+    def _checked(self, op, f):
+        if len(op.results) != 1:
+            return f
+        r = op.results[0]
+        s, shape, npdt, ty = self._slot(r), shape_of(r.type), _np(scalar_of(r.type)), r.type
+
+        def g(env):
+            f(env)
+            v = env[s]
+            if v.shape[1:] != shape or v.shape[0] != env[0].P or v.dtype != npdt:
+                if v.shape[1:] != shape or v.shape[0] != env[0].P:
+                    raise InterpreterError(f"{op.loc}: {op.name} produced shape {v.shape[1:]} for "
+                                           f"{v.shape[0]} programs, its IR type says {ty}")
+                env[s] = v.astype(npdt)
+        return g
+
+    def _op_const(self, op):
+        ty = op.result.type
+        v = _scalar_from_py(op.attrs["value"], scalar_of(ty))
+        shape = shape_of(ty)
+        base = np.full(shape, v, dtype=v.dtype)
+        s = self._rs(op)
+
+        def f(env):
+            env[s] = np.broadcast_to(base, (env[0].P,) + shape)
+        return f
+
+    def _op_arange(self, op):
+        v = np.arange(op.attrs["start"], op.attrs["end"], dtype=np.int32)
+        s = self._rs(op)
+
+        def f(env):
+            env[s] = np.broadcast_to(v, (env[0].P,) + v.shape)
+        return f
+
+    def _op_num_programs(self, op):
+        axis, s = int(op.attrs["axis"]), self._rs(op)
+
+        def f(env):
+            env[s] = env[0].nprog[axis]
+        return f
+
+    def _op_splat(self, op):
+        x, s = self._slot(op.operands[0]), self._rs(op)
+        shape = op.result.type.shape
+        ones = (1,) * len(shape)
+
+        def f(env):
+            v = env[x]
+            env[s] = np.broadcast_to(v.reshape(v.shape + ones), v.shape + shape)
+        return f
+
+    def _op_broadcast(self, op):
+        x, s = self._slot(op.operands[0]), self._rs(op)
+        shape = op.result.type.shape
+
+        def f(env):
+            env[s] = np.broadcast_to(env[x], (env[0].P,) + shape)
+        return f
+
+    def _op_reshape(self, op):
+        x, s, shape = self._slot(op.operands[0]), self._rs(op), shape_of(op.result.type)
+
+        def f(env):
+            env[s] = np.reshape(env[x], (env[0].P,) + shape)
+        return f
+
+    def _op_load(self, op):
+        ops = list(op.operands) + [None] * (3 - len(op.operands))
+        p, m, o = (self._slot(v) for v in ops[:3])
+        s = self._rs(op)
+        dt = op.result.dtype
+        npdt = _np(dt)
+        loc = op.loc
+        sshape = shape_of(op.result.type)
+
+        def f(env):
+            st = env[0]
+            shape = (st.P,) + sshape
+            flat = np.ravel(env[p])
+            mask = None if m is None else np.ravel(env[m])
+            if mask is None or mask.all():
+                env[s] = st.mem.gather(flat, dt, "load", loc, None, shape).reshape(shape)
+                return
+            if o is None:
+                out = np.zeros(flat.size, dtype=npdt)
+            else:
+                out = np.array(np.broadcast_to(env[o], shape), dtype=npdt).reshape(-1)
+            lanes = np.flatnonzero(mask)
+            if lanes.size:
+                out[lanes] = st.mem.gather(flat[lanes], dt, "load", loc, lanes, shape)
+            env[s] = out.reshape(shape)
+        return f
+
+    def _op_store(self, op):
+        ops = list(op.operands) + [None] * (3 - len(op.operands))
+        p, v, m = (self._slot(x) for x in ops[:3])
+        dt = op.operands[0].dtype.element_ty
+        loc = op.loc
+        sshape = shape_of(op.operands[0].type)
+
+        def f(env):
+            st = env[0]
+            shape = (st.P,) + sshape
+            flat = np.ravel(env[p])
+            vals = np.ravel(np.broadcast_to(env[v], shape))
+            mask = None if m is None else np.ravel(env[m])
+            if mask is None or mask.all():
+                st.mem.scatter(flat, vals, dt, "store", loc, None, shape)
+                return
+            lanes = np.flatnonzero(mask)
+            if lanes.size:
+                st.mem.scatter(flat[lanes], vals[lanes], dt, "store", loc, lanes, shape)
+        return f
+
+    def launch(self, grid, args):
+        grid, values, mem = self._prepare(grid, args)
+        total = grid[0] * grid[1] * grid[2]
+        if total == 0:
+            return
+        chunk = max(1, min(total, self.CHUNK_ELEMENTS // self.max_numel))
+        state = _State()
+        state.mem = mem
+        state.grid = tuple(np.int32(g) for g in grid)
+        env = [None] * self.nslots
+        env[0] = state
+        fns = self.body.fns
+        with np.errstate(all="ignore"):
+            for start in range(0, total, chunk):
+                q = np.arange(start, min(total, start + chunk), dtype=np.int64)
+                P = q.size
+                state.P = P
+                state.pid = ((q % grid[0]).astype(np.int32), ((q // grid[0]) % grid[1]).astype(np.int32),
+                             (q // (grid[0] * grid[1])).astype(np.int32))
+                state.nprog = tuple(np.full(P, g, dtype=np.int32) for g in grid)
+                mem.vec_pids = state.pid
+                for sl, v in zip(self.arg_slots, values):
+                    env[sl] = np.full(P, v, dtype=v.dtype)
+                try:
+                    for g in fns:
+                        g(env)
+                except _Return:
+                    pass
+
+
 def _uint_of(dt):
     return {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[_mem_np(dt).itemsize]
 
@@ -1210,13 +1399,20 @@ _cache: dict[int, tuple] = {}
 _cache_lock = threading.Lock()
 
 
-def compile_function(fn: ir.Function) -> Program:
-    """The compiled form of `fn` (cached while `fn` is alive)."""
-    key = id(fn)
+def _vectorize_enabled() -> bool:
+    return os.environ.get("BLOCKTUNE_INTERPRET_VECTORIZE", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def compile_function(fn: ir.Function, vectorize: bool | None = None) -> Program:
+    """The compiled form of `fn` (cached while `fn` is alive). With `vectorize` (default: on unless
+    BLOCKTUNE_INTERPRET_VECTORIZE=0), straight-line kernels run all programs of a chunk at once."""
+    if vectorize is None:
+        vectorize = _vectorize_enabled()
+    key = (id(fn), bool(vectorize))
     hit = _cache.get(key)
     if hit is not None and hit[0]() is fn:
         return hit[1]
-    prog = Program(fn)
+    prog = _VecProgram(fn) if vectorize and _VecProgram.eligible(fn) else Program(fn)
     with _cache_lock:
         try:
             ref = weakref.ref(fn, lambda _r, k=key, c=_cache: c.pop(k, None))

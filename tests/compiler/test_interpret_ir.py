@@ -660,3 +660,47 @@ def test_overlapping_numpy_views_from_one_buffer():
     b.op("store", [y, s, None])
     interpreter.run(b.fn, (1,), [a, c])
     assert t[4].item() == sum(range(12))
+
+
+@pytest.mark.parametrize("dt,opname", [(T.float16, "add"), (T.int32, "div"), (T.bfloat16, "mul"), (T.float32, "cmp")])
+def test_vectorized_matches_per_program(dt, opname):
+    """Straight-line kernels run all programs of a chunk at once; results equal one-by-one runs."""
+    block, progs = 1024, 600  # 600 programs of 1024 lanes: several chunks
+    n = block * progs - 77
+    rng = np.random.default_rng()
+    fn = elementwise_kernel(dt, opname, block=block, out_dt=T.int1 if opname == "cmp" else None)
+    mk = (lambda: torch.randn(n + 77).to(torch.bfloat16)) if dt is T.bfloat16 else \
+        (lambda: torch.from_numpy((rng.standard_normal(n + 77) * 100).astype(dt.np) + (dt is T.int32)))
+    x, y = mk(), mk()
+    outs = []
+    for vec in (True, False):
+        prog = interpreter.compile_function(fn, vectorize=vec)
+        assert isinstance(prog, interpreter._VecProgram) == vec
+        out = torch.zeros(n + 77, dtype=torch.bool if opname == "cmp" else x.dtype)
+        prog.launch((progs,), [x, y, out, n])
+        outs.append(out)
+    assert torch.equal(outs[0], outs[1])
+    assert not outs[0][n:].any()
+
+
+def test_control_flow_is_not_vectorized():
+    b = B([ptr(T.int32), T.int32])
+    o, n = b.args
+    body = ir.Block([T.int32, T.int32])
+    with b.into(body):
+        b.op("yield", [b.op("add", [body.args[1], body.args[0]], T.int32)])
+    (r,) = b.ops("for", [b.const(0, T.int32), n, b.const(1, T.int32), b.const(0, T.int32)], [T.int32], regions=[body])
+    b.op("store", [b.op("addptr", [o, b.op("program_id", [], T.int32, axis=0)], ptr(T.int32)), r, None])
+    assert not isinstance(interpreter.compile_function(b.fn, vectorize=True), interpreter._VecProgram)
+    out = np.zeros(3, np.int32)
+    interpreter.run(b.fn, (3,), [out, 5])
+    assert out.tolist() == [10, 10, 10]
+
+
+def test_vectorized_out_of_bounds_names_the_program():
+    b = B([ptr(T.float32), T.int32])
+    o, n = b.args
+    offs, _ = offsets(b, n, 8)
+    b.op("store", [ptrs(b, o, offs), b.const(1.0, blk(T.float32, 8)), None], loc=ir.Loc("k.py", 5, 4, "k"))
+    with pytest.raises(IndexError, match=r"k\.py:5:5: out-of-bounds store .*program \(3, 0, 0\), lane \(4,\)"):
+        interpreter.run(b.fn, (4,), [np.zeros(28, np.float32), 28])
