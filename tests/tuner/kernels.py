@@ -31,7 +31,7 @@ def add_modes(x_ptr, y_ptr, out_ptr, flag_ptr, n_elements, BLOCK_SIZE: tl.conste
     y = tl.load(y_ptr + offsets, mask=mask)
     out = x + y
     if MODE == 1:
-        out = tl.load(x_ptr + offsets * 1000003 + 1000000007)
+        out = tl.load(x_ptr + offsets.to(tl.int64) + 17592186044416)   # 64 TiB past x: unmapped
     if MODE == 2:
         out = x - y
     if MODE == 3:

@@ -265,3 +265,42 @@ def test_two_workers_share_one_job(sqlite_url):
         assert len({json.dumps(t.config, sort_keys=True) for t in ok}) >= len(ok) - 2
         assert s.scalar(sa.select(sa.func.count()).select_from(BestConfig)) == 1
     engine.dispose()
+
+
+INPLACE_SOURCE = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_inplace(x_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    x = tl.load(x_ptr + offsets, mask=mask)
+    tl.store(x_ptr + offsets, x * 2.0 + 1.0, mask=mask)
+'''
+
+
+def test_inplace_outputs_are_reset_between_runs(sqlite_url):
+    """An in-place kernel is run many times while measured; every config must still see the
+    original input when its result is checked (else all but the first would be wrong-result)."""
+    spec = {
+        "kernel": {"name": "scale_inplace", "source": INPLACE_SOURCE},
+        "sizes": {"N": 700},
+        "args": [{"name": "x_ptr", "tensor": {"shape": ["N"], "dtype": "float32", "init": "randn", "inplace": True}},
+                 {"name": "n_elements", "value": "N"}],
+        "grid": ["cdiv(n_elements, BLOCK_SIZE)"],
+        "space": {"BLOCK_SIZE": [64, 128, 256], "num_warps": [1, 2]},
+        "check": {"outputs": ["x_ptr"]},
+        "budget": {"trials": 6},
+        "measure": {"remeasure_top": 1, "remeasure_rounds": 1},
+    }
+    job_id = _new_job(sqlite_url, spec)
+    run_job(sqlite_url, job_id, interpret=True)
+    engine, Session = _session(sqlite_url)
+    with Session() as s:
+        job = s.get(Job, job_id)
+        assert job.state == "succeeded", job.error
+        assert [t.status for t in job.trials] == ["ok"] * 6
+        assert all(len(t.samples_ms) >= 3 for t in job.trials)
+    engine.dispose()
