@@ -607,7 +607,7 @@ def test_atomics_on_scalar_pointers(gen):
     assert total[1].item() == x.max().item() and total[2].item() == x.min().item()
 
 
-@pytest.mark.timeout(20)  # a spin lock: a wrong while-loop lowering hangs here
+@pytest.mark.timeout(10)  # a spin lock: a wrong while-loop lowering hangs here
 def test_atomic_cas_spin_lock():
     progs = 6
     lock = torch.zeros(1, dtype=torch.int32)

@@ -17,11 +17,15 @@ TOL = {torch.float16: (2e-3, 2e-3), torch.bfloat16: (1.6e-2, 1e-2), torch.float3
        torch.float64: (1e-12, 1e-12)}
 
 
-@pytest.fixture
-def interpret(monkeypatch):
-    """Turn interpret mode on for one test (the runtime reads the environment at launch time)."""
+@pytest.fixture(params=["vec", "seq"])
+def interpret(monkeypatch, request):
+    """Turn interpret mode on for one test (the runtime reads the environment at launch time).
+
+    Every test runs twice: with straight-line kernels vectorized over programs ("vec") and with
+    every program run one by one ("seq"); kernels with control flow always run one by one."""
     monkeypatch.setenv("BLOCKTUNE_INTERPRET", "1")
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setenv("BLOCKTUNE_INTERPRET_VECTORIZE", "1" if request.param == "vec" else "0")
     yield
 
 
