@@ -26,7 +26,7 @@ import json
 import os
 import time
 import warnings
-from typing import Any, Callable
+from typing import Callable
 
 from ..errors import CompilationError, OutOfResources
 
