@@ -18,6 +18,7 @@ from __future__ import annotations
 from .. import ir
 from .axis_info import AxisAnalysis
 from .layouts import Layout, blocked, default_layout, dot_acc_layout, log2
+from .mma import acc_layout_for, forward_epilogue
 
 ELEMENTWISE = set(ir.BINARY_OPS) | set(ir.UNARY_OPS) | {"cmp", "fma", "umulhi", "select", "cast", "bitcast",
                                                        "addptr", "assume", "load", "atomic_rmw", "atomic_cas"}
@@ -170,8 +171,9 @@ class LayoutAssignment:
         for op in ops:
             if op.name == "dot":
                 m, n = op.result.shape
-                self._set(op.result, dot_acc_layout(m, n, self.num_warps))
+                self._set(op.result, acc_layout_for(op, self.num_warps) or dot_acc_layout(m, n, self.num_warps))
                 self._drain()
+                forward_epilogue(self, op)
         for kind in (("load",), ("store",), ("atomic_rmw", "atomic_cas")):
             if kind != ("load",):
                 # values stored are usually computed from loads: let them keep that layout when

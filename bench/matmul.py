@@ -1,0 +1,125 @@
+"""Matrix multiplication: Triton's tutorial 03 under blocktune and under Triton, and cuBLAS (torch).
+
+Both compilers run the same kernel text (bench/matmul_kernels.py, only the import lines differ)
+with the same 16-config autotune list and key ["M", "N", "K"]: each framework's own autotuner picks
+its best config per shape, then `matmul(a, b)` is timed end to end (host launch included, as in
+Triton's tutorial). Timing: Triton's do_bench (CUDA events, L2 flush, median). Every result is
+checked against torch in float64 first (relative-norm error).
+
+Shapes (M×N×K): fp16 1024³, 2048³, 4096³, 8192³, 4096×4096×512, 8192×1024×4096, 16×4096×4096;
+bf16 4096³. `python bench/matmul.py [--quick]` (--quick: 1024³ and 4096³ only).
+Prints one line per shape, then a table; writes $OUT/matmul.json when OUT is set.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+
+# a fresh compile cache unless one is given: the disk cache key does not cover the backend's code
+os.environ.setdefault("BLOCKTUNE_CACHE_DIR", tempfile.mkdtemp(prefix="blocktune-matmul-"))
+
+from common import geomean, load_twice  # noqa: E402
+
+import torch  # noqa: E402
+
+tri, bt = load_twice("matmul_kernels.py")
+
+if tri is not None:
+    from triton.testing import do_bench
+else:
+    from compiler.testing import do_bench
+
+DEV = "cuda"
+SHAPES = [("fp16", 1024, 1024, 1024), ("fp16", 2048, 2048, 2048), ("fp16", 4096, 4096, 4096), ("fp16", 8192, 8192, 8192),
+          ("fp16", 4096, 4096, 512), ("fp16", 8192, 1024, 4096), ("fp16", 16, 4096, 4096), ("bf16", 4096, 4096, 4096)]
+QUICK = [("fp16", 1024, 1024, 1024), ("fp16", 4096, 4096, 4096)]
+TD = {"fp16": torch.float16, "bf16": torch.bfloat16}
+ROWS: list[dict] = []
+
+
+def bench(fn):
+    return do_bench(fn, warmup=100, rep=500, return_mode="median")
+
+
+def rel_err(out, ref):
+    return ((out.double() - ref).norm() / ref.norm()).item()
+
+
+def tflops(m, n, k, ms):
+    return 2 * m * n * k * 1e-12 / (ms * 1e-3)
+
+
+def fmt_cfg(cfg):
+    if cfg is None:
+        return "-"
+    kw = cfg.kwargs
+    return f"{kw['BLOCK_SIZE_M']}x{kw['BLOCK_SIZE_N']}x{kw['BLOCK_SIZE_K']} w{cfg.num_warps} s{cfg.num_stages}"
+
+
+def run_shape(dt, m, n, k):
+    a = torch.randn((m, k), device=DEV, dtype=TD[dt])
+    b = torch.randn((k, n), device=DEV, dtype=TD[dt])
+    ref = a.double() @ b.double()
+    r = {"dtype": dt, "M": m, "N": n, "K": k}
+    for name, mod in (("blocktune", bt), ("triton", tri)):
+        if mod is None:
+            r[f"{name}_tflops"] = None
+            continue
+        t = time.perf_counter()
+        c = mod.matmul(a, b)  # autotunes on the first call of this (M, N, K)
+        torch.cuda.synchronize()
+        r[f"{name}_tune_s"] = time.perf_counter() - t
+        err = rel_err(c, ref)
+        r[f"{name}_err"] = err
+        if not err < 1e-2:
+            raise AssertionError(f"{name} {dt} {m}x{n}x{k}: relative error {err:.3e}")
+        ms = bench(lambda: mod.matmul(a, b))  # noqa: B023
+        r[f"{name}_ms"] = ms
+        r[f"{name}_tflops"] = tflops(m, n, k, ms)
+        r[f"{name}_config"] = fmt_cfg(mod.matmul_kernel.best_config)
+    ms = bench(lambda: torch.matmul(a, b))
+    r["cublas_ms"] = ms
+    r["cublas_tflops"] = tflops(m, n, k, ms)
+    bt_t, tri_t = r["blocktune_tflops"], r["triton_tflops"]
+    r["vs_triton"] = bt_t / tri_t if tri_t else None
+    r["vs_cublas"] = bt_t / r["cublas_tflops"]
+    ROWS.append(r)
+    print(f"{dt} {m}x{n}x{k}: blocktune {bt_t:6.1f} TFLOP/s [{r['blocktune_config']}, tuned in {r['blocktune_tune_s']:.1f}s]  "
+          f"triton {tri_t or 0:6.1f} [{r.get('triton_config', '-')}]  cuBLAS {r['cublas_tflops']:6.1f}  "
+          f"×triton {r['vs_triton'] or 0:.3f}  ×cuBLAS {r['vs_cublas']:.3f}", flush=True)
+
+
+def main():
+    torch.manual_seed(0)
+    print(f"device: {torch.cuda.get_device_name(0)}; torch {torch.__version__}; "
+          f"triton {getattr(sys.modules.get('triton'), '__version__', 'absent')}; "
+          f"cache {os.environ['BLOCKTUNE_CACHE_DIR']}", flush=True)
+    shapes = QUICK if "--quick" in sys.argv else SHAPES
+    for s in shapes:
+        try:
+            run_shape(*s)
+        except Exception as e:  # keep going: one failing shape must not hide the others
+            print(f"{s}: FAILED {type(e).__name__}: {e}", flush=True)
+            ROWS.append({"dtype": s[0], "M": s[1], "N": s[2], "K": s[3], "error": f"{type(e).__name__}: {e}"})
+    print("\n| dtype | M×N×K | blocktune TFLOP/s | Triton TFLOP/s | cuBLAS TFLOP/s | × Triton | × cuBLAS | blocktune config | Triton config |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in ROWS:
+        shape = f"{r['M']}×{r['N']}×{r['K']}"
+        if "error" in r:
+            print(f"| {r['dtype']} | {shape} | failed: {r['error'][:80]} | | | | | | |")
+            continue
+        print(f"| {r['dtype']} | {shape} | {r['blocktune_tflops']:.1f} | {r['triton_tflops'] or 0:.1f} | {r['cublas_tflops']:.1f} | "
+              f"{r['vs_triton'] or 0:.3f} | {r['vs_cublas']:.3f} | {r['blocktune_config']} | {r.get('triton_config', '-')} |")
+    ratios = [r["vs_triton"] for r in ROWS if r.get("vs_triton")]
+    if ratios:
+        print(f"× Triton: geomean {geomean(ratios):.3f}, worst {min(ratios):.3f}")
+    if os.environ.get("OUT"):
+        with open(os.path.join(os.environ["OUT"], "matmul.json"), "w") as f:
+            json.dump(ROWS, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,285 @@
+"""tl.dot on tensor cores (compiler/backend/mma.py), without a GPU.
+
+1. The layout math, executed: `mma.mma_sim` runs the lowering's shared-memory swizzle, ldmatrix
+   lane addresses, fragment tables (PTX ISA) and accumulator layout on numpy and must give A @ B + C
+   exactly, with no ldmatrix bank conflicts, for every operand order, shape and warp count.
+2. PTX: every dtype / operand order / block shape / num_warps compiles, uses mma.sync (+ ldmatrix
+   where it applies) and assembles with ptxas for sm_80 and sm_90 without spills.
+3. Interpret mode: tl.dot in every dtype/shape/transpose combination and Triton's tutorial 03
+   (bench/matmul_kernels.py, loaded with only its import lines changed) against torch in float64.
+"""
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import math
+import pathlib
+import re
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import _bootstrap  # noqa: F401
+from compiler.backend import mma, nvptx
+from compiler.backend.llvm_target import find_ptxas
+
+import compiler as triton
+import dot_kernels as DK
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+try:
+    find_ptxas()
+    HAVE_PTXAS = True
+except FileNotFoundError:  # pragma: no cover
+    HAVE_PTXAS = False
+needs_ptxas = pytest.mark.skipif(not HAVE_PTXAS, reason="ptxas not found")
+
+
+# ---- 1. layout math --------------------------------------------------------------------------------
+
+SIM_CASES = [  # (kind, M, N, K, num_warps)
+    ("f16", 16, 16, 16, 1), ("f16", 64, 64, 32, 4), ("f16", 128, 64, 64, 4), ("f16", 32, 16, 16, 8),
+    ("f16", 16, 64, 32, 4), ("f16", 64, 32, 128, 2), ("f16", 16, 16, 32, 2), ("f16", 64, 128, 16, 8),
+    ("tf32", 16, 16, 16, 1), ("tf32", 64, 32, 32, 4), ("tf32", 32, 64, 16, 2), ("tf32", 16, 32, 64, 8),
+]
+
+
+@pytest.mark.parametrize("kind,M,N,K,nw", SIM_CASES)
+@pytest.mark.parametrize("a_cdim,b_cdim", list(itertools.product((0, 1), (0, 1))))
+def test_fragment_simulation(kind, M, N, K, nw, a_cdim, b_cdim):
+    rng = np.random.default_rng(M * 7 + N * 3 + K + nw)
+    A = rng.integers(-4, 5, (M, K)).astype(float)
+    B = rng.integers(-4, 5, (K, N)).astype(float)
+    C = rng.integers(-4, 5, (M, N)).astype(float)
+    D, conflicts = mma.mma_sim(A, B, C, nw, kind, a_cdim, b_cdim)
+    np.testing.assert_array_equal(D, A @ B + C)
+    assert conflicts == 0, f"{conflicts} extra ldmatrix wavefronts (bank conflicts)"
+
+
+@pytest.mark.parametrize("M,N,nw", [(16, 16, 1), (16, 16, 8), (128, 256, 8), (64, 32, 4), (256, 16, 4), (32, 128, 2)])
+def test_acc_layout_covers_block(M, N, nw):
+    lay = mma.acc_layout(M, N, nw)
+    seen = {}
+    for w in range(nw):
+        for lane in range(32):
+            for r in range(lay.n_regs):
+                c = lay.coord(r, lane, w)
+                seen[c] = seen.get(c, 0) + 1
+    assert set(seen) == set(itertools.product(range(M), range(N)))
+    assert len(set(seen.values())) == 1  # uniform replication (only when warps outnumber 16×16 tiles)
+    wm, wn = mma.warps_per_tile(M, N, nw)
+    assert M % (16 * wm) == 0 and N % (16 * wn) == 0
+
+
+def test_swizzle_is_bijective_and_xor_linear():
+    for shape, cdim, es in [((64, 32), 1, 2), ((32, 64), 0, 2), ((16, 16), 1, 4), ((128, 16), 1, 2), ((16, 256), 1, 2)]:
+        t = mma.SmemTile(shape, cdim, es)
+        offs = {t.offset(c) for c in itertools.product(range(shape[0]), range(shape[1]))}
+        assert offs == set(range(shape[0] * shape[1]))
+        for _ in range(50):
+            c1 = (np.random.randint(shape[0]), np.random.randint(shape[1]))
+            c2 = (np.random.randint(shape[0]), np.random.randint(shape[1]))
+            assert t.offset((c1[0] ^ c2[0], c1[1] ^ c2[1])) == t.offset(c1) ^ t.offset(c2)
+
+
+# ---- 2. PTX -------------------------------------------------------------------------------------------
+
+SIG = dict(A="*fp16", B="*fp16", C="*fp16", D="*fp32", M="i32", N="i32", K="i32", stride_am="i32", stride_ak="i32",
+           stride_bk="i32", stride_bn="i32", stride_cm="i32", stride_cn="i32", stride_dm="i32", stride_dn="i32")
+DIV = ("A", "B", "C", "D", "M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn", "stride_cm", "stride_cn",
+       "stride_dm", "stride_dn")
+
+
+def compile_dot(dt, bm, bn, bk, nw, trans_a=0, trans_b=0, prec="tf32", col_a=False, col_b=False, target="sm_90", out="fp32"):
+    """col_a: A is column-major (stride_am == 1, so M is contiguous); likewise col_b (K contiguous)."""
+    sig = dict(SIG, A=f"*{dt}", B=f"*{dt}", C=f"*{dt}", D=f"*{out}")
+    ones = ["stride_am" if col_a else "stride_ak", "stride_bk" if col_b else "stride_bn", "stride_cn", "stride_dn"]
+    div = tuple(n for n in DIV if n not in ones)
+    return triton.compile(DK.dot_kernel, signature=sig, constexprs=dict(BM=bm, BN=bn, BK=bk, TRANS_A=trans_a, TRANS_B=trans_b,
+                                                                         PREC=prec, HAS_C=True),
+                          num_warps=nw, target=target, divisible_by_16=div, equal_to_1=tuple(ones))
+
+
+def report(ptx, arch):
+    rep = nvptx.ptxas_check(ptx, arch)
+    return int(re.search(r"Used (\d+) registers", rep).group(1)), int(re.search(r"(\d+) bytes spill stores", rep).group(1)), rep
+
+
+PTX_CASES = [  # dt, bm, bn, bk, nw, trans_a, trans_b, col_a, col_b
+    ("fp16", 16, 16, 16, 1, 0, 0, False, False),
+    ("fp16", 64, 64, 32, 4, 0, 0, False, False),
+    ("fp16", 128, 128, 32, 4, 0, 0, False, False),
+    ("fp16", 64, 32, 64, 8, 1, 0, False, False),
+    ("fp16", 32, 64, 32, 2, 0, 1, False, False),
+    ("fp16", 64, 64, 16, 4, 1, 1, False, False),
+    ("fp16", 64, 64, 32, 4, 0, 0, True, True),
+    ("fp16", 16, 256, 32, 4, 0, 0, False, False),
+    ("fp16", 256, 16, 16, 8, 0, 0, False, False),
+    ("bf16", 64, 64, 32, 4, 0, 0, False, False),
+    ("bf16", 32, 32, 64, 2, 1, 1, False, False),
+    ("fp32", 32, 32, 16, 4, 0, 0, False, False),
+    ("fp32", 64, 32, 32, 4, 1, 1, False, False),
+    ("fp32", 16, 64, 16, 2, 0, 1, False, False),
+]
+
+
+@needs_ptxas
+@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("case", PTX_CASES, ids=["-".join(map(str, c)) for c in PTX_CASES])
+def test_dot_ptx_assembles(case, target):
+    dt, bm, bn, bk, nw, ta, tb, ca, cb = case
+    ck = compile_dot(dt, bm, bn, bk, nw, ta, tb, col_a=ca, col_b=cb, target=target)
+    ptx = ck.asm["ptx"]
+    shape = "m16n8k8" if dt == "fp32" else "m16n8k16"
+    kind = {"fp16": "f16.f16", "bf16": "bf16.bf16", "fp32": "tf32.tf32"}[dt]
+    assert f"mma.sync.aligned.{shape}.row.col.f32.{kind}.f32" in ptx
+    n_mma = ptx.count("mma.sync.aligned")
+    wm, wn = mma.warps_per_tile(bm, bn, nw)
+    assert n_mma == (bm // wm // 16) * (bn // wn // 8) * (bk // (8 if dt == "fp32" else 16))
+    a_k_contig = not (ta or ca)
+    b_k_contig = bool(tb or cb)
+    if dt != "fp32" or a_k_contig or b_k_contig:
+        assert "ldmatrix.sync.aligned.m8n8" in ptx
+    if dt != "fp32" and not (a_k_contig and b_k_contig):
+        assert ".trans.shared.b16" in ptx
+    if dt == "fp32":
+        assert "cvt.rna.tf32.f32" in ptx
+    regs, spills, rep = report(ptx, target)
+    assert spills == 0, rep
+    assert ".local" not in ptx
+
+
+@needs_ptxas
+def test_ieee_fp32_stays_on_fma():
+    ck = compile_dot("fp32", 32, 32, 16, 4, prec="ieee")
+    ptx = ck.asm["ptx"]
+    assert "mma.sync" not in ptx and "fma.rn.f32" in ptx
+    report(ptx, "sm_90")
+
+
+# ---- the tutorial: every autotune config compiles, uses mma.sync, assembles ---------------------------
+
+def load_tutorial():
+    """bench/matmul_kernels.py with only the import lines changed (as bench/common.py does)."""
+    path = ROOT / "bench" / "matmul_kernels.py"
+    text = path.read_text().replace("import triton.language as tl", "import compiler.language as tl") \
+                           .replace("import triton\n", "import compiler as triton\n")
+    name = "_test_matmul_kernels_blocktune"
+    if name in sys.modules:
+        return sys.modules[name]
+    out = pathlib.Path("/tmp") / f"{name}.py"
+    out.write_text(text)
+    spec = importlib.util.spec_from_file_location(name, out)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+TUT_SIG = dict(a_ptr="*fp16", b_ptr="*fp16", c_ptr="*fp16", M="i32", N="i32", K="i32", stride_am="i32", stride_ak="i32",
+               stride_bk="i32", stride_bn="i32", stride_cm="i32", stride_cn="i32")
+TUT_DIV = ("a_ptr", "b_ptr", "c_ptr", "M", "N", "K", "stride_am", "stride_bk", "stride_cm")
+TUT_ONES = ("stride_ak", "stride_bn", "stride_cn")
+
+
+@needs_ptxas
+@pytest.mark.parametrize("i", range(16))
+def test_tutorial_configs_assemble(i):
+    mod = load_tutorial()
+    cfgs = mod.get_autotune_config()
+    cfg = cfgs[i]
+    ck = triton.compile(mod.matmul_kernel.fn, signature=TUT_SIG, constexprs=dict(cfg.kwargs, ACTIVATION="leaky_relu"),
+                        num_warps=cfg.num_warps, num_stages=cfg.num_stages, target="sm_90", divisible_by_16=TUT_DIV,
+                        equal_to_1=TUT_ONES)
+    ptx = ck.asm["ptx"]
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx and "ldmatrix" in ptx
+    regs, spills, rep = report(ptx, "sm_90")
+    if cfg.kwargs["BLOCK_SIZE_K"] < 128:  # BLOCK_K=128 tiles staged through registers spill (until cp.async)
+        assert spills == 0, rep
+    assert ck.metadata["shared"] <= 227 * 1024
+
+
+# ---- 3. interpret mode ----------------------------------------------------------------------------------
+
+TD = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+# relative-norm tolerance per input precision (K ≤ 256, inputs ~N(0,1), fp32 output)
+RTOL = {"fp16": 1e-3, "bf16": 8e-3, "tf32": 2e-3, "ieee": 1e-5}
+
+
+def rel_err(out, ref):
+    out, ref = out.double(), ref.double()
+    assert not torch.isnan(out).any(), "NaN left in the output"
+    return ((out - ref).norm() / ref.norm()).item()
+
+
+@pytest.fixture
+def interpret(monkeypatch):
+    monkeypatch.setenv("BLOCKTUNE_INTERPRET", "1")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+
+
+def run_dot(dt, M, N, Kd, bm, bn, bk, trans_a, trans_b, prec, device="cpu", nw=4, col_a=False, col_b=False, g=None):
+    t = TD[dt]
+    a = torch.randn(M, Kd, generator=g, device=device).to(t)
+    b = torch.randn(Kd, N, generator=g, device=device).to(t)
+    if col_a:
+        a = a.t().contiguous().t()
+    if col_b:
+        b = b.t().contiguous().t()
+    c = torch.randn(M, N, generator=g, device=device).to(t)
+    d = torch.full((M, N), float("nan"), device=device)
+    grid = (math.ceil(M / bm), math.ceil(N / bn))
+    # TRANS_A: the kernel reads A's tile as [BK, BM] through the same strides, then tl.trans
+    DK.dot_kernel[grid](a, b, c, d, M, N, Kd, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+                        d.stride(0), d.stride(1), BM=bm, BN=bn, BK=bk, TRANS_A=trans_a, TRANS_B=trans_b, PREC=prec,
+                        HAS_C=True, num_warps=nw)
+    ref = a.double() @ b.double() + c.double()
+    tol = RTOL[dt] if dt != "fp32" else RTOL["ieee" if prec == "ieee" else "tf32"]
+    return rel_err(d, ref), tol
+
+
+INTERP_CASES = [(dt, prec, bm, bn, bk) for dt, prec in [("fp16", "tf32"), ("bf16", "tf32"), ("fp32", "tf32"), ("fp32", "ieee")]
+                for bm, bn, bk in [(16, 16, 16), (32, 64, 16), (64, 16, 32)]]
+
+
+@pytest.mark.parametrize("dt,prec,bm,bn,bk", INTERP_CASES)
+@pytest.mark.parametrize("trans_a,trans_b", [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_dot_interpret(interpret, dt, prec, bm, bn, bk, trans_a, trans_b):
+    g = torch.Generator().manual_seed(bm * 131 + bn * 7 + bk + trans_a * 3 + trans_b)
+    err, tol = run_dot(dt, 37, 45, 50, bm, bn, bk, trans_a, trans_b, prec, g=g)
+    assert err < tol, err
+
+
+def test_dot_out_dtype_and_allow_tf32_interpret(interpret):
+    g = torch.Generator().manual_seed(5)
+    a, b = torch.randn(32, 16, generator=g).half(), torch.randn(16, 64, generator=g).half()
+    d = torch.full((32, 64), float("nan"), dtype=torch.float16)
+    DK.dot_out_dtype_kernel[(1,)](a, b, d, BM=32, BN=64, BK=16, ALLOW_TF32=True)
+    assert rel_err(d, a.double() @ b.double()) < 2e-3
+    a, b = torch.randn(32, 16, generator=g), torch.randn(16, 64, generator=g)
+    d = torch.full((32, 64), float("nan"))
+    DK.dot_out_dtype_kernel[(1,)](a, b, d, BM=32, BN=64, BK=16, ALLOW_TF32=False)
+    assert rel_err(d, a.double() @ b.double()) < 1e-6
+    DK.dot_out_dtype_kernel[(1,)](a, b, d, BM=32, BN=64, BK=16, ALLOW_TF32=True)
+    e = rel_err(d, a.double() @ b.double())
+    assert 1e-6 < e < 2e-3  # tf32 rounding is visible, and small
+
+
+@pytest.mark.parametrize("M,N,K", [(100, 70, 50), (64, 64, 64), (16, 48, 80)])
+@pytest.mark.parametrize("activation", ["", "leaky_relu"])
+def test_tutorial_interpret(interpret, M, N, K, activation):
+    mod = load_tutorial()
+    kern = mod.matmul_kernel
+    kern.configs = [c for c in mod.get_autotune_config() if c.kwargs["BLOCK_SIZE_M"] <= 64 and c.kwargs["BLOCK_SIZE_N"] <= 64][:2]
+    kern.cache.clear()
+    g = torch.Generator().manual_seed(M + N + K)
+    a, b = torch.randn(M, K, generator=g).half(), torch.randn(K, N, generator=g).half()
+    c = mod.matmul(a, b, activation)
+    ref = a.double() @ b.double()
+    if activation:
+        ref = torch.where(ref >= 0, ref, 0.01 * ref)
+    assert rel_err(c, ref) < 2e-3
+    assert kern.best_config in kern.configs
