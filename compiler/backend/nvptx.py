@@ -31,7 +31,6 @@ from ..language import dtypes as T
 from .assign_layouts import LayoutAssignment, broadcast_layout
 from .axis_info import AxisAnalysis
 from .layouts import Layout, blocked, default_layout, dot_operand, log2
-from . import mma
 from .llvm_target import cpu_for, llir_to_ptx, ptxas_check  # noqa: F401  (re-exported)
 
 try:  # the shared error type, once compiler/errors.py exists
@@ -393,9 +392,20 @@ class Lowering:
     def convert(self, regs, have: Layout, want: Layout, dt) -> list:
         """Layout conversion through shared memory."""
         mt = mty(dt)
-        es = esize(dt)
+        es = 8 if dt.is_ptr() else esize(dt)
         pad_shift = None
-        self.smem_bytes = max(self.smem_bytes, have.numel() * es)
+        nbytes = have.numel() * es
+        if have.rank >= 1 and have.shape[-1] > 1 and _first_dim(have) != _first_dim(want):
+            # a transposing conversion: pad every row of the row-major buffer (Triton's padded
+            # scratch layout) so that threads walking a column hit different banks
+            row = have.shape[-1]
+            vw = self._vec_len(have, self.thread_flat(have)[1], es)
+            vr = self._vec_len(want, self.thread_flat(want)[1], es)
+            pad = max(vw, vr, max(1, 4 // es))
+            if row % pad == 0:
+                pad_shift = (log2(row), pad)
+                nbytes += (have.numel() // row) * pad * es
+        self.smem_bytes = max(self.smem_bytes, nbytes)
         self.barrier()
         vals = regs
         if dt.name == "i1":
@@ -412,12 +422,23 @@ class Lowering:
             out = [self.b.inttoptr(x, GPTR) for x in out]
         return out
 
+    def _padded(self, off, pad_shift, base_elems: int):
+        """Element offset in the (optionally row-padded) scratch buffer."""
+        b = self.b
+        if pad_shift is not None:
+            shift, pad = pad_shift
+            rows = b.lshr(off, ll.Constant(I32, shift))
+            off = b.add(off, b.mul(rows, ll.Constant(I32, pad)))
+        if base_elems:
+            off = b.add(off, ll.Constant(I32, base_elems))
+        return off
+
     def _smem_write(self, vals, lay: Layout, mt, es, pad_shift=None, base_elems: int = 0, pred=None):
         tv, tm = self.thread_flat(lay)
         vec = self._vec_len(lay, tm, es)
         b = self.b
         for g in range(0, lay.n_regs, vec):
-            off = self.combine_const(tv, tm, lay.flat(lay.reg_coord(g)) + base_elems)
+            off = self._padded(self.combine_const(tv, tm, lay.flat(lay.reg_coord(g))), pad_shift, base_elems)
             ptr = self.smem_ptr(b.mul(off, ll.Constant(I32, es)))
             if vec == 1:
                 val = vals[g]
@@ -437,7 +458,7 @@ class Lowering:
         b = self.b
         out = []
         for g in range(0, lay.n_regs, vec):
-            off = self.combine_const(tv, tm, lay.flat(lay.reg_coord(g)) + base_elems)
+            off = self._padded(self.combine_const(tv, tm, lay.flat(lay.reg_coord(g))), pad_shift, base_elems)
             ptr = self.smem_ptr(b.mul(off, ll.Constant(I32, es)))
             if vec == 1:
                 out.append(b.load(ptr, typ=mt, align=es))
@@ -511,6 +532,15 @@ class Lowering:
 
 # ==============================================================================================
 # Elementwise / index rules: (lowering, op, layout | None) → regs | scalar
+
+def _first_dim(lay: Layout):
+    """The dim a thread's consecutive registers (else its neighbour lanes) run along."""
+    for bb in lay.reg + lay.lane:
+        nz = [d for d, x in enumerate(bb) if x]
+        if nz:
+            return nz[0]
+    return None
+
 
 def _emap(lw: Lowering, op, lay, f):
     args = lw.operands(op, lay)
@@ -1607,10 +1637,7 @@ def _identity(lw, kind, dt):
 def r_dot(lw, op):
     """FMA dot: A and B go to shared memory (row-major), then for each k every thread loads the
     A values of its C rows and the B values of its C columns (vectorized along k for A and along n
-    for B) and does the outer-product FMAs. Register use stays at acc + a few operands.
-    fp16/bf16 (and fp32 as tf32) dots go to tensor cores instead (compiler/backend/mma.py)."""
-    if mma.mma_kind(op) is not None:
-        return mma.lower_dot(lw, op)
+    for B) and does the outer-product FMAs. Register use stays at acc + a few operands."""
     a, bv, c = op.operands
     res = op.result
     m, n = res.shape
