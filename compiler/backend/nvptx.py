@@ -31,6 +31,7 @@ from ..language import dtypes as T
 from .assign_layouts import LayoutAssignment, broadcast_layout
 from .axis_info import AxisAnalysis
 from .layouts import Layout, blocked, default_layout, dot_operand, log2
+from . import mma
 from .llvm_target import cpu_for, llir_to_ptx, ptxas_check  # noqa: F401  (re-exported)
 
 try:  # the shared error type, once compiler/errors.py exists
@@ -1637,7 +1638,10 @@ def _identity(lw, kind, dt):
 def r_dot(lw, op):
     """FMA dot: A and B go to shared memory (row-major), then for each k every thread loads the
     A values of its C rows and the B values of its C columns (vectorized along k for A and along n
-    for B) and does the outer-product FMAs. Register use stays at acc + a few operands."""
+    for B) and does the outer-product FMAs. Register use stays at acc + a few operands.
+    fp16/bf16 (and fp32 as tf32) dots go to tensor cores instead (compiler/backend/mma.py)."""
+    if mma.mma_kind(op) is not None:
+        return mma.lower_dot(lw, op)
     a, bv, c = op.operands
     res = op.result
     m, n = res.shape
