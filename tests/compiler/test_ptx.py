@@ -536,3 +536,66 @@ def test_gpu_configs_compile(name, cx, nw):
                         equal_to_1=EQUAL_TO_1.get(name, ()))
     rep = ptxas_report(ck.asm["ptx"])
     assert rep["spills"] == 0, rep["text"]
+
+
+# ---- layout algebra, exhaustively on small shapes -----------------------------------------------
+
+def _owners(lay):
+    """coordinate → set of (reg, lane, warp) holding it."""
+    out = {}
+    for w in range(lay.num_warps):
+        for lane in range(32):
+            for r in range(lay.n_regs):
+                out.setdefault(lay.coord(r, lane, w), set()).add((r, lane, w))
+    return out
+
+
+@pytest.mark.parametrize("shape", [(8,), (64,), (512,), (4, 8), (16, 64), (64, 16), (2, 4, 32), (1, 128)])
+@pytest.mark.parametrize("nw", [1, 4])
+def test_layout_transformations_are_consistent(shape, nw):
+    import itertools
+    rank = len(shape)
+    all_coords = set(itertools.product(*[range(s) for s in shape]))
+    for order in itertools.permutations(range(rank)):
+        for vec in (1, 2, 4):
+            lay = blocked(shape, order, vec, nw)
+            own = _owners(lay)
+            assert set(own) == all_coords
+            # every thread's registers hold distinct coordinates
+            for w in range(nw):
+                for lane in range(32):
+                    cs = [lay.coord(r, lane, w) for r in range(lay.n_regs)]
+                    assert len(set(cs)) == len(cs)
+            # slice: the reduced layout's coordinate is the source coordinate without the axis
+            for ax in range(rank):
+                sl = lay.slice(ax)
+                if not sl.shape:
+                    continue
+                for w in range(nw):
+                    for lane in range(32):
+                        have = {tuple(c[:ax] + c[ax + 1:]) for c in (lay.coord(r, lane, w) for r in range(lay.n_regs))}
+                        got = {sl.coord(r, lane, w) for r in range(sl.n_regs)}
+                        assert have == got
+                # expand of the slice = projection of the source onto a size-1 axis
+                assert sl.expand(ax) == lay.project(shape[:ax] + (1,) + shape[ax + 1:])
+            # reshape to 1-D and back is the identity; flat offsets are preserved
+            flat = lay.reshape((lay.numel(),))
+            assert flat.reshape(shape) == lay
+            for w in range(nw):
+                for lane in range(0, 32, 7):
+                    for r in range(lay.n_regs):
+                        assert flat.coord(r, lane, w)[0] == lay.flat(lay.coord(r, lane, w))
+            if rank == 2:
+                t = lay.trans((1, 0))
+                for r in range(lay.n_regs):
+                    c = lay.coord(r, 5, nw - 1)
+                    assert t.coord(r, 5, nw - 1) == (c[1], c[0])
+
+
+def test_broadcast_layout_extends_source():
+    from compiler.backend.assign_layouts import broadcast_layout
+    src = blocked((32, 64), (1, 0), 4, 4).project((32, 1))
+    lay = broadcast_layout(src, (32, 64))
+    import itertools
+    assert set(_owners(lay)) == set(itertools.product(range(32), range(64)))
+    assert lay.project((32, 1)) == src
