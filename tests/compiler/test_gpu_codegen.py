@@ -271,3 +271,89 @@ def test_transpose(gen, M, N):
     y = poisoned((N, M), torch.float32)
     K.transpose_kernel[(math.ceil(M / 64), math.ceil(N / 64))](x, y, M, N, BM=64, BN=64)
     assert torch.equal(y.cpu(), x.t().cpu())
+
+
+# ---- more language features -------------------------------------------------------------------
+
+@pytest.mark.parametrize("N", [1000, 1024, 37])
+def test_scan_variants(gen, N):
+    x = randn(N, torch.float32, gen)
+    ys, yp = poisoned(N, torch.float32), poisoned(N, torch.float32)
+    K.scan_variants_kernel[(1,)](x, ys, yp, N, BLOCK=1024)
+    xd = x.double().cpu()
+    close(ys, torch.flip(torch.cumsum(torch.flip(xd, [0]), 0), [0]), atol=1e-3, rtol=1e-4)
+    close(yp, torch.cumprod(1.0 + xd * 0.01, 0), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("M,N", [(64, 32), (50, 20)])
+def test_minmax_index(gen, M, N):
+    x = randn((M, N), torch.float16, gen)
+    x[5, 3] = x[9, 3] = x[:, 3].min() - 1  # a tie in column 3: first row wins
+    vmin, imin = poisoned(N, torch.float16), poisoned(N, torch.int32)
+    vmax, imax = poisoned(M, torch.float16), poisoned(M, torch.int32)
+    xo = poisoned(1, torch.int32)
+    K.minmax_index_kernel[(1,)](x, vmin, imin, vmax, imax, xo, M, N, BM=64, BN=32)
+    xc = x.cpu()
+    assert torch.equal(vmin.cpu(), xc.min(0).values)
+    assert torch.equal(imin.cpu().long(), torch.argmin(xc.float(), 0))
+    assert imin[3].item() == 5
+    assert torch.equal(vmax.cpu(), xc.max(1).values)
+    assert torch.equal(imax.cpu().long(), torch.argmax(xc.float(), 1))
+    bits = (xc.float() * 8.0).to(torch.int32)
+    ref = 0
+    for v in bits.flatten().tolist():
+        ref ^= v
+    assert xo.item() == ref
+
+
+def test_total_sum(gen):
+    x = randn((3, 32, 64), torch.float32, gen)
+    out = poisoned(3, torch.float32)
+    K.total_sum_kernel[(3,)](x, out, BM=32, BN=64)
+    close(out, x.double().sum((1, 2)), atol=1e-4, rtol=1e-5)
+
+
+@pytest.mark.parametrize("n,flag", [(0, True), (3, False), (4, True)])
+def test_loops(gen, n, flag):
+    x = randn(256, torch.float16, gen, scale=4.0)
+    y = poisoned(256, torch.float16)
+    K.loops_kernel[(1,)](x, y, n, flag, 0.5, BLOCK=256)
+    xd = x.double().cpu()
+    acc = torch.zeros(256, dtype=torch.float64)
+    for i in range(n):
+        for j in range(2):
+            acc = acc + xd if (i + j) % 2 == 0 else acc - 0.5 * xd
+    v, k = xd.clone(), 0
+    while v.abs().max() > 1.0:
+        v, k = v * 0.5, k + 1
+    if flag:
+        acc = acc + v
+    close(y, (acc * 0.5 + k), atol=2e-2, rtol=2e-3)
+
+
+def test_atomic_bits(gen):
+    n = 1000
+    x = torch.randint(0, 2 ** 30, (n,), generator=gen, device=DEV, dtype=torch.int32)
+    xchg = poisoned(n, torch.int32)
+    a = torch.full((8,), -1, device=DEV, dtype=torch.int32)
+    o = torch.zeros(8, device=DEV, dtype=torch.int32)
+    xo = torch.zeros(8, device=DEV, dtype=torch.int32)
+    K.atomic_bits_kernel[(math.ceil(n / 128),)](x, xchg, a, o, xo, n, BLOCK=128)
+    assert torch.equal(xchg.cpu(), x.cpu())
+    xs = x.cpu().tolist()
+    for b in range(8):
+        ra, ro, rx = -1, 0, 0
+        for v in xs[b::8]:
+            ra &= v
+            ro |= v
+            rx ^= v
+        assert (a[b].item(), o[b].item(), xo[b].item()) == (ra, ro, rx)
+
+
+def test_gather_i64(gen):
+    n = 5000
+    x = randn(20000, torch.float32, gen)
+    idx = torch.randint(0, 20000, (n,), generator=gen, device=DEV, dtype=torch.int64)
+    y = poisoned(n, torch.float32)
+    K.gather_i64_kernel[(math.ceil(n / 512),)](x, idx, y, n, BLOCK=512)
+    assert torch.equal(y.cpu(), x[idx].cpu())

@@ -250,6 +250,75 @@ if HAVE_FRONTEND:
         tl.store(Y + offs, tl.load(X + offs, mask=mask).to(Y.dtype.element_ty), mask=mask)
 
 
+    @triton.jit
+    def scan_variants_kernel(X, Ysum, Yprod, N, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        m = offs < N
+        x = tl.load(X + offs, mask=m, other=0.0)
+        tl.store(Ysum + offs, tl.cumsum(x, axis=0, reverse=True), mask=m)
+        tl.store(Yprod + offs, tl.cumprod(1.0 + x * 0.01, axis=0), mask=m)
+
+    @triton.jit
+    def minmax_index_kernel(X, Vmin, Imin, Vmax, Imax, Xor, M, N, BM: tl.constexpr, BN: tl.constexpr):
+        """Column argmin/min (axis 0) of fp16 data, row max with indices (axis 1), xor_sum of ints."""
+        rm = tl.arange(0, BM)
+        rn = tl.arange(0, BN)
+        mask = (rm[:, None] < M) & (rn[None, :] < N)
+        x = tl.load(X + rm[:, None] * N + rn[None, :], mask=mask, other=float("inf"))
+        vmin, imin = tl.min(x, axis=0, return_indices=True)
+        tl.store(Vmin + rn, vmin, mask=rn < N)
+        tl.store(Imin + rn, imin, mask=rn < N)
+        xm = tl.where(mask, x, -float("inf"))
+        vmax, imax = tl.max(xm, axis=1, return_indices=True)
+        tl.store(Vmax + rm, vmax, mask=rm < M)
+        tl.store(Imax + rm, imax, mask=rm < M)
+        bits = tl.where(mask, (x * 8.0).to(tl.int32), 0)
+        tl.store(Xor, tl.xor_sum(tl.xor_sum(bits, axis=1), axis=0))
+
+    @triton.jit
+    def total_sum_kernel(X, Out, BM: tl.constexpr, BN: tl.constexpr):
+        x = tl.load(X + tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :])
+        tl.store(Out + tl.program_id(0), tl.sum(x))
+
+    @triton.jit
+    def loops_kernel(X, Y, n, flag, scale, BLOCK: tl.constexpr):
+        """Nested loops, an if inside a loop, a while over block values, scalar fp16/i1 arguments."""
+        offs = tl.arange(0, BLOCK)
+        x = tl.load(X + offs).to(tl.float32)
+        acc = tl.zeros([BLOCK], dtype=tl.float32)
+        for i in range(0, n):
+            for j in range(0, 2):
+                if (i + j) % 2 == 0:
+                    acc += x
+                else:
+                    acc -= 0.5 * x
+        v = x
+        k = 0
+        while tl.max(tl.abs(v), axis=0) > 1.0:
+            v = v * 0.5
+            k += 1
+        if flag:
+            acc = acc + v
+        tl.store(Y + offs, (acc * scale.to(tl.float32) + k).to(Y.dtype.element_ty))
+
+    @triton.jit
+    def atomic_bits_kernel(X, Xchg, And, Or, Xor, N, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < N
+        x = tl.load(X + offs, mask=m)
+        tl.atomic_xchg(Xchg + offs, x, mask=m)
+        tl.atomic_and(And + offs % 8, x, mask=m)
+        tl.atomic_or(Or + offs % 8, x, mask=m)
+        tl.atomic_xor(Xor + offs % 8, x, mask=m)
+
+    @triton.jit
+    def gather_i64_kernel(X, Idx, Y, N, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < N
+        idx = tl.load(Idx + offs, mask=m, other=0)  # int64 indices
+        tl.store(Y + offs, tl.load(X + idx, mask=m), mask=m)
+
+
 def _sig(**kw):
     return kw
 
@@ -296,6 +365,16 @@ if HAVE_FRONTEND:
         "cast_fp16_i32": (cast_kernel, _sig(X="*fp16", Y="*i32", N="i32"), {"BLOCK": 1024}, 4, ("X", "Y")),
         "cast_bool": (cast_kernel, _sig(X="*i1", Y=P32, N="i32"), {"BLOCK": 1024}, 4, ("X", "Y")),
     }
+    CASES.update({
+        "scan_variants": (scan_variants_kernel, _sig(X=P32, Ysum=P32, Yprod=P32, N="i32"), {"BLOCK": 1024}, 4, ("X", "Ysum", "Yprod")),
+        "minmax_index": (minmax_index_kernel, _sig(X="*fp16", Vmin="*fp16", Imin="*i32", Vmax="*fp16", Imax="*i32", Xor="*i32", M="i32", N="i32"),
+                         {"BM": 64, "BN": 32}, 4, ("X", "Vmin", "Imin", "Vmax", "Imax", "Xor")),
+        "total_sum": (total_sum_kernel, _sig(X=P32, Out=P32), {"BM": 32, "BN": 64}, 4, ("X", "Out")),
+        "loops": (loops_kernel, _sig(X="*fp16", Y="*fp16", n="i32", flag="i1", scale="fp16"), {"BLOCK": 256}, 4, ("X", "Y")),
+        "atomic_bits": (atomic_bits_kernel, _sig(X="*i32", Xchg="*i32", And="*i32", Or="*i32", Xor="*i32", N="i32"), {"BLOCK": 128}, 4,
+                        ("X", "Xchg", "And", "Or", "Xor")),
+        "gather_i64": (gather_i64_kernel, _sig(X=P32, Idx="*i64", Y=P32, N="i32"), {"BLOCK": 512}, 4, ("X", "Idx", "Y")),
+    })
     for _op in ("exp", "log", "sqrt", "rsqrt", "sin", "cos", "erf", "sigmoid", "exp2", "floor", "div"):
         CASES[f"math_{_op}"] = (math_kernel, _sig(X=P32, Y=P32, N="i32"), {"OP": _op, "BLOCK": 1024}, 4, ("X", "Y"))
     CASES["math_exp_bf16"] = (math_kernel, _sig(X="*bf16", Y="*bf16", N="i32"), {"OP": "exp", "BLOCK": 1024}, 4, ("X", "Y"))
