@@ -128,3 +128,25 @@ def test_constraints_are_enforced(database_url):
         with Session.begin() as s:
             s.add(Job(kernel_id=999, spec={}, study_name="job-3"))
     engine.dispose()
+
+
+def test_concurrent_upgrades_on_postgres_are_serialized(postgres_url):
+    """Several processes (API, workers) may start at once on a fresh database: the advisory lock
+    makes all but one find the schema already there."""
+    import threading
+
+    errors = []
+
+    def up():
+        try:
+            migrate.upgrade(postgres_url)
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=up) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    assert migrate.is_up_to_date(postgres_url)
