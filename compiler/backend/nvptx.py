@@ -31,7 +31,7 @@ from ..language import dtypes as T
 from .assign_layouts import LayoutAssignment, broadcast_layout
 from .axis_info import AxisAnalysis
 from .layouts import Layout, blocked, default_layout, dot_operand, log2
-from . import mma
+from . import mma, pipeline
 from .llvm_target import cpu_for, llir_to_ptx, ptxas_check  # noqa: F401  (re-exported)
 
 try:  # the shared error type, once compiler/errors.py exists
@@ -350,11 +350,9 @@ class Lowering:
         for s in reversed(self.scopes):
             if key in s:
                 return s[key]
-        out = None
-        if v.owner is not None and self._rematerializable(v, 6):
+        out = self._remap(regs, have, lay)  # same threads, registers reordered: free
+        if out is None and v.owner is not None and self._rematerializable(v, 6):
             out = RULES[v.owner.name](self, v.owner, lay)
-        if out is None:
-            out = self._remap(regs, have, lay)
         if out is None:
             out = self.convert(regs, have, lay, v.dtype)
         self.scopes[-1][key] = out
@@ -1744,6 +1742,8 @@ def _region(lw, block: ir.Block):
 
 
 def r_for(lw, op):
+    if pipeline.lower_for(lw, op):  # K loops feeding a tensor-core dot: cp.async, num_stages buffers
+        return
     lb, ub, step = (lw.scalar(o) for o in op.operands[:3])
     inits = op.operands[3:]
     body = op.regions[0]
@@ -1911,10 +1911,12 @@ _register()
 # ==============================================================================================
 # Entry point
 
-def lower_to_llvm(fn: ir.Function, *, num_warps: int) -> Lowering:
+def lower_to_llvm(fn: ir.Function, *, num_warps: int, num_stages: int = 1) -> Lowering:
     if num_warps < 1 or num_warps & (num_warps - 1) or num_warps > 32:
         raise BackendError(f"num_warps must be a power of two between 1 and 32, got {num_warps}")
-    return Lowering(fn, num_warps, "").run()
+    lw = Lowering(fn, num_warps, "")
+    lw.num_stages = num_stages  # software pipelining depth of dot loops (compiler/backend/pipeline.py)
+    return lw.run()
 
 
 def module_text(lw: Lowering) -> str:
@@ -1938,7 +1940,7 @@ def module_text(lw: Lowering) -> str:
 def compile_ir(fn: ir.Function, *, num_warps: int, num_stages: int = 3, target: str = "sm_90") -> dict:
     """Compile block IR to PTX. Returns {name, llir, ptx, shared, num_warps, params}."""
     cpu = cpu_for(target)
-    lw = lower_to_llvm(fn, num_warps=num_warps)
+    lw = lower_to_llvm(fn, num_warps=num_warps, num_stages=num_stages)
     text = module_text(lw)
     llir, ptx = llir_to_ptx(text, cpu=cpu)
     return {"name": fn.name, "llir": llir, "ptx": ptx, "shared": lw.smem_bytes, "num_warps": num_warps,
