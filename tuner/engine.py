@@ -23,8 +23,7 @@ import hashlib
 import logging
 import math
 import os
-import shutil
-import tempfile
+import random
 import time
 import traceback
 import warnings
@@ -48,6 +47,7 @@ from tuner.spec import JobSpec
 log = logging.getLogger("blocktune.tuner")
 
 MAX_ENUMERATE = 200_000
+MAX_REPEATS = 25          # proposals of known configs in a row before an untried one is handed over
 CONSTRAINT_PREFIX = "constraint violated: "
 EventFn = Callable[[str, dict[str, Any]], None]
 
@@ -129,6 +129,7 @@ class Tuner:
         self.since_improvement = 0
         self.stop_reason: str | None = None
         self._last_trial_id = 0
+        self._rng = random.Random(job_id)
 
     # --- set-up -----------------------------------------------------------------------------
 
@@ -446,9 +447,20 @@ class Tuner:
             except Exception:  # noqa: BLE001
                 log.exception("could not put trial %d back", trial.number)
 
+    def _enqueue_untried(self, pending) -> None:
+        """The sampler only proposes configs it already knows (it has converged on a small space):
+        hand it an untried valid config, so the budget buys new information."""
+        if self.valid is None:
+            return
+        busy = set(self.seen) | {config_key(c) for _, c, _ in pending}
+        untried = [c for c in self.valid if config_key(c) not in busy]
+        if untried:
+            cfg = untried[self._rng.randrange(len(untried))]
+            self.study.enqueue_trial(self.space.encode(cfg), user_attrs={"untried_after_repeats": True})
+
     def search(self) -> None:
         pending: collections.deque = collections.deque()
-        asks = 0
+        asks = repeats = 0
         max_asks = 20 * (self.spec.budget.trials or 1000) + 1000
         self.done = self.counted_done()
         self._restore_reference()
@@ -479,7 +491,12 @@ class Tuner:
                     trial.set_user_attr("repeat_of", prev.number)
                     mark(trial, prev.median_ms is not None)
                     self.study.tell(trial, prev.median_ms if prev.median_ms is not None else math.inf)
+                    repeats += 1
+                    if repeats >= MAX_REPEATS:
+                        self._enqueue_untried(pending)
+                        repeats = 0
                     continue
+                repeats = 0
                 if any(config_key(c) == key for _, c, _ in pending):
                     self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
                     continue

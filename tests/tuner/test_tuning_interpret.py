@@ -293,6 +293,7 @@ def test_inplace_outputs_are_reset_between_runs(sqlite_url):
         "space": {"BLOCK_SIZE": [64, 128, 256], "num_warps": [1, 2]},
         "check": {"outputs": ["x_ptr"]},
         "budget": {"trials": 6},
+        "sampler": "tpe",      # TPE over all 6 configs: near the end it can only repeat known ones
         "measure": {"remeasure_top": 1, "remeasure_rounds": 1},
     }
     job_id = _new_job(sqlite_url, spec)
@@ -302,5 +303,6 @@ def test_inplace_outputs_are_reset_between_runs(sqlite_url):
         job = s.get(Job, job_id)
         assert job.state == "succeeded", job.error
         assert [t.status for t in job.trials] == ["ok"] * 6
+        assert len({json.dumps(t.config, sort_keys=True) for t in job.trials}) == 6
         assert all(len(t.samples_ms) >= 3 for t in job.trials)
     engine.dispose()
