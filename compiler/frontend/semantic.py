@@ -285,7 +285,8 @@ def mul(b, x, y):
     return b.value("mul", [x, y], x.type)
 
 
-def truediv(b, x, y, ieee=True):
+def truediv(b, x, y, ieee=False):
+    """`/`: like Triton, fp32 division is the fast `div.full.f32` (2 ulp) unless `ieee`."""
     x, y = binary_operands(b, x, y, div_or_mod=True)
     if x.dtype.is_int():
         x, y = cast(b, x, T.float32), cast(b, y, T.float32)
