@@ -41,18 +41,20 @@ except Exception:  # pragma: no cover
 
 
 class BackendError(_BaseError):
-    """The NVPTX backend cannot lower this IR (unsupported op/type combination)."""
+    """The NVPTX backend cannot lower this IR (unsupported op/type combination). A
+    `compiler.CompilationError` with the op's source location when compiler/errors.py exists."""
 
-    def __init__(self, message, loc=None):
-        try:
-            super().__init__(message)
-        except TypeError:  # pragma: no cover
-            Exception.__init__(self, message)
-        self.msg = message
-        self.loc = str(loc) if loc is not None else None
-
-    def __str__(self):
-        return f"{self.loc}: {self.msg}" if self.loc and self.loc != "<unknown>:0:1" else self.msg
+    def __init__(self, message, loc=None, source_line=None):
+        if loc is not None and getattr(loc, "line", 0) <= 0:
+            loc = None  # ir.UNKNOWN_LOC
+        if source_line is None and loc is not None and getattr(loc, "file", None):
+            import linecache
+            source_line = linecache.getline(loc.file, loc.line) or None
+        if _BaseError is Exception:  # pragma: no cover
+            Exception.__init__(self, f"{loc}: {message}" if loc is not None else message)
+            self.message, self.loc, self.source_line = message, loc, source_line
+        else:
+            super().__init__(message, loc, source_line)
 
 
 from llvmlite.ir import types as _lltypes  # noqa: E402

@@ -678,3 +678,59 @@ def test_broadcast_layout_extends_source():
     import itertools
     assert set(_owners(lay)) == set(itertools.product(range(32), range(64)))
     assert lay.project((32, 1)) == src
+
+
+# ---- every element type through every op (LLVM selection failures kill the process: subprocess) --
+
+def _type_sweep(dt):
+    from compiler.language import dtypes as T
+    d = T.from_signature(dt)
+    k = B.K("sweep", ("X", "Y", "Z"), X=f"*{dt}", Y=f"*{dt}", Z=f"*{dt}", s=dt)
+    offs = k.arange(256)
+    x = k.load(k.addptr(k["X"], offs))
+    y = k.load(k.addptr(k["Y"], offs))
+    ops = ["add", "sub", "mul", "maximum", "minimum"]
+    if d.is_floating():
+        ops += ["fdiv", "rem", "maximum_nan", "minimum_nan"]
+    else:
+        ops += ["div", "rem", "and", "or", "xor"] + (["shl", "shr"] if not d.is_bool() else [])
+    acc = x
+    for o in ops:
+        r = k.bin(o, acc, y)
+        acc = k.select(k.cmp("lt", r, x), r, y) if True else r
+    for pred in ("eq", "ne", "le", "ge", "gt"):
+        acc = k.select(k.cmp(pred, acc, k["s"]), acc, x)
+    if d.is_floating():
+        for u in ("neg", "abs", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "floor", "ceil", "erf", "tanh"):
+            acc = k.unary(u, acc)
+        acc = k.op("fma", [acc, x, y], acc.type)
+    else:
+        acc = k.unary("not", acc)
+        if not d.is_bool():
+            acc = k.unary("abs", acc) if d.is_int_signed() else acc
+            acc = k.op("umulhi", [acc, y], acc.type) if d.primitive_bitwidth in (32, 64) else acc
+    for tgt in ("fp16", "bf16", "fp32", "fp64", "i8", "i32", "i64", "u32", "i1"):
+        c = k.cast(acc, tgt)
+        acc = k.cast(c, dt)
+    for kind in ("sum", "max", "min", "argmax", "argmin") + (("xor_sum",) if d.is_int() else ()):
+        r = k.reduce(acc, 0, kind)
+        acc = k.select(k.cmp("gt", acc, k.cast(r, dt) if r.dtype != d else r), acc, x)
+    for kind in ("sum", "max", "min", "prod"):
+        acc = k.scan(acc, 0, kind, reverse=kind == "max")
+    k.store(k.addptr(k["Z"], offs), acc)
+    k.ret()
+    fn = k.fn()
+    out = nvptx.compile_ir(fn, num_warps=4)
+    nvptx.ptxas_check(out["ptx"])
+    return out
+
+
+@needs_ptxas
+@pytest.mark.parametrize("dt", ["fp16", "bf16", "fp32", "fp64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "i1"])
+def test_every_type_through_every_op(dt):
+    import subprocess
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = f"import sys; sys.path.insert(0, {here!r}); import test_ptx as T; T.ptxas_report(T._type_sweep({dt!r})['ptx'])"
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
