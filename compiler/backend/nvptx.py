@@ -132,6 +132,17 @@ _SEM = {"acq_rel": ".acq_rel", "acquire": ".acquire", "release": ".release", "re
 _SCOPE = {"gpu": ".gpu", "cta": ".cta", "sys": ".sys", "": ".gpu", None: ".gpu"}
 _CACHE = {"": "", None: "", ".ca": ".ca", ".cg": ".cg", ".cs": ".cs", ".lu": ".lu", ".cv": ".cv", ".wb": ".wb", ".wt": ".wt",
           "ca": ".ca", "cg": ".cg", "cs": ".cs", "lu": ".lu", "cv": ".cv", "wb": ".wb", "wt": ".wt"}
+_EVICT = {"evict_first": ".L1::evict_first", "evict_last": ".L1::evict_last", "evict_normal": ".L1::evict_normal",
+          "no_allocate": ".L1::no_allocate"}
+
+
+def _cache_qualifiers(op) -> str:
+    """`.cg`-style cache operator, else an L1 eviction priority (PTX cannot combine the two: the
+    cache operator wins)."""
+    c = _CACHE.get(op.attrs.get("cache", ""), "")
+    return c or _EVICT.get(op.attrs.get("eviction", "") or "", "")
+
+
 # ops whose lowering takes the wanted output layout and may be recomputed in another layout
 REMAT_OPS = {"const", "arange", "splat", "broadcast", "expand_dims", "trans", "reshape", "addptr", "add", "sub",
              "mul", "div", "rem", "and", "or", "xor", "shl", "shr", "cmp", "select", "cast", "maximum", "minimum",
@@ -1103,7 +1114,7 @@ def r_load(lw, op):
     res = op.result
     dt = res.dtype
     mt, es = _mem_type(dt), esize(dt)
-    cache = _CACHE.get(op.attrs.get("cache", ""), "")
+    cache = _cache_qualifiers(op)
     volatile = bool(op.attrs.get("volatile", False))
     if not res.is_block:
         ptr = lw.scalar(p)
@@ -1134,7 +1145,7 @@ def r_store(lw, op):
     p, v, mask = op.operands
     dt = v.dtype
     mt, es = _mem_type(dt), esize(dt)
-    cache = _CACHE.get(op.attrs.get("cache", ""), "")
+    cache = _cache_qualifiers(op)
     b = lw.b
     if not p.is_block:
         pred = _and_pred(b, lw.scalar(mask) if mask is not None else None, lw.owner_pred(None))

@@ -734,3 +734,20 @@ def test_every_type_through_every_op(dt):
     code = f"import sys; sys.path.insert(0, {here!r}); import test_ptx as T; T.ptxas_report(T._type_sweep({dt!r})['ptx'])"
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
+
+
+@needs_ptxas
+@pytest.mark.parametrize("cache", ["", ".cg", ".ca", ".cs"])
+@pytest.mark.parametrize("ev", ["", "evict_first", "evict_last"])
+@pytest.mark.parametrize("masked", [False, True])
+def test_cache_and_eviction_qualifiers(cache, ev, masked):
+    k = B.K("ev", ("X", "Y", "n"), X="*fp32", Y="*fp32", n="i32")
+    offs = k.arange(512)
+    m = k.cmp("lt", offs, k["n"]) if masked else None
+    x = k.op("load", [k.addptr(k["X"], offs), m, None], B.bt(B.T.float32, (512,)), cache=cache, eviction=ev, volatile=False)
+    k.op("store", [k.addptr(k["Y"], offs), x, m], None, cache=".cs" if cache == ".cs" else "", eviction=ev)
+    k.ret()
+    ptx = nvptx.compile_ir(k.fn(), num_warps=4)["ptx"]
+    ptxas_report(ptx)
+    want = cache or {"evict_first": ".L1::evict_first", "evict_last": ".L1::evict_last"}.get(ev, "")
+    assert f"ld.global{want}.v4.b32" in ptx
