@@ -166,12 +166,14 @@ def _thread_offset(lw, tile: SmemTile, lane_coords, warp_coords):
     return lw._linear(tuple(tile.offset(c) for c in lane_coords), tuple(tile.offset(c) for c in warp_coords))
 
 
-def _addr(lw, tile: SmemTile, tv, tm, coord):
+def _addr(lw, tile: SmemTile, tv, tm, coord, dyn=None):
     b = lw.b
     off = lw.combine_const(tv, tm, tile.offset(coord))
     byte = b.mul(off, ll.Constant(I32, tile.es))
     if tile.base:
         byte = b.add(byte, ll.Constant(I32, tile.base))
+    if dyn is not None:
+        byte = b.add(byte, dyn)
     return lw.smem_ptr(byte)
 
 
@@ -207,7 +209,48 @@ def scalar_b_reg(r: int):
 
 # ---- lowering ----------------------------------------------------------------------------------------
 
+def operand_tiles(op, a_lay: Layout, b_lay: Layout, base: int = 0) -> tuple:
+    """The swizzled shared-memory tiles of a dot's operands (A first, B 128-byte aligned after it),
+    each stored along the contiguous dim of the layout it arrives in."""
+    from .nvptx import esize
+    a, bv = op.operands[0], op.operands[1]
+    m, k = a.shape
+    n = bv.shape[1]
+    es = esize(a.dtype)
+    ta = SmemTile((m, k), contiguous_dim(a_lay), es, base=base)
+    tb = SmemTile((k, n), contiguous_dim(b_lay), es, base=base + (ta.nbytes + 127) // 128 * 128)
+    return ta, tb
+
+
+def tiles_end(ta: SmemTile, tb: SmemTile) -> int:
+    return tb.base + tb.nbytes
+
+
 def lower_dot(lw, op):
+    """Register operands → shared memory (between two barriers) → mma.sync."""
+    from .nvptx import lty
+    kind = mma_kind(op)
+    a, bv = op.operands[0], op.operands[1]
+    a_lay, b_lay = lw.layout_of(a), lw.layout_of(bv)
+    a_regs, b_regs = lw.block(a, a_lay), lw.block(bv, b_lay)
+    ta, tb = operand_tiles(op, a_lay, b_lay)
+    if kind == "tf32":   # round once, at the write (cvt.rna.tf32.f32), and keep the bits as i32
+        a_regs = [lw.call("llvm.nvvm.f2tf32.rna", I32, [x]) for x in a_regs]
+        b_regs = [lw.call("llvm.nvvm.f2tf32.rna", I32, [x]) for x in b_regs]
+        mt = I32
+    else:
+        mt = lty(a.dtype)
+    lw.smem_bytes = max(lw.smem_bytes, tiles_end(ta, tb))
+    lw.barrier()
+    write_tile(lw, a_regs, a_lay, ta, mt)
+    write_tile(lw, b_regs, b_lay, tb, mt)
+    lw.barrier()
+    dot_from_tiles(lw, op, ta, tb)
+
+
+def dot_from_tiles(lw, op, ta: SmemTile, tb: SmemTile, dyn_base=None):
+    """mma.sync over operands already in shared memory (`dyn_base`: an i32 byte offset added to
+    both tiles' bases, e.g. the pipeline stage). Sets the dot's result in the MMA layout."""
     from .nvptx import esize, lty  # noqa: WPS433  (nvptx imports the layout assignment, which imports us)
     kind = mma_kind(op)
     a, bv, c = op.operands
@@ -227,23 +270,6 @@ def lower_dot(lw, op):
     # accumulator in fp32
     C = lw.block(c, cl)
     acc = [x if x.type == F32 else b.fpext(x, F32) for x in C]
-
-    # operands → shared memory
-    a_lay, b_lay = lw.layout_of(a), lw.layout_of(bv)
-    a_regs, b_regs = lw.block(a, a_lay), lw.block(bv, b_lay)
-    ta = SmemTile((m, k), contiguous_dim(a_lay), es)
-    tb = SmemTile((k, n), contiguous_dim(b_lay), es, base=(ta.nbytes + 127) // 128 * 128)
-    if kind == "tf32":   # round once, at the write (cvt.rna.tf32.f32), and keep the bits as i32
-        a_regs = [lw.call("llvm.nvvm.f2tf32.rna", I32, [x]) for x in a_regs]
-        b_regs = [lw.call("llvm.nvvm.f2tf32.rna", I32, [x]) for x in b_regs]
-        mt = I32
-    else:
-        mt = lty(a.dtype)
-    lw.smem_bytes = max(lw.smem_bytes, tb.base + tb.nbytes)
-    lw.barrier()
-    write_tile(lw, a_regs, a_lay, ta, mt)
-    write_tile(lw, b_regs, b_lay, tb, mt)
-    lw.barrier()
 
     a_trans = ta.cdim != 1      # A stored with M contiguous
     b_trans = tb.cdim != 0      # B stored with N contiguous
@@ -272,9 +298,9 @@ def lower_dot(lw, op):
             out = []
             for r in range(4):
                 dm, dk = scalar_a_reg(r)
-                out.append(b.load(_addr(lw, ta, tva, tma, (base[0] + dm, base[1] + dk)), typ=I32, align=4))
+                out.append(b.load(_addr(lw, ta, tva, tma, (base[0] + dm, base[1] + dk), dyn_base), typ=I32, align=4))
             return out
-        return ldmatrix(_addr(lw, ta, tva, tma, base), 4, a_trans)
+        return ldmatrix(_addr(lw, ta, tva, tma, base, dyn_base), 4, a_trans)
 
     def load_b(ni, k0):
         """B fragments (2 regs each) for n8 tile ni (and ni+1 when paired)."""
@@ -284,9 +310,9 @@ def lower_dot(lw, op):
             for t in ((ni, ni + 1) if pair else (ni,)):
                 for r in range(2):
                     dk, dn = scalar_b_reg(r)
-                    out.append(b.load(_addr(lw, tb, tvb, tmb, (k0 + dk, 8 * t + dn)), typ=I32, align=4))
+                    out.append(b.load(_addr(lw, tb, tvb, tmb, (k0 + dk, 8 * t + dn), dyn_base), typ=I32, align=4))
             return out
-        return ldmatrix(_addr(lw, tb, tvb, tmb, base), 4 if pair else 2, b_trans)
+        return ldmatrix(_addr(lw, tb, tvb, tmb, base, dyn_base), 4 if pair else 2, b_trans)
 
     nbits = log2(nt_count)
     if kind == "f16":

@@ -202,6 +202,58 @@ def test_tutorial_configs_assemble(i):
     assert ck.metadata["shared"] <= 227 * 1024
 
 
+# ---- software pipelining (compiler/backend/pipeline.py) --------------------------------------------
+
+def backend_ptx(kern, sig, cx, nw, stages, div, ones):
+    """Front end + backend without the runtime's caches (the pipeline switch is an env var)."""
+    from compiler.runtime.compile import build_ir
+    fn = build_ir(kern, sig, cx, div, ones)
+    return nvptx.compile_ir(fn, num_warps=nw, num_stages=stages, target="sm_90")
+
+
+@needs_ptxas
+@pytest.mark.parametrize("stages", [1, 2, 3, 4, 5])
+def test_tutorial_pipelined(stages, monkeypatch):
+    mod = load_tutorial()
+    cx = dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=128, BLOCK_SIZE_K=32, GROUP_SIZE_M=8, ACTIVATION="")
+    out = backend_ptx(mod.matmul_kernel.fn, TUT_SIG, cx, 4, stages, TUT_DIV, TUT_ONES)
+    ptx = out["ptx"]
+    if stages == 1:
+        assert "cp.async" not in ptx and "ld.global.v4.b32" in ptx
+    else:
+        # S-1 groups in the prologue, one per iteration; wait until one stage has landed
+        assert ptx.count("cp.async.commit_group") == stages
+        assert re.search(rf"cp\.async\.wait_group\s+{stages - 2};", ptx)
+        assert re.search(r"cp\.async\.wait_group\s+0;", ptx)
+        assert "cp.async.cg.shared.global" in ptx and "ld.global" not in ptx.split("cp.async.commit_group")[0].split(".entry")[1]
+        assert out["shared"] == stages * (128 * 32 * 2 * 2)
+    regs, spills, rep = report(ptx, "sm_90")
+    assert spills == 0, rep
+    monkeypatch.setenv("BLOCKTUNE_NO_PIPELINE", "1")
+    assert "cp.async" not in backend_ptx(mod.matmul_kernel.fn, TUT_SIG, cx, 4, stages, TUT_DIV, TUT_ONES)["ptx"]
+
+
+@needs_ptxas
+def test_pipeline_narrow_copies_and_fallbacks():
+    sig = dict(SIG, A="*fp16", B="*fp16", C="*fp16", D="*fp32")
+    cx = dict(BM=64, BN=64, BK=32, TRANS_A=0, TRANS_B=0, PREC="tf32", HAS_C=True)
+    ones = ("stride_ak", "stride_bn", "stride_cn", "stride_dn")
+    # aligned rows, K a multiple of 16: 16-byte copies
+    div = ("A", "B", "C", "D", "M", "N", "K", "stride_am", "stride_bk", "stride_cm", "stride_dm")
+    ptx = backend_ptx(DK.dot_kernel, sig, cx, 4, 3, div, ones)["ptx"]
+    assert "cp.async.cg.shared.global" in ptx
+    report(ptx, "sm_90")
+    # A's rows not 16-byte aligned and K unknown: 2-byte accesses cannot be cp.async'ed → register path
+    div = ("A", "B", "C", "D", "stride_bk", "stride_cm", "stride_dm")
+    ptx = backend_ptx(DK.dot_kernel, sig, cx, 4, 3, div, ones)["ptx"]
+    assert "cp.async" not in ptx and "mma.sync" in ptx
+    report(ptx, "sm_90")
+    # tl.trans operands and tf32 stay on the register path
+    ptx = backend_ptx(DK.dot_kernel, sig, dict(cx, TRANS_A=1), 4, 3, DIV[:4] + DIV[7:], ("stride_am", "stride_bn", "stride_cn", "stride_dn"))["ptx"]
+    assert "mma.sync" in ptx
+    report(ptx, "sm_90")
+
+
 # ---- 3. interpret mode ----------------------------------------------------------------------------------
 
 TD = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
@@ -221,7 +273,8 @@ def interpret(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
 
 
-def run_dot(dt, M, N, Kd, bm, bn, bk, trans_a, trans_b, prec, device="cpu", nw=4, col_a=False, col_b=False, g=None):
+def run_dot(dt, M, N, Kd, bm, bn, bk, trans_a, trans_b, prec, device="cpu", nw=4, col_a=False, col_b=False, g=None,
+            num_stages=3):
     t = TD[dt]
     a = torch.randn(M, Kd, generator=g, device=device).to(t)
     b = torch.randn(Kd, N, generator=g, device=device).to(t)
@@ -235,7 +288,7 @@ def run_dot(dt, M, N, Kd, bm, bn, bk, trans_a, trans_b, prec, device="cpu", nw=4
     # TRANS_A: the kernel reads A's tile as [BK, BM] through the same strides, then tl.trans
     DK.dot_kernel[grid](a, b, c, d, M, N, Kd, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
                         d.stride(0), d.stride(1), BM=bm, BN=bn, BK=bk, TRANS_A=trans_a, TRANS_B=trans_b, PREC=prec,
-                        HAS_C=True, num_warps=nw)
+                        HAS_C=True, num_warps=nw, num_stages=num_stages)
     ref = a.double() @ b.double() + c.double()
     tol = RTOL[dt] if dt != "fp32" else RTOL["ieee" if prec == "ieee" else "tf32"]
     return rel_err(d, ref), tol

@@ -52,6 +52,16 @@ def test_dot_gpu(g, dt, prec, M, N, K, bm, bn, bk, nw, trans_a, trans_b):
     assert err < tol, err
 
 
+@pytest.mark.parametrize("stages", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("dt,M,N,K", [("fp16", 256, 256, 16), ("fp16", 192, 320, 48), ("fp16", 128, 256, 1024),
+                                      ("bf16", 160, 96, 208), ("fp16", 100, 70, 64)])
+def test_dot_pipelined_gpu(g, stages, dt, M, N, K):
+    """The cp.async pipeline (M, N, K multiples of 16: aligned rows) at every depth, with loops
+    shorter than the pipeline (K = 16, 48) and longer."""
+    err, tol = run_dot(dt, M, N, K, 64, 64, 16, 0, 0, "tf32", device=DEV, nw=4, g=g, num_stages=stages)
+    assert err < tol, err
+
+
 @pytest.mark.parametrize("dt", ["fp16", "bf16", "fp32"])
 @pytest.mark.parametrize("col_a,col_b", [(True, False), (False, True), (True, True)])
 def test_dot_column_major_gpu(g, dt, col_a, col_b):

@@ -1,0 +1,386 @@
+"""Software pipelining of `for` loops that feed a tensor-core dot (Triton's num_stages).
+
+A loop qualifies when its body holds one mma dot (fp16/bf16) whose two operands are loads made in
+the body, used by nothing else, masked with `other` = 0 (or unmasked), whose pointer and mask
+depend only on the induction variable, loop invariants and iter args whose own updates (the
+yield) are pure index arithmetic — Triton's tutorial loop `a = tl.load(a_ptrs, mask=…, other=0.0);
+…; a_ptrs += BLOCK_K * stride_ak`.
+
+Such loads are not lowered to registers. Instead, with S = num_stages buffers of (A tile, B tile)
+in swizzled shared memory (mma.SmemTile):
+  prologue   for s in 0 … S-2: cp.async the tiles of iteration s into buffer s; commit
+  iteration i: cp.async.wait_group(S-2); bar.sync           (tiles of i have landed)
+             cp.async the tiles of iteration i+S-1 into buffer (i+S-1) % S; commit
+             ldmatrix + mma.sync from buffer i % S
+  exit       cp.async.wait_group(0); bar.sync
+The pointers/masks of iteration i+S-1 come from re-lowering the body's index arithmetic with the
+induction variable and the "ahead" copies of the iter args it needs (carried as extra phis and
+advanced by re-lowering their yield expressions). Copies past the end are predicated off
+(src-size 0). Masked-off elements are zero-filled by cp.async's src-size operand.
+Set BLOCKTUNE_NO_PIPELINE=1 to turn this off (the dot then stages operands through registers).
+"""
+from __future__ import annotations
+
+import os
+
+from llvmlite import ir as ll
+
+from .. import ir
+from . import mma
+from .layouts import log2
+
+I32 = ll.IntType(32)
+SMEM_LIMIT = 227 * 1024
+_MISSING = object()
+
+
+class Plan:
+    pass
+
+
+def _zero_const(v) -> bool:
+    if v is None:
+        return True
+    op = v.owner
+    if op is None:
+        return False
+    if op.name == "const":
+        try:
+            return float(op.attrs["value"]) == 0.0
+        except (TypeError, ValueError):
+            return False
+    if op.name in ("splat", "broadcast"):
+        return _zero_const(op.operands[0])
+    return False
+
+
+def _slice(body: ir.Block, targets, poly) -> tuple | None:
+    """(ops of `body` needed to compute `targets` in body order, ids of body args they read),
+    or None when that needs an op that is not pure index arithmetic."""
+    defs = {r.id: op for op in body.ops for r in op.results}
+    arg_ids = {a.id for a in body.args}
+    seen, ops, args = set(), set(), set()
+    stack = [t for t in targets if t is not None]
+    while stack:
+        v = stack.pop()
+        if v.id in seen:
+            continue
+        seen.add(v.id)
+        if v.id in arg_ids:
+            args.add(v.id)
+            continue
+        op = defs.get(v.id)
+        if op is None:
+            continue  # defined before the loop
+        if op.name not in poly or op.regions:
+            return None
+        ops.add(op)
+        stack.extend(o for o in op.operands if o is not None)
+    return [op for op in body.ops if op in ops], args
+
+
+def make_plan(lw, op) -> Plan | None:
+    from . import nvptx
+    if os.environ.get("BLOCKTUNE_NO_PIPELINE"):
+        return None
+    stages = op.attrs.get("num_stages") or getattr(lw, "num_stages", 1) or 1
+    if stages < 2:
+        return None
+    step = lw.scalar(op.operands[2])
+    if not (isinstance(step, ll.Constant) and isinstance(step.constant, int) and step.constant > 0):
+        return None
+    body = op.regions[0]
+    y = body.terminator
+    if y is None or y.name != "yield":
+        return None
+    dots = [o for o in body.ops if o.name == "dot"]
+    if len(dots) != 1 or mma.mma_kind(dots[0]) not in ("f16", "bf16"):
+        return None
+    d = dots[0]
+    top = set(body.ops)
+    loads = []
+    for v in d.operands[:2]:
+        lo = v.owner
+        if lo is None or lo.name != "load" or lo not in top or not v.is_block or lo.attrs.get("volatile"):
+            return None
+        if any(u is not d for u in lw.uses.get(v.id, ())):
+            return None
+        if not _zero_const(lo.operands[2]):
+            return None
+        loads.append(lo)
+    if loads[0] is loads[1]:
+        return None
+    iv = body.args[0]
+    index_of = {a.id: i for i, a in enumerate(body.args[1:])}
+    targets = [o for lo in loads for o in lo.operands[:2] if o is not None]
+    sl = _slice(body, targets, nvptx.POLY)
+    if sl is None:
+        return None
+    needed = {a for a in sl[1] if a != iv.id}
+    queue = list(needed)
+    while queue:
+        aid = queue.pop()
+        s2 = _slice(body, [y.operands[index_of[aid]]], nvptx.POLY)
+        if s2 is None:
+            return None
+        for a in s2[1]:
+            if a != iv.id and a not in needed:
+                needed.add(a)
+                queue.append(a)
+    needed_idx = sorted(index_of[a] for a in needed)
+    upd = _slice(body, [y.operands[i] for i in needed_idx], nvptx.POLY)
+    if upd is None:
+        return None
+    # copy widths and tiles
+    lays, vecs = [], []
+    for lo in loads:
+        lay = lw.want(lo.result)
+        lays.append(lay)
+    ta, tb = mma.operand_tiles(d, lays[0], lays[1])
+    for lo, lay, tile in zip(loads, lays, (ta, tb)):
+        es = nvptx.esize(lo.result.dtype)
+        v = nvptx._mem_vec(lw, lay, lo.operands[0], lo.operands[1], es)
+        v = min(v, _smem_vec(lay, tile))
+        if v * es not in (4, 8, 16):
+            return None
+        vecs.append(v)
+    stage_bytes = (mma.tiles_end(ta, tb) + 127) // 128 * 128
+    stages = min(stages, SMEM_LIMIT // stage_bytes)
+    if stages < 2:
+        return None
+    p = Plan()
+    p.dot, p.loads, p.lays, p.vecs, p.tiles = d, loads, lays, vecs, (ta, tb)
+    p.stages, p.stage_bytes = stages, stage_bytes
+    p.addr_ops = sl[0]
+    p.upd_ops = upd[0]
+    p.needed = needed_idx
+    return p
+
+
+def _smem_vec(lay, tile) -> int:
+    """Elements per 16-byte-or-less contiguous shared-memory run of the layout's register groups."""
+    reg_off = [tile.offset(c) for c in lay.reg]
+    tmask = 0
+    for c in lay.lane + lay.warp:
+        tmask |= tile.offset(c)
+    v, k = 1, 0
+    while k < len(reg_off) and reg_off[k] == 1 << k and (v * 2) <= tile.vec:
+        k += 1
+        v *= 2
+    while v > 1 and (tmask & (v - 1) or any(o & (v - 1) for o in reg_off[log2(v):])):
+        v //= 2
+    return v
+
+
+def _eval(lw, ops, bindings: dict, requests):
+    """Lower `ops` (pure index arithmetic of the loop body) with body arguments bound to
+    `bindings` (value id → scalar llvm value or (Layout, regs)); return the requested values
+    [(ir value, layout | None)] and restore the lowering's state."""
+    from . import nvptx
+    saved = {}
+    for vid, val in bindings.items():
+        saved[vid] = lw.vals.get(vid, _MISSING)
+        lw.vals[vid] = val
+    for op in ops:
+        for r in op.results:
+            saved.setdefault(r.id, lw.vals.get(r.id, _MISSING))
+    lw.scopes.append({})
+    try:
+        for op in ops:
+            rule = nvptx.POLY[op.name]
+            res = op.result
+            if res.is_block:
+                lay = lw.want(res)
+                lw.set_block(res, lay, rule(lw, op, lay))
+            else:
+                lw.vals[res.id] = rule(lw, op, None)
+        out = [lw.block(v, lay) if lay is not None else lw.scalar(v) for v, lay in requests]
+    finally:
+        lw.scopes.pop()
+        for vid, val in saved.items():
+            if val is _MISSING:
+                lw.vals.pop(vid, None)
+            else:
+                lw.vals[vid] = val
+    return out
+
+
+def _issue(lw, plan: Plan, body, iv_val, state: dict, slot_base, ub, signed: bool):
+    """cp.async the operand tiles of the iteration whose induction value is `iv_val` (iter args
+    bound by `state`) into the buffer at byte offset `slot_base` (int or i32 value)."""
+    b = lw.b
+    bindings = dict(state)
+    bindings[body.args[0].id] = iv_val
+    reqs = []
+    for lo, lay in zip(plan.loads, plan.lays):
+        reqs.append((lo.operands[0], lay))
+        if lo.operands[1] is not None:
+            reqs.append((lo.operands[1], lay))
+    vals = _eval(lw, plan.addr_ops, bindings, reqs)
+    live = b.icmp_signed("<", iv_val, ub) if signed else b.icmp_unsigned("<", iv_val, ub)
+    i = 0
+    for lo, lay, v, tile in zip(plan.loads, plan.lays, plan.vecs, plan.tiles):
+        ptrs = vals[i]
+        i += 1
+        masks = None
+        if lo.operands[1] is not None:
+            masks = vals[i]
+            i += 1
+        es = tile.es
+        nbytes = v * es
+        lane_off = tuple(tile.offset(c) for c in lay.lane)
+        warp_off = tuple(tile.offset(c) for c in lay.warp)
+        tv, tm = lw._linear(lane_off, warp_off)
+        reg_off = [tile.offset(c) for c in lay.reg]
+        name = "llvm.nvvm.cp.async.cg.shared.global.16.s" if nbytes == 16 else f"llvm.nvvm.cp.async.ca.shared.global.{nbytes}.s"
+        fn = lw.intrinsic(name, ll.VoidType(), [ll.PointerType(addrspace=3), ll.PointerType(addrspace=1), I32])
+        for g in range(0, lay.n_regs, v):
+            c = 0
+            for j, o in enumerate(reg_off):
+                if g >> j & 1:
+                    c ^= o
+            off = lw.combine_const(tv, tm, c)
+            byte = b.add(b.mul(off, ll.Constant(I32, es)), ll.Constant(I32, tile.base))
+            byte = b.add(byte, slot_base if not isinstance(slot_base, int) else ll.Constant(I32, slot_base))
+            pred = live if masks is None else b.and_(live, masks[g])
+            size = b.select(pred, ll.Constant(I32, nbytes), ll.Constant(I32, 0))
+            b.call(fn, [lw.smem_ptr(byte), ptrs[g], size])
+    lw.call("llvm.nvvm.cp.async.commit.group", ll.VoidType(), [])
+
+
+def _advance(lw, plan: Plan, body, iv_val, state: dict, lays):
+    """The needed iter args of the next iteration (their yield expressions, re-lowered)."""
+    bindings = dict(state)
+    bindings[body.args[0].id] = iv_val
+    y = body.terminator
+    reqs = [(y.operands[i], lays[i]) for i in plan.needed]
+    vals = _eval(lw, plan.upd_ops, bindings, reqs)
+    out = {}
+    for i, regs in zip(plan.needed, vals):
+        out[body.args[i + 1].id] = (lays[i], regs) if lays[i] is not None else regs
+    return out
+
+
+def lower_for(lw, op) -> bool:
+    """Lower a qualifying `for` with a cp.async pipeline; False (nothing emitted) otherwise."""
+    from . import nvptx
+    plan = make_plan(lw, op)
+    if plan is None:
+        return False
+    S = plan.stages
+    lb, ub, step = (lw.scalar(o) for o in op.operands[:3])
+    inits = op.operands[3:]
+    body = op.regions[0]
+    b = lw.b
+    lays = [nvptx._slot_layout(lw, a) for a in body.args[1:]]
+    init_regs = [nvptx._get_as(lw, v, l) for v, l in zip(inits, lays)]
+    signed = nvptx._is_signed(op.operands[0].dtype)
+    lw.smem_bytes = max(lw.smem_bytes, S * plan.stage_bytes)
+
+    def as_binding(i, regs):
+        return (lays[i], regs) if lays[i] is not None else regs[0]
+
+    # prologue: iterations 0 … S-2
+    state = {body.args[i + 1].id: as_binding(i, init_regs[i]) for i in plan.needed}
+    iv_s = lb
+    lw.barrier()  # the buffers may alias shared memory used just before the loop
+    for s in range(S - 1):
+        _issue(lw, plan, body, iv_s, state, s * plan.stage_bytes, ub, signed)
+        state = _advance(lw, plan, body, iv_s, state, lays)
+        iv_s = b.add(iv_s, step)
+
+    pre = b.block
+    header = lw.func.append_basic_block("pfor.header")
+    bodyb = lw.func.append_basic_block("pfor.body")
+    exitb = lw.func.append_basic_block("pfor.exit")
+    b.branch(header)
+    b.position_at_end(header)
+    iv = b.phi(lb.type, name="iv")
+    iv.add_incoming(lb, pre)
+    it = b.phi(I32, name="stage_it")
+    it.add_incoming(ll.Constant(I32, 0), pre)
+    phis = []
+    for regs in init_regs:
+        ps = []
+        for x in regs:
+            p = b.phi(x.type)
+            p.add_incoming(x, pre)
+            ps.append(p)
+        phis.append(ps)
+    ahead_phis = {}
+    for i in plan.needed:
+        aid = body.args[i + 1].id
+        cur = state[aid]
+        regs = cur[1] if isinstance(cur, tuple) else [cur]
+        ps = []
+        for x in regs:
+            p = b.phi(x.type)
+            p.add_incoming(x, pre)
+            ps.append(p)
+        ahead_phis[i] = ps
+    cond = b.icmp_signed("<", iv, ub) if signed else b.icmp_unsigned("<", iv, ub)
+    b.cbranch(cond, bodyb, exitb)
+
+    b.position_at_end(bodyb)
+    lw.vals[body.args[0].id] = iv
+    for a, l, ps in zip(body.args[1:], lays, phis):
+        nvptx._bind(lw, a, l, ps)
+    lw.call("llvm.nvvm.cp.async.wait.group", ll.VoidType(), [ll.Constant(I32, S - 2)])
+    lw.barrier()
+    sconst = ll.Constant(I32, S)
+    read_base = b.mul(b.urem(it, sconst), ll.Constant(I32, plan.stage_bytes))
+    write_base = b.mul(b.urem(b.add(it, ll.Constant(I32, S - 1)), sconst), ll.Constant(I32, plan.stage_bytes))
+    iv_ahead = b.add(iv, b.mul(step, ll.Constant(step.type, S - 1)))
+    ahead = {body.args[i + 1].id: as_binding(i, ahead_phis[i]) for i in plan.needed}
+    _issue(lw, plan, body, iv_ahead, ahead, write_base, ub, signed)
+    ahead_next = _advance(lw, plan, body, iv_ahead, ahead, lays)
+
+    skip = {lo for lo in plan.loads}
+    lw.scopes.append({})
+    try:
+        term = None
+        for bop in body.ops:
+            if bop.name in ("yield", "condition"):
+                term = bop
+                break
+            if bop in skip:
+                continue
+            if bop is plan.dot:
+                mma.dot_from_tiles(lw, bop, plan.tiles[0], plan.tiles[1], dyn_base=read_base)
+                continue
+            rule = nvptx.RULES.get(bop.name)
+            if rule is None:
+                raise nvptx.BackendError(f"op {bop.name!r} is not supported by the NVPTX backend", bop.loc)
+            if bop.name in nvptx.POLY:
+                res = bop.result
+                if res.is_block:
+                    lay = lw.want(res)
+                    lw.set_block(res, lay, rule(lw, bop, lay))
+                else:
+                    lw.vals[res.id] = rule(lw, bop, None)
+            else:
+                rule(lw, bop)
+        ys = term.operands if term is not None else []
+        nxt = [nvptx._get_as(lw, yv, l) for yv, l in zip(ys, lays)]
+    finally:
+        lw.scopes.pop()
+    iv_next = b.add(iv, step)
+    end = b.block
+    iv.add_incoming(iv_next, end)
+    it.add_incoming(b.add(it, ll.Constant(I32, 1)), end)
+    for ps, regs in zip(phis, nxt):
+        for p, x in zip(ps, regs):
+            p.add_incoming(x, end)
+    for i in plan.needed:
+        v = ahead_next[body.args[i + 1].id]
+        regs = v[1] if isinstance(v, tuple) else [v]
+        for p, x in zip(ahead_phis[i], regs):
+            p.add_incoming(x, end)
+    b.branch(header)
+
+    b.position_at_end(exitb)
+    lw.call("llvm.nvvm.cp.async.wait.group", ll.VoidType(), [ll.Constant(I32, 0)])
+    lw.barrier()
+    for r, l, ps in zip(op.results, lays, phis):
+        nvptx._bind(lw, r, l, ps)
+    return True
