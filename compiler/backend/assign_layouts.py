@@ -188,6 +188,12 @@ class LayoutAssignment:
                         lay = memory_layout(ptr, self.axis, self.num_warps)
                         val = op.operands[1] if kind != ("load",) and len(op.operands) > 1 else None
                         have = self.layout.get(val.id) if val is not None and val.is_block else None
+                        if all(c == 1 for c in self.axis.get(ptr).contiguity):
+                            # a gather/scatter: nothing to coalesce, so take the layout its
+                            # indices (or the stored values) already have: no conversion
+                            src = have or self._operand_layout(ptr)
+                            if src is not None and src.shape == lay.shape:
+                                have = lay = src
                         if have is not None and have.shape == lay.shape and _fastest(have) == _fastest(lay):
                             d, es = _fastest(lay), max(1, ptr.dtype.element_ty.itemsize)
                             tiny = have.numel() * es <= 512
@@ -198,6 +204,19 @@ class LayoutAssignment:
                     for r in op.results:
                         self._set(r, lay)
                     self._drain()
+
+    def _operand_layout(self, v: ir.Value) -> Layout | None:
+        """The layout of a block operand feeding v through addptr/splat/broadcast/elementwise ops."""
+        seen = 0
+        while v is not None and v.owner is not None and seen < 8:
+            seen += 1
+            op = v.owner
+            for o in op.operands:
+                if o is not None and o.is_block and o.shape == v.shape and o.id in self.layout:
+                    return self.layout[o.id]
+            nxt = [o for o in op.operands if o is not None and o.is_block and o.shape == v.shape]
+            v = nxt[-1] if nxt and op.name in ELEMENTWISE else None
+        return None
 
     def _forward_from_anchors(self, pointers: bool = True):
         """Push anchored layouts forward through elementwise ops, reductions and shape ops before
