@@ -254,6 +254,39 @@ def test_pipeline_narrow_copies_and_fallbacks():
     report(ptx, "sm_90")
 
 
+# ---- SASS (when nvdisasm is installed: PATH, $BLOCKTUNE_NVDISASM, or the nvidia-cuda-nvdisasm wheel) ---
+
+def _nvdisasm():
+    import os
+    import shutil
+    cands = [os.environ.get("BLOCKTUNE_NVDISASM"), shutil.which("nvdisasm")]
+    try:
+        import nvidia.cu13 as cu  # type: ignore
+        cands += [os.path.join(b, "bin", "nvdisasm") for b in cu.__path__]
+    except ImportError:
+        pass
+    return next((c for c in cands if c and os.path.isfile(c) and os.access(c, os.X_OK)), None)
+
+
+@needs_ptxas
+@pytest.mark.skipif(_nvdisasm() is None, reason="nvdisasm not found (pip install nvidia-cuda-nvdisasm)")
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_tutorial_sass(arch, tmp_path):
+    """HMMA from mma.sync, LDSM from ldmatrix, LDGSTS from cp.async, and no local memory."""
+    import subprocess
+    mod = load_tutorial()
+    cx = dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=128, BLOCK_SIZE_K=32, GROUP_SIZE_M=8, ACTIVATION="leaky_relu")
+    from compiler.runtime.compile import build_ir
+    out = nvptx.compile_ir(build_ir(mod.matmul_kernel.fn, TUT_SIG, cx, TUT_DIV, TUT_ONES), num_warps=4, num_stages=4, target=arch)
+    (tmp_path / "k.ptx").write_text(out["ptx"])
+    subprocess.run([find_ptxas(), f"-arch={arch}", str(tmp_path / "k.ptx"), "-o", str(tmp_path / "k.cubin")], check=True)
+    sass = subprocess.run([_nvdisasm(), "-c", str(tmp_path / "k.cubin")], check=True, capture_output=True, text=True).stdout
+    assert sass.count("HMMA.16816.F32") == 64
+    assert "LDSM.16.M88.4" in sass and "LDSM.16.MT88.4" in sass
+    assert "LDGSTS" in sass
+    assert not re.search(r"\b(LDL|STL)\b", sass), "local memory in the kernel"
+
+
 # ---- 3. interpret mode ----------------------------------------------------------------------------------
 
 TD = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
