@@ -247,7 +247,9 @@ class Tuner:
                 # killed between recording the result and telling Optuna: tell it now
                 r = by_number[ft.number]
                 trial = optuna.trial.Trial(self.study, ft._trial_id)
-                mark(trial, r.median_ms is not None)
+                with warnings.catch_warnings():   # the killed run may have set it already
+                    warnings.simplefilter("ignore", UserWarning)
+                    mark(trial, r.median_ms is not None)
                 self.study.tell(trial, r.median_ms if r.median_ms is not None else math.inf)
                 continue
             # left RUNNING by a killed run (or by another worker still on it: a shared study)

@@ -213,8 +213,17 @@ class CompilePool:
         return task
 
     def _submit(self, task: CompileTask) -> None:
-        task.future = self._ensure().submit(task.fn, *task.args)
-        task.generation = self.generation
+        for attempt in range(5):
+            try:
+                task.future = self._ensure().submit(task.fn, *task.args)
+                task.generation = self.generation
+                return
+            except BrokenProcessPool:
+                # broken since the last look (a crashing task resubmitted just before): a fresh pool;
+                # the tasks the old one held are retried when their results are asked for
+                if attempt == 4:
+                    raise
+                self._break()
 
     def _break(self, kill: bool = False) -> None:
         self.generation += 1
@@ -231,8 +240,8 @@ class CompilePool:
             assert task.future is not None
             try:
                 return task.future.result(timeout)
-            except BrokenProcessPool:
-                pass
+            except (BrokenProcessPool, cf.CancelledError):
+                pass   # its pool broke (maybe not its fault) or was replaced: run it again, alone
             except cf.TimeoutError:
                 # a compiler that hangs: its worker is killed with the pool, the others resubmitted
                 self._break(kill=True)
@@ -245,7 +254,7 @@ class CompilePool:
             self._submit(task)
             try:
                 return task.future.result(timeout)
-            except BrokenProcessPool:
+            except (BrokenProcessPool, cf.CancelledError):
                 self._break()
                 raise CompilerCrashed("the compiler process died (fatal error in the compiler or LLVM)") from None
             finally:
