@@ -72,8 +72,9 @@ def test_vector_add_tuning_persists_trials_study_and_best(database_url):
         assert best.config in [t.config for t in ok]
     engine.dispose()
 
-    # the Optuna study lives in the same database, with every trial told
-    study = optuna.load_study(study_name=f"job-{job_id}", storage=optuna_storage(database_url))
+    # the Optuna study lives in the same database, with every trial told; a plain URL opens it
+    # (what `optuna-dashboard <database-url>` does)
+    study = optuna.load_study(study_name=f"job-{job_id}", storage=database_url)
     states = collections.Counter(t.state for t in study.trials)
     assert states[optuna.trial.TrialState.COMPLETE] >= 8
     assert study.user_attrs["sampler_kind"] == "tpe"
