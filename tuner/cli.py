@@ -10,7 +10,7 @@ from typing import Any
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("tune", help="tune a kernel described by a job spec (JSON or YAML)")
-    p.add_argument("spec", help="job spec file (.json, .yaml)")
+    p.add_argument("spec", nargs="?", help="job spec file (.json, .yaml); not needed with --resume")
     p.add_argument("--db", dest="database_url", default=None, help="database URL (default: BLOCKTUNE_DATABASE_URL "
                                                                     "or the SQLite file in the user data dir)")
     p.add_argument("--interpret", action="store_true", help="run the whole pipeline on the CPU interpreter")
@@ -83,6 +83,9 @@ def cmd_tune(args) -> int:
     upgrade(url)
     if args.resume is not None:
         job_id = args.resume
+    elif not args.spec:
+        console.print("[red]give a job spec file, or --resume JOB_ID[/]")
+        return 2
     else:
         try:
             spec = load_spec(args.spec)
@@ -142,7 +145,7 @@ def _run_with_progress(url: str, job_id: int, args, console) -> int:
         with progress:
             run_job(url, job_id, device=args.device, interpret=args.interpret, on_event=on_event)
     except KeyboardInterrupt:
-        console.print(f"[yellow]interrupted[/]: resume with `blocktune tune {args.spec} --resume {job_id}`")
+        console.print(f"[yellow]interrupted[/]: resume with `blocktune tune --resume {job_id}`")
         return 130
     return _final_table(url, job_id, console)
 
