@@ -144,6 +144,9 @@ def _run_with_progress(url: str, job_id: int, args, console) -> int:
     try:
         with progress:
             run_job(url, job_id, device=args.device, interpret=args.interpret, on_event=on_event)
+    except LookupError as exc:
+        console.print(f"[red]{exc}[/]")
+        return 2
     except KeyboardInterrupt:
         console.print(f"[yellow]interrupted[/]: resume with `blocktune tune --resume {job_id}`")
         return 130
