@@ -65,3 +65,15 @@ def test_05_layer_norm_forward(gen, M, N, dtype, block):
     torch.testing.assert_close(rstd, 1 / torch.sqrt(xf.var(1, unbiased=False) + eps), rtol=1e-4, atol=1e-4)
     assert y_tri.dtype == dtype
     assert_close(y_tri, y_ref.to(dtype))
+
+
+@pytest.mark.parametrize("activation", ["", "leaky_relu"])
+def test_03_matmul_autotuned(gen, activation):
+    M, N, K = 96, 80, 72  # not multiples of the blocks: the % M / % N wrap and the K masks matter
+    a = torch.randn((M, K), generator=gen).half()
+    b = torch.randn((K, N), generator=gen).half()
+    c = T.matmul(a, b, activation)
+    ref = a.float() @ b.float()
+    if activation == "leaky_relu":
+        ref = torch.where(ref >= 0, ref, 0.01 * ref)
+    torch.testing.assert_close(c.float(), ref.half().float(), rtol=2e-3, atol=2e-3)
