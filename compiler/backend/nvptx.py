@@ -417,17 +417,32 @@ class Lowering:
             if row % pad == 0:
                 pad_shift = (log2(row), pad)
                 nbytes += (have.numel() // row) * pad * es
-        self.smem_bytes = max(self.smem_bytes, nbytes)
-        self.barrier()
+        # big tiles go through in chunks of the top row-major offset bits that both layouts keep
+        # in registers (Triton converts large tiles in repetitions too): bounded scratch space
+        k = 0
+        total = log2(have.numel())
+        while nbytes >> k > CONVERT_CHUNK_BYTES and k < total and _register_only_bit(have, want, total - 1 - k):
+            k += 1
+        self.smem_bytes = max(self.smem_bytes, nbytes >> k)
         vals = regs
         if dt.name == "i1":
             vals = [self.b.zext(x, I8) for x in regs]
         if dt.is_ptr():
             mt = I64
             vals = [self.b.ptrtoint(x, I64) for x in regs]
-        self._smem_write(vals, have, mt, es, pad_shift)
-        self.barrier()
-        out = self._smem_read(want, mt, es, pad_shift)
+        if k == 0:
+            self.barrier()
+            self._smem_write(vals, have, mt, es, pad_shift)
+            self.barrier()
+            out = self._smem_read(want, mt, es, pad_shift)
+        else:
+            out = [None] * want.n_regs
+            for c in range(1 << k):
+                self.barrier()
+                self._smem_write(vals, have, mt, es, pad_shift, chunk=(total - k, c))
+                self.barrier()
+                self._smem_read(want, mt, es, pad_shift, chunk=(total - k, c), out=out)
+            assert all(x is not None for x in out)
         if dt.name == "i1":
             out = [self.b.icmp_unsigned("!=", x, ll.Constant(I8, 0)) for x in out]
         if dt.is_ptr():
@@ -445,12 +460,19 @@ class Lowering:
             off = b.add(off, ll.Constant(I32, base_elems))
         return off
 
-    def _smem_write(self, vals, lay: Layout, mt, es, pad_shift=None, base_elems: int = 0, pred=None):
+    def _smem_write(self, vals, lay: Layout, mt, es, pad_shift=None, base_elems: int = 0, pred=None, chunk=None):
+        """Store this thread's registers at their row-major offsets. `chunk` = (shift, c): only the
+        registers whose offset >> shift == c, at offset mod 2**shift."""
         tv, tm = self.thread_flat(lay)
         vec = self._vec_len(lay, tm, es)
         b = self.b
         for g in range(0, lay.n_regs, vec):
-            off = self._padded(self.combine_const(tv, tm, lay.flat(lay.reg_coord(g))), pad_shift, base_elems)
+            flat = lay.flat(lay.reg_coord(g))
+            if chunk is not None:
+                if flat >> chunk[0] != chunk[1]:
+                    continue
+                flat &= (1 << chunk[0]) - 1
+            off = self._padded(self.combine_const(tv, tm, flat), pad_shift, base_elems)
             ptr = self.smem_ptr(b.mul(off, ll.Constant(I32, es)))
             if vec == 1:
                 val = vals[g]
@@ -464,20 +486,31 @@ class Lowering:
             else:
                 b.store(val, ptr, align=es * vec)
 
-    def _smem_read(self, lay: Layout, mt, es, pad_shift=None, base_elems: int = 0):
+    def _smem_read(self, lay: Layout, mt, es, pad_shift=None, base_elems: int = 0, chunk=None, out=None):
+        """Load this thread's registers (see _smem_write for `chunk`; then only those registers
+        are filled in `out`)."""
         tv, tm = self.thread_flat(lay)
         vec = self._vec_len(lay, tm, es)
         b = self.b
-        out = []
+        res = out if out is not None else []
         for g in range(0, lay.n_regs, vec):
-            off = self._padded(self.combine_const(tv, tm, lay.flat(lay.reg_coord(g))), pad_shift, base_elems)
+            flat = lay.flat(lay.reg_coord(g))
+            if chunk is not None:
+                if flat >> chunk[0] != chunk[1]:
+                    continue
+                flat &= (1 << chunk[0]) - 1
+            off = self._padded(self.combine_const(tv, tm, flat), pad_shift, base_elems)
             ptr = self.smem_ptr(b.mul(off, ll.Constant(I32, es)))
             if vec == 1:
-                out.append(b.load(ptr, typ=mt, align=es))
+                got = [b.load(ptr, typ=mt, align=es)]
             else:
                 v = b.load(ptr, typ=ll.VectorType(mt, vec), align=es * vec)
-                out.extend(b.extract_element(v, ll.Constant(I32, j)) for j in range(vec))
-        return out
+                got = [b.extract_element(v, ll.Constant(I32, j)) for j in range(vec)]
+            if out is not None:
+                out[g:g + vec] = got
+            else:
+                res.extend(got)
+        return res
 
     # ------------------------------------------------------------------------------------------
     # driving
@@ -544,6 +577,21 @@ class Lowering:
 
 # ==============================================================================================
 # Elementwise / index rules: (lowering, op, layout | None) → regs | scalar
+
+CONVERT_CHUNK_BYTES = 32 * 1024
+
+
+def _register_only_bit(a: Layout, b: Layout, j: int) -> bool:
+    """Row-major offset bit j comes from one register bit alone in both layouts."""
+    m = 1 << j
+    for lay in (a, b):
+        if any(lay.flat(x) & m for x in lay.lane + lay.warp):
+            return False
+        flats = [lay.flat(x) for x in lay.reg]
+        if sum(1 for f in flats if f & m) != 1 or m not in flats:
+            return False
+    return True
+
 
 def _first_dim(lay: Layout):
     """The dim a thread's consecutive registers (else its neighbour lanes) run along."""
