@@ -243,10 +243,19 @@ def test_two_workers_share_one_job(sqlite_url):
     with Session.begin() as s:
         s.get(Job, job_id).claimed_by = "w1"
     errors = []
+    started = {"w1": threading.Event(), "w2": threading.Event()}
 
     def work(name):
+        other = "w2" if name == "w1" else "w1"
+
+        def on_event(kind, d):
+            if kind == "start":
+                started[name].set()
+            elif kind == "trial":   # after its first trial, each waits until the other is running too
+                started[other].wait(120)
+
         try:
-            run_job(sqlite_url, job_id, interpret=True, worker_id=name)
+            run_job(sqlite_url, job_id, interpret=True, worker_id=name, on_event=on_event)
         except Exception as exc:  # noqa: BLE001
             errors.append(exc)
 
