@@ -51,26 +51,43 @@ def _parse(query: bytes):
 
 
 class LookupFastPath:
+    """Answers are also memoized by query string for as long as the index they came from is the
+    current one (a reload of best_configs starts a new memo), so a repeated question costs a dict
+    lookup."""
+
+    MEMO_MAX = 50_000
+
     def __init__(self, app, state):
         self.app = app
         self.state = state
+        self._memo: dict[bytes, tuple[int, bytes]] = {}
+        self._memo_of = None
 
     async def __call__(self, scope, receive, send):
         if (scope["type"] != "http" or scope["path"] != PATH or scope["method"] != "GET"
                 or self.state.settings.read_requires_token):
             return await self.app(scope, receive, send)
-        parsed = _parse(scope.get("query_string", b""))
-        if parsed is None:
-            return await self.app(scope, receive, send)
         index = self.state.config_index
         index.refresh_if_stale()
-        found = index.lookup(*parsed)
+        current = index.current
+        if self._memo_of is not current:
+            self._memo, self._memo_of = {}, current
+        qs = scope.get("query_string", b"")
+        hit = self._memo.get(qs)
+        if hit is None:
+            parsed = _parse(qs)
+            if parsed is None:
+                return await self.app(scope, receive, send)
+            found = index.lookup(*parsed)
+            if found is None:
+                hit = 404, json.dumps({"detail": f"no tuned config for kernel {parsed[0]!r} on {parsed[2]!r}"}).encode()
+            else:
+                hit = 200, json.dumps(found).encode()
+            if len(self._memo) >= self.MEMO_MAX:
+                self._memo.clear()
+            self._memo[qs] = hit
         scope["route"] = _ROUTE
-        if found is None:
-            status, body = 404, json.dumps({"detail": f"no tuned config for kernel {parsed[0]!r} on {parsed[2]!r}"})
-        else:
-            status, body = 200, json.dumps(found)
-        data = body.encode()
+        status, data = hit
         await send({"type": "http.response.start", "status": status,
                     "headers": _HEADERS + [(b"content-length", str(len(data)).encode())]})
         await send({"type": "http.response.body", "body": data})

@@ -71,6 +71,11 @@ class ConfigIndex:
         self._checked = 0.0
         self._lock = threading.Lock()
 
+    @property
+    def current(self):
+        """The index object now in use (replaced, never mutated, on reload)."""
+        return self._index
+
     def invalidate(self) -> None:
         self._checked = 0.0
         self._index.version = ()

@@ -141,11 +141,13 @@ def test_publish_keeps_the_faster_config(api, db_url, token):
             "median_ms": 0.5, "default_ms": 0.9}
     assert api.post("/api/v1/configs", json=body).status_code == 401
     assert api.post("/api/v1/configs", json=body, headers=auth(token)).status_code == 200
+    q = {"kernel": "c" * 64, "gpu_model": "NVIDIA L4", "key": '{"n":1024}'}
+    assert api.get("/api/v1/configs/best", params=q).json()["median_ms"] == 0.5   # now memoized
     slower = {**body, "config": {"BLOCK": 64, "num_warps": 2}, "median_ms": 0.7}
     assert api.post("/api/v1/configs", json=slower, headers=auth(token)).json()["config"] == {"BLOCK": 128, "num_warps": 4}
     faster = {**body, "config": {"BLOCK": 256, "num_warps": 8}, "median_ms": 0.3}
     api.post("/api/v1/configs", json=faster, headers=auth(token))
-    r = api.get("/api/v1/configs/best", params={"kernel": "c" * 64, "gpu_model": "NVIDIA L4", "key": '{"n":1024}'})
+    r = api.get("/api/v1/configs/best", params=q)      # the write replaced the index and its memo
     assert r.json()["config"] == {"BLOCK": 256, "num_warps": 8} and r.json()["median_ms"] == 0.3
     assert [c["kernel_name"] for c in api.get("/api/v1/configs", params={"gpu_model": "NVIDIA L4"}).json()] == ["softmax"]
 
