@@ -103,7 +103,7 @@ def test_softmax_brute_force_in_interpret_mode(sqlite_url):
 
 
 def test_failure_kinds_are_recorded_and_the_run_goes_on(sqlite_url):
-    job_id = _new_job(sqlite_url, modes_spec(timeout_s=4.0))
+    job_id = _new_job(sqlite_url, modes_spec(timeout_s=6.0))
     t0 = time.monotonic()
     run_job(sqlite_url, job_id, interpret=True)
     assert time.monotonic() - t0 < 90
