@@ -136,3 +136,32 @@ def test_compiler_autotune_lookup_asks_once_per_key(env, monkeypatch):
     got = [service_lookup(fn, {"n": 4096 if i % 2 else 100}, {}) for i in range(1000)]
     assert got[1] == ({"BLOCK": 256}, 2, 1)
     assert _lookups_served(env["url"]) - before == 2
+
+
+def test_submit_on_miss_is_idempotent_across_processes(env, monkeypatch):
+    from pathlib import Path
+
+    import yaml
+
+    spec = yaml.safe_load((Path(__file__).resolve().parents[1] / "service" / "data" / "add.yaml").read_text())
+    monkeypatch.setenv("BLOCKTUNE_TOKEN", env["token"])
+    lookup.reset()
+    job_id = lookup.submit_on_miss(spec, gpu_model="NVIDIA H100 80GB HBM3")
+    assert isinstance(job_id, int)
+    assert lookup.submit_on_miss(spec, gpu_model="NVIDIA H100 80GB HBM3") is None   # once per process
+    lookup.reset()                                                                 # a new process
+    assert lookup.submit_on_miss(spec, gpu_model="NVIDIA H100 80GB HBM3") == job_id  # the same job
+    job = httpx.get(f"{env['url']}/api/v1/jobs/{job_id}").json()
+    assert job["state"] == "queued" and job["gpu_model"] == "NVIDIA H100 80GB HBM3"
+
+
+def test_client_package_stands_alone():
+    import subprocess
+    import sys
+
+    code = ("import sys, client, client.client, client.lookup, client.models\n"
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('compiler', 'tuner', 'db', 'service'))\n"
+            "assert not bad, bad\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd=str(__import__("pathlib").Path(__file__).resolve().parents[2]))
+    assert r.returncode == 0, r.stderr
