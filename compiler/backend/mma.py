@@ -28,9 +28,22 @@ from __future__ import annotations
 
 from llvmlite import ir as ll
 
+import threading
+
 from .layouts import Layout, log2
 
 I32 = ll.IntType(32)
+_target = threading.local()   # the compile's target (set by nvptx.lower_to_llvm through configure)
+
+
+def configure(target: str | None) -> None:
+    _target.name = target
+
+
+def use_wgmma(op, num_warps: int) -> bool:
+    """wgmma (compiler/backend/wgmma.py) instead of mma.sync for this dot."""
+    from . import wgmma
+    return wgmma.enabled(getattr(_target, "name", None)) and wgmma.eligible(op, num_warps)
 F32 = ll.FloatType()
 F16 = ll.HalfType()
 
@@ -90,28 +103,42 @@ def acc_layout_for(op, num_warps: int) -> Layout | None:
     if mma_kind(op) is None:
         return None
     m, n = op.result.shape
+    if use_wgmma(op, num_warps):
+        from . import wgmma
+        return wgmma.acc_layout(m, n, num_warps)
     return acc_layout(m, n, num_warps)
 
 
 # ---- swizzled shared-memory tiles ----------------------------------------------------------------
 
 class SmemTile:
-    """An operand tile [R, C] in shared memory, C = shape[cdim] contiguous, 16-byte chunks swizzled."""
+    """An operand tile [R, C] in shared memory, C = shape[cdim] contiguous, 16-byte chunks swizzled.
 
-    def __init__(self, shape: tuple, cdim: int, es: int, base: int = 0):
+    The layout is the one wgmma's descriptors describe (and ldmatrix reads without bank
+    conflicts): the contiguous dim is cut into panels of `swz` bytes (128, or the whole row when
+    shorter: 32/64), each panel holds R rows of `swz` bytes, and within a 1024-byte-aligned group
+    of 8 rows chunk c of row r sits at chunk `c ^ (r / per_phase) % max_phase` — the hardware's
+    address-based swizzle (bits [4:6] ^= bits [7:9] for 128 bytes). Tile bases are multiples of
+    1024 bytes. `panels=False` (the mma.sync path) keeps rows whole: same swizzle, no panels."""
+
+    def __init__(self, shape: tuple, cdim: int, es: int, base: int = 0, panels: bool = False):
         self.shape, self.cdim, self.es, self.base = tuple(shape), cdim, es, base
         self.cols = shape[cdim]
+        self.rows = shape[1 - cdim]
         self.vec = max(1, 16 // es)                      # elements per 16-byte chunk
-        row_bytes = self.cols * es
-        self.per_phase = max(1, 128 // row_bytes)
-        self.max_phase = max(1, min(row_bytes // 16, 8))
+        self.swz = min(self.cols * es, 128)              # swizzle width in bytes (32, 64 or 128)
+        # without panels (the mma.sync path) rows stay whole; wgmma needs the panels
+        self.panel_cols = self.swz // es if panels else self.cols
+        self.per_phase = max(1, 128 // self.swz)
+        self.max_phase = max(1, self.swz // 16)
         self.nbytes = shape[0] * shape[1] * es
 
     def offset(self, coord: tuple) -> int:
         """Element offset (from the tile's base) of a coordinate; XOR-linear in the coordinate bits."""
         r, c = (coord[1 - self.cdim], coord[self.cdim])
         phase = (r // self.per_phase) % self.max_phase
-        return r * self.cols + (c ^ (phase * self.vec if self.vec <= self.cols else 0))
+        pc = self.panel_cols
+        return (c // pc) * (self.rows * pc) + r * pc + ((c % pc) ^ (phase * self.vec))
 
     def byte_offset(self, coord: tuple) -> int:
         return self.base + self.offset(coord) * self.es
@@ -209,16 +236,17 @@ def scalar_b_reg(r: int):
 
 # ---- lowering ----------------------------------------------------------------------------------------
 
-def operand_tiles(op, a_lay: Layout, b_lay: Layout, base: int = 0) -> tuple:
-    """The swizzled shared-memory tiles of a dot's operands (A first, B 128-byte aligned after it),
+def operand_tiles(op, a_lay: Layout, b_lay: Layout, num_warps: int, base: int = 0) -> tuple:
+    """The swizzled shared-memory tiles of a dot's operands (A first, B 1024-byte aligned after it),
     each stored along the contiguous dim of the layout it arrives in."""
     from .nvptx import esize
     a, bv = op.operands[0], op.operands[1]
     m, k = a.shape
     n = bv.shape[1]
     es = esize(a.dtype)
-    ta = SmemTile((m, k), contiguous_dim(a_lay), es, base=base)
-    tb = SmemTile((k, n), contiguous_dim(b_lay), es, base=base + (ta.nbytes + 127) // 128 * 128)
+    panels = use_wgmma(op, num_warps)
+    ta = SmemTile((m, k), contiguous_dim(a_lay), es, base=base, panels=panels)
+    tb = SmemTile((k, n), contiguous_dim(b_lay), es, base=base + (ta.nbytes + 1023) // 1024 * 1024, panels=panels)
     return ta, tb
 
 
@@ -233,7 +261,7 @@ def lower_dot(lw, op):
     a, bv = op.operands[0], op.operands[1]
     a_lay, b_lay = lw.layout_of(a), lw.layout_of(bv)
     a_regs, b_regs = lw.block(a, a_lay), lw.block(bv, b_lay)
-    ta, tb = operand_tiles(op, a_lay, b_lay)
+    ta, tb = operand_tiles(op, a_lay, b_lay, lw.num_warps)
     if kind == "tf32":   # round once, at the write (cvt.rna.tf32.f32), and keep the bits as i32
         a_regs = [lw.call("llvm.nvvm.f2tf32.rna", I32, [x]) for x in a_regs]
         b_regs = [lw.call("llvm.nvvm.f2tf32.rna", I32, [x]) for x in b_regs]
@@ -244,6 +272,9 @@ def lower_dot(lw, op):
     lw.barrier()
     write_tile(lw, a_regs, a_lay, ta, mt)
     write_tile(lw, b_regs, b_lay, tb, mt)
+    if use_wgmma(op, lw.num_warps):
+        from . import wgmma
+        wgmma.proxy_fence(lw)
     lw.barrier()
     dot_from_tiles(lw, op, ta, tb)
 
@@ -251,6 +282,9 @@ def lower_dot(lw, op):
 def dot_from_tiles(lw, op, ta: SmemTile, tb: SmemTile, dyn_base=None):
     """mma.sync over operands already in shared memory (`dyn_base`: an i32 byte offset added to
     both tiles' bases, e.g. the pipeline stage). Sets the dot's result in the MMA layout."""
+    if use_wgmma(op, lw.num_warps):
+        from . import wgmma
+        return wgmma.dot_from_tiles(lw, op, ta, tb, dyn_base)
     from .nvptx import esize, lty  # noqa: WPS433  (nvptx imports the layout assignment, which imports us)
     kind = mma_kind(op)
     a, bv, c = op.operands

@@ -1972,9 +1972,10 @@ _register()
 # ==============================================================================================
 # Entry point
 
-def lower_to_llvm(fn: ir.Function, *, num_warps: int, num_stages: int = 1) -> Lowering:
+def lower_to_llvm(fn: ir.Function, *, num_warps: int, num_stages: int = 1, target: str | None = None) -> Lowering:
     if num_warps < 1 or num_warps & (num_warps - 1) or num_warps > 32:
         raise BackendError(f"num_warps must be a power of two between 1 and 32, got {num_warps}")
+    mma.configure(target)  # the dot lowering's choice of mma.sync / wgmma depends on the target
     lw = Lowering(fn, num_warps, "")
     lw.num_stages = num_stages  # software pipelining depth of dot loops (compiler/backend/pipeline.py)
     return lw.run()
@@ -2001,7 +2002,9 @@ def module_text(lw: Lowering) -> str:
 def compile_ir(fn: ir.Function, *, num_warps: int, num_stages: int = 3, target: str = "sm_90") -> dict:
     """Compile block IR to PTX. Returns {name, llir, ptx, shared, num_warps, params}."""
     cpu = cpu_for(target)
-    lw = lower_to_llvm(fn, num_warps=num_warps, num_stages=num_stages)
+    lw = lower_to_llvm(fn, num_warps=num_warps, num_stages=num_stages, target=target)
+    if getattr(lw, "needs_sm90a", False):  # wgmma (compiler/backend/wgmma.py)
+        cpu = "sm_90a"
     text = module_text(lw)
     llir, ptx = llir_to_ptx(text, cpu=cpu)
     return {"name": fn.name, "llir": llir, "ptx": ptx, "shared": lw.smem_bytes, "num_warps": num_warps,

@@ -136,7 +136,7 @@ def make_plan(lw, op) -> Plan | None:
     for lo in loads:
         lay = lw.want(lo.result)
         lays.append(lay)
-    ta, tb = mma.operand_tiles(d, lays[0], lays[1])
+    ta, tb = mma.operand_tiles(d, lays[0], lays[1], lw.num_warps)
     for lo, lay, tile in zip(loads, lays, (ta, tb)):
         es = nvptx.esize(lo.result.dtype)
         v = nvptx._mem_vec(lw, lay, lo.operands[0], lo.operands[1], es)
@@ -144,7 +144,7 @@ def make_plan(lw, op) -> Plan | None:
         if v * es not in (4, 8, 16):
             return None
         vecs.append(v)
-    stage_bytes = (mma.tiles_end(ta, tb) + 127) // 128 * 128
+    stage_bytes = (mma.tiles_end(ta, tb) + 1023) // 1024 * 1024
     stages = min(stages, SMEM_LIMIT // stage_bytes)
     if stages < 2:
         return None
@@ -326,6 +326,9 @@ def lower_for(lw, op) -> bool:
     for a, l, ps in zip(body.args[1:], lays, phis):
         nvptx._bind(lw, a, l, ps)
     lw.call("llvm.nvvm.cp.async.wait.group", ll.VoidType(), [ll.Constant(I32, S - 2)])
+    if mma.use_wgmma(plan.dot, lw.num_warps):
+        from . import wgmma
+        wgmma.proxy_fence(lw)   # cp.async wrote through the generic proxy; wgmma reads through the async one
     lw.barrier()
     sconst = ll.Constant(I32, S)
     read_base = b.mul(b.urem(it, sconst), ll.Constant(I32, plan.stage_bytes))

@@ -369,3 +369,122 @@ def test_tutorial_interpret(interpret, M, N, K, activation):
         ref = torch.where(ref >= 0, ref, 0.01 * ref)
     assert rel_err(c, ref) < 2e-3
     assert kern.best_config in kern.configs
+
+
+# ---- wgmma (sm_90a, BLOCKTUNE_WGMMA=1) ----------------------------------------------------------------
+
+from compiler.backend import wgmma  # noqa: E402
+
+
+@pytest.mark.parametrize("m,n,nw", [(64, 64, 4), (128, 256, 8), (128, 128, 4), (256, 128, 8), (128, 32, 4), (64, 256, 4),
+                                    (64, 128, 8)])
+def test_wgmma_acc_layout_matches_fragment_table(m, n, nw):
+    """Register i of instruction `rep` on (warp, lane) holds D[row, col] per the PTX table for
+    wgmma.m64nNk16 f32: row = 16·(warp % 4) + lane/4 + 8·(i/2 % 2), col = 8·(i/4) + 2·(lane % 4) + i % 2,
+    offset by the warpgroup's and the repetition's block."""
+    wg_m, wg_n, tn, reps = wgmma.config(m, n, nw)
+    lay = wgmma.acc_layout(m, n, nw)
+    per = tn // 2
+    seen = set()
+    for w in range(nw):
+        wg = w // 4
+        for lane in range(32):
+            g, t = lane // 4, lane % 4
+            for rep in range(reps):
+                for i in range(per):
+                    row = 64 * (wg % wg_m) + 64 * wg_m * rep + 16 * (w % 4) + g + 8 * ((i >> 1) & 1)
+                    col = (wg // wg_m) * tn + 8 * (i >> 2) + 2 * t + (i & 1)
+                    assert lay.coord(rep * per + i, lane, w) == (row, col)
+                    seen.add((row, col))
+    assert len(seen) == m * n
+
+
+@pytest.mark.parametrize("shape,cdim,mn_major", [((128, 64), 1, False), ((64, 32), 1, False), ((128, 128), 1, False),
+                                                 ((64, 256), 1, True), ((32, 128), 1, True), ((64, 128), 0, True),
+                                                 ((16, 64), 0, False), ((64, 64), 0, False)])
+def test_wgmma_descriptors_read_the_tile(shape, cdim, mn_major):
+    """Write a tile the way the lowering does (SmemTile with panels), build the descriptor of each
+    instruction's operand slice the way wgmma.dot_from_tiles does, and read it back per the
+    canonical layouts + address swizzle: the slice must come out exactly.
+
+    shape is the operand's [rows-or-K, …] as stored: for A (m, k) or B (k, n); `mn_major` says the
+    contiguous dim is M/N (imm-trans = 1)."""
+    es = 2
+    base = 2048
+    t = mma.SmemTile(shape, cdim, es, base=base, panels=True)
+    smem = np.full((base + t.nbytes) // es, np.nan)
+    vals = np.arange(shape[0] * shape[1], dtype=float).reshape(shape)
+    for i in range(shape[0]):
+        for j in range(shape[1]):
+            smem[(base + t.offset((i, j)) * es) // es] = vals[i, j]
+    dconst = wgmma.descriptor_const(t)
+    # which dim is K: the one that is contiguous unless MN-major
+    kdim = 1 - cdim if mn_major else cdim
+    mndim = 1 - kdim
+    for mn0 in range(0, shape[mndim], 64):
+        for k0 in range(0, shape[kdim], 16):
+            coord = [0, 0]
+            coord[mndim], coord[kdim] = mn0, k0
+            addr = base + t.offset(tuple(coord)) * es
+            desc = dconst | ((addr >> 4) & 0x3FFF)
+            rows = min(64, shape[mndim])
+            got = wgmma.read_through_descriptor(smem, desc, rows, 16, es, mn_major)
+            want = vals[mn0:mn0 + rows, k0:k0 + 16] if mndim == 0 else vals[k0:k0 + 16, mn0:mn0 + rows].T
+            np.testing.assert_array_equal(got, want)
+
+
+@needs_ptxas
+@pytest.mark.parametrize("i", range(16))
+def test_wgmma_tutorial_configs(i, monkeypatch):
+    """BLOCKTUNE_WGMMA=1 on sm_90: every tutorial config with ≥ 4 warps and ≥ 64 rows uses wgmma
+    (sm_90a), fed by the cp.async pipeline, and assembles without spills."""
+    monkeypatch.setenv("BLOCKTUNE_WGMMA", "1")
+    mod = load_tutorial()
+    cfg = mod.get_autotune_config()[i]
+    kw = cfg.kwargs
+    out = backend_ptx(mod.matmul_kernel.fn, TUT_SIG, dict(kw, ACTIVATION="leaky_relu"), cfg.num_warps, cfg.num_stages,
+                      TUT_DIV, TUT_ONES)
+    ptx = out["ptx"]
+    expect = wgmma.config(kw["BLOCK_SIZE_M"], kw["BLOCK_SIZE_N"], cfg.num_warps)
+    if expect is None:
+        assert "wgmma" not in ptx and out["target"] == "sm_90"
+        return
+    wg_m, wg_n, tn, reps = expect
+    assert out["target"] == "sm_90a"
+    assert ptx.count(f"wgmma.mma_async.sync.aligned.m64n{tn}k16.f32.f16.f16") == reps * kw["BLOCK_SIZE_K"] // 16
+    assert "wgmma.fence.sync.aligned" in ptx and "wgmma.commit_group.sync.aligned" in ptx
+    assert "wgmma.wait_group.sync.aligned 0" in ptx and "fence.proxy.async.shared::cta" in ptx
+    assert "cp.async.cg.shared.global" in ptx and "ldmatrix" not in ptx
+    regs, spills, rep = report(ptx, "sm_90a")
+    assert spills == 0, rep
+
+
+@needs_ptxas
+@pytest.mark.skipif(_nvdisasm() is None, reason="nvdisasm not found (pip install nvidia-cuda-nvdisasm)")
+def test_wgmma_sass(monkeypatch, tmp_path):
+    import subprocess
+    monkeypatch.setenv("BLOCKTUNE_WGMMA", "1")
+    mod = load_tutorial()
+    cx = dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=256, BLOCK_SIZE_K=64, GROUP_SIZE_M=8, ACTIVATION="")
+    out = backend_ptx(mod.matmul_kernel.fn, TUT_SIG, cx, 8, 3, TUT_DIV, TUT_ONES)
+    (tmp_path / "k.ptx").write_text(out["ptx"])
+    subprocess.run([find_ptxas(), "-arch=sm_90a", str(tmp_path / "k.ptx"), "-o", str(tmp_path / "k.cubin")], check=True)
+    sass = subprocess.run([_nvdisasm(), "-c", str(tmp_path / "k.cubin")], check=True, capture_output=True, text=True).stdout
+    assert sass.count("HGMMA.64x256x16.F32") == 4
+    assert not re.search(r"\b(LDL|STL)\b", sass)
+
+
+@needs_ptxas
+def test_wgmma_register_operands_and_transposes(monkeypatch):
+    """Operands that are not pipelined (tl.trans, column-major) go through registers into the
+    wgmma tiles (K-major or MN-major as they arrive)."""
+    monkeypatch.setenv("BLOCKTUNE_WGMMA", "1")
+    for ta, tb in [(0, 0), (1, 0), (0, 1), (1, 1)]:
+        ones = ("stride_am" if ta else "stride_ak", "stride_bk" if tb else "stride_bn", "stride_cn", "stride_dn")
+        sig = dict(SIG, A="*fp16", B="*fp16", C="*fp16", D="*fp32")
+        cx = dict(BM=128, BN=128, BK=32, TRANS_A=ta, TRANS_B=tb, PREC="tf32", HAS_C=True)
+        div = tuple(n for n in DIV if n not in ones)
+        out = backend_ptx(DK.dot_kernel, sig, cx, 4, 3, div, ones)
+        ptx = out["ptx"]
+        assert "wgmma.mma_async.sync.aligned.m64n128k16" in ptx
+        report(ptx, "sm_90a")

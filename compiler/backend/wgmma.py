@@ -1,0 +1,182 @@
+"""`tl.dot` with Hopper's warpgroup MMA (`wgmma.mma_async`, sm_90a) — opt-in: BLOCKTUNE_WGMMA=1.
+
+Operands come from shared memory through matrix descriptors (no ldmatrix): the tiles are
+mma.SmemTile with `panels=True`, i.e. wgmma's canonical swizzled layouts — K-major or MN-major
+(`imm-trans-a/b`), swizzle width 128/64/32 bytes, `panel_cols` elements of the contiguous dim per
+panel, 8-row groups of 8 × swizzle bytes. Descriptor (PTX ISA "Matrix Descriptor Format"):
+  bits 0-13  start address >> 4      bits 16-29  leading-dimension byte offset >> 4
+  bits 32-45 stride-dimension byte offset >> 4       bits 62-63 swizzle (1: 128B, 2: 64B, 3: 32B)
+with SBO = 8 rows × swizzle bytes (the next 8-row / 8-k group) and LBO = one panel
+(rows × swizzle bytes; the next 64 elements of an MN-major operand; unused for K-major).
+
+Warps: groups of 4 (warpgroups) split M first (64 rows each), then N; one instruction is
+m64 n(N / wg_n) k16 and the warpgroup repeats it over M / (64 wg_m) row blocks. The accumulator
+layout per instruction is the mma.sync m16n8 fragment repeated over n8 tiles (register order =
+the instruction's d0, d1, …), warps of a warpgroup at rows +16, +32.
+
+The dot is synchronous (wgmma.fence; mma_async × (K/16 × reps); commit_group; wait_group 0 with
+the accumulators passed through the wait so nothing reads them early); the asynchrony that
+remains is the cp.async pipeline around it (compiler/backend/pipeline.py).
+"""
+from __future__ import annotations
+
+import os
+
+from llvmlite import ir as ll
+
+from .layouts import Layout, log2
+
+I32 = ll.IntType(32)
+I64 = ll.IntType(64)
+F32 = ll.FloatType()
+SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}
+
+
+def enabled(target: str | None) -> bool:
+    return os.environ.get("BLOCKTUNE_WGMMA") == "1" and (target or "").lower() in ("sm_90", "sm_90a")
+
+
+def config(m: int, n: int, num_warps: int):
+    """(wg_m, wg_n, inst_n, m_reps) or None when wgmma does not fit this block."""
+    if num_warps % 4 or num_warps < 4:
+        return None
+    wgs = num_warps // 4
+    wg_m = 1
+    while wg_m < wgs and m % (64 * wg_m * 2) == 0:
+        wg_m *= 2
+    wg_n = wgs // wg_m
+    if m % (64 * wg_m) or n % wg_n:
+        return None
+    tn = n // wg_n
+    if tn % 8 or not 8 <= tn <= 256:
+        return None
+    return wg_m, wg_n, tn, m // (64 * wg_m)
+
+
+def eligible(op, num_warps: int) -> bool:
+    from .mma import mma_kind
+    if mma_kind(op) not in ("f16", "bf16"):
+        return False
+    m, n = op.result.shape
+    return config(m, n, num_warps) is not None
+
+
+def acc_layout(m: int, n: int, num_warps: int) -> Layout:
+    wg_m, wg_n, tn, reps = config(m, n, num_warps)
+    reg = [(0, 1), (8, 0)] + [(0, 8 << i) for i in range(log2(tn // 8))]
+    reg += [((64 * wg_m) << i, 0) for i in range(log2(reps))]
+    lane = ((0, 2), (0, 4), (1, 0), (2, 0), (4, 0))
+    warp = [(16, 0), (32, 0)] + [(64 << i, 0) for i in range(log2(wg_m))] + [(0, tn << i) for i in range(log2(wg_n))]
+    return Layout((m, n), tuple(reg), lane, tuple(warp))
+
+
+def descriptor_const(tile) -> int:
+    """The descriptor bits that do not depend on the start address."""
+    swz = tile.swz
+    sbo = (8 * swz) >> 4
+    lbo = (tile.rows * swz) >> 4
+    return (SWIZZLE_MODE[swz] << 62) | (sbo << 32) | ((lbo & 0x3FFF) << 16)
+
+
+def _wgmma_asm(n_out: int, shape_n: int, ty: str, trans_a: int, trans_b: int):
+    outs = ", ".join(f"${i}" for i in range(n_out))
+    text = ("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $" + str(n_out + 2) + ", 0;\n\t"
+            f"wgmma.mma_async.sync.aligned.m64n{shape_n}k16.f32.{ty}.{ty} "
+            f"{{{outs}}}, ${n_out}, ${n_out + 1}, p, 1, 1, {trans_a}, {trans_b};\n\t}}")
+    cons = ",".join(["=f"] * n_out + ["l", "l", "r"] + [str(i) for i in range(n_out)])
+    fty = ll.FunctionType(ll.LiteralStructType([F32] * n_out), [I64, I64, I32] + [F32] * n_out)
+    return ll.InlineAsm(fty, text, cons, side_effect=True)
+
+
+def _wait_asm(n: int):
+    cons = ",".join(["=f"] * n + [str(i) for i in range(n)])
+    fty = ll.FunctionType(ll.LiteralStructType([F32] * n), [F32] * n)
+    return ll.InlineAsm(fty, "wgmma.wait_group.sync.aligned 0;", cons, side_effect=True)
+
+
+def dot_from_tiles(lw, op, ta, tb, dyn_base=None):
+    """wgmma over operand tiles in shared memory; sets the dot's result in acc_layout."""
+    from .nvptx import lty
+    from .mma import mma_kind
+    a, bv, c = op.operands
+    res = op.result
+    m, n = res.shape
+    k = a.shape[1]
+    nw = lw.num_warps
+    wg_m, wg_n, tn, reps = config(m, n, nw)
+    cl = acc_layout(m, n, nw)
+    b = lw.b
+    lw.needs_sm90a = True
+    ty = mma_kind(op)
+    C = lw.block(c, cl)
+    acc = [x if x.type == F32 else b.fpext(x, F32) for x in C]
+
+    # warpgroup part of the start coordinates (warp bits 2.. of the accumulator layout)
+    wa = tuple((0, 0) if i < 2 else (cw[0], 0) for i, cw in enumerate(cl.warp))
+    wb = tuple((0, 0) if i < 2 else (0, cw[1]) for i, cw in enumerate(cl.warp))
+    tva, tma = lw._linear((0,) * 5, tuple(ta.offset(x) for x in wa))
+    tvb, tmb = lw._linear((0,) * 5, tuple(tb.offset(x) for x in wb))
+    smem_base = b.ptrtoint(lw.smem, I32)
+
+    def desc(tile, tv, tm, coord, const):
+        off = lw.combine_const(tv, tm, tile.offset(coord))
+        byte = b.add(b.mul(off, ll.Constant(I32, tile.es)), ll.Constant(I32, tile.base))
+        if dyn_base is not None:
+            byte = b.add(byte, dyn_base)
+        byte = b.add(byte, smem_base)
+        addr = b.and_(b.lshr(byte, ll.Constant(I32, 4)), ll.Constant(I32, 0x3FFF))
+        return b.or_(b.zext(addr, I64), ll.Constant(I64, const))
+
+    da, db = descriptor_const(ta), descriptor_const(tb)
+    trans_a = 1 if ta.cdim == 0 else 0   # A stored M-major
+    trans_b = 1 if tb.cdim == 1 else 0   # B stored N-major
+    per = tn // 2
+    asm = _wgmma_asm(per, tn, ty, trans_a, trans_b)
+    one = ll.Constant(I32, 1)
+    lw.call("llvm.nvvm.wgmma.fence.sync.aligned", ll.VoidType(), [])
+    for k0 in range(0, k, 16):
+        dB = desc(tb, tvb, tmb, (k0, 0), db)
+        for rep in range(reps):
+            dA = desc(ta, tva, tma, (rep * 64 * wg_m, k0), da)
+            regs = acc[rep * per:(rep + 1) * per]
+            r = b.call(asm, [dA, dB, one] + regs)
+            acc[rep * per:(rep + 1) * per] = [b.extract_value(r, i) for i in range(per)]
+    lw.call("llvm.nvvm.wgmma.commit_group.sync.aligned", ll.VoidType(), [])
+    r = b.call(_wait_asm(len(acc)), acc)
+    acc = [b.extract_value(r, i) for i in range(len(acc))]
+    odt = lty(res.dtype)
+    if odt != F32:
+        acc = [b.fptrunc(x, odt) for x in acc]
+    lw.set_block(res, cl, acc)
+
+
+def proxy_fence(lw):
+    """Make this thread's generic-proxy shared-memory writes (st.shared, cp.async) visible to
+    wgmma's async proxy; executed by the writers before the barrier that precedes the wgmma."""
+    lw.call("llvm.nvvm.fence.proxy.async.shared_cta", ll.VoidType(), [])
+
+
+# ---- a numpy model of what the hardware reads through a descriptor ------------------------------
+
+def read_through_descriptor(smem_bytes, desc: int, rows: int, cols: int, es: int, mn_major: bool):
+    """The [rows (M or N), 16 (K)] operand an instruction sees, per the canonical layouts: element
+    (r, kk) at start + r/8·SBO + (r%8)·swz + kk·es (K-major; the k16 slice stays inside one
+    swizzle row) or start + (r / E)·LBO + (kk/8)·SBO + (kk%8)·swz + (r%E)·es (MN-major, E =
+    swz/es elements per swizzle row), then the address swizzle bits[4:..] ^= bits[7:..]."""
+    import numpy as np
+    start = (desc & 0x3FFF) << 4
+    lbo = ((desc >> 16) & 0x3FFF) << 4
+    sbo = ((desc >> 32) & 0x3FFF) << 4
+    swz = {1: 128, 2: 64, 3: 32}[(desc >> 62) & 3]
+    e = swz // es
+    out = np.zeros((rows, cols))
+    for r in range(rows):
+        for kk in range(cols):
+            if not mn_major:
+                addr = start + (r // 8) * sbo + (r % 8) * swz + kk * es
+            else:
+                addr = start + (r // e) * lbo + (kk // 8) * sbo + (kk % 8) * swz + (r % e) * es
+            bits = {128: 7, 64: 3, 32: 1}[swz]
+            addr ^= ((addr >> 7) & bits) << 4
+            out[r, kk] = smem_bytes[addr // es]
+    return out
