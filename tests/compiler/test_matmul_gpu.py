@@ -107,3 +107,19 @@ def test_tutorial_gpu(g, M, N, K, activation):
         kern.fn[grid](a, b, out, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1),
                       ACTIVATION=activation, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **cfg.kwargs)
         assert rel_err(out, ref) < RTOL["fp16"], cfg
+
+
+@pytest.mark.skipif(bool(__import__("os").environ.get("BLOCKTUNE_WGMMA")), reason="already the wgmma run")
+def test_wgmma_suite_gpu(tmp_path):
+    """This file again with BLOCKTUNE_WGMMA=1 (wgmma on sm_90; other GPUs keep mma.sync), in a
+    child process with an empty compile cache: the switch is read at compile time and the caches
+    do not key on it."""
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, BLOCKTUNE_WGMMA="1", BLOCKTUNE_CACHE_DIR=str(tmp_path / "cache"))
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-m", "gpu", "-p", "no:cacheprovider", __file__],
+                       env=env, capture_output=True, text=True, cwd=os.path.dirname(__file__))
+    tail = (p.stdout + p.stderr)[-6000:]
+    print(tail)
+    assert p.returncode == 0, tail
