@@ -19,6 +19,7 @@ One run of a job:
 from __future__ import annotations
 
 import collections
+import datetime
 import hashlib
 import logging
 import math
@@ -130,6 +131,7 @@ class Tuner:
         self.stop_reason: str | None = None
         self._last_trial_id = 0
         self._rng = random.Random(job_id)
+        self.run_name = worker_id or "local"
 
     # --- set-up -----------------------------------------------------------------------------
 
@@ -252,14 +254,26 @@ class Tuner:
                     mark(trial, r.median_ms is not None)
                 self.study.tell(trial, r.median_ms if r.median_ms is not None else math.inf)
                 continue
-            # left RUNNING by a killed run (or by another worker still on it: a shared study)
-            if self._shared_job():
+            # left RUNNING by a killed run — or still being run by another worker sharing the study:
+            # only this worker's own trials (an earlier run under the same name) and trials older
+            # than any config can take are orphans
+            owner = ft.user_attrs.get("worker")
+            started = ft.datetime_start or datetime.datetime.now()
+            age = (datetime.datetime.now() - started).total_seconds()
+            if owner != self.run_name and age < self._stale_after_s():
                 continue
-            self.storage.set_trial_state_values(ft._trial_id, optuna.trial.TrialState.FAIL)
+            try:
+                self.storage.set_trial_state_values(ft._trial_id, optuna.trial.TrialState.FAIL)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                continue   # its worker finished it meanwhile
             cfg = ft.user_attrs.get("config")
             if cfg is not None and config_key(cfg) not in self.seen:
                 self.study.enqueue_trial(self.space.encode(cfg), user_attrs={"requeued_from": ft.number},
                                          skip_if_exists=True)
+
+    def _stale_after_s(self) -> float:
+        m = self.spec.measure
+        return m.compile_timeout_s + 3 * m.timeout_s + 60.0
 
     def _shared_job(self) -> bool:
         with self.Session() as s:
@@ -321,11 +335,15 @@ class Tuner:
                               worker=self.worker_id)
         if trial is not None:
             ok = r.status == "ok" and r.median_ms is not None
-            mark(trial, ok)
-            trial.set_user_attr("status", r.status)
-            if r.error:
-                trial.set_user_attr("error", r.error[:1000])
-            self.study.tell(trial, r.median_ms if ok else math.inf)
+            try:
+                mark(trial, ok)
+                trial.set_user_attr("status", r.status)
+                if r.error:
+                    trial.set_user_attr("error", r.error[:1000])
+                self.study.tell(trial, r.median_ms if ok else math.inf)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                # another runner of this job took it for an orphan; the result is recorded anyway
+                log.warning("trial %d was finished by another runner; result kept in tuning_trials", r.number)
         self.seen[config_key(r.config)] = r
         improved = self._note_best(r)
         if r.counted:
@@ -482,6 +500,7 @@ class Tuner:
                 trial = self.study.ask()
                 config = self.space.suggest(trial)
                 trial.set_user_attr("config", config)
+                trial.set_user_attr("worker", self.run_name)
                 key = config_key(config)
                 bad = self.space.violations(config, self.env)
                 if bad:
