@@ -158,10 +158,24 @@ def test_two_workers_share_one_job(postgres_url):
 
     url = postgres_url
     upgrade(url)
+    a = start_worker(url, "alpha", "--heartbeat", "1")
+    b = start_worker(url, "beta", "--heartbeat", "1")
+    eng = make_engine(url)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:                   # both idle and polling before the job exists
+        with eng.connect() as c:
+            if set(c.execute(sa.select(Worker.name)).scalars()) == {"alpha", "beta"}:
+                break
+        assert a.poll() is None and b.poll() is None
+        time.sleep(0.2)
     job_id = submit(url, _bigger(14))
-    a = start_worker(url, "alpha", "--exit-when-idle", "--heartbeat", "1")
-    b = start_worker(url, "beta", "--exit-when-idle", "--heartbeat", "1")
-    out_a, out_b = wait_exit(a, 240), wait_exit(b, 240)
+    while time.monotonic() < deadline + 240 and trials_of(url, job_id)[0]["state"] in ("queued", "running"):
+        assert a.poll() is None and b.poll() is None
+        time.sleep(0.3)
+    a.send_signal(signal.SIGTERM)
+    b.send_signal(signal.SIGTERM)
+    out_a, out_b = wait_exit(a, 60), wait_exit(b, 60)
+    eng.dispose()
     job, rows = trials_of(url, job_id)
     assert job["state"] == "succeeded", (job["error"], out_a[-2000:], out_b[-2000:])
     by = {w: sum(r.worker == w for r in rows) for w in ("alpha", "beta")}
