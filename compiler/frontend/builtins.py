@@ -130,6 +130,13 @@ def device_assert(gen, node, cond, msg=""):
     gen.b.create("assert", [S.to_bool(gen.b, cond)], [], {"message": str(msg)})
 
 
+@rule("assume")
+def assume(gen, node, cond):
+    """`tl.assume(pid >= 0)`: a promise to the optimizer; checked when it is known at compile time."""
+    if not is_value(cond) and not cond:
+        raise SemanticError("tl.assume of a condition that is false at compile time")
+
+
 # -- shapes --------------------------------------------------------------------------------------
 def _shape_args(gen, node, shape):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):

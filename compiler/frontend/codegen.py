@@ -354,7 +354,14 @@ class CodeGenerator(ast.NodeVisitor):
     def visit_While(self, node):
         if node.orelse:
             raise self.error(node, "while ... else is not supported in kernels")
-        cond = self.visit(node.test)
+        # Is the condition false at compile time? Evaluate it into a scratch block that is thrown
+        # away: the real condition is built inside the loop (it may have side effects, e.g. a CAS).
+        saved_block, saved_local = self.b.block, dict(self.scope.local)
+        self.b.block = ir.Block()
+        try:
+            cond = self.visit(node.test)
+        finally:
+            self.b.block, self.scope.local = saved_block, saved_local
         if not is_value(cond) and not cond:
             return
         carried_names = self._carried_names(node.body + [ast.Expr(node.test)])
@@ -704,6 +711,10 @@ class CodeGenerator(ast.NodeVisitor):
             return self.inline(node, fn, args, kwargs)
         if fn is tl_core.range or fn is tl_core.static_range:
             raise self.error(node, f"{fn.__name__} can only be used as the iterator of a for loop")
+        if fn is T.pointer_type or fn is block_type:
+            if any(is_value(a) for a in args) or any(is_value(v) for v in kwargs.values()):
+                raise self.error(node, f"{fn.__name__}(...) needs compile-time arguments")
+            return fn(*args, **kwargs)
         if isinstance(fn, dtype):
             if len(args) != 1:
                 raise self.error(node, f"{fn}(x) takes one argument")

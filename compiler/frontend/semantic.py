@@ -227,6 +227,8 @@ def cast(b: Builder, x, to: dtype, bitcast: bool = False) -> ir.Value:
     if src == to:
         return x
     ty = _with_shape(to, x.shape)
+    if src.is_ptr() and to.is_ptr():
+        return b.value("bitcast", [x], ty)  # a pointer to another element type: same address
     if bitcast:
         if src.primitive_bitwidth != to.primitive_bitwidth:
             raise SemanticError(f"bitcast needs equal bit widths: {src} is {src.primitive_bitwidth} bits, {to} is {to.primitive_bitwidth}")
