@@ -61,9 +61,10 @@ def trials_of(url: str, job_id: int):
     return job, rows
 
 
-def test_worker_runs_a_job_end_to_end(db_url):
+def test_worker_runs_a_job_end_to_end(sqlite_db):
     """Submit with the client to a live server, a worker process tunes it, the client follows it and
-    finds the best config at the interpreter's 'GPU model'."""
+    finds the best config at the interpreter's 'GPU model'. (PostgreSQL: the two-worker test.)"""
+    db_url = sqlite_db
     server = LiveServer(db_url)
     try:
         tok = make_token(db_url)
