@@ -132,6 +132,7 @@ class Tuner:
         self._last_trial_id = 0
         self._rng = random.Random(job_id)
         self.run_name = worker_id or "local"
+        self._maybe_shared = worker_id is not None   # only service workers share jobs
 
     # --- set-up -----------------------------------------------------------------------------
 
@@ -467,6 +468,16 @@ class Tuner:
             except Exception:  # noqa: BLE001
                 log.exception("could not put trial %d back", trial.number)
 
+    def _running_elsewhere(self, number: int) -> set[str]:
+        """Configs other runners of this job are evaluating right now (a shared study)."""
+        if not self._maybe_shared:
+            return set()
+        out = set()
+        for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+            if t.number != number and t.user_attrs.get("worker") != self.run_name and "config" in t.user_attrs:
+                out.add(config_key(t.user_attrs["config"]))
+        return out
+
     def _enqueue_untried(self, pending) -> None:
         """The sampler only proposes configs it already knows (it has converged on a small space):
         hand it an untried valid config, so the budget buys new information."""
@@ -518,8 +529,13 @@ class Tuner:
                         repeats = 0
                     continue
                 repeats = 0
-                if any(config_key(c) == key for _, c, _ in pending):
+                if any(config_key(c) == key for _, c, _ in pending) or key in self._running_elsewhere(trial.number):
+                    trial.set_user_attr("in_flight_elsewhere", True)
                     self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                    repeats += 1
+                    if repeats >= MAX_REPEATS:
+                        self._enqueue_untried(pending)
+                        repeats = 0
                     continue
                 pending.append((trial, config, self._submit_compile(config)))
             if not pending:
