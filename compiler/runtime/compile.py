@@ -201,6 +201,8 @@ def cache_key(fn, signature: dict, constexprs: dict, num_warps: int, num_stages:
         ";".join(f"{k}={canon(constexprs[k])}" for k in sorted(constexprs)),
         "div16:" + ",".join(sorted(divisible_by_16)), "eq1:" + ",".join(sorted(equal_to_1)),
         f"w{int(num_warps)}", f"s{int(num_stages)}", str(target),
+        # code-generation switches read by the backend (compiler/backend/wgmma.py, pipeline.py)
+        "wgmma=" + os.environ.get("BLOCKTUNE_WGMMA", "") + ";nopipe=" + os.environ.get("BLOCKTUNE_NO_PIPELINE", ""),
     ]
     h.update("\x00".join(parts).encode())
     return h.hexdigest()

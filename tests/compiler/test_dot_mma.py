@@ -30,6 +30,13 @@ import dot_kernels as DK
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
+
+@pytest.fixture(autouse=True)
+def _mma_sync_by_default(monkeypatch):
+    """These tests pin the code-generation switches (the wgmma tests turn wgmma on themselves)."""
+    monkeypatch.delenv("BLOCKTUNE_WGMMA", raising=False)
+    monkeypatch.delenv("BLOCKTUNE_NO_PIPELINE", raising=False)
+
 try:
     find_ptxas()
     HAVE_PTXAS = True
