@@ -29,6 +29,14 @@ def _has_gpu() -> bool:
 HAS_GPU = _has_gpu()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_kernel_cache(tmp_path_factory):
+    """Tests compile into a cache of their own, never the user's (and start it empty)."""
+    if "BLOCKTUNE_CACHE_DIR" not in os.environ:
+        os.environ["BLOCKTUNE_CACHE_DIR"] = str(tmp_path_factory.mktemp("kernel-cache"))
+    yield
+
+
 def pytest_collection_modifyitems(config, items):
     if HAS_GPU:
         return

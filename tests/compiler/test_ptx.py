@@ -10,10 +10,6 @@ import os
 import re
 import time
 
-# the on-disk kernel cache is keyed by compiler version, not by backend source: never let these
-# tests read PTX that an older backend produced
-os.environ["BLOCKTUNE_DISABLE_DISK_CACHE"] = "1"
-
 import pytest
 
 import _bootstrap  # noqa: F401  (makes `compiler` importable while parts are unfinished)
