@@ -343,7 +343,8 @@ class Autotuner:
         nargs = dict(zip(self.arg_names, args))
         all_args = {**nargs, **kwargs}
         if _interpret():
-            config = self.configs[0]
+            # no timing on the CPU: the service's answer when there is one, else the first config
+            config = self._from_service(all_args) or self.configs[0]
             self.best_config = config
             return self._launch(config, args, kwargs, nargs)
         key = self._key(all_args)
@@ -357,16 +358,9 @@ class Autotuner:
     def _choose(self, key, args, kwargs, nargs, all_args) -> Config:
         if len(self.configs) == 1 and not self.early_config_prune:
             return self.configs[0]
-        if self.base_fn is not None and os.environ.get("BLOCKTUNE_SERVICE_URL"):
-            kd = {k: _key_part(all_args[k]) for k in self.keys if k in all_args}
-            got = service_lookup(self.base_fn, kd, self._service_cache)
-            if got is not None:
-                kw, nw, ns = got
-                cfg = Config(kw, num_warps=nw or 4, num_stages=ns or 3)
-                for c in self.configs:
-                    if c == cfg:
-                        return c
-                return cfg
+        cfg = self._from_service(all_args)
+        if cfg is not None:
+            return cfg
         gpu = _gpu_model()[0]
         path = self._disk_path(key, gpu)
         cfg = self._load_disk(path)
@@ -387,10 +381,46 @@ class Autotuner:
         if os.environ.get("BLOCKTUNE_PRINT_AUTOTUNING") or os.environ.get("TRITON_PRINT_AUTOTUNING"):
             print(f"Autotuning kernel {self.__name__} with config {best} finished after {self.bench_time:.2f}s; "
                   f"best config selected: {best};")
+        self._publish(all_args, best, timings)
         # like Triton: leave reset_to_zero buffers zeroed for the real launch
         full = {**nargs, **kwargs, **best.all_kwargs()}
         self.pre_hook(full, reset_only=True)
         return best
+
+    def _from_service(self, all_args: dict) -> Config | None:
+        """The service's best config for this key on this GPU (BLOCKTUNE_SERVICE_URL), or None."""
+        if self.base_fn is None or not os.environ.get("BLOCKTUNE_SERVICE_URL"):
+            return None
+        kd = {k: _key_part(all_args[k]) for k in self.keys if k in all_args}
+        got = service_lookup(self.base_fn, kd, self._service_cache)
+        if got is None:
+            return None
+        kw, nw, ns = got
+        cfg = Config(kw, num_warps=nw or 4, num_stages=ns or 3)
+        return next((c for c in self.configs if c == cfg), cfg)  # keep the user's object (pre_hook)
+
+    def _publish(self, all_args: dict, best: Config, timings: dict):
+        """With BLOCKTUNE_PUBLISH=1, send a locally tuned winner back to the service."""
+        if self.base_fn is None or not os.environ.get("BLOCKTUNE_SERVICE_URL"):
+            return
+        try:
+            from client import lookup  # noqa: PLC0415
+        except ImportError:
+            return
+        if not lookup.publish_enabled():
+            return
+        model, cc = _gpu_model()
+        if model is None:
+            return
+
+        def ms(c):
+            t = timings.get(c)
+            return t[0] if isinstance(t, list) else t
+        kd = {k: _key_part(all_args[k]) for k in self.keys if k in all_args}
+        default = ms(self.configs[0]) if self.configs[0] in timings else None
+        flat = {**best.kwargs, "num_warps": best.num_warps, "num_stages": best.num_stages}  # the service's form
+        lookup.publish(self.base_fn.fingerprint, self.base_fn.__name__, kd, model, cc, flat, ms(best),
+                       default if default not in (None, float("inf")) else None)
 
     def _launch(self, config: Config, args, kwargs, nargs):
         conflicts = set(kwargs) & set(config.kwargs)

@@ -165,3 +165,50 @@ def test_client_package_stands_alone():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        cwd=str(__import__("pathlib").Path(__file__).resolve().parents[2]))
     assert r.returncode == 0, r.stderr
+
+
+def test_autotuned_kernel_launches_ask_the_service_once_per_key(env, monkeypatch, tmp_path):
+    """An @autotune kernel in interpret mode (no GPU here) with BLOCKTUNE_SERVICE_URL set: each key
+    is looked up once however often the kernel is launched (10 000 launches, 2 keys), and the
+    service's winner is the config that runs, not the first of the list."""
+    import numpy as np
+    import sqlalchemy as sa
+
+    import compiler
+    from db.engine import make_engine
+    from db.models import BestConfig, utcnow
+
+    src = tmp_path / "scaled.py"
+    src.write_text(
+        "import compiler as triton\nimport compiler.language as tl\n\n"
+        "@triton.autotune(configs=[triton.Config({'BLOCK': 16}, num_warps=4), triton.Config({'BLOCK': 64}, num_warps=2)],"
+        " key=['n'])\n@triton.jit\n"
+        "def scaled(x_ptr, out_ptr, n, BLOCK: tl.constexpr):\n"
+        "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+        "    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 3, mask=offs < n)\n")
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("scaled_kernel_mod", src)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    kernel = mod.scaled
+    eng = make_engine(env["db"])
+    with eng.begin() as c:
+        c.execute(sa.insert(BestConfig).values(kernel_fingerprint=kernel.fingerprint, kernel_name="scaled",
+                                               problem_key='{"n":64}', gpu_model=lookup.INTERPRETER_MODEL,
+                                               compute_capability="0.0", median_ms=0.1, default_ms=0.2,
+                                               config={"BLOCK": 64, "num_warps": 2, "num_stages": 3},
+                                               updated_at=utcnow()))
+    eng.dispose()
+    monkeypatch.setenv("BLOCKTUNE_INTERPRET", "1")
+    time.sleep(1.1)                                   # the server re-reads best_configs at most once a second
+    before = _lookups_served(env["url"])
+    rng = np.random.default_rng()
+    for n in (64, 48):
+        x = rng.standard_normal(n).astype(np.float32)
+        out = np.full(n, np.nan, np.float32)
+        for _ in range(5000):
+            kernel[lambda meta: (compiler.cdiv(n, meta["BLOCK"]),)](x, out, n)
+        np.testing.assert_allclose(out, x * 3, rtol=1e-6)
+        # n=48 was never tuned: the service answers with the nearest tuned key's winner
+        assert kernel.best_config.kwargs == {"BLOCK": 64} and kernel.best_config.num_warps == 2
+    assert _lookups_served(env["url"]) - before == 2
