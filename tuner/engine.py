@@ -261,7 +261,11 @@ class Tuner:
             owner = ft.user_attrs.get("worker")
             started = ft.datetime_start or datetime.datetime.now()
             age = (datetime.datetime.now() - started).total_seconds()
-            if owner != self.run_name and age < self._stale_after_s():
+            # a trial without an owner was killed between ask() and its first attribute (a
+            # millisecond window): an orphan for a local run, or once it is a minute old
+            orphan = (owner == self.run_name or age >= self._stale_after_s()
+                      or (owner is None and (not self._maybe_shared or age >= 60.0)))
+            if not orphan:
                 continue
             try:
                 self.storage.set_trial_state_values(ft._trial_id, optuna.trial.TrialState.FAIL)
@@ -509,9 +513,12 @@ class Tuner:
                     break
                 asks += 1
                 trial = self.study.ask()
-                config = self.space.suggest(trial)
-                trial.set_user_attr("config", config)
-                trial.set_user_attr("worker", self.run_name)
+                try:
+                    trial.set_user_attr("worker", self.run_name)
+                    config = self.space.suggest(trial)
+                    trial.set_user_attr("config", config)
+                except optuna.exceptions.UpdateFinishedTrialError:
+                    continue   # taken for an orphan by another runner in the instant after ask()
                 key = config_key(config)
                 bad = self.space.violations(config, self.env)
                 if bad:
