@@ -8,11 +8,15 @@ yield) are pure index arithmetic — Triton's tutorial loop `a = tl.load(a_ptrs,
 
 Such loads are not lowered to registers. Instead, with S = num_stages buffers of (A tile, B tile)
 in swizzled shared memory (mma.SmemTile):
-  prologue   for s in 0 … S-2: cp.async the tiles of iteration s into buffer s; commit
-  iteration i: cp.async.wait_group(S-2); bar.sync           (tiles of i have landed)
-             cp.async the tiles of iteration i+S-1 into buffer (i+S-1) % S; commit
-             ldmatrix + mma.sync from buffer i % S
+  prologue   for s in 0 … D-1: cp.async the tiles of iteration s into buffer s; commit
+  iteration i: cp.async.wait_group(D-1); bar.sync           (tiles of i have landed)
+             cp.async the tiles of iteration i+D into buffer (i+D) % S; commit
+             ldmatrix + mma.sync (or wgmma) from buffer i % S
   exit       cp.async.wait_group(0); bar.sync
+with D = S-1. With wgmma kept asynchronous (BLOCKTUNE_WGMMA=1, S ≥ 3, the accumulator only
+carried), iteration i ends with wgmma.wait_group(1) — the wgmma of i-1 is done, that of i runs on
+— and D = S-2: the buffer written in iteration i, (i-2) % S, was last read by wgmma(i-2), which
+every warpgroup has waited for before the barrier of iteration i. The exit waits for the last one.
 The pointers/masks of iteration i+S-1 come from re-lowering the body's index arithmetic with the
 induction variable and the "ahead" copies of the iter args it needs (carried as extra phis and
 advanced by re-lowering their yield expressions). Copies past the end are predicated off
@@ -151,6 +155,18 @@ def make_plan(lw, op) -> Plan | None:
     p = Plan()
     p.dot, p.loads, p.lays, p.vecs, p.tiles = d, loads, lays, vecs, (ta, tb)
     p.stages, p.stage_bytes = stages, stage_bytes
+    # wgmma kept in flight across iterations (wait_group 1): needs the accumulator to be the dot's
+    # own iter arg, yielded and used by nothing else, and one more buffer (the one it still reads)
+    p.async_dot = False
+    if (mma.use_wgmma(d, lw.num_warps) and stages >= 3 and os.environ.get("BLOCKTUNE_WGMMA") != "sync"
+            and d.result.dtype.name == "fp32" and d.operands[2].dtype.name == "fp32"):
+        c = d.operands[2]
+        if c.owner is None and c in body.args[1:]:
+            i = body.args.index(c) - 1
+            if y.operands[i] is d.result and all(u is y for u in lw.uses.get(d.result.id, ())):
+                p.async_dot, p.acc_index = True, i
+    # prefetch distance: iterations whose tiles are in flight ahead of the one computed
+    p.dist = stages - 2 if p.async_dot else stages - 1
     p.addr_ops = sl[0]
     p.upd_ops = upd[0]
     p.needed = needed_idx
@@ -268,6 +284,7 @@ def lower_for(lw, op) -> bool:
     if plan is None:
         return False
     S = plan.stages
+    D = plan.dist
     lb, ub, step = (lw.scalar(o) for o in op.operands[:3])
     inits = op.operands[3:]
     body = op.regions[0]
@@ -284,7 +301,7 @@ def lower_for(lw, op) -> bool:
     state = {body.args[i + 1].id: as_binding(i, init_regs[i]) for i in plan.needed}
     iv_s = lb
     lw.barrier()  # the buffers may alias shared memory used just before the loop
-    for s in range(S - 1):
+    for s in range(D):
         _issue(lw, plan, body, iv_s, state, s * plan.stage_bytes, ub, signed)
         state = _advance(lw, plan, body, iv_s, state, lays)
         iv_s = b.add(iv_s, step)
@@ -325,15 +342,15 @@ def lower_for(lw, op) -> bool:
     lw.vals[body.args[0].id] = iv
     for a, l, ps in zip(body.args[1:], lays, phis):
         nvptx._bind(lw, a, l, ps)
-    lw.call("llvm.nvvm.cp.async.wait.group", ll.VoidType(), [ll.Constant(I32, S - 2)])
+    lw.call("llvm.nvvm.cp.async.wait.group", ll.VoidType(), [ll.Constant(I32, D - 1)])
     if mma.use_wgmma(plan.dot, lw.num_warps):
         from . import wgmma
         wgmma.proxy_fence(lw)   # cp.async wrote through the generic proxy; wgmma reads through the async one
     lw.barrier()
     sconst = ll.Constant(I32, S)
     read_base = b.mul(b.urem(it, sconst), ll.Constant(I32, plan.stage_bytes))
-    write_base = b.mul(b.urem(b.add(it, ll.Constant(I32, S - 1)), sconst), ll.Constant(I32, plan.stage_bytes))
-    iv_ahead = b.add(iv, b.mul(step, ll.Constant(step.type, S - 1)))
+    write_base = b.mul(b.urem(b.add(it, ll.Constant(I32, D)), sconst), ll.Constant(I32, plan.stage_bytes))
+    iv_ahead = b.add(iv, b.mul(step, ll.Constant(step.type, D)))
     ahead = {body.args[i + 1].id: as_binding(i, ahead_phis[i]) for i in plan.needed}
     _issue(lw, plan, body, iv_ahead, ahead, write_base, ub, signed)
     ahead_next = _advance(lw, plan, body, iv_ahead, ahead, lays)
@@ -349,7 +366,11 @@ def lower_for(lw, op) -> bool:
             if bop in skip:
                 continue
             if bop is plan.dot:
-                mma.dot_from_tiles(lw, bop, plan.tiles[0], plan.tiles[1], dyn_base=read_base)
+                if plan.async_dot:
+                    from . import wgmma
+                    wgmma.dot_from_tiles(lw, bop, plan.tiles[0], plan.tiles[1], read_base, pending=1)
+                else:
+                    mma.dot_from_tiles(lw, bop, plan.tiles[0], plan.tiles[1], dyn_base=read_base)
                 continue
             rule = nvptx.RULES.get(bop.name)
             if rule is None:
@@ -383,6 +404,9 @@ def lower_for(lw, op) -> bool:
 
     b.position_at_end(exitb)
     lw.call("llvm.nvvm.cp.async.wait.group", ll.VoidType(), [ll.Constant(I32, 0)])
+    if plan.async_dot:  # the last wgmma group is still running: wait, with the accumulators through
+        from . import wgmma
+        phis[plan.acc_index] = wgmma.wait_pass_through(lw, phis[plan.acc_index], 0)
     lw.barrier()
     for r, l, ps in zip(op.results, lays, phis):
         nvptx._bind(lw, r, l, ps)

@@ -33,7 +33,9 @@ SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}
 
 
 def enabled(target: str | None) -> bool:
-    return os.environ.get("BLOCKTUNE_WGMMA") == "1" and (target or "").lower() in ("sm_90", "sm_90a")
+    """BLOCKTUNE_WGMMA=1: wgmma on sm_90, kept in flight across pipelined K iterations;
+    BLOCKTUNE_WGMMA=sync: wgmma waited for at each dot."""
+    return os.environ.get("BLOCKTUNE_WGMMA") in ("1", "sync") and (target or "").lower() in ("sm_90", "sm_90a")
 
 
 def config(m: int, n: int, num_warps: int):
@@ -88,14 +90,20 @@ def _wgmma_asm(n_out: int, shape_n: int, ty: str, trans_a: int, trans_b: int):
     return ll.InlineAsm(fty, text, cons, side_effect=True)
 
 
-def _wait_asm(n: int):
-    cons = ",".join(["=f"] * n + [str(i) for i in range(n)])
-    fty = ll.FunctionType(ll.LiteralStructType([F32] * n), [F32] * n)
-    return ll.InlineAsm(fty, "wgmma.wait_group.sync.aligned 0;", cons, side_effect=True)
+def wait_pass_through(lw, regs, pending: int):
+    """wgmma.wait_group(pending) with the accumulators routed through it (so that nothing reads
+    them before the wait)."""
+    b = lw.b
+    cons = ",".join(["=f"] * len(regs) + [str(i) for i in range(len(regs))])
+    fty = ll.FunctionType(ll.LiteralStructType([F32] * len(regs)), [F32] * len(regs))
+    r = b.call(ll.InlineAsm(fty, f"wgmma.wait_group.sync.aligned {pending};", cons, side_effect=True), list(regs))
+    return [b.extract_value(r, i) for i in range(len(regs))]
 
 
-def dot_from_tiles(lw, op, ta, tb, dyn_base=None):
-    """wgmma over operand tiles in shared memory; sets the dot's result in acc_layout."""
+def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int = 0):
+    """wgmma over operand tiles in shared memory; sets the dot's result in acc_layout. `pending`:
+    how many wgmma groups may still run when this returns (1: the result is only fed back into the
+    next wgmma; the pipeline waits for it at the loop exit)."""
     from .nvptx import lty
     from .mma import mma_kind
     a, bv, c = op.operands
@@ -142,8 +150,7 @@ def dot_from_tiles(lw, op, ta, tb, dyn_base=None):
             r = b.call(asm, [dA, dB, one] + regs)
             acc[rep * per:(rep + 1) * per] = [b.extract_value(r, i) for i in range(per)]
     lw.call("llvm.nvvm.wgmma.commit_group.sync.aligned", ll.VoidType(), [])
-    r = b.call(_wait_asm(len(acc)), acc)
-    acc = [b.extract_value(r, i) for i in range(len(acc))]
+    acc = wait_pass_through(lw, acc, pending)
     odt = lty(res.dtype)
     if odt != F32:
         acc = [b.fptrunc(x, odt) for x in acc]

@@ -467,6 +467,26 @@ def test_wgmma_tutorial_configs(i, monkeypatch):
 
 
 @needs_ptxas
+@pytest.mark.parametrize("mode,stages", [("1", 3), ("1", 4), ("1", 2), ("sync", 3), ("sync", 4)])
+def test_wgmma_async_pipeline(monkeypatch, mode, stages):
+    """BLOCKTUNE_WGMMA=1 keeps one wgmma group in flight across iterations (wait_group 1 in the
+    loop, 0 at the exit) and prefetches S-2 stages; =sync (or S = 2) waits at each dot and
+    prefetches S-1."""
+    monkeypatch.setenv("BLOCKTUNE_WGMMA", mode)
+    mod = load_tutorial()
+    cx = dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=128, BLOCK_SIZE_K=32, GROUP_SIZE_M=8, ACTIVATION="")
+    ptx = backend_ptx(mod.matmul_kernel.fn, TUT_SIG, cx, 4, stages, TUT_DIV, TUT_ONES)["ptx"]
+    async_ = mode == "1" and stages >= 3
+    dist = stages - 2 if async_ else stages - 1
+    assert ptx.count("cp.async.commit_group") == dist + 1
+    assert re.search(rf"cp\.async\.wait_group\s+{dist - 1};", ptx)
+    assert ("wgmma.wait_group.sync.aligned 1;" in ptx) == async_
+    assert "wgmma.wait_group.sync.aligned 0;" in ptx
+    regs, spills, rep = report(ptx, "sm_90a")
+    assert spills == 0, rep
+
+
+@needs_ptxas
 @pytest.mark.skipif(_nvdisasm() is None, reason="nvdisasm not found (pip install nvidia-cuda-nvdisasm)")
 def test_wgmma_sass(monkeypatch, tmp_path):
     import subprocess
@@ -478,6 +498,7 @@ def test_wgmma_sass(monkeypatch, tmp_path):
     subprocess.run([find_ptxas(), "-arch=sm_90a", str(tmp_path / "k.ptx"), "-o", str(tmp_path / "k.cubin")], check=True)
     sass = subprocess.run([_nvdisasm(), "-c", str(tmp_path / "k.cubin")], check=True, capture_output=True, text=True).stdout
     assert sass.count("HGMMA.64x256x16.F32") == 4
+    assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in sass  # one wgmma group left in flight in the loop
     assert not re.search(r"\b(LDL|STL)\b", sass)
 
 

@@ -109,15 +109,16 @@ def test_tutorial_gpu(g, M, N, K, activation):
         assert rel_err(out, ref) < RTOL["fp16"], cfg
 
 
-@pytest.mark.skipif(bool(__import__("os").environ.get("BLOCKTUNE_WGMMA")), reason="already the wgmma run")
-def test_wgmma_suite_gpu(tmp_path):
-    """This file again with BLOCKTUNE_WGMMA=1 (wgmma on sm_90; other GPUs keep mma.sync), in a
-    child process with an empty compile cache: the switch is read at compile time and the caches
-    do not key on it."""
+@pytest.mark.skipif(bool(__import__("os").environ.get("BLOCKTUNE_WGMMA")), reason="already a wgmma run")
+@pytest.mark.parametrize("mode", ["1", "sync"])
+def test_wgmma_suite_gpu(tmp_path, mode):
+    """This file again with BLOCKTUNE_WGMMA=1 (wgmma on sm_90, one group in flight across K
+    iterations) and =sync (waited at each dot); other GPUs keep mma.sync. In a child process with
+    an empty compile cache: the switch is read at compile time (jit's in-process caches)."""
     import os
     import subprocess
     import sys
-    env = dict(os.environ, BLOCKTUNE_WGMMA="1", BLOCKTUNE_CACHE_DIR=str(tmp_path / "cache"))
+    env = dict(os.environ, BLOCKTUNE_WGMMA=mode, BLOCKTUNE_CACHE_DIR=str(tmp_path / "cache"))
     p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-m", "gpu", "-p", "no:cacheprovider", __file__],
                        env=env, capture_output=True, text=True, cwd=os.path.dirname(__file__))
     tail = (p.stdout + p.stderr)[-6000:]
