@@ -79,6 +79,12 @@ def layer_norm(m, n):
 
 
 if __name__ == "__main__":
-    layer_norm(4096, 1024)
-    softmax(4096, 4096, 16)
+    import sys
+    todo = sys.argv[1:] or ["ln:1024", "softmax:4096:16"]
+    for item in todo:
+        kind, *nums = item.split(":")
+        if kind == "ln":
+            layer_norm(4096, int(nums[0]))
+        else:
+            softmax(4096, int(nums[0]), int(nums[1]))
     print(f"PTX and SASS written to {OUT}")
