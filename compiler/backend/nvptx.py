@@ -83,6 +83,8 @@ I1, I8, I16, I32, I64 = (ll.IntType(n) for n in (1, 8, 16, 32, 64))
 F16, BF16, F32, F64 = ll.HalfType(), BFloatType(), ll.FloatType(), ll.DoubleType()
 GPTR = ll.PointerType(addrspace=1)
 SPTR = ll.PointerType(addrspace=3)
+# Triton compiles with FP contraction on (enable_fp_fusion): a*b+c may become one fma.
+CONTRACT = ("contract",)
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
 FULL_MASK = ll.Constant(I32, -1)
@@ -685,11 +687,11 @@ def _binary(name):
 
         def f(x, y):
             if name == "add":
-                return b.fadd(x, y) if fl else b.add(x, y)
+                return b.fadd(x, y, flags=CONTRACT) if fl else b.add(x, y)
             if name == "sub":
-                return b.fsub(x, y) if fl else b.sub(x, y)
+                return b.fsub(x, y, flags=CONTRACT) if fl else b.sub(x, y)
             if name == "mul":
-                return b.fmul(x, y) if fl else b.mul(x, y)
+                return b.fmul(x, y, flags=CONTRACT) if fl else b.mul(x, y)
             if name == "fdiv":
                 if dt.name == "fp32":
                     if op.attrs.get("ieee", False):
