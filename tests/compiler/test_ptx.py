@@ -273,7 +273,7 @@ if HAVE_FRONTEND:
 
     @triton.jit
     def total_sum_kernel(X, Out, BM: tl.constexpr, BN: tl.constexpr):
-        x = tl.load(X + tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :])
+        x = tl.load(X + tl.program_id(0) * BM * BN + tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :])
         tl.store(Out + tl.program_id(0), tl.sum(x))
 
     @triton.jit
