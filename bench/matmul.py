@@ -7,10 +7,10 @@ Triton's tutorial). Timing: Triton's do_bench (CUDA events, L2 flush, median). E
 checked against torch in float64 first (relative-norm error).
 
 Shapes (M×N×K): fp16 1024³, 2048³, 4096³, 8192³, 4096×4096×512, 8192×1024×4096, 16×4096×4096;
-bf16 4096³. `python bench/matmul.py [--quick] [--wgmma]` (--quick: 1024³ and 4096³ only;
---wgmma: blocktune lowers tl.dot with wgmma on sm_90 instead of mma.sync, one wgmma group in
-flight across K iterations; --wgmma-sync: wgmma waited for at each dot).
-Prints one line per shape, then a table; writes $OUT/matmul.json (matmul_wgmma.json) when OUT is set.
+bf16 4096³. `python bench/matmul.py [--quick] [--mma-sync|--wgmma-sync]` (--quick: 1024³ and
+4096³ only; by default blocktune lowers tl.dot on sm_90 with wgmma, one group in flight across K
+iterations; --mma-sync: the sm_80 mma.sync path; --wgmma-sync: wgmma waited for at each dot).
+Prints one line per shape, then a table; writes $OUT/matmul.json (matmul_mma_sync.json, ...) when OUT is set.
 """
 from __future__ import annotations
 
@@ -20,9 +20,10 @@ import sys
 import tempfile
 import time
 
-# --wgmma: blocktune's wgmma path (sm_90a) instead of mma.sync; read at compile time, so set first
-if "--wgmma" in sys.argv:
-    os.environ["BLOCKTUNE_WGMMA"] = "1"
+# blocktune's tl.dot on sm_90 is wgmma by default; --mma-sync measures the sm_80 path instead,
+# --wgmma-sync waits for wgmma at each dot. Read at compile time, so set first.
+if "--mma-sync" in sys.argv:
+    os.environ["BLOCKTUNE_WGMMA"] = "0"
 if "--wgmma-sync" in sys.argv:
     os.environ["BLOCKTUNE_WGMMA"] = "sync"
 # a fresh compile cache unless one is given: the cache key does not cover BLOCKTUNE_WGMMA
@@ -103,7 +104,7 @@ def main():
     torch.manual_seed(0)
     print(f"device: {torch.cuda.get_device_name(0)}; torch {torch.__version__}; "
           f"triton {getattr(sys.modules.get('triton'), '__version__', 'absent')}; "
-          f"blocktune dot: {dict(zip(('1', 'sync'), ('wgmma', 'wgmma-sync'))).get(os.environ.get('BLOCKTUNE_WGMMA'), 'mma.sync')}; "
+          f"blocktune dot: {dict(zip(('0', 'sync'), ('mma.sync', 'wgmma-sync'))).get(os.environ.get('BLOCKTUNE_WGMMA'), 'wgmma')}; "
           f"cache {os.environ['BLOCKTUNE_CACHE_DIR']}", flush=True)
     shapes = QUICK if "--quick" in sys.argv else SHAPES
     for s in shapes:
@@ -125,7 +126,7 @@ def main():
     if ratios:
         print(f"× Triton: geomean {geomean(ratios):.3f}, worst {min(ratios):.3f}")
     if os.environ.get("OUT"):
-        name = {"1": "matmul_wgmma.json", "sync": "matmul_wgmma_sync.json"}.get(os.environ.get("BLOCKTUNE_WGMMA"), "matmul.json")
+        name = {"0": "matmul_mma_sync.json", "sync": "matmul_wgmma_sync.json"}.get(os.environ.get("BLOCKTUNE_WGMMA"), "matmul.json")
         with open(os.path.join(os.environ["OUT"], name), "w") as f:
             json.dump(ROWS, f, indent=1)
 

@@ -1,4 +1,5 @@
-"""`tl.dot` with Hopper's warpgroup MMA (`wgmma.mma_async`, sm_90a) — opt-in: BLOCKTUNE_WGMMA=1.
+"""`tl.dot` with Hopper's warpgroup MMA (`wgmma.mma_async`, sm_90a) — the default on sm_90
+(BLOCKTUNE_WGMMA=0 falls back to mma.sync).
 
 Operands come from shared memory through matrix descriptors (no ldmatrix): the tiles are
 mma.SmemTile with `panels=True`, i.e. wgmma's canonical swizzled layouts — K-major or MN-major
@@ -33,9 +34,10 @@ SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}
 
 
 def enabled(target: str | None) -> bool:
-    """BLOCKTUNE_WGMMA=1: wgmma on sm_90, kept in flight across pipelined K iterations;
-    BLOCKTUNE_WGMMA=sync: wgmma waited for at each dot."""
-    return os.environ.get("BLOCKTUNE_WGMMA") in ("1", "sync") and (target or "").lower() in ("sm_90", "sm_90a")
+    """wgmma on sm_90 unless BLOCKTUNE_WGMMA=0 (then mma.sync). By default (or =1) one wgmma group
+    stays in flight across pipelined K iterations; BLOCKTUNE_WGMMA=sync waits at each dot."""
+    return os.environ.get("BLOCKTUNE_WGMMA", "1").lower() not in ("0", "off", "false", "no") and \
+        (target or "").lower() in ("sm_90", "sm_90a")
 
 
 def config(m: int, n: int, num_warps: int):

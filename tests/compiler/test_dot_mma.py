@@ -34,7 +34,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 @pytest.fixture(autouse=True)
 def _mma_sync_by_default(monkeypatch):
     """These tests pin the code-generation switches (the wgmma tests turn wgmma on themselves)."""
-    monkeypatch.delenv("BLOCKTUNE_WGMMA", raising=False)
+    monkeypatch.setenv("BLOCKTUNE_WGMMA", "0")  # mma.sync unless a test turns wgmma on
     monkeypatch.delenv("BLOCKTUNE_NO_PIPELINE", raising=False)
 
 try:

@@ -109,12 +109,12 @@ def test_tutorial_gpu(g, M, N, K, activation):
         assert rel_err(out, ref) < RTOL["fp16"], cfg
 
 
-@pytest.mark.skipif(bool(__import__("os").environ.get("BLOCKTUNE_WGMMA")), reason="already a wgmma run")
-@pytest.mark.parametrize("mode", ["1", "sync"])
+@pytest.mark.skipif(bool(__import__("os").environ.get("BLOCKTUNE_WGMMA")), reason="already a re-run")
+@pytest.mark.parametrize("mode", ["0", "sync"])
 def test_wgmma_suite_gpu(tmp_path, mode):
-    """This file again with BLOCKTUNE_WGMMA=1 (wgmma on sm_90, one group in flight across K
-    iterations) and =sync (waited at each dot); other GPUs keep mma.sync. In a child process with
-    an empty compile cache: the switch is read at compile time (jit's in-process caches)."""
+    """This file again with BLOCKTUNE_WGMMA=0 (the mma.sync path) and =sync (wgmma waited at each
+    dot); the plain run is the default (wgmma on sm_90, one group in flight across K iterations).
+    In a child process with an empty compile cache: the switch is read at compile time."""
     import os
     import subprocess
     import sys
