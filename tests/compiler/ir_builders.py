@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import contextlib
 
-from _bootstrap import ensure_compiler
 
-ensure_compiler()
 
 from compiler import ir  # noqa: E402
 from compiler.language import dtypes as T  # noqa: E402

@@ -21,7 +21,6 @@ import numpy as np
 import pytest
 import torch
 
-import _bootstrap  # noqa: F401
 from compiler.backend import mma, nvptx
 from compiler.backend.llvm_target import find_ptxas
 

@@ -12,7 +12,6 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import _bootstrap  # noqa: F401,E402
 import test_ptx as K  # noqa: E402  (the kernels)
 
 pytestmark = pytest.mark.gpu

@@ -9,7 +9,6 @@ import math
 import pytest
 import torch
 
-import _bootstrap  # noqa: F401
 import compiler as triton
 import compiler.language as tl
 

@@ -13,7 +13,6 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import _bootstrap  # noqa: F401,E402
 import dot_kernels as DK  # noqa: E402
 from test_dot_mma import RTOL, load_tutorial, rel_err, run_dot  # noqa: E402
 
