@@ -22,8 +22,6 @@ import compiler.language as tl
 
 HAVE_FRONTEND = True
 find_ptxas()  # CI installs ptxas (the nvidia-cuda-nvcc wheel): without it these tests must fail, not skip
-needs_ptxas = pytest.mark.usefixtures()
-needs_frontend = pytest.mark.usefixtures()
 
 
 def ptxas_report(ptx: str) -> dict:
@@ -381,8 +379,6 @@ def compile_case(name):
     return _compiled[name]
 
 
-@needs_frontend
-@needs_ptxas
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_compiles_and_assembles(name):
     ck = compile_case(name)
@@ -394,8 +390,6 @@ def test_compiles_and_assembles(name):
     assert ck.metadata["shared"] < 64 * 1024
 
 
-@needs_frontend
-@needs_ptxas
 def test_vector_add_is_16_byte_vectorized():
     ptx = compile_case("add_fp32").asm["ptx"]
     assert "ld.global.v4.b32" in ptx and "st.global.v4.b32" in ptx
@@ -407,7 +401,6 @@ def test_vector_add_is_16_byte_vectorized():
     assert rep["regs"] <= 40, rep["text"]
 
 
-@needs_frontend
 def test_unaligned_bound_limits_vector_width():
     """n not divisible by 16: the mask is not constant over 4 elements → scalar accesses."""
     ptx = compile_case("add_unaligned").asm["ptx"]
@@ -415,8 +408,6 @@ def test_unaligned_bound_limits_vector_width():
     assert "ld.global.b32" in ptx
 
 
-@needs_frontend
-@needs_ptxas
 def test_softmax_shape():
     ptx = compile_case("softmax_fp32").asm["ptx"]
     assert "ex2.approx" in ptx
@@ -426,7 +417,6 @@ def test_softmax_shape():
     assert ".local" not in ptx
 
 
-@needs_frontend
 def test_layer_norm_loads_vectorized_in_loops():
     ptx = compile_case("layer_norm_fp16").asm["ptx"]
     # 1024 fp16 over 256 threads: 4 per thread → 8-byte accesses (Triton caps the vector at
@@ -435,14 +425,12 @@ def test_layer_norm_loads_vectorized_in_loops():
     assert "sqrt.approx.f32" in ptx or "sqrt.rn.f32" in ptx
 
 
-@needs_frontend
 def test_matmul_inner_loop_vectorized():
     ptx = compile_case("matmul_fp16").asm["ptx"]
     assert "ld.global.v4.b32" in ptx or re.search(r"cp\.async\.c[ag]\.shared\.global(\.\w+)* \[[^]]+\], \[[^]]+\], 16", ptx)
     assert "fma.rn.f32" in ptx or "mma.sync" in ptx or "wgmma" in ptx
 
 
-@needs_frontend
 def test_atomics_shape():
     ptx = compile_case("atomic_add").asm["ptx"]
     assert "atom.acq_rel.gpu.global.add.f32" in ptx
@@ -452,7 +440,6 @@ def test_atomics_shape():
     assert "atom.acq_rel.gpu.global.cas.b32" in ptx
 
 
-@needs_frontend
 def test_first_compile_time_vector_add():
     """Front end + backend of a fresh vector-add specialization in a warm process."""
     compile_case("add_fp32")  # warm: target machine, pass builder
@@ -504,7 +491,6 @@ IR_CASES = {
 }
 
 
-@needs_ptxas
 @pytest.mark.parametrize("name", sorted(IR_CASES))
 @pytest.mark.parametrize("num_warps", [1, 4, 8])
 def test_hand_built_ir(name, num_warps):
@@ -593,8 +579,6 @@ GPU_CONFIGS = [
 ]
 
 
-@needs_frontend
-@needs_ptxas
 @pytest.mark.parametrize("name,cx,nw", GPU_CONFIGS, ids=[f"{n}-{'-'.join(map(str, c.values()))}-w{w}" for n, c, w in GPU_CONFIGS])
 def test_gpu_configs_compile(name, cx, nw):
     kern, sig, _cx, _nw, div = CASES[name]
@@ -712,7 +696,6 @@ def _type_sweep(dt):
     return out
 
 
-@needs_ptxas
 @pytest.mark.parametrize("dt", ["fp16", "bf16", "fp32", "fp64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "i1"])
 def test_every_type_through_every_op(dt):
     import subprocess
@@ -723,7 +706,6 @@ def test_every_type_through_every_op(dt):
     assert p.returncode == 0, p.stderr[-3000:]
 
 
-@needs_ptxas
 @pytest.mark.parametrize("cache", ["", ".cg", ".ca", ".cs"])
 @pytest.mark.parametrize("ev", ["", "evict_first", "evict_last"])
 @pytest.mark.parametrize("masked", [False, True])
@@ -771,7 +753,6 @@ def test_chunked_conversion_plan_is_exact():
                         assert mem[f & ((1 << shift) - 1)] == {co}
 
 
-@needs_ptxas
 def test_big_conversion_is_chunked():
     from compiler.backend.nvptx import CONVERT_CHUNK_BYTES, Lowering
     from llvmlite import ir as ll
