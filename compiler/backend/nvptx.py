@@ -606,9 +606,31 @@ def _first_dim(lay: Layout):
 
 def _emap(lw: Lowering, op, lay, f):
     args = lw.operands(op, lay)
-    n = 1 if lay is None else lay.n_regs
-    out = [f(*[a[i] if a is not None else None for a in args]) for i in range(n)]
-    return out[0] if lay is None else out
+    if lay is None:
+        return f(*[a[0] if a is not None else None for a in args])
+    rep = _constant_runs(lw, op, lay)
+    out = []
+    for i in range(lay.n_regs):
+        j = rep[i]
+        out.append(out[j] if j != i else f(*[a[i] if a is not None else None for a in args]))
+    return out
+
+
+def _constant_runs(lw: Lowering, op, lay) -> list:
+    """Register → the register holding the same value, from the result's constancy (axis info):
+    a register bit whose basis moves less than the constancy along one dim stays inside an aligned
+    run of equal values, so `cols < N` is compared once per vector, as Triton does."""
+    n = lay.n_regs
+    res = op.results[0] if op.results else None
+    if res is None or not res.is_block:
+        return list(range(n))
+    k = lw.axis.get(res).constancy
+    same = 0
+    for bit, basis in enumerate(lay.reg):
+        dims = [d for d, v in enumerate(basis) if v]
+        if len(dims) == 1 and basis[dims[0]] < k[dims[0]]:
+            same |= 1 << bit
+    return [r & ~same for r in range(n)] if same else list(range(n))
 
 
 def r_const(lw, op, lay):
