@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # On a GPU machine (the H100 lent by the device tool): the `gpu` tests, then the benchmarks, then a
 # short table. The GPU image has torch/triton/llvmlite/cuda-bindings but not the web/db stack:
-# `../shared/tools/device-wheels` puts those wheels in .whl/ and this script installs them first:
+# `../shared/tools/device-wheels` and then
+# `../shared/tools/device-wheels platformdirs pydantic-settings python-dotenv opentelemetry-api`
+# put those wheels in .whl/ (carry it) and this script installs them first:
 #   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 # Usage: scripts/gpu-check.sh [tests|kernels|launch|matmul|tuning|all]...   (default: all)
 set -uo pipefail
