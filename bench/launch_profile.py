@@ -63,6 +63,23 @@ rows = [
     ("k[grid](...) full", lambda: k[grid](x, y, out, 1024, BLOCK_SIZE=1024)),
     ("torch.add(out=)", lambda: torch.add(x, y, out=out)),
 ]
+# the same launch through cuda-python's Cython binding, params array passed as an address
+try:
+    from cuda.bindings import driver as cu
+    lf = entry[1]._loaded if hasattr(entry[1], "_loaded") else None
+    fn_obj = None
+    for v in getattr(launch, "__globals__", {}).values():
+        if type(v).__name__ == "LoadedFunction":
+            fn_obj = v.function
+    pa = launch.__globals__["_pa"]
+    import ctypes
+    pa_addr = ctypes.addressof(pa)
+    s_obj = cu.CUstream(stream)
+    if fn_obj is not None:
+        rows.append(("cuda-python cuLaunchKernel (params by address)",
+                     lambda: cu.cuLaunchKernel(fn_obj, 1, 1, 1, 128, 1, 1, 0, s_obj, pa_addr, 0)))
+except Exception as exc:  # noqa: BLE001
+    print("cuda-python variant unavailable:", exc)
 for name, fn in rows:
     table[name] = per_call(fn, N if "launch" not in name and "k[" not in name and "runner" not in name and "torch" not in name else 20000)
     print(f"  {name:42s} {table[name]:7.3f} us", flush=True)
