@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import pathlib
 import sys
+import tempfile
 import types
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -12,30 +14,32 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
-def load_twice(filename: str) -> tuple[types.ModuleType | None, types.ModuleType]:
-    """(module under real Triton or None if Triton is missing, module under blocktune).
-
-    The blocktune copy is the same text with only the import lines changed.
-    """
+def load_as(filename: str, under: str) -> types.ModuleType:
+    """The kernel file `bench/<filename>` (written for Triton) as a module under `under`:
+    "triton" runs the text as it is; "blocktune" changes only its import lines."""
     path = HERE / filename
     text = path.read_text()
-    ported = text.replace("import triton.language as tl", "import compiler.language as tl") \
-                 .replace("import triton\n", "import compiler as triton\n")
-    mods = []
-    for tag, src in (("triton", text), ("blocktune", ported)):
-        if tag == "triton" and importlib.util.find_spec("triton") is None:
-            mods.append(None)
-            continue
-        name = f"_bench_{path.stem}_{tag}"
-        # Triton and our jit read the source through inspect: keep a real file for each copy.
-        out = pathlib.Path("/tmp") / f"{name}.py"
-        out.write_text(src)
-        spec = importlib.util.spec_from_file_location(name, out)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-        mods.append(mod)
-    return mods[0], mods[1]
+    if under == "blocktune":
+        text = text.replace("import triton.language as tl", "import compiler.language as tl") \
+                   .replace("import triton\n", "import compiler as triton\n")
+    name = f"_bench_{path.stem}_{under}"
+    if name in sys.modules:
+        return sys.modules[name]
+    # Triton and our jit read the source through inspect: keep a real file for each copy.
+    out = pathlib.Path(tempfile.gettempdir()) / f"blocktune-kernels-{os.getpid()}" / f"{name}.py"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(text)
+    spec = importlib.util.spec_from_file_location(name, out)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def load_twice(filename: str) -> tuple[types.ModuleType | None, types.ModuleType]:
+    """(module under real Triton or None if Triton is missing, module under blocktune)."""
+    tri = load_as(filename, "triton") if importlib.util.find_spec("triton") is not None else None
+    return tri, load_as(filename, "blocktune")
 
 
 def geomean(xs):

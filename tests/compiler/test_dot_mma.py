@@ -162,20 +162,9 @@ def test_ieee_fp32_stays_on_fma():
 # ---- the tutorial: every autotune config compiles, uses mma.sync, assembles ---------------------------
 
 def load_tutorial():
-    """bench/matmul_kernels.py with only the import lines changed (as bench/common.py does)."""
-    path = ROOT / "bench" / "matmul_kernels.py"
-    text = path.read_text().replace("import triton.language as tl", "import compiler.language as tl") \
-                           .replace("import triton\n", "import compiler as triton\n")
-    name = "_test_matmul_kernels_blocktune"
-    if name in sys.modules:
-        return sys.modules[name]
-    out = pathlib.Path("/tmp") / f"{name}.py"
-    out.write_text(text)
-    spec = importlib.util.spec_from_file_location(name, out)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    """bench/matmul_kernels.py with only the import lines changed (as the benchmark loads it)."""
+    from tests.compiler.kernels import bench_kernels
+    return bench_kernels("matmul_kernels.py")
 
 
 TUT_SIG = dict(a_ptr="*fp16", b_ptr="*fp16", c_ptr="*fp16", M="i32", N="i32", K="i32", stride_am="i32", stride_ak="i32",
