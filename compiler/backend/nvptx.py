@@ -527,19 +527,23 @@ class Lowering:
         for op in block.ops:
             if op.name in ("yield", "condition"):
                 return op
-            rule = RULES.get(op.name)
-            if rule is None:
-                raise BackendError(f"op {op.name!r} is not supported by the NVPTX backend", op.loc)
-            if op.name in POLY:
-                res = op.result
-                if res.is_block:
-                    lay = self.want(res)
-                    self.set_block(res, lay, rule(self, op, lay))
-                else:
-                    self.vals[res.id] = rule(self, op, None)
-            else:
-                rule(self, op)
+            self.lower_op(op)
         return None
+
+    def lower_op(self, op: ir.Op):
+        """Lower one op through its rule; results land in the value table in their layouts."""
+        rule = RULES.get(op.name)
+        if rule is None:
+            raise BackendError(f"op {op.name!r} is not supported by the NVPTX backend", op.loc)
+        if op.name in POLY:
+            res = op.result
+            if res.is_block:
+                lay = self.want(res)
+                self.set_block(res, lay, rule(self, op, lay))
+            else:
+                self.vals[res.id] = rule(self, op, None)
+        else:
+            rule(self, op)
 
     # ------------------------------------------------------------------------------------------
     # helpers for elementwise rules

@@ -372,18 +372,7 @@ def lower_for(lw, op) -> bool:
                 else:
                     mma.dot_from_tiles(lw, bop, plan.tiles[0], plan.tiles[1], dyn_base=read_base)
                 continue
-            rule = nvptx.RULES.get(bop.name)
-            if rule is None:
-                raise nvptx.BackendError(f"op {bop.name!r} is not supported by the NVPTX backend", bop.loc)
-            if bop.name in nvptx.POLY:
-                res = bop.result
-                if res.is_block:
-                    lay = lw.want(res)
-                    lw.set_block(res, lay, rule(lw, bop, lay))
-                else:
-                    lw.vals[res.id] = rule(lw, bop, None)
-            else:
-                rule(lw, bop)
+            lw.lower_op(bop)
         ys = term.operands if term is not None else []
         nxt = [nvptx._get_as(lw, yv, l) for yv, l in zip(ys, lays)]
     finally:
