@@ -12,7 +12,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -93,18 +92,10 @@ def postgres_server():
 @pytest.fixture
 def postgres_url(postgres_server):
     """A fresh, empty database on the shared server for one test."""
-    import sqlalchemy as sa
+    from tests.pg import scratch_database
 
-    name = f"t{time.time_ns()}"
-    admin = sa.create_engine(f"{postgres_server}/postgres", isolation_level="AUTOCOMMIT")
-    with admin.connect() as c:
-        c.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield f"{postgres_server}/{name}"
-    finally:
-        with admin.connect() as c:
-            c.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with scratch_database(postgres_server) as url:
+        yield url
 
 
 @pytest.fixture

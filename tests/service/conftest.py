@@ -32,22 +32,12 @@ def db_url(request, tmp_path):
         upgrade(url)
         yield url
         return
-    import time
-
-    import sqlalchemy as sa
+    from tests.pg import scratch_database
 
     server = request.getfixturevalue("postgres_server")
     template = request.getfixturevalue("pg_template")
-    name = f"s{time.time_ns()}"
-    admin = sa.create_engine(f"{server}/postgres", isolation_level="AUTOCOMMIT")
-    with admin.connect() as c:
-        c.execute(sa.text(f'CREATE DATABASE "{name}" TEMPLATE "{template}"'))
-    try:
-        yield f"{server}/{name}"
-    finally:
-        with admin.connect() as c:
-            c.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with scratch_database(server, template, prefix="s") as url:
+        yield url
 
 
 @pytest.fixture
