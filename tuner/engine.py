@@ -250,10 +250,13 @@ class Tuner:
                 # killed between recording the result and telling Optuna: tell it now
                 r = by_number[ft.number]
                 trial = optuna.trial.Trial(self.study, ft._trial_id)
-                with warnings.catch_warnings():   # the killed run may have set it already
-                    warnings.simplefilter("ignore", UserWarning)
-                    mark(trial, r.median_ms is not None)
-                self.study.tell(trial, r.median_ms if r.median_ms is not None else math.inf)
+                try:
+                    with warnings.catch_warnings():   # the killed run may have set it already
+                        warnings.simplefilter("ignore", UserWarning)
+                        mark(trial, r.median_ms is not None)
+                    self.study.tell(trial, r.median_ms if r.median_ms is not None else math.inf)
+                except (ValueError, optuna.exceptions.UpdateFinishedTrialError):
+                    pass   # the worker sharing this job told Optuna between our read and our tell
                 continue
             # left RUNNING by a killed run — or still being run by another worker sharing the study:
             # only this worker's own trials (an earlier run under the same name) and trials older
