@@ -126,10 +126,18 @@ def main():
                           {"BLOCK_SIZE": 1024}, divisible_by_16=("x_ptr", "y_ptr", "out_ptr", "n_elements"))
     stream = torch.cuda.current_stream().cuda_stream
     rows.append(("blocktune CompiledKernel.launch", host_us(lambda: ck.launch((1, 1, 1), [x, y, out, n], stream), n=5000)))
-    # the floor under the fast path: the generated ctypes launcher alone (pack + cuLaunchKernel)
+    # the floor under the fast path: the launcher alone (pack + cuLaunchKernel), native (launch.c,
+    # what the fast path uses when a C compiler is there) and ctypes (the fallback)
+    from compiler.runtime import launcher as L, native
     raw = ck.make_launcher(torch.cuda.current_device(), ck.metadata["passed"])
     xp, yp, op = x.data_ptr(), y.data_ptr(), out.data_ptr()
-    rows.append(("  launcher only (pack+cuLaunchKernel)", host_us(lambda: raw(1, 1, 1, stream, xp, yp, op, n))))
+    kind = "native" if native.module() is not None else "ctypes (no C compiler)"
+    rows.append((f"  launcher only, {kind}", host_us(lambda: raw(1, 1, 1, stream, xp, yp, op, n))))
+    lf = ck.load(torch.cuda.current_device())
+    m = ck.metadata
+    passed = {p: m["arg_types"][m["arg_names"].index(p)] for p in m["passed"]}
+    raw_ct = L.make_ctypes_launcher(lf, list(m["passed"]), passed, m["num_warps"], m.get("shared", 0), ck.name)
+    rows.append(("  launcher only, ctypes", host_us(lambda: raw_ct(1, 1, 1, stream, xp, yp, op, n))))
     print("\nhost time per launch (one-block vector add, no sync between launches)")
     for name, us in rows:
         print(f"  {name:34s} {us:7.2f} us")

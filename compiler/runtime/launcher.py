@@ -77,6 +77,9 @@ class _Buffer:
         self.params = (ctypes.c_void_p * max(1, len(types)))(*([ctypes.addressof(x) for x in self.slots] or [None]))
 
 
+_NATIVE_KINDS = {ctypes.c_int64: "q", ctypes.c_uint64: "Q", ctypes.c_float: "f", ctypes.c_double: "d"}
+
+
 def make_launcher(lf: "driver.LoadedFunction", call_names: list[str], passed: dict[str, str],
                   num_warps: int, shared: int, kernel_name: str):
     """Build `launch(g0, g1, g2, stream, *values_for_call_names)`.
@@ -84,12 +87,40 @@ def make_launcher(lf: "driver.LoadedFunction", call_names: list[str], passed: di
     `call_names`: the parameter names, in the order the caller will pass them.
     `passed`: name → type string of the parameters the kernel takes, in kernel order (names of
     `call_names` not in it are accepted and ignored: they were specialized away).
+
+    The native launcher (launch.c, see native.py) when it could be built, else the ctypes one;
+    fp16/bf16 scalar parameters (rare) always take the ctypes one.
     """
-    lib = driver.libcuda()
     order = list(passed)
     missing = [n for n in order if n not in call_names]
     if missing:
         raise ValueError(f"launcher for {kernel_name}: no value for kernel parameter(s) {missing}")
+    ct = make_ctypes_launcher(lf, call_names, passed, num_warps, shared, kernel_name)
+    kinds = "".join(_NATIVE_KINDS.get(_slot(passed[n])[0], "?") if _slot(passed[n])[1] == "{v}" else "?"
+                    for n in order)
+    from . import native  # noqa: PLC0415
+    mod = native.module() if "?" not in kinds else None
+    if mod is None:
+        return ct
+
+    def on_error(code, g0, g1, g2, stream, values):
+        if code == 201:  # CUDA_ERROR_INVALID_CONTEXT: this thread has no current context yet
+            return ct(g0, g1, g2, stream, *values)   # the ctypes launcher makes it current and retries
+        driver.raise_launch_error(code, kernel_name, num_warps, lf)
+
+    def on_bad(i, value):
+        _bad_value((value,), [order[i]], passed, kernel_name)
+
+    fn_addr = ctypes.cast(driver.libcuda()["cuLaunchKernel"], ctypes.c_void_p).value
+    return mod.Launcher(fn_addr, lf.handle, num_warps * 32, int(shared), len(call_names),
+                        tuple(call_names.index(n) for n in order), kinds, on_error, on_bad)
+
+
+def make_ctypes_launcher(lf: "driver.LoadedFunction", call_names: list[str], passed: dict[str, str],
+                         num_warps: int, shared: int, kernel_name: str):
+    """The ctypes launcher (same call as make_launcher's)."""
+    lib = driver.libcuda()
+    order = list(passed)
     slots = [_slot(passed[n]) for n in order]
     types = [t for t, _ in slots]
     buf = _Buffer(types)

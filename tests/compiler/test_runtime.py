@@ -392,10 +392,12 @@ FAKE_CUDA = r"""
 #include <stdint.h>
 #include <string.h>
 static uint64_t last[32]; static unsigned g[7]; static void* st; static void* fn; static int calls;
-static int nparams;
+static int nparams; static int fail_code;
 void fake_set_nparams(int n) { nparams = n; }
+void fake_fail_next(int code) { fail_code = code; }
 int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                    unsigned shared, void* stream, void** params, void** extra) {
+  if (fail_code) { int c = fail_code; fail_code = 0; return c; }
   fn = f; g[0]=gx; g[1]=gy; g[2]=gz; g[3]=bx; g[4]=by; g[5]=bz; g[6]=shared; st = stream; calls++;
   for (int i = 0; i < nparams; i++) memcpy(&last[i], params[i], 8);
   return 0;
@@ -588,6 +590,42 @@ def test_launcher_threads_and_types(fake_cuda):
     assert fake_cuda.fake_grid(0) == 5 and fake_cuda.fake_param(0) == 0x2000
     launch(np.int64(3), 1, 1, 0, 0x1000, None, 1.0, 1.0, False)     # numpy grid values
     assert fake_cuda.fake_grid(0) == 3
+
+
+def test_native_launcher(fake_cuda):
+    """launch.c: built with the system C compiler, packs i64/u64/fp32/fp64 into 8-byte slots in
+    kernel order (not call order), turns bad values into a readable error and driver errors into
+    CudaError, and retries through the ctypes launcher when the thread has no context (201)."""
+    from compiler.runtime import native
+    if native.module() is None:
+        pytest.skip("the native launcher could not be built here")
+    lf = driver.LoadedFunction(None, 0xBEEF, 0, 0, "k", 8)
+    passed = {"p": "*fp32", "n": "i32", "x": "fp32", "d": "fp64", "b": "i1"}
+    fake_cuda.fake_set_nparams(5)
+    launch = launcher.make_launcher(lf, ["d", "skip", "x", "p", "b", "n"], passed, 4, 96, "k")
+    assert type(launch).__name__ == "Launcher"
+    launch(7, 2, 3, 0x55, 0.5, "ignored", 1.25, 0x7F0000001000, True, -3)
+    assert fake_cuda.fake_param(0) == 0x7F0000001000
+    assert fake_cuda.fake_param(1) == (-3) & 0xFFFFFFFFFFFFFFFF
+    assert struct.unpack("<f", struct.pack("<I", fake_cuda.fake_param(2) & 0xFFFFFFFF))[0] == 1.25
+    assert struct.unpack("<d", struct.pack("<Q", fake_cuda.fake_param(3)))[0] == 0.5
+    assert fake_cuda.fake_param(4) == 1
+    assert [fake_cuda.fake_grid(i) for i in range(7)] == [7, 2, 3, 128, 1, 1, 96]
+    assert fake_cuda.fake_stream() == 0x55 and fake_cuda.fake_fn() == 0xBEEF
+    launch(np.int64(4), 1, 1, None, 0.0, None, 2, 0x1000, False, 5)   # numpy grid, int for fp32, no stream
+    assert fake_cuda.fake_grid(0) == 4 and fake_cuda.fake_stream() is None
+    assert struct.unpack("<f", struct.pack("<I", fake_cuda.fake_param(2) & 0xFFFFFFFF))[0] == 2.0
+    with pytest.raises(ValueError, match="argument 'p' = 'oops' does not fit the kernel's parameter type"):
+        launch(1, 1, 1, 0, 0.0, None, 1.0, "oops", False, 5)
+    with pytest.raises(TypeError, match="takes 10 arguments"):
+        launch(1, 1, 1, 0)
+    calls = fake_cuda.fake_calls()
+    fake_cuda.fake_fail_next(201)                    # no context: made current, launched again
+    launch(9, 1, 1, 0, 0.0, None, 1.0, 0x1000, False, 5)
+    assert fake_cuda.fake_calls() == calls + 1 and fake_cuda.fake_grid(0) == 9
+    fake_cuda.fake_fail_next(700)                    # CUDA_ERROR_ILLEGAL_ADDRESS
+    with pytest.raises(driver.CudaError):
+        launch(1, 1, 1, 0, 0.0, None, 1.0, 0x1000, False, 5)
 
 
 def test_launch_overhead_python_side(fake_cuda):
