@@ -58,7 +58,7 @@ rows = [
     ("getDevice + getCurrentRawStream", lambda: torch._C._cuda_getCurrentRawStream(torch._C._cuda_getDevice())),
     ("key tuple + dict.get", lambda: k._launchers.get((x.dtype, True, y.dtype, True, out.dtype, True, "i32", True, 1024, 4, 3, 0))),
     ("k[grid] (getitem)", lambda: k[grid]),
-    ("launcher alone (ctypes cuLaunchKernel)", lambda: launch(1, 1, 1, stream, p0, p1, p2, 1024)),
+    (f"launcher alone ({type(launch).__name__})", lambda: launch(1, 1, 1, stream, p0, p1, p2, 1024)),
     ("runner (after getitem)", lambda: run(x, y, out, 1024, BLOCK_SIZE=1024)),
     ("k[grid](...) full", lambda: k[grid](x, y, out, 1024, BLOCK_SIZE=1024)),
     ("torch.add(out=)", lambda: torch.add(x, y, out=out)),

@@ -102,10 +102,11 @@ def wait_pass_through(lw, regs, pending: int):
     return [b.extract_value(r, i) for i in range(len(regs))]
 
 
-def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int = 0):
+def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int | None = 0, before_wait=None):
     """wgmma over operand tiles in shared memory; sets the dot's result in acc_layout. `pending`:
     how many wgmma groups may still run when this returns (1: the result is only fed back into the
-    next wgmma; the pipeline waits for it at the loop exit)."""
+    next wgmma; the pipeline waits for it at the loop exit). `before_wait`, if given, emits code
+    between the commit and the wait (the pipeline's copies), and the wait is then wait_group(1)."""
     from .nvptx import lty
     from .mma import mma_kind
     a, bv, c = op.operands
@@ -152,6 +153,9 @@ def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int = 0):
             r = b.call(asm, [dA, dB, one] + regs)
             acc[rep * per:(rep + 1) * per] = [b.extract_value(r, i) for i in range(per)]
     lw.call("llvm.nvvm.wgmma.commit_group.sync.aligned", ll.VoidType(), [])
+    if before_wait is not None:
+        before_wait()
+        pending = 1
     acc = wait_pass_through(lw, acc, pending)
     odt = lty(res.dtype)
     if odt != F32:

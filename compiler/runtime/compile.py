@@ -35,6 +35,11 @@ _lock = threading.Lock()
 # ---------------------------------------------------------------------------------------------
 # Cache directory
 
+# environment switches the backend reads (compiler/backend/wgmma.py, pipeline.py): part of the key
+CODEGEN_SWITCHES = ("BLOCKTUNE_WGMMA", "BLOCKTUNE_NO_PIPELINE", "BLOCKTUNE_WGMMA_PREFETCH",
+                    "BLOCKTUNE_CPASYNC_PROXY_FENCE")
+
+
 def cache_dir() -> str:
     d = os.environ.get("BLOCKTUNE_CACHE_DIR")
     if not d:
@@ -202,7 +207,7 @@ def cache_key(fn, signature: dict, constexprs: dict, num_warps: int, num_stages:
         "div16:" + ",".join(sorted(divisible_by_16)), "eq1:" + ",".join(sorted(equal_to_1)),
         f"w{int(num_warps)}", f"s{int(num_stages)}", str(target),
         # code-generation switches read by the backend (compiler/backend/wgmma.py, pipeline.py)
-        "wgmma=" + os.environ.get("BLOCKTUNE_WGMMA", "") + ";nopipe=" + os.environ.get("BLOCKTUNE_NO_PIPELINE", ""),
+        ";".join(f"{v}={os.environ.get(v, '')}" for v in CODEGEN_SWITCHES),
     ]
     h.update("\x00".join(parts).encode())
     return h.hexdigest()
