@@ -14,13 +14,15 @@ in swizzled shared memory (mma.SmemTile):
              ldmatrix + mma.sync (or wgmma) from buffer i % S
   exit       cp.async.wait_group(0); bar.sync
 with D = S-1. With wgmma kept asynchronous (the accumulator only carried), the order is Triton's:
-  iteration i: cp.async.wait_group(D-1); fence.proxy.async; bar.sync
+  iteration i: cp.async.wait_group(D-1); bar.sync
              wgmma from buffer i % S; commit; wgmma.wait_group(1)   (wgmma(i-1) is done, i runs on)
              bar.sync                          (every warpgroup is past its wgmma(i-1))
              cp.async the tiles of iteration i+S-1 into buffer (i-1) % S; commit
 so D = S-1 stays in flight while the tensor cores work (S ≥ 2). BLOCKTUNE_WGMMA_PREFETCH=early
-keeps the older order (copies issued before the wgmma, one barrier, D = S-2, S ≥ 3). The exit
-waits for the last wgmma group.
+(copies issued before the wgmma) or =mid (between its commit and its wait) keep one barrier with
+D = S-2, S ≥ 3: measured slower (docs/performance.md). The exit waits for the last wgmma group.
+No proxy fence between the cp.async writes and the wgmma reads, as in Triton's PTX
+(BLOCKTUNE_CPASYNC_PROXY_FENCE=1 adds one: 1-7 % slower, same results).
 The pointers/masks of iteration i+S-1 come from re-lowering the body's index arithmetic with the
 induction variable and the "ahead" copies of the iter args it needs (carried as extra phis and
 advanced by re-lowering their yield expressions). Copies past the end are predicated off
