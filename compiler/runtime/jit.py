@@ -655,7 +655,7 @@ def _is_namespace(obj) -> bool:
 
 _RESERVED = frozenset({"num_warps", "num_stages", "stream", "warmup"} |
                       {o.split("=")[0] for o in _TRITON_LAUNCH_OPTIONS})
-_INTERNAL = re.compile(r"_(grid_|opts|t|ENV|IK\d|[pka]\d+|dev|key|e|n|g\d|self|launchers|dflt|make|Tensor|get_device|"
+_INTERNAL = re.compile(r"_(grid_|opts|t|ENV|IK\d|[pka]\d+|dev|key|e|n|r|bind|g\d|self|launchers|dflt|make|Tensor|get_device|"
                        r"get_stream|maybe_interpret|interpret_mode|int_kind|spec_arg|cpu_tensor)")
 
 
@@ -694,6 +694,10 @@ def _generate_runner(jf: JITFunction):
     tuple_src = f"({all_vals},)" if names else "()"
     L.append("    if (_IK0 in _ENV or _IK1 in _ENV) and _interpret_mode():")
     L.append(f"        return _self._run_interpreted(_grid_, {tuple_src}, num_warps, num_stages, warmup)")
+    # the common case in C (launch.c's Binder); NotImplemented: the Python body below
+    L.append("    if _bind is not None and not warmup:")
+    L.append(f"        _r = _bind(_grid_, num_warps, num_stages, stream{', ' if names else ''}{all_vals})")
+    L.append("        if _r is not NotImplemented: return _r")
     runtime = [n for n in names if n not in ctx_names]
     key_parts = []
     for i, n in enumerate(names):
@@ -751,7 +755,7 @@ def _generate_runner(jf: JITFunction):
     L.append("    return _e[1]")
     code = "\n".join(L) + "\n"
     ns = _NS  # shared globals: torch refreshes reach every runner
-    factory_src = "def _make(_self, _launchers, _dflt):\n" + textwrap.indent(code, "    ") + f"    return {fname}\n"
+    factory_src = "def _make(_self, _launchers, _dflt, _bind):\n" + textwrap.indent(code, "    ") + f"    return {fname}\n"
     # Parameter names are Python identifiers from the kernel's own `def` (parsed by ast), so the
     # generated text cannot be steered by them; default values are passed as objects, not text.
     glb = ns
@@ -765,10 +769,22 @@ def _generate_runner(jf: JITFunction):
     loc_ns: dict = {}
     exec(compile(factory_src, f"<blocktune runner {jf.__name__}>", "exec"), glb, loc_ns)  # noqa: S102
     dflt = [jf.defaults.get(n) for n in names]
-    run = loc_ns["_make"](jf, jf._launchers, dflt)
+    jf._binder = _make_binder(jf, ns)
+    run = loc_ns["_make"](jf, jf._launchers, dflt, jf._binder)
     run.__qualname__ = fname                    # Python's argument errors print the qualified name
     run.__blocktune_source__ = factory_src
     return run
+
+
+def _make_binder(jf: JITFunction, ns: dict):
+    """The runner's fast path in C (native.py / launch.c), or None without a C compiler."""
+    from . import native  # noqa: PLC0415
+    mod = native.module()
+    if mod is None or len(jf.arg_names) > mod.MAX_PARAMS:
+        return None
+    spec = "".join("c" if n in jf.constexpr_names else "n" if n in jf.do_not_specialize else "s"
+                   for n in jf.arg_names)
+    return mod.Binder(jf._launchers, ns, spec)
 
 
 def _cpu_tensor(name):

@@ -236,21 +236,268 @@ static PyTypeObject LauncherType = {
     .tp_doc = "launcher(g0, g1, g2, stream, *values): cuLaunchKernel with the values packed",
 };
 
+/* ---- Binder: the generated runner's fast path ------------------------------------------------
+
+   `binder(grid, num_warps, num_stages, stream, *args)` with `args` one value per kernel parameter
+   (defaults already filled in by the Python runner) does what the runner's Python body does for
+   the common case — exact torch tensors, ints within int32, floats — in C: builds the
+   specialization key (dtype and 16-byte alignment per tensor; 1 / 'i32' and divisibility by 16
+   per int; the constexpr values; num_warps, num_stages, device), finds the compiled kernel's
+   launcher in the runner's dict and launches it. Anything else — another argument type, a key
+   not compiled yet, a grid that is not a tuple of ints — returns NotImplemented and the Python
+   body takes over (it also gives the readable errors). Returns the CompiledKernel.
+
+   spec chars, one per parameter: 'c' constexpr, 's' runtime (specialized), 'n' runtime
+   (do_not_specialize). `ns` is the runners' globals dict: _Tensor, _get_device, _get_stream. */
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *launchers;
+    PyObject *ns;
+    Py_ssize_t n_args;
+    Py_ssize_t n_runtime;
+    Py_ssize_t n_const;
+    char spec[MAX_PARAMS];
+} Binder;
+
+static PyObject *s_data_ptr, *s_is_cuda, *s_dtype, *s_i32, *s_fp32, *k_tensor, *k_get_device, *k_get_stream;
+
+static PyObject *binder_vectorcall(PyObject *self_, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Binder *self = (Binder *)self_;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if ((kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0) || nargs != 4 + self->n_args)
+        Py_RETURN_NOTIMPLEMENTED;
+    PyObject *grid = args[0];
+    if (!PyTuple_CheckExact(grid))
+        Py_RETURN_NOTIMPLEMENTED;
+    Py_ssize_t ng = PyTuple_GET_SIZE(grid);
+    if (ng < 1 || ng > 3)
+        Py_RETURN_NOTIMPLEMENTED;
+    PyObject *tensor_type = PyDict_GetItemWithError(self->ns, k_tensor);
+    if (tensor_type == NULL)
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_NotImplemented);
+
+    Py_ssize_t klen = 2 * self->n_runtime + self->n_const + 3;
+    PyObject *key = PyTuple_New(klen);
+    if (key == NULL)
+        return NULL;
+    PyObject *values[MAX_PARAMS];        /* launch values of the runtime parameters (new refs) */
+    Py_ssize_t nv = 0, kr = 0, kc = 2 * self->n_runtime;
+    PyObject *result = NULL;
+    for (Py_ssize_t i = 0; i < self->n_args; i++) {
+        PyObject *v = args[4 + i];
+        char sp = self->spec[i];
+        if (sp == 'c') {
+            PyTuple_SET_ITEM(key, kc++, Py_NewRef(v));
+            continue;
+        }
+        PyObject *kpart, *aligned, *val;
+        if ((PyObject *)Py_TYPE(v) == tensor_type) {
+            PyObject *is_cuda = PyObject_GetAttr(v, s_is_cuda);
+            if (is_cuda == NULL)
+                goto fail;
+            Py_DECREF(is_cuda);
+            if (is_cuda != Py_True)
+                goto fallback;                  /* the Python body raises the readable error */
+            val = PyObject_CallMethodNoArgs(v, s_data_ptr);
+            if (val == NULL)
+                goto fail;
+            unsigned long long ptr = PyLong_AsUnsignedLongLong(val);
+            if (ptr == (unsigned long long)-1 && PyErr_Occurred()) {
+                Py_DECREF(val);
+                goto fail;
+            }
+            kpart = PyObject_GetAttr(v, s_dtype);
+            if (kpart == NULL) {
+                Py_DECREF(val);
+                goto fail;
+            }
+            aligned = (ptr & 15) ? Py_False : Py_True;
+        } else if (PyLong_CheckExact(v)) {
+            int overflow;
+            long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+            if (overflow || x < -2147483648LL || x > 2147483647LL)
+                goto fallback;                  /* i64 / u64: the Python body */
+            if (sp == 's' && x == 1)
+                kpart = PyLong_FromLong(1);
+            else
+                kpart = Py_NewRef(s_i32);
+            aligned = (sp == 's' && !(x & 15)) ? Py_True : Py_False;
+            val = Py_NewRef(v);
+        } else if (PyFloat_CheckExact(v)) {
+            kpart = Py_NewRef(s_fp32);
+            aligned = Py_False;
+            val = Py_NewRef(v);
+        } else {
+            goto fallback;
+        }
+        PyTuple_SET_ITEM(key, kr++, kpart);
+        PyTuple_SET_ITEM(key, kr++, Py_NewRef(aligned));
+        values[nv++] = val;
+    }
+    {
+        PyObject *get_device = PyDict_GetItemWithError(self->ns, k_get_device);
+        PyObject *get_stream = PyDict_GetItemWithError(self->ns, k_get_stream);
+        if (get_device == NULL || get_stream == NULL) {
+            if (PyErr_Occurred())
+                goto fail;
+            goto fallback;
+        }
+        PyObject *dev = PyObject_CallNoArgs(get_device);
+        if (dev == NULL)
+            goto fail;
+        PyTuple_SET_ITEM(key, kc++, Py_NewRef(args[1]));
+        PyTuple_SET_ITEM(key, kc++, Py_NewRef(args[2]));
+        PyTuple_SET_ITEM(key, kc++, dev);
+        PyObject *entry = PyDict_GetItemWithError(self->launchers, key);   /* borrowed */
+        if (entry == NULL) {
+            if (PyErr_Occurred())
+                goto fail;
+            goto fallback;                      /* not compiled for this key yet */
+        }
+        if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) < 2)
+            goto fallback;
+        Py_INCREF(entry);
+        PyObject *stream = args[3];
+        Py_INCREF(stream);
+        if (stream == Py_None) {
+            Py_DECREF(stream);
+            stream = PyObject_CallOneArg(get_stream, dev);
+            if (stream == NULL) {
+                Py_DECREF(entry);
+                goto fail;
+            }
+        }
+        PyObject *call[4 + MAX_PARAMS];
+        int launch = 1;
+        for (Py_ssize_t g = 0; g < 3; g++) {
+            PyObject *d = g < ng ? PyTuple_GET_ITEM(grid, g) : NULL;
+            if (d != NULL && !PyLong_CheckExact(d)) {
+                Py_DECREF(stream);
+                Py_DECREF(entry);
+                goto fallback;
+            }
+            if (d != NULL && PyLong_AsLong(d) <= 0)
+                launch = 0;
+        }
+        if (launch) {
+            PyObject *one = PyLong_FromLong(1);
+            call[0] = PyTuple_GET_ITEM(grid, 0);
+            call[1] = ng > 1 ? PyTuple_GET_ITEM(grid, 1) : one;
+            call[2] = ng > 2 ? PyTuple_GET_ITEM(grid, 2) : one;
+            call[3] = stream;
+            for (Py_ssize_t j = 0; j < nv; j++)
+                call[4 + j] = values[j];
+            PyObject *r = PyObject_Vectorcall(PyTuple_GET_ITEM(entry, 0), call, 4 + nv, NULL);
+            Py_DECREF(one);
+            if (r == NULL) {
+                Py_DECREF(stream);
+                Py_DECREF(entry);
+                goto fail;
+            }
+            Py_DECREF(r);
+        }
+        Py_DECREF(stream);
+        result = Py_NewRef(PyTuple_GET_ITEM(entry, 1));
+        Py_DECREF(entry);
+        goto done;
+    }
+fallback:
+    result = Py_NewRef(Py_NotImplemented);
+    goto done;
+fail:
+    result = NULL;
+done:
+    for (Py_ssize_t j = 0; j < nv; j++)
+        Py_DECREF(values[j]);
+    /* unfilled slots of a key abandoned half-way are NULL, which tuple dealloc skips */
+    Py_DECREF(key);
+    return result;
+}
+
+static PyObject *binder_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    PyObject *launchers, *ns;
+    const char *spec;
+    Py_ssize_t n;
+    static char *names[] = {"launchers", "ns", "spec", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!s#", names, &PyDict_Type, &launchers, &PyDict_Type, &ns,
+                                     &spec, &n))
+        return NULL;
+    if (n > MAX_PARAMS) {
+        PyErr_Format(PyExc_ValueError, "at most %d kernel parameters", MAX_PARAMS);
+        return NULL;
+    }
+    Binder *self = (Binder *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->vectorcall = binder_vectorcall;
+    self->n_args = n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        char c = spec[i];
+        if (c != 'c' && c != 's' && c != 'n') {
+            Py_DECREF(self);
+            PyErr_Format(PyExc_ValueError, "unknown spec char '%c'", c);
+            return NULL;
+        }
+        self->spec[i] = c;
+        if (c == 'c')
+            self->n_const++;
+        else
+            self->n_runtime++;
+    }
+    self->launchers = Py_NewRef(launchers);
+    self->ns = Py_NewRef(ns);
+    return (PyObject *)self;
+}
+
+static void binder_dealloc(Binder *self) {
+    Py_XDECREF(self->launchers);
+    Py_XDECREF(self->ns);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject BinderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "blocktune_launch.Binder",
+    .tp_basicsize = sizeof(Binder),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(Binder, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_new = binder_new,
+    .tp_dealloc = (destructor)binder_dealloc,
+    .tp_doc = "binder(grid, num_warps, num_stages, stream, *args): the runner's fast path, or NotImplemented",
+};
+
+static int add_type(PyObject *m, PyTypeObject *t, const char *name) {
+    if (PyType_Ready(t) < 0)
+        return -1;
+    Py_INCREF(t);
+    if (PyModule_AddObject(m, name, (PyObject *)t) < 0) {
+        Py_DECREF(t);
+        return -1;
+    }
+    return 0;
+}
+
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "blocktune_launch", NULL, -1, NULL};
 
 PyMODINIT_FUNC PyInit_blocktune_launch(void) {
-    if (PyType_Ready(&LauncherType) < 0)
+    s_data_ptr = PyUnicode_InternFromString("data_ptr");
+    s_is_cuda = PyUnicode_InternFromString("is_cuda");
+    s_dtype = PyUnicode_InternFromString("dtype");
+    s_i32 = PyUnicode_InternFromString("i32");
+    s_fp32 = PyUnicode_InternFromString("fp32");
+    k_tensor = PyUnicode_InternFromString("_Tensor");
+    k_get_device = PyUnicode_InternFromString("_get_device");
+    k_get_stream = PyUnicode_InternFromString("_get_stream");
+    if (!s_data_ptr || !s_is_cuda || !s_dtype || !s_i32 || !s_fp32 || !k_tensor || !k_get_device || !k_get_stream)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
-    Py_INCREF(&LauncherType);
-    if (PyModule_AddObject(m, "Launcher", (PyObject *)&LauncherType) < 0) {
-        Py_DECREF(&LauncherType);
-        Py_DECREF(m);
-        return NULL;
-    }
-    if (PyModule_AddIntConstant(m, "MAX_PARAMS", MAX_PARAMS) < 0) {
+    if (add_type(m, &LauncherType, "Launcher") < 0 || add_type(m, &BinderType, "Binder") < 0 ||
+        PyModule_AddIntConstant(m, "MAX_PARAMS", MAX_PARAMS) < 0) {
         Py_DECREF(m);
         return NULL;
     }

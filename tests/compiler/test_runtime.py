@@ -628,6 +628,47 @@ def test_native_launcher(fake_cuda):
         launch(1, 1, 1, 0, 0.0, None, 1.0, 0x1000, False, 5)
 
 
+def test_native_binder_fast_path(fake_cuda):
+    """The runner's fast path in C (launch.c's Binder) builds the same specialization key as the
+    Python body: after the Python body compiled and stored a kernel, the binder finds and launches
+    it; anything it does not handle (unaligned pointer not compiled yet, CPU tensor, i64, a
+    callable grid) comes back NotImplemented for the Python body."""
+    from compiler.runtime import native
+    if native.module() is None:
+        pytest.skip("the native launcher could not be built here")
+
+    class CudaFake(FakeTensor):
+        is_cuda = True
+
+    J._NS["_Tensor"] = CudaFake          # the fixture restores the runners' globals
+    k = _fresh(add_kernel)
+    fake_cuda.fake_set_nparams(4)
+    x, y, o = CudaFake(0x7F0000001000), CudaFake(0x7F0000002000), CudaFake(0x7F0000003000)
+    k[(4,)](x, y, o, 4096, BLOCK_SIZE=1024)           # the Python body compiles
+    assert k.compile_count == 1 and k._binder is not None
+    calls = fake_cuda.fake_calls()
+    ck = k._binder((5, 2), 4, 3, None, x, y, o, 4096, 1024)
+    assert ck is not NotImplemented and ck.name == "add_kernel"
+    assert fake_cuda.fake_calls() == calls + 1 and [fake_cuda.fake_grid(i) for i in range(3)] == [5, 2, 1]
+    assert [fake_cuda.fake_param(i) & 0xFFFFFFFFFFFF for i in range(4)] == [0x7F0000001000, 0x7F0000002000,
+                                                                           0x7F0000003000, 4096]
+    assert k._binder((0,), 4, 3, None, x, y, o, 4096, 1024) is ck and fake_cuda.fake_calls() == calls + 1
+    odd = CudaFake(0x7F0000001004)
+    assert k._binder((1,), 4, 3, None, odd, y, o, 4096, 1024) is NotImplemented      # other key
+    assert k._binder((1,), 8, 3, None, x, y, o, 4096, 1024) is NotImplemented        # num_warps
+    host = CudaFake(0x7F0000004000)
+    host.is_cuda = False
+    assert k._binder((1,), 4, 3, None, host, y, o, 4096, 1024) is NotImplemented
+    assert k._binder((1,), 4, 3, None, x, y, o, 2 ** 40, 1024) is NotImplemented
+    assert k._binder(lambda m: (1,), 4, 3, None, x, y, o, 4096, 1024) is NotImplemented
+    with pytest.raises(ValueError, match="CPU tensor"):
+        k[(1,)](x, host, o, 4096, BLOCK_SIZE=1024)
+    k[(1,)](odd, y, o, 4096, BLOCK_SIZE=1024)          # compiles the unaligned variant ...
+    assert k.compile_count == 2
+    assert k._binder((3,), 4, 3, 0x99, odd, y, o, 4096, 1024) is not NotImplemented   # ... then fast
+    assert fake_cuda.fake_grid(0) == 3 and fake_cuda.fake_stream() == 0x99
+
+
 def test_launch_overhead_python_side(fake_cuda):
     """Host time of one launch with everything but the driver real (fake cuLaunchKernel)."""
     import time
