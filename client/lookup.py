@@ -12,7 +12,8 @@ None at once (the caller tunes locally, as Triton does), warns a single time, an
 service again for BLOCKTUNE_LOOKUP_RETRY_AFTER seconds (default 60).
 
 Environment: BLOCKTUNE_SERVICE_URL, BLOCKTUNE_TOKEN (for publish / submit), BLOCKTUNE_PUBLISH=1,
-BLOCKTUNE_SUBMIT_ON_MISS=1. This module imports nothing of compiler/tuner/db/service.
+BLOCKTUNE_SUBMIT_ON_MISS=1, BLOCKTUNE_SUBMIT_TIMEOUT. This module imports nothing of
+compiler/tuner/db/service.
 """
 from __future__ import annotations
 
@@ -72,6 +73,11 @@ def _float_env(name: str, default: float) -> float:
 
 def _token() -> str | None:
     return os.environ.get("BLOCKTUNE_TOKEN") or os.environ.get("BLOCKTUNE_API_TOKEN") or None
+
+
+def has_token() -> bool:
+    """Whether an API token is configured (publishing and submitting need one)."""
+    return _token() is not None
 
 
 def canonical_key(key: Mapping[str, Any]) -> str:
@@ -274,7 +280,11 @@ def submit_on_miss(spec: Mapping[str, Any], gpu_model: str | None = None,
                    idempotency_key: str | None = None) -> int | None:
     """Submit a tuning job (a tuner job spec) after a lookup miss; at most once per spec and GPU
     model per process, and idempotent across processes (the key is derived from the spec).
-    Returns the job id, or None. Never raises."""
+    Returns the job id, or None. Never raises.
+
+    The request has its own timeout (BLOCKTUNE_SUBMIT_TIMEOUT, default 10 s: the service parses
+    and front-end-compiles the kernel before answering) and does not hold the lookups' lock, so a
+    submission running in a background thread never delays another kernel's lookup."""
     url = service_url()
     if not url:
         return None
@@ -285,13 +295,24 @@ def submit_on_miss(spec: Mapping[str, Any], gpu_model: str | None = None,
         if idem in _submitted or time.monotonic() < _down_until:
             return None
         _submitted.add(idem)
-        try:
-            r = _client(url).post(f"{API}/jobs", json=spec, params={"gpu_model": gpu_model} if gpu_model else None,
-                                  headers={"Idempotency-Key": idem})
-        except (httpx.HTTPError, OSError) as exc:
+    headers = {"User-Agent": "blocktune-lookup", "Idempotency-Key": idem}
+    token = _token()
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    try:
+        r = httpx.post(f"{url}{API}/jobs", json=spec, params={"gpu_model": gpu_model} if gpu_model else None,
+                       headers=headers, timeout=_float_env("BLOCKTUNE_SUBMIT_TIMEOUT", 10.0))
+    except (httpx.HTTPError, OSError) as exc:
+        with _lock:
             _warn_once(f"blocktune: could not submit a tuning job to {url}: {type(exc).__name__}")
-            return None
-        if r.status_code not in (200, 201):
+        return None
+    if r.status_code not in (200, 201):
+        with _lock:
             _warn_once(f"blocktune: submitting a tuning job to {url} failed: HTTP {r.status_code} {r.text[:300]}")
-            return None
+        return None
+    try:
         return int(r.json()["id"])
+    except (ValueError, KeyError, TypeError):
+        with _lock:
+            _warn_once(f"blocktune: bad answer from {url} to a job submission")
+        return None

@@ -16,14 +16,23 @@ the first launch picks a config and later launches reuse it:
 `kernel.best_config` is the config of the last launch; `kernel.cache` maps key → config;
 `kernel.configs_timings` the timings of the last tuning. In interpret mode the first config runs,
 with no timing.
+
+When the service has no config for the key and `BLOCKTUNE_SUBMIT_ON_MISS=1` (with
+`BLOCKTUNE_TOKEN`), the launch is also described as a tuning job (`runtime.miss_job`: kernel
+source, argument shapes and dtypes, scalars, grid expressions, the configs' space) and submitted in
+a background thread, once per key and process; this launch still goes on as in 2./3. A launch that
+cannot be described (a grid lambda that is not simple arithmetic, outputs that cannot be told...)
+is not submitted, with one warning per kernel.
 """
 from __future__ import annotations
 
+import atexit
 import builtins
 import functools
 import hashlib
 import json
 import os
+import threading
 import time
 import warnings
 from typing import Callable
@@ -164,6 +173,45 @@ def service_lookup(jit_fn, key: dict, cache: dict):
 
 
 # ---------------------------------------------------------------------------------------------
+# Submissions after a miss run in the background: a launch never waits for the service's answer.
+
+_pending: list[threading.Thread] = []
+_pending_lock = threading.Lock()
+_drain_registered = False
+
+
+def _submit_timeout() -> float:
+    try:
+        return float(os.environ.get("BLOCKTUNE_SUBMIT_TIMEOUT", 10.0))
+    except ValueError:
+        return 10.0
+
+
+def _submit_in_background(submit: Callable, spec: dict, gpu_model: str) -> None:
+    global _drain_registered
+    t = threading.Thread(target=submit, args=(spec, gpu_model), name="blocktune-submit", daemon=True)
+    with _pending_lock:
+        _pending[:] = [x for x in _pending if x.is_alive()]
+        _pending.append(t)
+        if not _drain_registered:
+            # a short script may end right after its first launch: give its submissions their
+            # request timeout to finish instead of killing them with the interpreter
+            atexit.register(wait_for_submissions, _submit_timeout())
+            _drain_registered = True
+    t.start()
+
+
+def wait_for_submissions(timeout: float | None = None) -> bool:
+    """Wait for the background job submissions started so far; True when none is left running."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    with _pending_lock:
+        threads = list(_pending)
+    for t in threads:
+        t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+    return not any(t.is_alive() for t in threads)
+
+
+# ---------------------------------------------------------------------------------------------
 
 def _key_part(v):
     from .jit import key_value  # noqa: PLC0415
@@ -201,6 +249,8 @@ class Autotuner:
         self._do_bench = do_bench
         self.cache_results = cache_results
         self._service_cache: dict = {}
+        self._submitted: set = set()      # keys described to the service (BLOCKTUNE_SUBMIT_ON_MISS)
+        self._submit_warned = False
         self._last_errors: dict = {}
         self.__name__ = getattr(fn, "__name__", "kernel")
         functools.update_wrapper(self, fn, assigned=("__doc__", "__module__"), updated=())
@@ -344,7 +394,10 @@ class Autotuner:
         all_args = {**nargs, **kwargs}
         if _interpret():
             # no timing on the CPU: the service's answer when there is one, else the first config
-            config = self._from_service(all_args) or self.configs[0]
+            config = self._from_service(all_args)
+            if config is None:
+                self._submit_on_miss(all_args, args, kwargs, stacklevel=4)
+                config = self.configs[0]
             self.best_config = config
             return self._launch(config, args, kwargs, nargs)
         key = self._key(all_args)
@@ -361,6 +414,7 @@ class Autotuner:
         cfg = self._from_service(all_args)
         if cfg is not None:
             return cfg
+        self._submit_on_miss(all_args, args, kwargs, stacklevel=5)
         gpu = _gpu_model()[0]
         path = self._disk_path(key, gpu)
         cfg = self._load_disk(path)
@@ -398,6 +452,46 @@ class Autotuner:
         kw, nw, ns = got
         cfg = Config(kw, num_warps=nw or 4, num_stages=ns or 3)
         return next((c for c in self.configs if c == cfg), cfg)  # keep the user's object (pre_hook)
+
+    def _submit_on_miss(self, all_args: dict, args: tuple, kwargs: dict, stacklevel: int) -> None:
+        """With BLOCKTUNE_SUBMIT_ON_MISS=1, after a lookup miss: submit this launch as a tuning job
+        (in the background, once per key and process). Never raises; warns once per kernel.
+        `stacklevel`: this method's frame up to the user's launch (warnings point there)."""
+        if self.base_fn is None or not os.environ.get("BLOCKTUNE_SERVICE_URL"):
+            return
+        try:
+            from client import lookup  # noqa: PLC0415
+        except ImportError:
+            return
+        if not lookup.submit_on_miss_enabled():
+            return
+        key = self._key(all_args)
+        if key in self._submitted:
+            return
+        self._submitted.add(key)
+        model = _gpu_model()[0] or (lookup.INTERPRETER_MODEL if _interpret() else None)
+        if model is None:
+            return
+        if not lookup.has_token():
+            self._warn_submit("BLOCKTUNE_SUBMIT_ON_MISS=1 needs BLOCKTUNE_TOKEN (an API token) to submit jobs",
+                              stacklevel + 1)
+            return
+        from .miss_job import CannotDescribe, job_spec  # noqa: PLC0415
+        try:
+            spec = job_spec(self, args, kwargs)
+        except CannotDescribe as exc:
+            self._warn_submit(str(exc), stacklevel + 1)
+            return
+        except Exception as exc:  # noqa: BLE001 - describing a launch must never break it
+            self._warn_submit(f"{type(exc).__name__}: {exc}", stacklevel + 1)
+            return
+        _submit_in_background(lookup.submit_on_miss, spec, model)
+
+    def _warn_submit(self, why: str, stacklevel: int) -> None:
+        if not self._submit_warned:
+            self._submit_warned = True
+            warnings.warn(f"blocktune: not submitting a tuning job for {self.__name__} ({why}); tuning locally",
+                          RuntimeWarning, stacklevel=stacklevel)
 
     def _publish(self, all_args: dict, best: Config, timings: dict):
         """With BLOCKTUNE_PUBLISH=1, send a locally tuned winner back to the service."""
@@ -501,4 +595,4 @@ def heuristics(values: dict):
     return decorator
 
 
-__all__ = ["Config", "Autotuner", "autotune", "Heuristics", "heuristics", "service_lookup"]
+__all__ = ["Config", "Autotuner", "autotune", "Heuristics", "heuristics", "service_lookup", "wait_for_submissions"]
