@@ -74,15 +74,18 @@ def create_app(settings: Settings | None = None, *, database_url: str | None = N
     app.state.metrics.add_database(app.state.sessionmaker, settings)
 
     from service.api.routes import configs, gpus, health, jobs, kernels, tokens
+    from service.dashboard import login
     from service.dashboard import routes as dashboard
 
     for r in (jobs.router, configs.router, kernels.router, gpus.router, tokens.router):
         app.include_router(r, prefix=API_PREFIX)
     app.include_router(health.router)
     app.include_router(dashboard.router)
+    app.include_router(login.router)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
 
     app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(login.LoginRequired, login.login_redirect)   # pages: 303 to /login
 
     # added last = outermost: metrics see everything; the lookup's fast path and the body size
     # limit run before routing

@@ -25,20 +25,30 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 SessionDep = Annotated[Session, Depends(get_session)]
 
 
-def token_from_request(request: Request) -> str | None:
+# the dashboard's login stores the token in this cookie (service/dashboard/login.py)
+TOKEN_COOKIE = "blocktune_token"
+
+
+def token_from_request(request: Request, *, cookie: bool = False) -> str | None:
+    """The token of `Authorization: Bearer`, `X-API-Token`, or (with cookie=True) the login cookie.
+    Writes never take the cookie: a browser attaches it by itself, the headers only a client
+    that means to."""
     auth = request.headers.get("authorization")
     if auth:
         scheme, _, value = auth.partition(" ")
         if scheme.lower() == "bearer" and value.strip():
             return value.strip()
-    return request.headers.get("x-api-token") or request.cookies.get("blocktune_token")
+    token = request.headers.get("x-api-token")
+    if token:
+        return token
+    return request.cookies.get(TOKEN_COOKIE) if cookie else None
 
 
 _LAST_USED_EVERY_S = 60.0
 
 
-def _authenticate(request: Request, session: Session) -> ApiToken:
-    clear = token_from_request(request)
+def _authenticate(request: Request, session: Session, *, cookie: bool = False) -> ApiToken:
+    clear = token_from_request(request, cookie=cookie)
     if not clear:
         raise HTTPException(status.HTTP_401_UNAUTHORIZED, "an API token is required (Authorization: Bearer <token>;"
                             " create one with `blocktune token create`)", headers={"WWW-Authenticate": "Bearer"})
@@ -60,18 +70,20 @@ def require_token(request: Request, session: SessionDep) -> ApiToken:
     return _authenticate(request, session)
 
 
-def _authenticate_new_session(request: Request) -> ApiToken:
+def authenticate_read(request: Request) -> ApiToken:
+    """Check a read's token (header or login cookie) in a session of its own; raises 401."""
     with request.app.state.sessionmaker() as session:
-        return _authenticate(request, session)
+        return _authenticate(request, session, cookie=True)
 
 
 async def read_access(request: Request) -> ApiToken | None:
     """Reads need a token only when the `read_requires_token` setting is on (then a session is
-    opened in the thread pool; otherwise this costs nothing on the event loop)."""
+    opened in the thread pool; otherwise this costs nothing on the event loop). The dashboard's
+    login cookie counts for reads."""
     if request.app.state.settings.read_requires_token:
         from starlette.concurrency import run_in_threadpool
 
-        return await run_in_threadpool(_authenticate_new_session, request)
+        return await run_in_threadpool(authenticate_read, request)
     return None
 
 

@@ -22,6 +22,9 @@ class Settings(BaseSettings):
     port: int = 8000
     # reads (GET) need a token too when true; writes always do
     read_requires_token: bool = False
+    # the dashboard login cookie's Secure flag; None: set when the request came over https (behind a
+    # TLS proxy on this host, uvicorn takes the scheme from X-Forwarded-Proto)
+    secure_cookies: bool | None = None
     # largest accepted request body, bytes
     max_body_bytes: int = Field(default=1_000_000, ge=1024)
     # a worker is "alive" while its last heartbeat is younger than this

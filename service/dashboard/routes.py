@@ -3,32 +3,26 @@ JavaScript library (one small vendored script refreshes job states)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Annotated
 
 import sqlalchemy as sa
 from fastapi import APIRouter, HTTPException, Path as PathParam, Query, Request
 from fastapi.responses import HTMLResponse
-from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
 from sqlalchemy.orm import joinedload, selectinload
 
 from db.models import JOB_STATES, BestConfig, Gpu, Job, Kernel, Trial, Worker
-from service.api.deps import ReadAuth, SessionDep, SettingsDep
+from service.api.deps import SessionDep, SettingsDep
 from service.api.routes.gpus import alive_worker_ids
 from service.dashboard.charts import param_charts, trials_chart
-
-TEMPLATES = Jinja2Templates(directory=str(Path(__file__).resolve().parent.parent / "templates"))
-TEMPLATES.env.filters["ms"] = lambda v: "—" if v is None else f"{v:.4f}"
-TEMPLATES.env.filters["cfg"] = lambda c: "—" if not c else ", ".join(f"{k}={v}" for k, v in c.items())
-TEMPLATES.env.filters["pct"] = lambda v: f"{100 * (v or 0):.0f}%"
-TEMPLATES.env.filters["dt"] = lambda d: "—" if d is None else d.strftime("%Y-%m-%d %H:%M:%S")
+from service.dashboard.login import PageAuth
+from service.dashboard.templates import TEMPLATES
 
 router = APIRouter(include_in_schema=False)
 
 
 @router.get("/", response_class=HTMLResponse)
-def jobs_page(request: Request, session: SessionDep, _: ReadAuth,
+def jobs_page(request: Request, session: SessionDep, _: PageAuth,
               state: Annotated[str | None, Query(max_length=16)] = None,
               page: Annotated[int, Query(ge=1, le=100000)] = 1) -> HTMLResponse:
     per = 50
@@ -47,7 +41,7 @@ def jobs_page(request: Request, session: SessionDep, _: ReadAuth,
 
 @router.get("/jobs/{job_id}", response_class=HTMLResponse)
 def job_page(request: Request, job_id: Annotated[int, PathParam(ge=1, le=2**31 - 1)], session: SessionDep,
-             _: ReadAuth) -> HTMLResponse:
+             _: PageAuth) -> HTMLResponse:
     job = session.scalar(sa.select(Job).options(joinedload(Job.kernel)).where(Job.id == job_id))
     if job is None:
         raise HTTPException(404, f"no job {job_id}")
@@ -63,7 +57,7 @@ def job_page(request: Request, job_id: Annotated[int, PathParam(ge=1, le=2**31 -
 
 @router.get("/kernels/{kernel_id}", response_class=HTMLResponse)
 def kernel_page(request: Request, kernel_id: Annotated[int, PathParam(ge=1, le=2**31 - 1)], session: SessionDep,
-                _: ReadAuth) -> HTMLResponse:
+                _: PageAuth) -> HTMLResponse:
     k = session.get(Kernel, kernel_id)
     if k is None:
         raise HTTPException(404, f"no kernel {kernel_id}")
@@ -72,7 +66,7 @@ def kernel_page(request: Request, kernel_id: Annotated[int, PathParam(ge=1, le=2
 
 
 @router.get("/winners", response_class=HTMLResponse)
-def winners_page(request: Request, session: SessionDep, _: ReadAuth) -> HTMLResponse:
+def winners_page(request: Request, session: SessionDep, _: PageAuth) -> HTMLResponse:
     """Kernels × problem keys (rows) × GPU models (columns): best config, its time, speed-up."""
     rows = list(session.scalars(sa.select(BestConfig).order_by(BestConfig.kernel_name, BestConfig.problem_key)))
     gpus = sorted({b.gpu_model for b in rows})
@@ -92,7 +86,7 @@ def winners_page(request: Request, session: SessionDep, _: ReadAuth) -> HTMLResp
 
 
 @router.get("/gpus", response_class=HTMLResponse)
-def gpus_page(request: Request, session: SessionDep, settings: SettingsDep, _: ReadAuth) -> HTMLResponse:
+def gpus_page(request: Request, session: SessionDep, settings: SettingsDep, _: PageAuth) -> HTMLResponse:
     alive = alive_worker_ids(session, settings)
     gpus = list(session.scalars(sa.select(Gpu).options(selectinload(Gpu.workers)).order_by(Gpu.id)))
     workers = list(session.scalars(sa.select(Worker).options(joinedload(Worker.gpu)).order_by(Worker.id)))

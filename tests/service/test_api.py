@@ -95,8 +95,10 @@ def test_reads_need_a_token_when_configured(db_url):
     tok = make_token(db_url)
     app = create_app(Settings(database_url=db_url, read_requires_token=True), database_url=db_url)
     with TestClient(app) as c:
-        for path in ("/api/v1/jobs", "/api/v1/configs/best?kernel=k&gpu_model=g", "/api/v1/gpus", "/"):
+        for path in ("/api/v1/jobs", "/api/v1/configs/best?kernel=k&gpu_model=g", "/api/v1/gpus"):
             assert c.get(path).status_code == 401, path
+        page = c.get("/", follow_redirects=False)       # a dashboard page sends the browser to log in
+        assert page.status_code == 303 and page.headers["location"].startswith("/login?")
         assert c.get("/api/v1/jobs", headers=auth(tok)).status_code == 200
         assert c.get("/api/v1/configs/best?kernel=k&gpu_model=g", headers=auth(tok)).status_code == 404
         assert c.get("/healthz").status_code == 200

@@ -7,7 +7,7 @@ import sqlalchemy as sa
 from db.engine import make_engine
 from db.migrate import upgrade
 from db.models import Job, utcnow
-from svc_helpers import LiveServer, add_worker, seed
+from svc_helpers import LiveServer, add_worker, make_token, seed
 
 pytestmark = pytest.mark.browser
 
@@ -137,6 +137,88 @@ def test_job_state_updates_live(page, site):
         c.execute(sa.update(Job).where(Job.id == r["job_id"]).values(state="succeeded", trials_done=4, progress=1.0,
                                                                      finished_at=utcnow()))
     eng.dispose()
+    page.wait_for_function(
+        f"document.querySelector(\"tr.job-row[data-job-id='{r['job_id']}'] [data-field=state]\").textContent"
+        " === 'succeeded'", timeout=10_000)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reads behind a token (`--read-requires-token`): the login page
+
+@pytest.fixture(scope="module")
+def locked_site(tmp_path_factory):
+    url = f"sqlite:///{tmp_path_factory.mktemp('locked') / 'blocktune.db'}"
+    upgrade(url)
+    seed(url, n_trials=6)
+    running = seed(url, n_trials=2, state="running", fingerprint="e" * 64, kernel_name="softmax",
+                   key={"n_cols": 1024})
+    token = make_token(url)
+    server = LiveServer(url, "--read-requires-token")
+    try:
+        yield {"base": server.base, "db": url, "token": token, "running": running}
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def locked_page(browser, locked_site):
+    ctx = browser.new_context()
+    pg = ctx.new_page()
+    requests = []
+    pg.on("request", lambda r: requests.append(r.url))
+    errors = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    yield pg
+    assert all(u.startswith(locked_site["base"]) for u in requests), requests
+    assert not errors, errors
+    ctx.close()
+
+
+def test_login_wrong_token_right_token_and_logout(locked_page, locked_site):
+    page, base = locked_page, locked_site["base"]
+    page.goto(base + "/")
+    assert page.url.startswith(base + "/login?")                       # redirected, with a reason
+    assert "needs an API token" in page.locator("#login-message").inner_text()
+    assert page.locator("table#jobs").count() == 0
+
+    page.fill("#token", "bt_not-a-valid-token")
+    page.click("#login")
+    page.wait_for_load_state()
+    assert "not valid" in page.locator("#login-error").inner_text()
+    assert page.context.cookies() == []
+
+    page.fill("#token", locked_site["token"])
+    page.click("#login")
+    page.wait_for_url(base + "/")
+    assert page.locator("table#jobs tr.job-row").count() == 2
+    (cookie,) = page.context.cookies()
+    assert cookie["name"] == "blocktune_token" and cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    assert page.evaluate("document.cookie") == ""                      # scripts never see the token
+
+    page.click("#logout")
+    page.wait_for_url("**/login?reason=logged_out")
+    assert "logged out" in page.locator("#login-message").inner_text()
+    assert page.context.cookies() == []
+    page.goto(base + "/winners")
+    assert page.url.startswith(base + "/login?")
+
+
+def test_login_returns_to_the_page_asked_for_and_live_states_use_the_cookie(locked_page, locked_site):
+    page, base, r = locked_page, locked_site["base"], locked_site["running"]
+    page.goto(f"{base}/jobs/{r['job_id']}")
+    assert page.url.startswith(base + "/login?")
+    page.fill("#token", locked_site["token"])
+    page.click("#login")
+    page.wait_for_url(f"{base}/jobs/{r['job_id']}")
+    page.goto(base + "/")
+    cell = page.locator(f"tr.job-row[data-job-id='{r['job_id']}'] [data-field=state]")
+    assert cell.inner_text() == "running"
+    eng = make_engine(locked_site["db"])
+    with eng.begin() as c:
+        c.execute(sa.update(Job).where(Job.id == r["job_id"]).values(state="succeeded", trials_done=2, progress=1.0,
+                                                                     finished_at=utcnow()))
+    eng.dispose()
+    # dashboard.js polls /api/v1/jobs/<id>: the API's reads accept the login cookie
     page.wait_for_function(
         f"document.querySelector(\"tr.job-row[data-job-id='{r['job_id']}'] [data-field=state]\").textContent"
         " === 'succeeded'", timeout=10_000)

@@ -1,0 +1,12 @@
+"""The dashboard's Jinja2 environment (shared by the pages and the login)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi.templating import Jinja2Templates
+
+TEMPLATES = Jinja2Templates(directory=str(Path(__file__).resolve().parent.parent / "templates"))
+TEMPLATES.env.filters["ms"] = lambda v: "—" if v is None else f"{v:.4f}"
+TEMPLATES.env.filters["cfg"] = lambda c: "—" if not c else ", ".join(f"{k}={v}" for k, v in c.items())
+TEMPLATES.env.filters["pct"] = lambda v: f"{100 * (v or 0):.0f}%"
+TEMPLATES.env.filters["dt"] = lambda d: "—" if d is None else d.strftime("%Y-%m-%d %H:%M:%S")
