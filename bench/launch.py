@@ -5,7 +5,8 @@
 1. Launch overhead: µs of host time per `kernel[grid](x, y, out, n, BLOCK_SIZE=1024)` of a
    one-block vector add (and `torch.add(x, y, out=out)`), measured over N back-to-back launches
    in batches of 256 with a synchronize between batches outside the timed region (only the
-   host's enqueueing is timed, not the GPU's throughput for tiny kernels). Both a
+   host's enqueueing is timed, not the GPU's throughput for tiny kernels; the rows are measured
+   in turn, repeat after repeat, and each reports its median). Both a
    tuple grid and a callable grid (`lambda meta: (cdiv(n, meta["BLOCK_SIZE"]),)`).
 2. First compile of a new vector-add specialization in a warm process (front end, backend and
    LLVM already imported/initialized; disk cache off): front end, backend, end to end
@@ -40,29 +41,37 @@ RESULTS: dict = {}
 N_LAUNCH = 20000
 
 
-def host_us(fn, n=N_LAUNCH, repeats=5, batch=256) -> float:
-    """Median over `repeats` of the mean host µs per call of `fn`.
+def _batch_us(fn, n: int, batch: int) -> float:
+    total = 0.0
+    done = 0
+    while done < n:
+        t0 = time.perf_counter()
+        for _ in range(batch):
+            fn()
+        total += time.perf_counter() - t0
+        torch.cuda.synchronize()
+        done += batch
+    return total / done * 1e6
+
+
+def host_us_rows(rows: list, n=N_LAUNCH, repeats=7, batch=256) -> list[tuple[str, float]]:
+    """Median over `repeats` of the mean host µs per call of each `(name, fn, n_or_None)` row.
 
     Only the enqueueing is timed: launches go in batches of `batch` (well under the driver's queue
     depth) with a synchronize between batches outside the timed region. Timing N back-to-back
     launches in one go would measure the GPU's throughput for tiny kernels once the queue fills.
+    Every repeat goes through all the rows in turn, so that a host whose speed drifts (clocks,
+    neighbours) moves all rows alike instead of whichever was measured at the time.
     """
-    for _ in range(200):
-        fn()
+    for _, fn, _n in rows:
+        for _ in range(1000):
+            fn()
     torch.cuda.synchronize()
-    vals = []
+    samples: dict[str, list[float]] = {name: [] for name, _, _ in rows}
     for _ in range(repeats):
-        total = 0.0
-        done = 0
-        while done < n:
-            t0 = time.perf_counter()
-            for _ in range(batch):
-                fn()
-            total += time.perf_counter() - t0
-            torch.cuda.synchronize()
-            done += batch
-        vals.append(total / done * 1e6)
-    return statistics.median(vals)
+        for name, fn, rn in rows:
+            samples[name].append(_batch_us(fn, rn or n, batch))
+    return [(name, statistics.median(samples[name])) for name, _, _ in rows]
 
 
 KERNEL_SRC = '''
@@ -107,37 +116,38 @@ def main():
 
     rows = []
     k = bt.add_kernel
-    rows.append(("blocktune, tuple grid", host_us(lambda: k[(1,)](x, y, out, n, BLOCK_SIZE=1024))))
+    rows.append(("blocktune, tuple grid", lambda: k[(1,)](x, y, out, n, BLOCK_SIZE=1024), None))
     rows.append(("blocktune, callable grid",
-                 host_us(lambda: k[lambda m: (cdiv(m["n_elements"], m["BLOCK_SIZE"]),)](x, y, out, n, BLOCK_SIZE=1024))))
+                 lambda: k[lambda m: (cdiv(m["n_elements"], m["BLOCK_SIZE"]),)](x, y, out, n, BLOCK_SIZE=1024), None))
     if tri is not None:
         import triton
         tk = tri.add_kernel
         tk[(1,)](x, y, out, n, BLOCK_SIZE=1024)
         torch.cuda.synchronize()
         torch.testing.assert_close(out, x + y)
-        rows.append(("triton, tuple grid", host_us(lambda: tk[(1,)](x, y, out, n, BLOCK_SIZE=1024))))
+        rows.append(("triton, tuple grid", lambda: tk[(1,)](x, y, out, n, BLOCK_SIZE=1024), None))
         rows.append(("triton, callable grid",
-                     host_us(lambda: tk[lambda m: (triton.cdiv(m["n_elements"], m["BLOCK_SIZE"]),)](
-                         x, y, out, n, BLOCK_SIZE=1024))))
-    rows.append(("torch.add(out=)", host_us(lambda: torch.add(x, y, out=out))))
+                     lambda: tk[lambda m: (triton.cdiv(m["n_elements"], m["BLOCK_SIZE"]),)](
+                         x, y, out, n, BLOCK_SIZE=1024), None))
+    rows.append(("torch.add(out=)", lambda: torch.add(x, y, out=out), None))
     # the public CompiledKernel.launch (checked, slower) for reference
     ck = compiler.compile(bt.add_kernel, {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n_elements": "i32"},
                           {"BLOCK_SIZE": 1024}, divisible_by_16=("x_ptr", "y_ptr", "out_ptr", "n_elements"))
     stream = torch.cuda.current_stream().cuda_stream
-    rows.append(("blocktune CompiledKernel.launch", host_us(lambda: ck.launch((1, 1, 1), [x, y, out, n], stream), n=5000)))
+    rows.append(("blocktune CompiledKernel.launch", lambda: ck.launch((1, 1, 1), [x, y, out, n], stream), 5000))
     # the floor under the fast path: the launcher alone (pack + cuLaunchKernel), native (launch.c,
     # what the fast path uses when a C compiler is there) and ctypes (the fallback)
     from compiler.runtime import launcher as L, native
     raw = ck.make_launcher(torch.cuda.current_device(), ck.metadata["passed"])
     xp, yp, op = x.data_ptr(), y.data_ptr(), out.data_ptr()
     kind = "native" if native.module() is not None else "ctypes (no C compiler)"
-    rows.append((f"  launcher only, {kind}", host_us(lambda: raw(1, 1, 1, stream, xp, yp, op, n))))
+    rows.append((f"  launcher only, {kind}", lambda: raw(1, 1, 1, stream, xp, yp, op, n), None))
     lf = ck.load(torch.cuda.current_device())
     m = ck.metadata
     passed = {p: m["arg_types"][m["arg_names"].index(p)] for p in m["passed"]}
     raw_ct = L.make_ctypes_launcher(lf, list(m["passed"]), passed, m["num_warps"], m.get("shared", 0), ck.name)
-    rows.append(("  launcher only, ctypes", host_us(lambda: raw_ct(1, 1, 1, stream, xp, yp, op, n))))
+    rows.append(("  launcher only, ctypes", lambda: raw_ct(1, 1, 1, stream, xp, yp, op, n), None))
+    rows = host_us_rows(rows)
     print("\nhost time per launch (one-block vector add, no sync between launches)")
     for name, us in rows:
         print(f"  {name:34s} {us:7.2f} us")

@@ -401,6 +401,7 @@ class JITFunction:
                        for i, n in enumerate(self.arg_names)]
         self._fingerprint = None
         self._runner = None
+        self._last_bound = None          # (grid, runner bound to it): see __getitem__
         self._launchers: dict = {}     # specialization key → (launch fn, CompiledKernel)
         self._ir_cache: dict = {}      # interpret mode: key → ir.Function
         self._lock = threading.RLock()
@@ -434,10 +435,16 @@ class JITFunction:
 
     # -- launching ------------------------------------------------------------------------------
     def __getitem__(self, grid):
+        last = self._last_bound
+        if last is not None and last[0] is grid:   # `kernel[grid](...)` in a loop: same grid object
+            return last[1]
         runner = self._runner or self._build_runner()
         if self.autotune_key:
-            return functools.partial(self._run_with_service, grid)
-        return functools.partial(runner, grid)
+            bound = functools.partial(self._run_with_service, grid)
+        else:
+            bound = functools.partial(runner, grid)
+        self._last_bound = (grid, bound)
+        return bound
 
     def run(self, *args, grid, warmup: bool = False, **kwargs):
         """Triton's `fn.run(*args, grid=..., warmup=..., **kwargs)`."""
