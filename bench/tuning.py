@@ -58,8 +58,10 @@ def fresh_db(tag: str) -> str:
     return f"sqlite:///{d}/bench.db"
 
 
-def run_spec(spec: dict, *, interpret: bool, url: str | None = None, label: str = "") -> tuple[int, str, float]:
-    """Run one job through the real engine; returns (job id, database url, wall seconds)."""
+def run_spec(spec: dict, *, interpret: bool, url: str | None = None, label: str = "",
+             timeline: dict | None = None) -> tuple[int, str, float]:
+    """Run one job through the real engine; returns (job id, database url, wall seconds). The
+    engine's phase timeline (the "done" event's) is put in `timeline` when given."""
     from db.migrate import upgrade
     from tuner.engine import create_job_from_spec, run_job
     from tuner.spec import JobSpec
@@ -71,6 +73,8 @@ def run_spec(spec: dict, *, interpret: bool, url: str | None = None, label: str 
     last = [0.0]
 
     def progress(kind, d):
+        if kind == "done" and timeline is not None:
+            timeline.update(d.get("timeline") or {})
         if kind == "trial" and time.perf_counter() - last[0] > 10:
             last[0] = time.perf_counter()
             print(f"  [{label}] {d['done']}/{d['total']} trials, best {d['best_ms']}", flush=True)
@@ -231,8 +235,9 @@ def _matmul_source() -> str:
     return load("matmul")["kernel"]["source"]
 
 
-def triton_autotune_wall(size: int) -> float | None:
-    """Wall time of Triton's @autotune over the 16 tutorial configs, cold cache (None: no Triton)."""
+def triton_autotune_wall(size: int, info: dict | None = None) -> float | None:
+    """Wall time of Triton's @autotune over the 16 tutorial configs, cold cache (None: no Triton).
+    `info` gets Triton's pick ("config", blocktune's spelling) and its own time for it ("ms")."""
     cache = tempfile.mkdtemp(prefix="triton-cache-")
     os.environ["TRITON_CACHE_DIR"] = cache
     try:
@@ -263,6 +268,13 @@ def triton_autotune_wall(size: int) -> float | None:
     torch.cuda.synchronize()
     wall = time.perf_counter() - t0
     print(f"  Triton @autotune picked {kernel.best_config}", flush=True)
+    if info is not None:
+        best = kernel.best_config
+        info["config"] = {**{k: v for k, v in best.kwargs.items() if k != "GROUP_SIZE_M"},
+                          "num_warps": best.num_warps, "num_stages": best.num_stages}
+        t = (getattr(kernel, "configs_timings", None) or {}).get(best)
+        if t is not None:
+            info["ms"] = float(t[0] if isinstance(t, (list, tuple)) else t)
     return wall
 
 
@@ -302,27 +314,51 @@ def part2(args) -> list[tuple[str, str, float | None]]:
     spec["default_config"] = spec["configs"][2]
     spec["budget"] = {"trials": 16}
     spec["sampler"] = "random"
-    spec["lookahead"] = 8
+    # lookahead: the engine's default (all 16 queued configs compile at once, 2 per pool worker)
     if args.interpret:
         spec["check"] = {"outputs": ["c_ptr"], "atol": 0.05, "rtol": 0.05}
         spec["configs"] = spec["configs"][:2]
         spec["budget"] = {"trials": 2}
     os.environ["BLOCKTUNE_CACHE_DIR"] = tempfile.mkdtemp(prefix="bt-cold-cache-")
-    job_id, url, wall_bt = run_spec(spec, interpret=args.interpret, label="16 configs")
+    timeline: dict = {}
+    job_id, url, wall_bt = run_spec(spec, interpret=args.interpret, label="16 configs", timeline=timeline)
     job, trials = job_rows(url, job_id)
     print(f"  blocktune: {wall_bt:.1f} s, {job['state']}, best {job['best_config']} "
           f"{job['best_time_ms']} ms; statuses {sorted({t['status'] for t in trials})}", flush=True)
+    from tuner.timeline import format_timeline
+
+    print("  where blocktune's time went (the engine's timeline; wall s includes creating the job):")
+    print(format_timeline(timeline, indent="    "), flush=True)
+    print("  timeline " + json.dumps(timeline, default=str), flush=True)
     label = f"matmul {size}³ ×16 configs"
     rows = [(label, "blocktune wall s (cold)", wall_bt)]
+    for key, what in (("child_start_s", "blocktune GPU child start s"), ("search_s", "blocktune search s"),
+                      ("remeasure_s", "blocktune re-measure s"), ("child_idle_s", "blocktune child idle s")):
+        if timeline.get(key) is not None:
+            rows.append((label, what, float(timeline[key])))
     if args.interpret:
         return rows
-    wall_tr = triton_autotune_wall(size)
+    tr_info: dict = {}
+    wall_tr = triton_autotune_wall(size, tr_info)
     if wall_tr is None:
         print("  Triton is not installed here: no comparison", flush=True)
     else:
         print(f"  Triton @autotune: {wall_tr:.1f} s", flush=True)
         rows.append((label, "Triton @autotune wall s (cold)", wall_tr))
         rows.append((label, "blocktune / Triton (wall)", wall_bt / wall_tr))
+        # the choice, compiler aside: blocktune's winner against blocktune's own time for Triton's pick
+        from tuner.space import config_key
+
+        picked = tr_info.get("config")
+        mine = {config_key(t["config"]): t["median_ms"] for t in trials if t["median_ms"] is not None}
+        theirs_here = mine.get(config_key(picked)) if picked else None
+        same = picked is not None and config_key(picked) == config_key(job["best_config"] or {})
+        print(f"  Triton's pick {picked} ({tr_info.get('ms')} ms in Triton); blocktune's search measured it at "
+              f"{theirs_here} ms; blocktune's winner {job['best_time_ms']} ms; same config: {same}", flush=True)
+        winner_here = mine.get(config_key(job["best_config"] or {}))
+        if theirs_here and winner_here:
+            # both from the search's measurements (the same protocol, the same run)
+            rows.append((label, "winner / Triton's pick (both blocktune-measured)", winner_here / theirs_here))
     try:
         wall_ours = ours_autotune_wall(size)
         print(f"  compiler.autotune (in-process): {wall_ours:.1f} s", flush=True)

@@ -14,6 +14,8 @@ Requests (dicts over the pipe; None = exit):
 from __future__ import annotations
 
 import os
+import threading
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -59,14 +61,64 @@ def describe(exc: BaseException) -> str:
     return text if len(text) < 4000 else text[:4000] + " …"
 
 
+def early_context(index: int) -> tuple[threading.Thread, dict[str, Any]] | None:
+    """Create the device's primary CUDA context in a thread while the main thread imports torch
+    (seconds): plain ctypes calls into libcuda, which release the GIL. torch (the runtime API) and
+    the compiler's driver module then find the primary context active. The retain is kept for the
+    process's life, like torch's. Off with BLOCKTUNE_CHILD_EARLY_CONTEXT=0; any failure here is
+    ignored (torch creates the context as before)."""
+    if os.environ.get("BLOCKTUNE_CHILD_EARLY_CONTEXT", "").strip().lower() in ("0", "false", "no", "off"):
+        return None
+    info: dict[str, Any] = {}
+
+    def work() -> None:
+        t = time.perf_counter()
+        try:
+            import ctypes
+
+            lib = ctypes.CDLL("libcuda.so.1")
+            dev, ctx = ctypes.c_int(), ctypes.c_void_p()
+            if lib.cuInit(0) == 0 and lib.cuDeviceGet(ctypes.byref(dev), index) == 0:
+                if lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0:
+                    info["context"] = ctx.value
+        except Exception as exc:  # noqa: BLE001 - torch will create it
+            info["error"] = repr(exc)
+        finally:
+            info["seconds"] = time.perf_counter() - t
+
+    thread = threading.Thread(target=work, name="blocktune-cuda-context", daemon=True)
+    thread.start()
+    return thread, info
+
+
 class Bench:
     def __init__(self, init: dict[str, Any]):
+        t = time.perf_counter()
+        self.startup: dict[str, float] = {}     # where the start-up went (the tuner's timeline shows it)
+
+        def lap(name: str) -> None:
+            nonlocal t
+            now = time.perf_counter()
+            self.startup[name] = round(now - t, 3)
+            t = now
+
         if init.get("interpret"):
             os.environ["BLOCKTUNE_INTERPRET"] = "1"
+            context = None
+        else:
+            context = early_context(int(init.get("device", 0)))
         import torch
 
+        lap("import_torch")
+        if context is not None:
+            thread, info = context
+            thread.join(60)
+            if "seconds" in info:
+                self.startup["context_thread"] = round(info["seconds"], 3)
         import compiler
         from tuner.spec import JobSpec
+
+        lap("import_compiler")
 
         self.torch = torch
         self.compiler = compiler
@@ -90,6 +142,7 @@ class Bench:
             self.props = dict(driver.device_properties(index))
             self.props["target"] = driver.target_for_device(index)
             self.timer = CudaTimer(self.device, flush_l2=self.spec.measure.flush_l2)
+        lap("device")          # CUDA context, device properties, the L2-flush buffer
         self.fn = compiler.jit_from_source(self.spec.kernel.source, self.spec.kernel.name)
         self._check_arguments()
         from tuner.data import build_args
@@ -99,7 +152,11 @@ class Bench:
         self.initial = {n: self.tensors[n].clone() for n in to_reset}
         self.inplace = [a.name for a in self.spec.args if a.is_tensor and a.tensor.inplace]
         self.launchers: dict[str, Any] = {}
+        self.cubin_error: str | None = None     # a cubin the driver refused: PTX from then on
+        self.timing: dict[str, float] = {}
+        lap("inputs")
         self.reference = self._load_reference()
+        lap("reference")
 
     # --- set-up -----------------------------------------------------------------------------
 
@@ -155,15 +212,36 @@ class Bench:
         for n in self.inplace:
             self.tensors[n].copy_(self.initial[n])
 
+    def load(self, compiled) -> None:
+        """Load the module now (timed), falling back to the PTX when the driver refuses the cubin
+        (e.g. a ptxas newer than the driver)."""
+        t = time.perf_counter()
+        index = self.device.index or 0
+        try:
+            try:
+                compiled.load(index)
+            except Exception as exc:  # noqa: BLE001
+                if not compiled.asm.get("cubin") or getattr(exc, "call", None) != "cuModuleLoadData":
+                    raise
+                self.cubin_error = describe(exc)
+                compiled.asm.pop("cubin", None)
+                compiled.load(index)
+        finally:
+            self.timing["load_s"] = self.timing.get("load_s", 0.0) + time.perf_counter() - t
+
     def launcher(self, config: dict[str, Any], compiled) :
         from tuner.space import config_key
 
         key = config_key(config)
-        if key in self.launchers and compiled is None:
+        if key in self.launchers:
+            # already built (and its module loaded) for this config: the re-measurement sends the
+            # finalists' kernels again, which need no second load
             return self.launchers[key]
         grid = self.spec.grid_for(config, self.env)
         constexprs, num_warps, num_stages = split_config(config)
         if compiled is not None:
+            if not self.interpret:
+                self.load(compiled)
             args = self.args
             current_stream = self.torch.cuda.current_stream
 
@@ -240,8 +318,10 @@ class Bench:
                         out.update(status="wrong-result", error=f"{n}: {why}")
                         return out
         if measure:
+            t = time.perf_counter()
             try:
                 m = self.measure(run)
+                self.timing["measure_s"] = self.timing.get("measure_s", 0.0) + time.perf_counter() - t
             except Exception as exc:  # noqa: BLE001
                 out.update(status="runtime-error", error=describe(exc))
                 if not self.context_ok():
@@ -277,10 +357,12 @@ class Bench:
 
 def child_main(conn, init: dict[str, Any]) -> None:
     """Entry point of the spawned child."""
+    entered = time.time()
     try:
         bench = Bench(init)
         conn.send({"ready": True, "props": bench.props, "pid": os.getpid(),
-                   "has_reference": bench.reference is not None})
+                   "has_reference": bench.reference is not None,
+                   "entered_at": entered, "ready_at": time.time(), "startup": bench.startup})
     except BaseException as exc:  # noqa: BLE001
         try:
             conn.send({"error": describe(exc), "traceback": traceback.format_exc()})
@@ -296,10 +378,16 @@ def child_main(conn, init: dict[str, Any]) -> None:
             # slow teardown of torch's thread pools and of the CUDA context
             conn.close()
             os._exit(0)
+        t = time.perf_counter()
+        bench.timing = {}
         try:
             resp = bench.handle(req)
         except BaseException as exc:  # noqa: BLE001
             resp = {"status": "runtime-error", "error": describe(exc), "samples_ms": []}
+        if isinstance(resp, dict):
+            resp["timing"] = {**bench.timing, "handle_s": time.perf_counter() - t}
+            if bench.cubin_error:
+                resp["cubin_error"] = bench.cubin_error
         fatal = resp.pop("_fatal", False)
         if fatal:
             resp["_exiting"] = True     # tuner.isolation.EXITING: the parent waits for the exit

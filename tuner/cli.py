@@ -20,6 +20,8 @@ def register(subparsers) -> None:
     p.add_argument("--sampler", choices=["auto", "tpe", "random", "brute"], default=None)
     p.add_argument("--resume", type=int, metavar="JOB_ID", default=None, help="resume an unfinished job instead")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="also show where the run's time went (child start, compiles, measuring, re-measuring)")
     p.set_defaults(func=cmd_tune)
 
     p = subparsers.add_parser("best", help="show the best config stored for a kernel and problem key")
@@ -123,7 +125,7 @@ def _run_with_progress(url: str, job_id: int, args, console) -> int:
 
     from tuner.engine import run_job
 
-    state: dict[str, Any] = {"task": None}
+    state: dict[str, Any] = {"task": None, "timeline": None}
     progress = Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("best {task.fields[best]}"), TimeElapsedColumn(), TextColumn("ETA"),
                         TimeRemainingColumn(), console=console, disable=args.quiet, transient=False)
@@ -140,6 +142,8 @@ def _run_with_progress(url: str, job_id: int, args, console) -> int:
             progress.update(state["task"], description="re-measuring")
         elif kind == "stop":
             progress.update(state["task"], description=f"stopped: {d['reason']}")
+        elif kind == "done":
+            state["timeline"] = d.get("timeline")
 
     try:
         with progress:
@@ -150,10 +154,10 @@ def _run_with_progress(url: str, job_id: int, args, console) -> int:
     except KeyboardInterrupt:
         console.print(f"[yellow]interrupted[/]: resume with `blocktune tune --resume {job_id}`")
         return 130
-    return _final_table(url, job_id, console)
+    return _final_table(url, job_id, console, timeline=state["timeline"] if getattr(args, "verbose", False) else None)
 
 
-def _final_table(url: str, job_id: int, console) -> int:
+def _final_table(url: str, job_id: int, console, *, timeline: dict[str, Any] | None = None) -> int:
     import collections
 
     import sqlalchemy as sa
@@ -181,6 +185,13 @@ def _final_table(url: str, job_id: int, console) -> int:
             counts = collections.Counter(t.status for t in trials)
             console.print("trials: " + ", ".join(f"{n} {st}" for st, n in counts.most_common()))
             console.print(f"study [bold]{job.study_name}[/] (Optuna): optuna-dashboard {engine.url.render_as_string(hide_password=True)}")
+            if timeline:
+                from rich.markup import escape
+
+                from tuner.timeline import format_timeline
+
+                console.print("[bold]timeline[/] (where this run's time went):")
+                console.print(escape(format_timeline(timeline, indent="  ")))
             if job.state == "succeeded" and best is not None:
                 line = f"[bold green]best[/] {_fmt_config(best.config)}: {_fmt_ms(best.median_ms)} (re-measured)"
                 if best.default_ms:

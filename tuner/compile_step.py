@@ -1,17 +1,37 @@
 """What the compile pool runs: one config of one kernel, in a worker process.
 
-GPU mode: `compiler.compile` to PTX for the device's target (cached on disk by the compiler), and
-the shared-memory check against the device's limit. Interpret mode: the compiler's front end
-(source → block IR for this specialization), which is what the interpreter will run; type errors
-and bad constexprs surface here, ahead of the child.
+GPU mode: `compiler.compile` to PTX for the device's target (cached on disk by the compiler), the
+shared-memory check against the device's limit, and — when the engine hands a `ptxas` — the PTX
+assembled to a cubin here, in parallel across the pool, so that the GPU child's module load is a
+cheap cubin load instead of the driver's JIT of the PTX (100+ ms for a big wgmma matmul), serial
+on the child. The cubin is kept in the compiler's disk cache next to the kernel's JSON (what
+`BLOCKTUNE_PTXAS_AOT=1` does), so a warm cache skips ptxas too. Interpret mode: the compiler's
+front end (source → block IR for this specialization), which is what the interpreter will run;
+type errors and bad constexprs surface here, ahead of the child.
 
 Returns a dict, never raises for a config's own failure: {"status": "ok", "compiled": CompiledKernel
-| None, "shared": int | None} or {"status": "compile-error" | "invalid", "error": str}.
+| None, "shared": int | None, "compile_s": float, "ptxas_s": float, "cubin_error": str | None} or
+{"status": "compile-error" | "invalid", "error": str, ...}. The CompiledKernel shipped back keeps
+only what loading needs (the PTX, the cubin when there is one, the metadata): the LLVM IR (up to
+1.3 MB per matmul config) would be pickled to the parent and on to the child for nothing.
+
+`select_ptxas(driver_cuda_version)` (in the parent, once) picks the ptxas the pool uses.
 """
 from __future__ import annotations
 
 import functools
+import logging
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
 from typing import Any
+
+log = logging.getLogger("blocktune.tuner")
+
+CUBIN_ENV = "BLOCKTUNE_TUNER_CUBIN"     # 0/false/no/off: the tuner ships PTX (the driver JITs it)
 
 
 @functools.lru_cache(maxsize=8)
@@ -21,11 +41,57 @@ def _kernel(source: str, name: str):
     return compiler.jit_from_source(source, name)
 
 
+def _slim(ck):
+    """A copy of `ck` with what loading and launching need (PTX, cubin, metadata)."""
+    from compiler.runtime.compile import CompiledKernel
+
+    asm = {k: v for k, v in ck.asm.items() if k in ("ptx", "cubin")}
+    return CompiledKernel(ck.name, asm, dict(ck.metadata))
+
+
+def assemble(ptx: str, target: str, ptxas: str, *, timeout: float = 120.0) -> bytes:
+    """PTX → cubin with `ptxas` (-O3). Raises RuntimeError with ptxas's message on failure."""
+    with tempfile.TemporaryDirectory(prefix="blocktune-ptxas-") as d:
+        src, out = os.path.join(d, "k.ptx"), os.path.join(d, "k.cubin")
+        with open(src, "w") as f:
+            f.write(ptx)
+        r = subprocess.run([ptxas, f"-arch={target}", "-O3", src, "-o", out],
+                           capture_output=True, text=True, timeout=timeout)
+        if r.returncode != 0:
+            raise RuntimeError(f"ptxas failed for {target}: {(r.stderr or r.stdout).strip()[:2000]}")
+        with open(out, "rb") as f:
+            return f.read()
+
+
+def _add_cubin(ck, ptxas: str) -> tuple[float, str | None]:
+    """Assemble `ck`'s PTX into ck.asm["cubin"] (and the disk cache). Returns (seconds, error)."""
+    if ck.asm.get("cubin"):
+        return 0.0, None            # from the disk cache
+    t = time.perf_counter()
+    try:
+        cubin = assemble(ck.asm["ptx"], str(ck.metadata.get("target")), ptxas)
+    except Exception as exc:  # noqa: BLE001 - the PTX still works: the driver JITs it
+        return time.perf_counter() - t, f"{type(exc).__name__}: {exc}"
+    ck.asm["cubin"] = cubin
+    key = ck.metadata.get("cache_key")
+    try:
+        from compiler.runtime import compile as rc
+
+        if key and rc._disk_enabled():
+            rc.atomic_write(os.path.join(rc.cache_dir(), key[:2], key + ".cubin"), cubin)
+    except Exception:  # noqa: BLE001 - a cache we cannot write is only slower
+        pass
+    return time.perf_counter() - t, None
+
+
 def compile_config(source: str, name: str, signature: dict[str, str], constexprs: dict[str, Any],
                    num_warps: int, num_stages: int, target: str | None, divisible_by_16: tuple[str, ...],
-                   equal_to_1: tuple[str, ...], max_shared: int | None, interpret: bool) -> dict[str, Any]:
+                   equal_to_1: tuple[str, ...], max_shared: int | None, interpret: bool,
+                   ptxas: str | None = None) -> dict[str, Any]:
     import compiler
 
+    t0 = time.perf_counter()
+    timing = lambda: {"compile_s": time.perf_counter() - t0}  # noqa: E731
     try:
         fn = _kernel(source, name)
         if interpret:
@@ -33,21 +99,25 @@ def compile_config(source: str, name: str, signature: dict[str, str], constexprs
 
             rc.build_ir(fn, rc.normalize_signature(fn, signature, constexprs), constexprs,
                         divisible_by_16, equal_to_1)
-            return {"status": "ok", "compiled": None, "shared": None}
+            return {"status": "ok", "compiled": None, "shared": None, **timing()}
         ck = compiler.compile(fn, signature=signature, constexprs=constexprs, num_warps=num_warps,
                               num_stages=num_stages, target=target, divisible_by_16=divisible_by_16,
                               equal_to_1=equal_to_1)
         shared = int(ck.metadata.get("shared", 0) or 0)
         if max_shared and shared > max_shared:
             return {"status": "invalid", "shared": shared,
-                    "error": str(compiler.OutOfResources(shared, max_shared, "shared memory"))}
-        return {"status": "ok", "compiled": ck, "shared": shared}
+                    "error": str(compiler.OutOfResources(shared, max_shared, "shared memory")), **timing()}
+        ptxas_s, cubin_error = (0.0, None)
+        if ptxas:
+            ptxas_s, cubin_error = _add_cubin(ck, ptxas)
+        return {"status": "ok", "compiled": _slim(ck), "shared": shared, "ptxas_s": ptxas_s,
+                "cubin_error": cubin_error, **timing()}
     except compiler.OutOfResources as exc:
-        return {"status": "invalid", "error": f"OutOfResources: {exc}"}
+        return {"status": "invalid", "error": f"OutOfResources: {exc}", **timing()}
     except compiler.CompilationError as exc:
-        return {"status": "compile-error", "error": f"CompilationError: {exc}"}
+        return {"status": "compile-error", "error": f"CompilationError: {exc}", **timing()}
     except Exception as exc:  # noqa: BLE001 - a compiler bug on this config is this config's failure
-        return {"status": "compile-error", "error": f"{type(exc).__name__}: {exc}"}
+        return {"status": "compile-error", "error": f"{type(exc).__name__}: {exc}", **timing()}
 
 
 def warm_up() -> bool:
@@ -55,3 +125,80 @@ def warm_up() -> bool:
     import compiler  # noqa: F401
 
     return True
+
+
+# --- which ptxas --------------------------------------------------------------------------------
+
+def _candidates() -> list[str]:
+    out: list[str] = []
+    for env in ("BLOCKTUNE_PTXAS", "TRITON_PTXAS_PATH"):
+        v = os.environ.get(env)
+        if v:
+            out.append(v)
+    found = shutil.which("ptxas")
+    if found:
+        out.append(found)
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if root:
+            out.append(os.path.join(root, "bin", "ptxas"))
+    try:   # the nvidia-cuda-nvcc wheels (cu13: nvidia/cu13/bin; older: nvidia/cuda_nvcc/bin)
+        import importlib.util
+
+        for mod in ("nvidia.cu13", "nvidia.cuda_nvcc"):
+            try:
+                spec = importlib.util.find_spec(mod)
+            except (ImportError, ValueError):
+                spec = None
+            for base in (spec.submodule_search_locations or []) if spec else []:
+                out.append(os.path.join(base, "bin", "ptxas"))
+        spec = importlib.util.find_spec("triton")     # Triton's bundled ptxas (not imported)
+        for base in (spec.submodule_search_locations or []) if spec else []:
+            out.append(os.path.join(base, "backends", "nvidia", "bin", "ptxas"))
+    except Exception:  # noqa: BLE001
+        pass
+    seen, uniq = set(), []
+    for c in out:
+        if c and c not in seen and os.path.isfile(c) and os.access(c, os.X_OK):
+            seen.add(c)
+            uniq.append(c)
+    return uniq
+
+
+@functools.lru_cache(maxsize=16)
+def ptxas_version(path: str) -> tuple[int, int] | None:
+    """(major, minor) of `ptxas --version` ("release 13.0"), None if it does not run."""
+    try:
+        r = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"release (\d+)\.(\d+)", r.stdout + r.stderr)
+    return (int(m.group(1)), int(m.group(2))) if m and r.returncode == 0 else None
+
+
+def _as_version(v: Any) -> tuple[int, int] | None:
+    m = re.match(r"\s*(\d+)\.(\d+)", str(v or ""))
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def select_ptxas(driver_cuda_version: str | None = None) -> str | None:
+    """The ptxas whose cubins this driver loads, or None (then the tuner ships PTX).
+
+    A cubin from a newer CUDA major version than the driver's does not load; within a major
+    version it does (minor-version compatibility). Among the usable ones: the first of
+    $BLOCKTUNE_PTXAS, $TRITON_PTXAS_PATH, the PATH, $CUDA_HOME / /usr/local/cuda, the CUDA wheels,
+    Triton's bundled one — one whose version is ≤ the driver's first. `BLOCKTUNE_TUNER_CUBIN=0`
+    turns the whole thing off. The GPU child falls back to the PTX anyway if a cubin does not load.
+    """
+    if os.environ.get(CUBIN_ENV, "").strip().lower() in ("0", "false", "no", "off"):
+        return None
+    drv = _as_version(driver_cuda_version)
+    same_major = None
+    for path in _candidates():
+        ver = ptxas_version(path)
+        if ver is None:
+            continue
+        if drv is None or ver <= drv:
+            return path
+        if ver[0] == drv[0] and same_major is None:
+            same_major = path
+    return same_major

@@ -37,13 +37,14 @@ import optuna
 import sqlalchemy as sa
 
 from db import repo
-from db.engine import make_engine, normalize_url, session_factory, sqlite_connect_args
+from db.engine import install_sqlite_pragmas, make_engine, normalize_url, session_factory, sqlite_connect_args
 from db.models import Job, Trial, utcnow
 from tuner.child import INTERPRETER_PROPS, child_main, device_env, split_config
 from tuner.isolation import ChildCrashed, ChildError, ChildTimeout, CompilePool, CompilerCrashed, IsolatedChild
 from tuner.samplers import choose_kind, make_sampler, mark
 from tuner.space import SearchSpace, config_key
 from tuner.spec import JobSpec
+from tuner.timeline import Timeline, format_timeline
 
 log = logging.getLogger("blocktune.tuner")
 
@@ -68,7 +69,13 @@ def optuna_storage(db_url: str) -> optuna.storages.RDBStorage:
         kwargs["pool_pre_ping"] = True
     for attempt in range(5):
         try:
-            return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
+            storage = optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
+            if url.startswith("sqlite"):
+                # the pragmas our own engine uses (db.engine): WAL with synchronous=NORMAL, i.e. no
+                # fsync per commit — Optuna commits several times per trial (each suggest, each attr)
+                install_sqlite_pragmas(storage.engine)
+                storage.engine.dispose()      # the connections opened so far had none
+            return storage
         except sa.exc.SQLAlchemyError:
             # two workers creating Optuna's tables at once: one wins, the other retries and finds them
             if attempt == 4:
@@ -107,6 +114,14 @@ class JobCancelled(Exception):
     pass
 
 
+@dataclass
+class _InFlight:
+    """A config sent to the child (its answer not read yet), or one whose result is already known."""
+    trial: Any
+    config: dict[str, Any]
+    result: Result | None = None
+
+
 class Tuner:
     def __init__(self, db_url: str, job_id: int, *, device: int = 0, interpret: bool = False,
                  worker_id: str | None = None, should_stop: Callable[[], bool] | None = None,
@@ -133,6 +148,18 @@ class Tuner:
         self._rng = random.Random(job_id)
         self.run_name = worker_id or "local"
         self._maybe_shared = worker_id is not None   # only service workers share jobs
+        self.props: dict[str, Any] | None = None
+        self.ptxas: str | None = None
+        self._cubin_disabled: str | None = None      # why cubins are off (the child refused one)
+        self._child_ready = False
+        self._recompile = False
+        self._queued_left = 0                        # enqueued trials not yet asked (auto lookahead)
+        self._elapsed_saved = -math.inf
+        self.timeline = Timeline()
+        self.timeline_data: dict[str, Any] | None = None
+        self.has_reference = False
+        self._first_sent: float | None = None
+        self._last_answer: float | None = None
 
     # --- set-up -----------------------------------------------------------------------------
 
@@ -164,18 +191,83 @@ class Tuner:
         d.mkdir(parents=True, exist_ok=True)
         return d
 
-    def _start_child(self) -> None:
+    def _launch_child(self) -> None:
+        """Spawn the GPU child; it imports torch, creates the CUDA context and builds the inputs while
+        the parent opens the study and the pool compiles (`_ensure_child` waits for it)."""
         self.workdir = self._workdir()
         init = {"spec": self.spec.to_json(), "interpret": self.interpret, "device": self.device,
                 "workdir": str(self.workdir)}
         self.child = IsolatedChild(child_main, init, start_timeout=300)
-        ready = self.child.start()
-        self.props = ready["props"]
+        self.child.launch()
+
+    def _ensure_child(self) -> None:
+        """Wait for the child's ready message (once); adopt its device properties if the parent has
+        none, and notice when they differ from the parent's (then compiles are redone)."""
+        assert self.child is not None
+        if self._child_ready:
+            return
+        tl = self.timeline
+        with tl.phase("child_wait"):
+            ready = self.child.wait_ready()
+        self._child_ready = True
         self.has_reference = bool(ready.get("has_reference"))
-        self.gpu_model = str(self.props["name"])
-        self.capability = repo.capability_str(self.props["capability"])
-        cap = self.props["capability"]
-        self.target = None if self.interpret else (self.props.get("target") or f"sm_{cap[0]}{cap[1]}")
+        launched = getattr(self.child, "launched_at", None)
+        if launched is not None and ready.get("ready_at"):
+            tl.add("child_start", float(ready["ready_at"]) - launched)
+            tl.mark_wall("child_ready", float(ready["ready_at"]))
+            detail = {"spawn": round(max(0.0, float(ready.get("entered_at", launched)) - launched), 3)}
+            detail.update(ready.get("startup") or {})
+            tl.details["child_start_detail"] = detail
+        props = ready["props"]
+        if self.props is None:
+            self._set_props(props)
+        elif self._props_differ(props):
+            log.warning("the GPU child sees device properties %s, the parent %s: compiling again for the child's",
+                        {k: props.get(k) for k in ("name", "target", "max_shared_memory")},
+                        {k: self.props.get(k) for k in ("name", "target", "max_shared_memory")})
+            self._set_props(props)
+            self.compiled.clear()
+            self._recompile = True
+            if getattr(self, "space", None) is not None:     # constraints see the child's device
+                self.env = {**self.spec.scalar_env(), **self.spec.constants, **device_env(self.props)}
+                if self.valid is not None:
+                    self.valid = self.space.valid_configs(self.env)
+                    self.n_valid = len(self.valid)
+
+    def _props_differ(self, props: dict[str, Any]) -> bool:
+        return any(props.get(k) != self.props.get(k) for k in ("name", "target", "max_shared_memory", "capability"))
+
+    def _parent_props(self) -> dict[str, Any] | None:
+        """The device's properties without the child: the interpreter's, or the driver's attributes
+        (cuInit + cuDeviceGetAttribute: no CUDA context is created, so nothing is inherited by the
+        spawned child and pool). None when the driver cannot say: then the child's are awaited."""
+        if self.interpret:
+            return dict(INTERPRETER_PROPS)
+        if os.environ.get("BLOCKTUNE_TUNER_PARENT_PROPS", "").strip().lower() in ("0", "false", "no", "off"):
+            return None
+        try:
+            from compiler.runtime import driver
+
+            props = dict(driver.device_properties(self.device))
+            props["target"] = driver.target_for_device(self.device)
+            return props
+        except Exception as exc:  # noqa: BLE001 - the child will tell
+            log.info("device properties from the driver failed (%s); waiting for the GPU child's", exc)
+            return None
+
+    def _set_props(self, props: dict[str, Any]) -> None:
+        self.props = props
+        self.gpu_model = str(props["name"])
+        self.capability = repo.capability_str(props["capability"])
+        cap = props["capability"]
+        self.target = None if self.interpret else (props.get("target") or f"sm_{cap[0]}{cap[1]}")
+        self.ptxas = None
+        if not self.interpret:
+            from tuner.compile_step import select_ptxas
+
+            if self._cubin_disabled is None:
+                self.ptxas = select_ptxas(str(props.get("cuda_version") or ""))
+        self.timeline.details["ptxas"] = self.ptxas
 
     def _record_gpu(self) -> None:
         if self.interpret:
@@ -212,7 +304,7 @@ class Tuner:
         seed = self.spec.seed
         if shared:   # a joining worker must not replay the claimer's random start-up proposals
             seed = self.spec.seed + 1 + zlib.crc32(str(self.worker_id).encode()) % 100_003
-        sampler = make_sampler(kind, seed=seed, constant_liar=self.spec.lookahead > 1 or shared,
+        sampler = make_sampler(kind, seed=seed, constant_liar=(self.spec.lookahead or 2) > 1 or shared,
                                n_startup_trials=startup)
         self.study = optuna.create_study(study_name=self.study_name, storage=self.storage, sampler=sampler,
                                          direction="minimize", load_if_exists=True)
@@ -288,6 +380,10 @@ class Tuner:
             job = s.get(Job, self.job_id)
             return bool(job and job.claimed_by and self.worker_id and job.claimed_by != self.worker_id)
 
+    def _count_queued(self) -> None:
+        waiting = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
+        self._queued_left = len(waiting)
+
     def _enqueue_known_good(self) -> None:
         if self.study.get_trials(deepcopy=False):
             self.default_config = self._default_config()
@@ -309,7 +405,10 @@ class Tuner:
             if cfg is None or config_key(cfg) in done:
                 continue
             done.add(config_key(cfg))
-            self.study.enqueue_trial(self.space.encode(cfg), user_attrs={"known_good": label}, skip_if_exists=True)
+            # the study is empty and `done` removes duplicates: Optuna's skip_if_exists (a read of
+            # every trial per enqueue) only matters when another worker may be enqueueing too
+            self.study.enqueue_trial(self.space.encode(cfg), user_attrs={"known_good": label},
+                                     skip_if_exists=self._maybe_shared)
 
     def _default_config(self) -> dict[str, Any] | None:
         partial = self.spec.default_config or (self.spec.configs[0] if self.spec.configs else None)
@@ -337,6 +436,10 @@ class Tuner:
         return self.elapsed_before + (time.monotonic() - self.t0)
 
     def _record(self, r: Result, trial: optuna.trial.Trial | None) -> None:
+        with self.timeline.phase("record"):
+            self._record_untimed(r, trial)
+
+    def _record_untimed(self, r: Result, trial: optuna.trial.Trial | None) -> None:
         with self.Session.begin() as s:
             repo.record_trial(s, job_id=self.job_id, number=r.number, config=r.config, status=r.status,
                               samples_ms=r.samples_ms, median_ms=r.median_ms, spread=r.spread, error=r.error,
@@ -372,9 +475,17 @@ class Tuner:
             parts.append(self._elapsed() / b.seconds)
         return min(0.99, max(parts) if parts else 0.0)
 
+    def _save_elapsed(self, force: bool = False) -> None:
+        """The run's elapsed time in the study (a resumed job's time budget goes on from it): at
+        most once a second during the search (a commit each), and at its end."""
+        now = time.monotonic()
+        if force or now - self._elapsed_saved >= 1.0:
+            self._elapsed_saved = now
+            self.study.set_user_attr(f"elapsed_s:{self.worker_id or 'local'}", self._elapsed())
+
     def _update_job(self) -> None:
         self.done = self.counted_done()
-        self.study.set_user_attr(f"elapsed_s:{self.worker_id or 'local'}", self._elapsed())
+        self._save_elapsed()
         values: dict[str, Any] = dict(trials_done=self.done, trials_total=self.trials_total, progress=self._progress(),
                                       updated_at=utcnow())
         if self.best is not None:
@@ -411,22 +522,71 @@ class Tuner:
         constexprs = {**self.spec.constants, **constexprs}
         env = self.spec.scalar_env()
         div16, one = specialization(self.spec, env)
+        self.timeline.mark("first_compile")
         return self.pool.submit(compile_config, self.spec.kernel.source, self.spec.kernel.name, signature(self.spec, env),
                                 constexprs, num_warps, num_stages, self.target, div16, one,
-                                int(self.props.get("max_shared_memory") or 0) or None, self.interpret)
+                                int(self.props.get("max_shared_memory") or 0) or None, self.interpret, self.ptxas)
 
     def _compile_result(self, task) -> dict[str, Any]:
+        tl = self.timeline
         try:
-            return self.pool.result(task, timeout=self.spec.measure.compile_timeout_s)
+            with tl.phase("compile_wait"):
+                res = self.pool.result(task, timeout=self.spec.measure.compile_timeout_s)
         except CompilerCrashed as exc:
             return {"status": "compile-error", "error": str(exc)}
         except TimeoutError as exc:
             return {"status": "timeout", "error": f"timeout: {exc}"}
+        tl.add("compile_cpu", res.get("compile_s") or 0.0)
+        tl.add("ptxas", res.get("ptxas_s") or 0.0)
+        if res.get("status") == "ok":
+            tl.count("compiled")
+            asm = getattr(res.get("compiled"), "asm", None) or {}
+            if asm.get("cubin"):
+                tl.count("cubins")
+        if res.get("cubin_error"):
+            tl.count("ptxas_failures")
+            if tl.counts["ptxas_failures"] == 1:
+                log.warning("ptxas (%s) failed on a config, its PTX is used instead: %s", self.ptxas,
+                            str(res["cubin_error"])[:500])
+        return res
+
+    def _send(self, request: dict[str, Any]) -> None:
+        self._ensure_child()
+        self.child.send(request)
+        if self._first_sent is None:
+            self._first_sent = time.monotonic()
+
+    def _receive(self, timeout: float) -> dict[str, Any]:
+        with self.timeline.phase("child_wait_run"):
+            resp = self.child.receive(timeout)
+        self._last_answer = time.monotonic()
+        self._note_child_timing(resp)
+        return resp
+
+    def _note_child_timing(self, resp: dict[str, Any]) -> None:
+        timing = resp.get("timing") or {}
+        tl = self.timeline
+        tl.add("child_busy", timing.get("handle_s") or 0.0)
+        tl.add("child_load", timing.get("load_s") or 0.0)
+        tl.add("child_measure", timing.get("measure_s") or 0.0)
+        if resp.get("cubin_error") and self._cubin_disabled is None:
+            self._cubin_disabled = str(resp["cubin_error"])
+            self.ptxas = None
+            tl.details["ptxas"] = None
+            log.warning("the driver refused a cubin (%s): shipping PTX from now on", self._cubin_disabled[:500])
 
     def _run_in_child(self, config: dict[str, Any], compiled, *, measure: bool = True) -> tuple[str, list[float], str | None]:
-        timeout = self.spec.measure.timeout_s * (1 if measure else 1)
         try:
-            resp = self.child.call({"op": "run", "config": config, "compiled": compiled, "measure": measure}, timeout)
+            self._send({"op": "run", "config": config, "compiled": compiled, "measure": measure})
+        except ChildTimeout as exc:
+            return "timeout", [], f"timeout: {exc}"
+        except ChildCrashed as exc:
+            return "runtime-error", [], f"the GPU process died: {exc}"
+        return self._answer()
+
+    def _answer(self) -> tuple[str, list[float], str | None]:
+        try:
+            resp = self._receive(self.spec.measure.timeout_s)
         except ChildTimeout as exc:
             return "timeout", [], f"timeout: {exc}"
         except ChildCrashed as exc:
@@ -455,14 +615,61 @@ class Tuner:
             self.compiled[key] = res.get("compiled")
         return self.compiled[key]
 
-    def _evaluate(self, trial, config: dict[str, Any], task) -> Result:
+    def _dispatch(self, trial, config: dict[str, Any], task) -> "_InFlight":
+        """Send a config to the child (after its compile) without waiting for the answer; a compile
+        failure, or a child that cannot take it, is the trial's result at once."""
         res = self._compile_result(task)
         if res["status"] != "ok":
-            return Result(trial.number, config, res["status"], error=res.get("error"))
+            return _InFlight(trial, config, Result(trial.number, config, res["status"], error=res.get("error")))
         compiled = res.get("compiled")
         self.compiled[config_key(config)] = compiled
-        status, samples, error = self._run_in_child(config, compiled)
-        return Result(trial.number, config, status, samples if status == "ok" else [], error)
+        try:
+            self._send({"op": "run", "config": config, "compiled": compiled, "measure": True})
+        except ChildTimeout as exc:
+            return _InFlight(trial, config, Result(trial.number, config, "timeout", error=f"timeout: {exc}"))
+        except ChildCrashed as exc:
+            return _InFlight(trial, config, Result(trial.number, config, "runtime-error",
+                                                   error=f"the GPU process died: {exc}"))
+        return _InFlight(trial, config)
+
+    def _dispatch_ready(self, pending) -> "_InFlight | None":
+        """The next config, if its compile is done: sent to the child before the parent records the
+        previous result, so the child measures while the parent writes to the database."""
+        trial, config, task = pending[0]
+        f = task.future
+        if f is None or not f.done() or task.lost():
+            return None
+        pending.popleft()
+        return self._dispatch(trial, config, task)
+
+    def _collect(self, inflight: "_InFlight") -> Result:
+        if inflight.result is not None:
+            return inflight.result
+        status, samples, error = self._answer()
+        return Result(inflight.trial.number, inflight.config, status, samples if status == "ok" else [], error)
+
+    def _interrupted(self) -> bool:
+        """The search stopped from outside (cancelled, finished elsewhere, should_stop)."""
+        reason = self.stop_reason or ""
+        return reason == "asked to stop" or reason.startswith("job is ")
+
+    def _would_continue(self, r: Result) -> bool:
+        """Whether the search certainly goes on after recording `r` (then the next config may be sent
+        first): the trial budget, the time budget and patience, as `_check_stop` will see them."""
+        b = self.spec.budget
+        if self.should_stop():
+            return False
+        if b.trials is not None and self.done + (1 if r.counted else 0) >= b.trials:
+            return False
+        if b.seconds is not None and self._elapsed() >= b.seconds:
+            return False
+        if b.patience is not None and r.counted:
+            m = r.median_ms
+            improved = m is not None and (self.best is None or m < self.best.median_ms)
+            best_after = self.best is not None or m is not None
+            if not improved and best_after and self.since_improvement + 1 >= b.patience:
+                return False
+        return True
 
     def _fail_pending(self, pending) -> None:
         """Trials asked but not run (a stop): failed in Optuna and put back in the queue."""
@@ -485,84 +692,142 @@ class Tuner:
                 out.add(config_key(t.user_attrs["config"]))
         return out
 
-    def _enqueue_untried(self, pending) -> None:
+    def _enqueue_untried(self, busy_configs) -> None:
         """The sampler only proposes configs it already knows (it has converged on a small space):
         hand it an untried valid config, so the budget buys new information."""
         if self.valid is None:
             return
-        busy = set(self.seen) | {config_key(c) for _, c, _ in pending}
+        busy = set(self.seen) | {config_key(c) for c in busy_configs}
         untried = [c for c in self.valid if config_key(c) not in busy]
         if untried:
             cfg = untried[self._rng.randrange(len(untried))]
             self.study.enqueue_trial(self.space.encode(cfg), user_attrs={"untried_after_repeats": True})
+            self._queued_left += 1
 
-    def search(self) -> None:
-        pending: collections.deque = collections.deque()
-        asks = repeats = 0
-        max_asks = 20 * (self.spec.budget.trials or 1000) + 1000
-        self.done = self.counted_done()
-        self._restore_reference()
-        while True:
-            self._sync_seen()
-            self.stop_reason = self._check_stop()
-            if self.stop_reason:
+    def _want_more(self, n: int) -> bool:
+        """Ask another config? `n` are asked and not yet recorded (compiling, compiled, in the child).
+
+        The spec's `lookahead` when given. Otherwise: while known-good configs are queued (the
+        spec's list, the previous winner, the default), up to 2 per compile worker, so that the pool
+        compiles all of them at once while the GPU child starts; then 2 ahead for TPE (each result
+        informs its next proposal), one per worker for samplers that learn nothing from results."""
+        if self.spec.lookahead is not None:
+            return n < self.spec.lookahead
+        workers = self.pool.workers if self.pool is not None else 1
+        base = 2 if self.sampler_kind == "tpe" else max(2, workers)
+        return n < base or (self._queued_left > 0 and n < max(base, 2 * workers))
+
+    def _fill(self, pending, inflight: "_InFlight | None") -> None:
+        """Ask the sampler ahead and submit the compiles (constraint violations and repeats are
+        answered at once)."""
+        tl = self.timeline
+        extra = 1 if inflight is not None else 0
+        while self._want_more(len(pending) + extra) and self._asks < self._max_asks:
+            planned = self.done + len(pending) + extra
+            if self.spec.budget.trials is not None and planned >= self.spec.budget.trials:
                 break
-            # ask ahead: fill the pipeline
-            while len(pending) < self.spec.lookahead and asks < max_asks:
-                planned = self.done + len(pending)
-                if self.spec.budget.trials is not None and planned >= self.spec.budget.trials:
-                    break
-                if sum(1 for r in self.seen.values() if r.counted) + len(pending) >= self.n_valid:
-                    break
-                asks += 1
+            if sum(1 for r in self.seen.values() if r.counted) + len(pending) + extra >= self.n_valid:
+                break
+            self._asks += 1
+            with tl.phase("ask"):
                 trial = self.study.ask()
+                if self._queued_left > 0:
+                    self._queued_left -= 1
                 try:
                     trial.set_user_attr("worker", self.run_name)
                     config = self.space.suggest(trial)
                     trial.set_user_attr("config", config)
                 except optuna.exceptions.UpdateFinishedTrialError:
                     continue   # taken for an orphan by another runner in the instant after ask()
-                key = config_key(config)
-                bad = self.space.violations(config, self.env)
-                if bad:
-                    r = Result(trial.number, config, "invalid", error=CONSTRAINT_PREFIX + "; ".join(bad), counted=False)
-                    self._record(r, trial)
-                    continue
-                if key in self.seen:
-                    prev = self.seen[key]
-                    trial.set_user_attr("repeat_of", prev.number)
-                    mark(trial, prev.median_ms is not None)
-                    self.study.tell(trial, prev.median_ms if prev.median_ms is not None else math.inf)
-                    repeats += 1
-                    if repeats >= MAX_REPEATS:
-                        self._enqueue_untried(pending)
-                        repeats = 0
-                    continue
-                repeats = 0
-                if any(config_key(c) == key for _, c, _ in pending) or key in self._running_elsewhere(trial.number):
-                    trial.set_user_attr("in_flight_elsewhere", True)
-                    self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
-                    repeats += 1
-                    if repeats >= MAX_REPEATS:
-                        self._enqueue_untried(pending)
-                        repeats = 0
-                    continue
-                pending.append((trial, config, self._submit_compile(config)))
-            if not pending:
-                if asks >= max_asks:
-                    self.stop_reason = "sampler keeps proposing known configs"
-                elif self.stop_reason is None:
-                    self.stop_reason = self._check_stop() or "search space exhausted"
+            key = config_key(config)
+            bad = self.space.violations(config, self.env)
+            if bad:
+                r = Result(trial.number, config, "invalid", error=CONSTRAINT_PREFIX + "; ".join(bad), counted=False)
+                self._record(r, trial)
+                continue
+            busy = [c for _, c, _ in pending] + ([inflight.config] if inflight is not None else [])
+            if key in self.seen:
+                prev = self.seen[key]
+                trial.set_user_attr("repeat_of", prev.number)
+                mark(trial, prev.median_ms is not None)
+                self.study.tell(trial, prev.median_ms if prev.median_ms is not None else math.inf)
+                self._repeats += 1
+                if self._repeats >= MAX_REPEATS:
+                    self._enqueue_untried(busy)
+                    self._repeats = 0
+                continue
+            self._repeats = 0
+            if any(config_key(c) == key for c in busy) or key in self._running_elsewhere(trial.number):
+                trial.set_user_attr("in_flight_elsewhere", True)
+                self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                self._repeats += 1
+                if self._repeats >= MAX_REPEATS:
+                    self._enqueue_untried(busy)
+                    self._repeats = 0
+                continue
+            pending.append((trial, config, self._submit_compile(config)))
+
+    def search(self) -> None:
+        pending: collections.deque = collections.deque()
+        self._asks = self._repeats = 0
+        self._max_asks = 20 * (self.spec.budget.trials or 1000) + 1000
+        self._first_sent = self._last_answer = None
+        tl = self.timeline
+        t_search = time.monotonic()
+        busy_before = tl.seconds.get("child_busy", 0.0)
+        self.done = self.counted_done()
+        inflight: _InFlight | None = None
+        # the first compiles go out before the GPU child is waited for: they overlap its start-up
+        self._sync_seen()
+        if self._check_stop() is None:
+            self._fill(pending, None)
+        self._ensure_child()
+        if self._recompile:     # the child's device differs from what the parent compiled for
+            pending = collections.deque((t, c, self._submit_compile(c)) for t, c, _ in pending)
+            self._recompile = False
+        self._restore_reference()
+        while True:
+            self._sync_seen()
+            self.stop_reason = self._check_stop()
+            if self.stop_reason:
                 break
-            trial, config, task = pending.popleft()
-            r = self._evaluate(trial, config, task)
+            self._fill(pending, inflight)
+            if inflight is None:
+                if not pending:
+                    if self._asks >= self._max_asks:
+                        self.stop_reason = "sampler keeps proposing known configs"
+                    elif self.stop_reason is None:
+                        self.stop_reason = self._check_stop() or "search space exhausted"
+                    break
+                inflight = self._dispatch(*pending.popleft())
+            trial = inflight.trial
+            r = self._collect(inflight)
+            inflight = None
+            if pending and self._would_continue(r):
+                inflight = self._dispatch_ready(pending)
             self._record(r, trial)
+        if inflight is not None:
+            # stopped while the next config was in the child (it was sent before the stop could be
+            # known: a time budget, a cancel, should_stop). Its answer is read either way (the pipe
+            # must be clean for the re-measurement); a run that goes on to finish records it, a
+            # cancelled or stopped one puts the trial back in the queue like the other asked ones
+            r = self._collect(inflight)
+            if self._interrupted():
+                pending.appendleft((inflight.trial, inflight.config, None))
+            else:
+                self._record(r, inflight.trial)
         self._fail_pending(pending)
+        self._save_elapsed(force=True)
+        tl.add("search", time.monotonic() - t_search)
+        if self._first_sent is not None and self._last_answer is not None:
+            busy = tl.seconds.get("child_busy", 0.0) - busy_before
+            tl.add("child_idle", (self._last_answer - self._first_sent) - busy)
         self.on_event("stop", {"reason": self.stop_reason})
 
     # --- the end ----------------------------------------------------------------------------
 
     def finalize(self) -> None:
+        t_finalize = time.monotonic()
         ok = sorted((r for r in self.seen.values() if r.median_ms is not None), key=lambda r: r.median_ms)
         if not ok:
             counts = collections.Counter(r.status for r in self.seen.values())
@@ -580,8 +845,9 @@ class Tuner:
             self.on_event("remeasure", {"configs": [r.config for r in finalists]})
             items = [{"config": r.config, "compiled": self._compiled_for(r.config)} for r in finalists]
             try:
-                resp = self.child.call({"op": "remeasure", "items": items, "rounds": self.spec.measure.remeasure_rounds},
-                                       self.spec.measure.timeout_s * len(items) * 2 + 60)
+                with self.timeline.phase("remeasure"):
+                    self._send({"op": "remeasure", "items": items, "rounds": self.spec.measure.remeasure_rounds})
+                    resp = self.child.receive(self.spec.measure.timeout_s * len(items) * 2 + 60)
                 for r, samples, err in zip(finalists, resp["samples_ms"], resp["errors"]):
                     if samples and not err:
                         samples = sorted(samples)
@@ -608,26 +874,59 @@ class Tuner:
             s.execute(sa.update(Job).where(Job.id == self.job_id, Job.state == "running").values(
                 best_config=winner.config, best_time_ms=best_ms, progress=1.0, trials_done=self.counted_done(),
                 state="succeeded", finished_at=now, updated_at=now, lease_expires_at=None, error=None))
+        tl = self.timeline
+        tl.add("finalize", time.monotonic() - t_finalize)
+        tl.add("total", tl.since_start())
+        self.timeline_data = tl.as_dict()
+        log.info("job %d: winner %s %.4g ms; timeline:\n%s", self.job_id, winner.config, best_ms,
+                 format_timeline(self.timeline_data, indent="  "))
         self.on_event("done", {"config": winner.config, "median_ms": best_ms, "default_ms": default_ms,
                                "number": winner.number, "remeasured": bool(remeasured),
-                               "gpu_model": self.gpu_model, "reason": self.stop_reason})
+                               "gpu_model": self.gpu_model, "reason": self.stop_reason,
+                               "timeline": self.timeline_data})
 
     # --- driver -----------------------------------------------------------------------------
 
+    def _start_pool(self) -> None:
+        from tuner.compile_step import warm_up
+
+        tl = self.timeline
+        self.pool = CompilePool(self.compile_workers)
+        tl.details["compile_workers"] = self.pool.workers
+        left = [self.pool.workers]
+
+        def one_done(_f) -> None:     # in the executor's thread: a float written once
+            left[0] -= 1
+            if left[0] == 0:
+                tl.mark("pool_ready")
+
+        for f in self.pool.start_workers(warm_up):   # every worker starts now, while the child does
+            f.add_done_callback(one_done)
+
     def run(self) -> None:
+        self.timeline = tl = Timeline()
         if not self._load():
             return
         self.t0 = time.monotonic()
         try:
-            from tuner.compile_step import warm_up
-
-            self.pool = CompilePool(self.compile_workers)
-            self.pool.submit(warm_up)          # the pool starts while the child does
-            self._start_child()
+            # the GPU child (torch, the CUDA context, the inputs: seconds) and the compile workers
+            # start first; the device's properties come from the driver in the parent, so that the
+            # study opens and the first compiles go out while the child is still starting
+            self._launch_child()
+            self._start_pool()
+            with tl.phase("props"):
+                props = self._parent_props()
+            if props is None:
+                self._ensure_child()           # no driver answer here: the child's (today's order)
+            else:
+                self._set_props(props)
             self._record_gpu()
-            self._open_study()
-            self._resume_state()
-            self._enqueue_known_good()
+            with tl.phase("study_open"):
+                self._open_study()
+                self._resume_state()
+                self._enqueue_known_good()
+                self._count_queued()
+            tl.details["lookahead"] = self.spec.lookahead if self.spec.lookahead is not None else "auto"
             self.on_event("start", {"job_id": self.job_id, "study": self.study_name, "sampler": self.sampler_kind,
                                     "total": self.trials_total, "space": self.space.size, "valid": self.n_valid,
                                     "gpu_model": self.gpu_model, "seconds": self.spec.budget.seconds})
@@ -644,6 +943,10 @@ class Tuner:
                                 f"{traceback.format_exc()[-3000:]}")
             self.on_event("failed", {"error": f"{type(exc).__name__}: {exc}"})
         finally:
+            if self.timeline_data is None:      # stopped, cancelled or failed: where the time went so far
+                self.timeline.add("total", self.timeline.since_start())
+                log.info("job %d timeline (not finished):\n%s", self.job_id,
+                         format_timeline(self.timeline.as_dict(), indent="  "))
             self.close()
 
     def close(self) -> None:

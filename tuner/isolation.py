@@ -65,12 +65,26 @@ class IsolatedChild:
         return self.proc is not None and self.proc.is_alive()
 
     def start(self) -> Any:
+        self.launch()
+        return self.wait_ready()
+
+    def launch(self) -> None:
+        """Spawn the child without waiting for it (`wait_ready()` does): the caller can work meanwhile."""
         parent, child = self.ctx.Pipe(duplex=True)
         self.proc = self.ctx.Process(target=self.target, args=(child, self.init), daemon=True,
                                      name="blocktune-gpu-child")
+        self.ready = None
+        self.launched_at = time.time()
         self.proc.start()
         child.close()
         self.conn = parent
+
+    @property
+    def launched(self) -> bool:
+        return self.proc is not None and self.ready is None
+
+    def wait_ready(self) -> Any:
+        """The child's ready message (after `launch()`); raises ChildError if it does not come."""
         try:
             self.ready = self._recv(self.start_timeout, what="start-up")
         except ChildError:
@@ -81,7 +95,7 @@ class IsolatedChild:
             raise ChildError(f"child failed to start: {self.ready['error']}")
         return self.ready
 
-    def _recv(self, timeout: float | None, what: str) -> Any:
+    def _recv(self, timeout: float | None, what: str, shown: float | None = None) -> Any:
         assert self.conn is not None and self.proc is not None
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
@@ -107,20 +121,38 @@ class IsolatedChild:
                 raise ChildCrashed(f"child died during {what} ({_describe_exit(code)})", code)
             if deadline is not None and time.monotonic() >= deadline:
                 self.kill()
-                raise ChildTimeout(f"no answer to {what} within {timeout:.1f} s; child killed")
+                raise ChildTimeout(f"no answer to {what} within {shown if shown is not None else timeout:.1f} s; "
+                                   "child killed")
 
     def call(self, request: Any, timeout: float | None) -> Any:
         """Send one request and wait for its answer (at most `timeout` seconds)."""
+        self.send(request)
+        return self.receive(timeout)
+
+    def send(self, request: Any) -> None:
+        """Send one request without waiting (`receive()` gets the answer): the caller can work while
+        the child does. One request at a time."""
+        if self.launched:
+            self.wait_ready()          # launched, not yet waited for
         if not self.alive:
             self.restart()
         assert self.conn is not None
+        self.sent_at = time.monotonic()
         try:
             self.conn.send(request)
         except (BrokenPipeError, OSError):
             code = self.proc.exitcode if self.proc else None
             self.kill()
             raise ChildCrashed(f"child gone before the request ({_describe_exit(code)})", code) from None
-        resp = self._recv(timeout, what="the request")
+
+    def receive(self, timeout: float | None) -> Any:
+        """The answer to the request sent last; `timeout` counts from when it was sent."""
+        if self.proc is None or self.conn is None:
+            raise ChildCrashed("child gone before the answer", None)
+        full = timeout
+        if timeout is not None:
+            timeout = max(0.0, timeout - (time.monotonic() - getattr(self, "sent_at", time.monotonic())))
+        resp = self._recv(timeout, what="the request", shown=full)
         if isinstance(resp, dict) and resp.pop(EXITING, False):
             # the child answered and is exiting by itself (e.g. its CUDA context is poisoned):
             # wait for it, so that the next call starts a fresh one instead of racing its exit
@@ -148,8 +180,8 @@ class IsolatedChild:
         self.conn = None
 
     def close(self, timeout: float = 10.0) -> None:
-        """Ask the child to exit (a None request), kill it if it does not."""
-        if self.alive and self.conn is not None:
+        """Ask the child to exit (a None request), kill it if it does not (or if it never got ready)."""
+        if self.alive and self.conn is not None and not self.launched:
             try:
                 self.conn.send(None)
                 self.proc.join(timeout)
@@ -205,6 +237,12 @@ class CompilePool:
         if self._pool is None:
             self._pool = cf.ProcessPoolExecutor(self.workers, mp_context=self.ctx)
         return self._pool
+
+    def start_workers(self, fn: Callable, *args) -> list[cf.Future]:
+        """Start every worker now, each running `fn(*args)` once (a warm-up: imports), instead of one
+        worker per submit as tasks come. The futures are not tracked (nothing is retried)."""
+        pool = self._ensure()
+        return [pool.submit(fn, *args) for _ in range(self.workers)]
 
     def submit(self, fn: Callable, *args) -> CompileTask:
         task = CompileTask(fn, args)

@@ -2,7 +2,10 @@
 
 GPU (torch.cuda): warm-up for `warmup_ms`, then repeats for about `rep_ms` (between `min_reps` and
 `max_reps`), each timed with a pair of CUDA events; before every repeat the in-place outputs are
-reset and the L2 cache is flushed by zeroing a 256 MB buffer, both outside the timed region.
+reset and the L2 cache is flushed by zeroing a 256 MB buffer, both outside the timed region. The
+number of repeats counts that per-repeat reset + flush in `rep_ms` (as Triton's do_bench does, whose
+estimate times the cache clearing with the kernel): a 15 µs kernel behind an 85 µs flush gets
+~100 µs per repeat, so `rep_ms` is the wall time the repeats take, not 5–7× more.
 Kernels shorter than ~10 µs are timed through a CUDA graph holding a batch of launches (the launch
 overhead would otherwise dominate); a sample is then the batch time divided by its size.
 CPU (interpret mode): the same protocol with time.perf_counter.
@@ -86,6 +89,22 @@ class CudaTimer:
         if self.flush_buf is not None:
             self.flush_buf.zero_()
 
+    def _overhead_ms(self, reset) -> float:
+        """Wall time per repeat spent outside the timed region: the reset and the L2 flush."""
+        torch = self.torch
+        if reset is None and self.flush_buf is None:
+            return 0.0
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        n = 5
+        start.record()
+        for _ in range(n):
+            if reset:
+                reset()
+            self.flush()
+        end.record()
+        torch.cuda.synchronize()
+        return start.elapsed_time(end) / n
+
     def _estimate_ms(self, fn, reset) -> float:
         torch = self.torch
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -106,14 +125,15 @@ class CudaTimer:
         fn()
         torch.cuda.synchronize()
         est = self._estimate_ms(fn, reset)
+        overhead = self._overhead_ms(reset)
         use_graph = cuda_graph == "always" or (cuda_graph == "auto" and est * 1e3 < cuda_graph_below_us)
         if use_graph:
             return self._measure_graph(fn, reset, est, warmup_ms=warmup_ms, rep_ms=rep_ms, min_reps=min_reps,
-                                       max_reps=max_reps)
-        # warm-up
+                                       max_reps=max_reps, overhead_ms=overhead)
+        # warm-up (back-to-back runs for warmup_ms of kernel time)
         for _ in range(n_reps(est, warmup_ms, 1, 10_000)):
             fn()
-        reps = n_reps(est, rep_ms, min_reps, max_reps)
+        reps = n_reps(est + overhead, rep_ms, min_reps, max_reps)
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
         for i in range(reps):
@@ -126,7 +146,8 @@ class CudaTimer:
         torch.cuda.synchronize()
         return Measurement([s.elapsed_time(e) for s, e in zip(starts, ends)], "events")
 
-    def _measure_graph(self, fn, reset, est_ms: float, *, warmup_ms, rep_ms, min_reps, max_reps) -> Measurement:
+    def _measure_graph(self, fn, reset, est_ms: float, *, warmup_ms, rep_ms, min_reps, max_reps,
+                       overhead_ms: float = 0.0) -> Measurement:
         torch = self.torch
         # a batch long enough (~200 µs) that event resolution and graph launch do not matter
         batch = max(1, min(1000, int(0.2 / max(est_ms, 1e-4))))
@@ -144,7 +165,7 @@ class CudaTimer:
         batch_ms = est_ms * batch
         for _ in range(n_reps(batch_ms, warmup_ms, 1, 1000)):
             graph.replay()
-        reps = n_reps(batch_ms, rep_ms, min_reps, max_reps)
+        reps = n_reps(batch_ms + overhead_ms, rep_ms, min_reps, max_reps)
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
         for i in range(reps):

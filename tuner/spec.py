@@ -173,7 +173,9 @@ class JobSpec(_Model):
     budget: Budget = Field(default_factory=lambda: Budget(trials=50))
     sampler: Literal["auto", "tpe", "random", "brute"] = "auto"
     seed: int = 0
-    lookahead: int = Field(default=2, ge=1, le=16, description="configs compiled ahead of the GPU")
+    lookahead: int | None = Field(default=None, ge=1, le=64, description=(
+        "configs asked and compiled ahead of the GPU; default: all queued known-good configs (up to 2 per "
+        "compile worker) while there are some, then 2 for TPE (one per worker for random/brute)"))
     measure: MeasureSpec = Field(default_factory=MeasureSpec)
 
     @field_validator("grid", mode="before")

@@ -1,0 +1,407 @@
+"""The cold path of a tuning run: the phase timeline, the GPU child's start-up overlapped with the
+first compiles, the automatic lookahead, the next config sent to the child before the previous
+result is recorded, and the cubin path (PTX assembled by ptxas in the compile pool)."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import sqlalchemy as sa
+import yaml
+
+from db import migrate
+from db.engine import make_engine, session_factory
+from db.models import Job, Trial
+from kernels import example
+from tuner import compile_step, isolation
+from tuner.child import INTERPRETER_PROPS, Bench
+from tuner.engine import Tuner, create_job_from_spec, run_job
+from tuner.spec import JobSpec
+from tuner.timeline import Timeline, format_timeline
+
+REPO = Path(__file__).resolve().parents[2]
+VENV_PTXAS = REPO / ".venv" / "lib" / "python3.11" / "site-packages" / "nvidia" / "cu13" / "bin" / "ptxas"
+
+
+def _new_job(url, spec_dict) -> int:
+    migrate.upgrade(url)
+    return create_job_from_spec(url, JobSpec.model_validate(spec_dict))
+
+
+def _vector_add(n_configs: int = 4, **over) -> dict:
+    spec = example("vector_add", N=3000)
+    spec["space"] = {"BLOCK_SIZE": [256, 512, 1024, 2048], "num_warps": [2, 4, 8]}
+    spec["configs"] = [{"BLOCK_SIZE": b, "num_warps": w} for b, w in
+                       ((256, 2), (512, 4), (1024, 4), (2048, 8), (512, 2), (1024, 8))][:n_configs]
+    spec["budget"] = {"trials": n_configs}
+    spec["sampler"] = "random"
+    spec["measure"] = {"remeasure_top": 2, "remeasure_rounds": 2}
+    spec.update(over)
+    return spec
+
+
+def _trials(url, job_id):
+    engine = make_engine(url)
+    try:
+        with session_factory(engine)() as s:
+            job = s.get(Job, job_id)
+            rows = s.scalars(sa.select(Trial).where(Trial.job_id == job_id).order_by(Trial.number)).all()
+            return job.state, job.trials_done, job.error, [(t.number, t.config, t.status, t.median_ms) for t in rows]
+    finally:
+        engine.dispose()
+
+
+# --- the timeline ---------------------------------------------------------------------------
+
+def test_timeline_accumulates_marks_and_formats():
+    now = [100.0]
+    tl = Timeline(clock=lambda: now[0])
+    with tl.phase("record"):
+        now[0] += 0.25
+    tl.add("record", 0.5)
+    now[0] += 1.0
+    tl.mark("first_compile")
+    now[0] += 1.0
+    tl.mark("first_compile")            # only the first time
+    tl.count("compiled", 3)
+    tl.details["child_start_detail"] = {"import_torch": 1.5}
+    d = tl.as_dict()
+    assert d["record_s"] == 0.75 and d["first_compile_s"] == 1.25 and d["compiled"] == 3
+    text = format_timeline({**d, "total_s": 3.0, "child_start_s": 2.0}, indent="  ")
+    assert "total 3.00 s" in text and "GPU child start 2.00 s" in text and "import_torch 1.50 s" in text
+    assert all(line.startswith("  ") for line in text.splitlines())
+    assert format_timeline(None) == ""
+
+
+def test_done_event_carries_the_timeline_and_compiles_overlap_the_child_start(sqlite_url, monkeypatch):
+    """The study is opened and the known-good configs' compiles are submitted before the parent
+    waits for the GPU child; the "done" event has the phase timeline."""
+    monkeypatch.setenv("BLOCKTUNE_COMPILE_WORKERS", "3")
+    submitted = []
+    seen_at_wait = {}
+    real_submit, real_wait = isolation.CompilePool.submit, isolation.IsolatedChild.wait_ready
+
+    def submit(self, fn, *args):
+        submitted.append(getattr(fn, "__name__", "?"))
+        return real_submit(self, fn, *args)
+
+    def wait_ready(self):
+        seen_at_wait.setdefault("compiles", submitted.count("compile_config"))
+        return real_wait(self)
+
+    monkeypatch.setattr(isolation.CompilePool, "submit", submit)
+    monkeypatch.setattr(isolation.IsolatedChild, "wait_ready", wait_ready)
+    job_id = _new_job(sqlite_url, _vector_add(5))
+    events = []
+    run_job(sqlite_url, job_id, interpret=True, on_event=lambda k, d: events.append((k, d)))
+    state, done, error, trials = _trials(sqlite_url, job_id)
+    assert state == "succeeded", error
+    assert done == 5 and [t[2] for t in trials] == ["ok"] * 5
+    # all five queued configs (3 workers → up to 6 ahead) were compiling before the child was awaited
+    assert seen_at_wait["compiles"] == 5
+    kinds = [k for k, _ in events]
+    assert kinds[0] == "start" and kinds[-1] == "done"
+    tl = events[-1][1]["timeline"]
+    for key in ("total_s", "child_start_s", "child_ready_s", "child_wait_s", "props_s", "study_open_s",
+                "first_compile_s", "compile_wait_s", "compile_cpu_s", "child_busy_s", "child_measure_s",
+                "child_idle_s", "ask_s", "record_s", "search_s", "remeasure_s", "finalize_s"):
+        assert isinstance(tl.get(key), float) and tl[key] >= 0.0, key
+    assert tl["compiled"] == 5 and tl["compile_workers"] == 3 and tl["lookahead"] == "auto"
+    assert tl["remeasure_s"] <= tl["finalize_s"] <= tl["total_s"]
+    assert {"spawn", "import_torch", "device", "inputs"} <= set(tl["child_start_detail"])
+
+
+def test_parent_without_device_properties_waits_for_the_child_first(sqlite_url, monkeypatch):
+    """When the parent cannot read the device's properties, the child's are used (the old order)."""
+    monkeypatch.setattr(Tuner, "_parent_props", lambda self: None)
+    job_id = _new_job(sqlite_url, _vector_add(3))
+    events = []
+    run_job(sqlite_url, job_id, interpret=True, on_event=lambda k, d: events.append((k, d)))
+    state, done, error, _ = _trials(sqlite_url, job_id)
+    assert state == "succeeded" and done == 3, error
+    assert events[0][1]["gpu_model"] == INTERPRETER_PROPS["name"]
+
+
+def test_child_properties_that_differ_from_the_parents_are_adopted(sqlite_url, monkeypatch):
+    """Compiles submitted for the parent's view of the device are redone for the child's."""
+    monkeypatch.setattr(Tuner, "_parent_props", lambda self: {**INTERPRETER_PROPS, "max_shared_memory": 1024})
+    job_id = _new_job(sqlite_url, _vector_add(3))
+    tuner = Tuner(sqlite_url, job_id, interpret=True)
+    tuner.run()
+    state, done, error, _ = _trials(sqlite_url, job_id)
+    assert state == "succeeded" and done == 3, error
+    assert tuner.props["max_shared_memory"] == INTERPRETER_PROPS["max_shared_memory"]
+    assert tuner.env["max_shared_memory"] == INTERPRETER_PROPS["max_shared_memory"]
+    assert tuner.timeline_data["compiled"] >= 3
+
+
+# --- the lookahead ----------------------------------------------------------------------------
+
+def _want(lookahead, workers, kind, queued):
+    t = Tuner.__new__(Tuner)
+    t.spec = SimpleNamespace(lookahead=lookahead)
+    t.pool = SimpleNamespace(workers=workers)
+    t.sampler_kind = kind
+    t._queued_left = queued
+    n = 0
+    while t._want_more(n) and n < 100:
+        n += 1
+    return n
+
+
+def test_auto_lookahead_compiles_the_queued_configs_at_once():
+    assert _want(None, 8, "random", 16) == 16     # the tutorial's 16 configs, 8 workers: all at once
+    assert _want(None, 8, "tpe", 16) == 16
+    assert _want(None, 8, "tpe", 40) == 16        # at most 2 per worker
+    assert _want(None, 8, "tpe", 0) == 2          # TPE: each result informs the next proposal
+    assert _want(None, 8, "random", 0) == 8       # nothing to learn: keep the pool busy
+    assert _want(None, 1, "tpe", 5) == 2
+    assert _want(3, 8, "tpe", 16) == 3            # the spec's value wins
+    assert JobSpec.model_validate(_vector_add()).lookahead is None
+    assert JobSpec.model_validate(_vector_add(lookahead=1)).lookahead == 1
+
+
+def test_explicit_lookahead_one_still_runs_every_config(sqlite_url):
+    job_id = _new_job(sqlite_url, _vector_add(4, lookahead=1, sampler="tpe"))
+    run_job(sqlite_url, job_id, interpret=True)
+    state, done, error, trials = _trials(sqlite_url, job_id)
+    assert state == "succeeded" and done == 4, error
+
+
+# --- sending the next config before recording ---------------------------------------------------
+
+def _compiles_done_in_time(monkeypatch) -> None:
+    """Sending early needs the next config's compile done; on a loaded 2-core machine it may not be
+    yet: wait for it, so that the path under test is taken every time."""
+    import concurrent.futures as cf
+
+    real = Tuner._dispatch_ready
+
+    def dispatch_ready(self, pending):
+        if pending and pending[0][2].future is not None:
+            cf.wait([pending[0][2].future], timeout=60)
+        return real(self, pending)
+
+    monkeypatch.setattr(Tuner, "_dispatch_ready", dispatch_ready)
+
+
+def _count_calls(monkeypatch, name: str) -> list:
+    calls = []
+    real = getattr(Tuner, name)
+
+    def wrapper(self, *a, **k):
+        out = real(self, *a, **k)
+        calls.append(out)
+        return out
+
+    monkeypatch.setattr(Tuner, name, wrapper)
+    return calls
+
+
+def test_patience_stops_exactly_although_the_next_config_is_sent_early(sqlite_url, monkeypatch):
+    """The next config goes to the child before the previous result is recorded only when that
+    result cannot stop the search: patience stops after exactly N non-improving trials."""
+    _compiles_done_in_time(monkeypatch)
+    early = _count_calls(monkeypatch, "_dispatch_ready")
+    spec = example("vector_add", N=3000)
+    spec["space"] = {"BLOCK_SIZE": [128, 256, 512, 1024, 2048], "num_warps": [1, 2, 4, 8]}
+    spec["constraints"] = []
+    spec["budget"] = {"trials": 20, "patience": 2}
+    spec["sampler"] = "random"
+    spec["measure"] = {"remeasure_top": 1, "remeasure_rounds": 1}
+    job_id = _new_job(sqlite_url, spec)
+    run_job(sqlite_url, job_id, interpret=True)
+    state, done, error, trials = _trials(sqlite_url, job_id)
+    assert state == "succeeded", error
+    best, since, stop_at = None, 0, None
+    for i, (_, _, status, ms) in enumerate(trials, 1):
+        if ms is not None and (best is None or ms < best):
+            best, since = ms, 0
+        else:
+            since += 1
+        if best is not None and since >= 2:
+            stop_at = i
+            break
+    assert stop_at is not None and len(trials) == stop_at == done
+    assert any(x is not None for x in early)      # configs were sent before the previous was recorded
+
+
+def test_a_stop_with_a_config_in_the_child_puts_it_back(sqlite_url, monkeypatch):
+    _compiles_done_in_time(monkeypatch)
+    interrupted = _count_calls(monkeypatch, "_interrupted")
+    n = {"ok": 0}
+
+    def count(kind, d):
+        n["ok"] += kind == "trial" and d["status"] == "ok"
+
+    spec = _vector_add(6)
+    job_id = _new_job(sqlite_url, spec)
+    run_job(sqlite_url, job_id, interpret=True, on_event=count, should_stop=lambda: n["ok"] >= 2)
+    state, done, error, trials = _trials(sqlite_url, job_id)
+    assert state == "running" and done == 2, error
+    assert interrupted == [True]          # the third config was in the child when the stop came
+    run_job(sqlite_url, job_id, interpret=True)     # resumes: the rest, none twice
+    state, done, error, trials = _trials(sqlite_url, job_id)
+    assert state == "succeeded" and done == 6, error
+    keys = [tuple(sorted(t[1].items())) for t in trials if t[2] == "ok"]
+    assert len(keys) == len(set(keys)) == 6
+
+
+# --- the CLI and the benchmark show it ----------------------------------------------------------
+
+def test_cli_verbose_prints_the_timeline(tmp_path, sqlite_url, capsys):
+    from service.cli import main
+
+    spec = example("vector_add", N=1500)
+    spec["space"] = {"BLOCK_SIZE": [256, 512], "num_warps": [2, 4]}
+    p = tmp_path / "spec.yaml"
+    p.write_text(yaml.safe_dump(spec))
+    rc = main(["tune", str(p), "--db", sqlite_url, "--interpret", "--trials", "2", "-v", "--quiet"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "timeline" in out and "GPU child start" in out and "compile pool ready" in out
+    rc = main(["tune", str(p), "--db", sqlite_url, "--interpret", "--trials", "2", "--quiet"])
+    assert rc == 0 and "GPU child start" not in capsys.readouterr().out
+
+
+def test_bench_part2_prints_the_timeline(monkeypatch, capsys):
+    monkeypatch.syspath_prepend(str(REPO / "bench"))
+    monkeypatch.setenv("BLOCKTUNE_INTERPRET", "1")
+    monkeypatch.setenv("BLOCKTUNE_CACHE_DIR", os.environ.get("BLOCKTUNE_CACHE_DIR", ""))
+    sys.modules.pop("tuning", None)
+    import tuning
+
+    assert tuning.main(["--parts", "2", "--interpret"]) == 0
+    out = capsys.readouterr().out
+    assert "where blocktune's time went" in out and "GPU child start" in out and '"child_start_s"' in out
+    assert "FAILED" not in out
+
+
+# --- cubins -------------------------------------------------------------------------------------
+
+def _ptxas() -> str | None:
+    if VENV_PTXAS.exists():
+        return str(VENV_PTXAS)
+    return compile_step.select_ptxas(None)
+
+
+def test_select_ptxas_by_driver_version(monkeypatch):
+    monkeypatch.setattr(compile_step, "_candidates", lambda: ["/nonexistent/a", "/x/b", "/x/c"])
+    versions = {"/x/b": (13, 5), "/x/c": (12, 4)}
+    monkeypatch.setattr(compile_step, "ptxas_version", lambda p: versions.get(p))
+    monkeypatch.delenv(compile_step.CUBIN_ENV, raising=False)
+    assert compile_step.select_ptxas("13.9") == "/x/b"     # the first one not newer than the driver
+    assert compile_step.select_ptxas("13.0") == "/x/c"     # 12.4 ≤ 13.0 is preferred to a newer 13.5
+    assert compile_step.select_ptxas("12.2") == "/x/c"     # same major version: minor compatibility
+    assert compile_step.select_ptxas("11.8") is None       # only newer majors: PTX
+    assert compile_step.select_ptxas(None) == "/x/b"
+    monkeypatch.setenv(compile_step.CUBIN_ENV, "0")
+    assert compile_step.select_ptxas("13.9") is None
+
+
+def _vector_add_compile(ptxas, **kw):
+    spec = JobSpec.model_validate(example("vector_add", N=4096))
+    from tuner.data import signature, specialization
+
+    env = spec.scalar_env()
+    div16, one = specialization(spec, env)
+    return compile_step.compile_config(spec.kernel.source, spec.kernel.name, signature(spec, env),
+                                       {"BLOCK_SIZE": 1024}, 4, 3, "sm_90", div16, one, 232448, False, ptxas, **kw)
+
+
+@pytest.mark.skipif(_ptxas() is None, reason="no ptxas on this machine")
+def test_compile_step_ships_a_cubin_made_by_ptxas(monkeypatch, tmp_path):
+    from compiler.runtime import compile as rc
+
+    monkeypatch.setenv("BLOCKTUNE_CACHE_DIR", str(tmp_path / "kcache"))
+    rc._memory.clear()
+    ptxas = _ptxas()
+    assert compile_step.ptxas_version(ptxas) is not None
+    res = _vector_add_compile(ptxas)
+    assert res["status"] == "ok", res.get("error")
+    ck = res["compiled"]
+    assert ck.asm["cubin"][:4] == b"\x7fELF" and "ptx" in ck.asm
+    assert "llir" not in ck.asm and "ir" not in ck.asm        # not shipped to the parent and the child
+    assert res["ptxas_s"] > 0 and res["cubin_error"] is None and res["compile_s"] >= res["ptxas_s"]
+    key = ck.metadata["cache_key"]
+    assert (tmp_path / "kcache" / key[:2] / (key + ".cubin")).read_bytes() == ck.asm["cubin"]
+    import pickle
+
+    assert pickle.loads(pickle.dumps(ck)).asm["cubin"] == ck.asm["cubin"]
+    # a warm cache: the cubin comes from the disk, no ptxas
+    rc._memory.clear()
+    again = _vector_add_compile(ptxas)
+    assert again["ptxas_s"] == 0.0 and again["compiled"].asm["cubin"] == ck.asm["cubin"]
+    # no ptxas: PTX only
+    rc._memory.clear()
+    monkeypatch.setenv("BLOCKTUNE_CACHE_DIR", str(tmp_path / "kcache2"))
+    plain = _vector_add_compile(None)
+    assert plain["status"] == "ok" and "cubin" not in plain["compiled"].asm and plain["compiled"].asm["ptx"]
+
+
+def test_a_failing_ptxas_leaves_the_ptx(monkeypatch, tmp_path):
+    from compiler.runtime import compile as rc
+
+    monkeypatch.setenv("BLOCKTUNE_CACHE_DIR", str(tmp_path / "kcache"))
+    rc._memory.clear()
+    fake = tmp_path / "ptxas"
+    fake.write_text("#!/bin/sh\necho 'ptxas fatal: nope' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    res = _vector_add_compile(str(fake))
+    assert res["status"] == "ok" and "nope" in res["cubin_error"]
+    assert "cubin" not in res["compiled"].asm and res["compiled"].asm["ptx"]
+
+
+class _LoadError(RuntimeError):
+    call = "cuModuleLoadData"
+
+
+class _FakeKernel:
+    def __init__(self, refuse_cubin: bool):
+        self.asm = {"ptx": "// ptx", "cubin": b"\x7fELF..."}
+        self.refuse_cubin = refuse_cubin
+        self.loaded_with = None
+
+    def load(self, device):
+        if self.asm.get("cubin") and self.refuse_cubin:
+            raise _LoadError("CUDA_ERROR_UNSUPPORTED_PTX_VERSION")
+        self.loaded_with = "cubin" if self.asm.get("cubin") else "ptx"
+
+
+def _bare_bench():
+    import torch
+
+    b = Bench.__new__(Bench)
+    b.device = torch.device("cuda", 0)
+    b.timing, b.cubin_error = {}, None
+    return b
+
+
+def test_child_falls_back_to_the_ptx_when_the_driver_refuses_the_cubin():
+    b = _bare_bench()
+    ok = _FakeKernel(refuse_cubin=False)
+    b.load(ok)
+    assert ok.loaded_with == "cubin" and b.cubin_error is None and b.timing["load_s"] >= 0
+    refused = _FakeKernel(refuse_cubin=True)
+    b.load(refused)
+    assert refused.loaded_with == "ptx" and "UNSUPPORTED" in b.cubin_error and "cubin" not in refused.asm
+
+    class Broken(_FakeKernel):
+        def load(self, device):
+            raise ValueError("not a load failure")
+
+    with pytest.raises(ValueError):
+        _bare_bench().load(Broken(refuse_cubin=False))
+
+
+def test_the_parent_stops_asking_for_cubins_once_the_child_refused_one():
+    t = Tuner.__new__(Tuner)
+    t.timeline = Timeline()
+    t._cubin_disabled = None
+    t.ptxas = "/usr/bin/ptxas"
+    t._note_child_timing({"timing": {"handle_s": 0.5, "load_s": 0.1, "measure_s": 0.3}, "cubin_error": "refused"})
+    assert t.ptxas is None and t._cubin_disabled == "refused"
+    assert t.timeline.seconds["child_busy"] == 0.5 and t.timeline.seconds["child_load"] == 0.1

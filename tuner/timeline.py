@@ -1,0 +1,118 @@
+"""Where a tuning run's wall time goes: a small phase timeline kept by the engine.
+
+`Timeline` accumulates seconds per phase (`with tl.phase("record"):` or `tl.add("x", s)`), marks
+points in time since the run started (`tl.mark("first_compile_submitted")`), counts things
+(`tl.count("cubins")`) and keeps a few details (the GPU child's own start-up split). `as_dict()`
+is what the engine logs at the end, puts in the "done" event (`data["timeline"]`) and what
+`bench/tuning.py` and `blocktune tune -v` print (`format_timeline`).
+
+Phases (seconds; "since start" = since Tuner.run began):
+    child_start      spawn of the GPU child → its ready message (the child's own clock; overlaps)
+    child_ready      since start, when the child was ready (its clock)
+    child_wait       the parent blocked waiting for that ready message
+    pool_ready       since start, when every compile worker had started and imported the compiler
+    props            device properties in the parent (driver attributes, no CUDA context)
+    study_open       Optuna storage + study, resume state, known-good configs enqueued
+    first_compile    since start, when the first compile was submitted
+    compile_wait     the parent blocked on compile results
+    compile_cpu      compile time summed over the pool's workers (front end + LLVM + ptxas)
+    ptxas            of which ptxas (PTX → cubin), summed over workers
+    ask / record     Optuna ask + suggest / recording a result (database + Optuna tell)
+    child_wait_run   the parent blocked waiting for the child's answers during the search
+    child_busy       the child's own time handling run requests (load + check + measure)
+    child_load       of which module loads (cubin: cheap; PTX: the driver's JIT)
+    child_measure    of which timing
+    child_idle       during the search, the child waiting for the parent (first request → last answer)
+    search           the whole search loop
+    remeasure        the final interleaved re-measurement
+    finalize         remeasure + storing the winner
+    total            the run, start to "done"
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any, Iterator
+
+ORDER = ("total", "child_start", "child_ready", "child_wait", "pool_ready", "props", "study_open", "first_compile",
+         "compile_wait", "compile_cpu", "ptxas", "ask", "record", "child_wait_run", "child_busy", "child_load",
+         "child_measure", "child_idle", "search", "remeasure", "finalize")
+
+
+class Timeline:
+    def __init__(self, clock=time.monotonic):
+        self.clock = clock
+        self.start = clock()
+        self.wall_start = time.time()      # to place other processes' time.time() stamps
+        self.seconds: dict[str, float] = {}
+        self.counts: dict[str, int] = {}
+        self.details: dict[str, Any] = {}
+
+    def add(self, name: str, seconds: float) -> None:
+        self.seconds[name] = self.seconds.get(name, 0.0) + max(0.0, float(seconds))
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        t = self.clock()
+        try:
+            yield
+        finally:
+            self.add(name, self.clock() - t)
+
+    def mark(self, name: str, *, once: bool = True) -> None:
+        """The time since start at which `name` happened (the first time, with once=True)."""
+        if once and name in self.seconds:
+            return
+        self.seconds[name] = self.clock() - self.start
+
+    def mark_wall(self, name: str, wall_time: float) -> None:
+        """Like mark(), for a time.time() stamp (another process's, e.g. the child's ready)."""
+        self.seconds[name] = max(0.0, float(wall_time) - self.wall_start)
+
+    def since_start(self) -> float:
+        return self.clock() - self.start
+
+    def count(self, name: str, n: int = 1) -> None:
+        self.counts[name] = self.counts.get(name, 0) + n
+
+    def as_dict(self) -> dict[str, Any]:
+        seconds = dict(self.seconds)      # a pool thread may mark while we read
+        out: dict[str, Any] = {}
+        for k in ORDER:
+            if k in seconds:
+                out[k + "_s"] = round(seconds[k], 3)
+        for k in sorted(set(seconds) - set(ORDER)):
+            out[k + "_s"] = round(seconds[k], 3)
+        out.update({k: v for k, v in sorted(self.counts.items())})
+        out.update(self.details)
+        return out
+
+
+def format_timeline(d: dict[str, Any] | None, *, indent: str = "") -> str:
+    """A few readable lines from `Timeline.as_dict()` (an empty string for None)."""
+    if not d:
+        return ""
+
+    def s(key: str) -> str:
+        v = d.get(key + "_s")
+        return "—" if v is None else f"{v:.2f} s"
+
+    lines = [
+        f"total {s('total')}: search {s('search')}, finalize {s('finalize')} (re-measure {s('remeasure')})",
+        f"GPU child start {s('child_start')}, ready at {s('child_ready')} (parent waited {s('child_wait')}"
+        + (f"; {_detail(d.get('child_start_detail'))}" if d.get("child_start_detail") else "") + ")",
+        f"compile pool ready at {s('pool_ready')} ({d.get('compile_workers', '?')} workers); props {s('props')}; "
+        f"study open {s('study_open')}; first compile submitted at {s('first_compile')}",
+        f"compiles: {d.get('compiled', 0)} ({d.get('cubins', 0)} cubins), CPU {s('compile_cpu')} "
+        f"(ptxas {s('ptxas')}), parent waited {s('compile_wait')}; lookahead {d.get('lookahead', '?')}",
+        f"child: busy {s('child_busy')} (module load {s('child_load')}, measure {s('child_measure')}), "
+        f"idle between requests {s('child_idle')}, parent waited {s('child_wait_run')}",
+        f"parent bookkeeping: ask {s('ask')}, record {s('record')}",
+    ]
+    return "\n".join(indent + line for line in lines)
+
+
+def _detail(detail: Any) -> str:
+    if isinstance(detail, dict):
+        return ", ".join(f"{k} {v:.2f} s" if isinstance(v, (int, float)) else f"{k} {v}" for k, v in detail.items())
+    return str(detail)
