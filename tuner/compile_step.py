@@ -127,6 +127,20 @@ def warm_up() -> bool:
     return True
 
 
+def prebuild_launcher() -> float:
+    """Build the compiler's native launcher module (a C compile, once per cache directory: ~0.5 s)
+    in the pool while the GPU child starts, so that the child's first launch only loads it.
+    Returns the seconds spent (0 when it was built already or cannot be)."""
+    t = time.perf_counter()
+    try:
+        from compiler.runtime import native
+
+        native.module()
+    except Exception:  # noqa: BLE001 - the child builds it (or uses ctypes) as before
+        pass
+    return time.perf_counter() - t
+
+
 # --- which ptxas --------------------------------------------------------------------------------
 
 def _candidates() -> list[str]:

@@ -902,6 +902,15 @@ class Tuner:
 
         for f in self.pool.start_workers(warm_up):   # every worker starts now, while the child does
             f.add_done_callback(one_done)
+        if not self.interpret:
+            # the native launcher's C build (a fresh cache: ~0.5 s), off the child's first launch
+            from tuner.compile_step import prebuild_launcher
+
+            def built(f) -> None:
+                if not f.cancelled() and f.exception() is None:
+                    tl.add("launcher_build", f.result())
+
+            self.pool.submit_untracked(prebuild_launcher).add_done_callback(built)
 
     def run(self) -> None:
         self.timeline = tl = Timeline()

@@ -244,6 +244,10 @@ class CompilePool:
         pool = self._ensure()
         return [pool.submit(fn, *args) for _ in range(self.workers)]
 
+    def submit_untracked(self, fn: Callable, *args) -> cf.Future:
+        """Background work whose result nobody waits for (not retried if the pool breaks)."""
+        return self._ensure().submit(fn, *args)
+
     def submit(self, fn: Callable, *args) -> CompileTask:
         task = CompileTask(fn, args)
         self._submit(task)

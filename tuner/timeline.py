@@ -11,6 +11,7 @@ Phases (seconds; "since start" = since Tuner.run began):
     child_ready      since start, when the child was ready (its clock)
     child_wait       the parent blocked waiting for that ready message
     pool_ready       since start, when every compile worker had started and imported the compiler
+    launcher_build   the native launcher's C build, done in the pool (GPU mode; 0 when cached)
     props            device properties in the parent (driver attributes, no CUDA context)
     study_open       Optuna storage + study, resume state, known-good configs enqueued
     first_compile    since start, when the first compile was submitted
@@ -34,9 +35,9 @@ import contextlib
 import time
 from typing import Any, Iterator
 
-ORDER = ("total", "child_start", "child_ready", "child_wait", "pool_ready", "props", "study_open", "first_compile",
-         "compile_wait", "compile_cpu", "ptxas", "ask", "record", "child_wait_run", "child_busy", "child_load",
-         "child_measure", "child_idle", "search", "remeasure", "finalize")
+ORDER = ("total", "child_start", "child_ready", "child_wait", "pool_ready", "launcher_build", "props",
+         "study_open", "first_compile", "compile_wait", "compile_cpu", "ptxas", "ask", "record", "child_wait_run",
+         "child_busy", "child_load", "child_measure", "child_idle", "search", "remeasure", "finalize")
 
 
 class Timeline:
@@ -101,7 +102,9 @@ def format_timeline(d: dict[str, Any] | None, *, indent: str = "") -> str:
         f"total {s('total')}: search {s('search')}, finalize {s('finalize')} (re-measure {s('remeasure')})",
         f"GPU child start {s('child_start')}, ready at {s('child_ready')} (parent waited {s('child_wait')}"
         + (f"; {_detail(d.get('child_start_detail'))}" if d.get("child_start_detail") else "") + ")",
-        f"compile pool ready at {s('pool_ready')} ({d.get('compile_workers', '?')} workers); props {s('props')}; "
+        f"compile pool ready at {s('pool_ready')} ({d.get('compile_workers', '?')} workers"
+        + (f", native launcher built in {s('launcher_build')}" if "launcher_build_s" in d else "")
+        + f"); props {s('props')}; "
         f"study open {s('study_open')}; first compile submitted at {s('first_compile')}",
         f"compiles: {d.get('compiled', 0)} ({d.get('cubins', 0)} cubins), CPU {s('compile_cpu')} "
         f"(ptxas {s('ptxas')}), parent waited {s('compile_wait')}; lookahead {d.get('lookahead', '?')}",

@@ -405,3 +405,22 @@ def test_the_parent_stops_asking_for_cubins_once_the_child_refused_one():
     t._note_child_timing({"timing": {"handle_s": 0.5, "load_s": 0.1, "measure_s": 0.3}, "cubin_error": "refused"})
     assert t.ptxas is None and t._cubin_disabled == "refused"
     assert t.timeline.seconds["child_busy"] == 0.5 and t.timeline.seconds["child_load"] == 0.1
+
+
+def test_the_native_launcher_is_prebuilt_in_the_pool(monkeypatch, tmp_path):
+    """GPU mode builds the compiler's native launcher (a C compile) in the pool while the child
+    starts; the child's first launch then only loads it."""
+    import shutil
+
+    from compiler.runtime import native
+
+    monkeypatch.setenv("BLOCKTUNE_CACHE_DIR", str(tmp_path / "kcache"))
+    native.module.cache_clear()
+    try:
+        seconds = compile_step.prebuild_launcher()
+        assert seconds >= 0.0
+        built = list((tmp_path / "kcache" / "native").glob("blocktune_launch-*"))
+        has_cc = any(shutil.which(c) for c in ("cc", "gcc", "clang"))
+        assert bool(built) == (has_cc and native.module() is not None)
+    finally:
+        native.module.cache_clear()
