@@ -402,6 +402,8 @@ class JITFunction:
         self._fingerprint = None
         self._runner = None
         self._last_bound = None          # (grid, runner bound to it): see __getitem__
+        self._binder = None              # the runner's fast path in C (launch.c), made with the runner
+        self._bindable = False
         self._launchers: dict = {}     # specialization key → (launch fn, CompiledKernel)
         self._ir_cache: dict = {}      # interpret mode: key → ir.Function
         self._lock = threading.RLock()
@@ -441,6 +443,8 @@ class JITFunction:
         runner = self._runner or self._build_runner()
         if self.autotune_key:
             bound = functools.partial(self._run_with_service, grid)
+        elif self._binder is not None and self._bindable:
+            bound = self._binder.bind(grid, runner)     # argument binding + fast path in C
         else:
             bound = functools.partial(runner, grid)
         self._last_bound = (grid, bound)
@@ -777,6 +781,7 @@ def _generate_runner(jf: JITFunction):
     exec(compile(factory_src, f"<blocktune runner {jf.__name__}>", "exec"), glb, loc_ns)  # noqa: S102
     dflt = [jf.defaults.get(n) for n in names]
     jf._binder = _make_binder(jf, ns)
+    jf._bindable = jf._binder is not None and not ({"num_warps", "num_stages", "stream"} & set(jf.arg_names))
     run = loc_ns["_make"](jf, jf._launchers, dflt, jf._binder)
     run.__qualname__ = fname                    # Python's argument errors print the qualified name
     run.__blocktune_source__ = factory_src
@@ -791,7 +796,12 @@ def _make_binder(jf: JITFunction, ns: dict):
         return None
     spec = "".join("c" if n in jf.constexpr_names else "n" if n in jf.do_not_specialize else "s"
                    for n in jf.arg_names)
-    return mod.Binder(jf._launchers, ns, spec)
+    if {"num_warps", "num_stages", "stream"} & set(jf.arg_names):
+        return mod.Binder(jf._launchers, ns, spec)   # a parameter that is also a launch option: no Bound
+    names = tuple(sys.intern(n) for n in jf.arg_names)
+    defaults = tuple(jf.defaults[n] if n in jf.defaults else _MISSING for n in jf.arg_names)
+    env = _ENVDATA if _ENVDATA is not None else os.environ._data  # type: ignore[attr-defined]
+    return mod.Binder(jf._launchers, ns, spec, names, defaults, _MISSING, env, _IKEYS[0], _IKEYS[1])
 
 
 def _cpu_tensor(name):

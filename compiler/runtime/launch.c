@@ -259,15 +259,20 @@ typedef struct {
     Py_ssize_t n_runtime;
     Py_ssize_t n_const;
     char spec[MAX_PARAMS];
+    /* for Bound (kernel[grid] objects): parameter names, defaults (`nodefault` where none), the
+       environment dict and the two interpret-mode variable names */
+    PyObject *names;
+    PyObject *defaults;
+    PyObject *nodefault;
+    PyObject *env;
+    PyObject *ik0, *ik1;
 } Binder;
 
 static PyObject *s_data_ptr, *s_is_cuda, *s_dtype, *s_i32, *s_fp32, *k_tensor, *k_get_device, *k_get_stream;
+static PyObject *s_num_warps, *s_num_stages, *s_stream, *i_4, *i_3;
 
-static PyObject *binder_vectorcall(PyObject *self_, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-    Binder *self = (Binder *)self_;
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    if ((kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0) || nargs != 4 + self->n_args)
-        Py_RETURN_NOTIMPLEMENTED;
+/* args: grid, num_warps, num_stages, stream, then one value per parameter */
+static PyObject *binder_run(Binder *self, PyObject *const *args) {
     PyObject *grid = args[0];
     if (!PyTuple_CheckExact(grid))
         Py_RETURN_NOTIMPLEMENTED;
@@ -416,14 +421,177 @@ done:
     return result;
 }
 
+static PyObject *binder_vectorcall(PyObject *self_, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Binder *self = (Binder *)self_;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if ((kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0) || nargs != 4 + self->n_args)
+        Py_RETURN_NOTIMPLEMENTED;
+    return binder_run(self, args);
+}
+
+/* ---- Bound: `kernel[grid]` ---------------------------------------------------------------------
+
+   Calling it binds the arguments to the kernel's parameters the way Python would (positional,
+   then by keyword, then defaults; num_warps / num_stages / stream as options) and runs the
+   Binder; whatever it does not handle — other keywords (warmup, Triton's launch options), a
+   missing argument, interpret mode, NotImplemented from the Binder — goes to the Python runner
+   as `runner(grid, *args, **kwargs)`, which also produces Python's own error messages. */
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    Binder *binder;
+    PyObject *grid;
+    PyObject *runner;
+} Bound;
+
+static PyObject *bound_fallback(Bound *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    PyObject *small[16];
+    PyObject **call = small;
+    if (1 + nargs + nkw > 16) {
+        call = PyMem_Malloc(sizeof(PyObject *) * (1 + nargs + nkw));
+        if (call == NULL)
+            return PyErr_NoMemory();
+    }
+    call[0] = self->grid;
+    for (Py_ssize_t i = 0; i < nargs + nkw; i++)
+        call[1 + i] = args[i];
+    PyObject *r = PyObject_Vectorcall(self->runner, call, 1 + nargs, kwnames);
+    if (call != small)
+        PyMem_Free(call);
+    return r;
+}
+
+static int same_name(PyObject *a, PyObject *b) {
+    return a == b || (PyUnicode_Check(a) && PyUnicode_Compare(a, b) == 0);
+}
+
+static PyObject *bound_vectorcall(PyObject *self_, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Bound *self = (Bound *)self_;
+    Binder *bd = self->binder;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    Py_ssize_t n = bd->n_args;
+    if (nargs > n)
+        return bound_fallback(self, args, nargsf, kwnames);
+    PyObject *call[4 + MAX_PARAMS];
+    PyObject **vals = call + 4;
+    for (Py_ssize_t i = 0; i < n; i++)
+        vals[i] = i < nargs ? args[i] : NULL;
+    call[0] = self->grid;
+    call[1] = i_4;
+    call[2] = i_3;
+    call[3] = Py_None;
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t j = 0; j < nkw; j++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, j);
+        PyObject *v = args[nargs + j];
+        if (same_name(name, s_num_warps)) {
+            call[1] = v;
+            continue;
+        }
+        if (same_name(name, s_num_stages)) {
+            call[2] = v;
+            continue;
+        }
+        if (same_name(name, s_stream)) {
+            call[3] = v;
+            continue;
+        }
+        Py_ssize_t i = 0;
+        while (i < n && PyTuple_GET_ITEM(bd->names, i) != name)   /* interned: pointers first */
+            i++;
+        if (i == n) {
+            i = 0;
+            while (i < n && !same_name(PyTuple_GET_ITEM(bd->names, i), name))
+                i++;
+        }
+        if (i == n || vals[i] != NULL)            /* another option, unknown or given twice */
+            return bound_fallback(self, args, nargsf, kwnames);
+        vals[i] = v;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (vals[i] == NULL) {
+            PyObject *d = PyTuple_GET_ITEM(bd->defaults, i);
+            if (d == bd->nodefault)
+                return bound_fallback(self, args, nargsf, kwnames);
+            vals[i] = d;
+        }
+    }
+    int in0 = PyDict_Contains(bd->env, bd->ik0), in1 = PyDict_Contains(bd->env, bd->ik1);
+    if (in0 < 0 || in1 < 0)
+        return NULL;
+    if (in0 || in1)                               /* maybe interpret mode: the Python runner decides */
+        return bound_fallback(self, args, nargsf, kwnames);
+    PyObject *r = binder_run(bd, call);
+    if (r != Py_NotImplemented)
+        return r;
+    Py_DECREF(r);
+    return bound_fallback(self, args, nargsf, kwnames);
+}
+
+static void bound_dealloc(Bound *self) {
+    Py_XDECREF(self->binder);
+    Py_XDECREF(self->grid);
+    Py_XDECREF(self->runner);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject BoundType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "blocktune_launch.Bound",
+    .tp_basicsize = sizeof(Bound),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(Bound, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_dealloc = (destructor)bound_dealloc,
+    .tp_doc = "kernel[grid]: call with the kernel's arguments (and num_warps=, num_stages=, stream=)",
+};
+
+static PyObject *binder_bind(PyObject *self_, PyObject *const *args, Py_ssize_t nargs) {
+    Binder *self = (Binder *)self_;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "bind(grid, runner)");
+        return NULL;
+    }
+    if (self->names == NULL) {
+        PyErr_SetString(PyExc_ValueError, "this Binder was made without names/defaults/env");
+        return NULL;
+    }
+    Bound *b = PyObject_New(Bound, &BoundType);
+    if (b == NULL)
+        return NULL;
+    b->vectorcall = bound_vectorcall;
+    b->binder = (Binder *)Py_NewRef(self_);
+    b->grid = Py_NewRef(args[0]);
+    b->runner = Py_NewRef(args[1]);
+    return (PyObject *)b;
+}
+
+static PyMethodDef binder_methods[] = {
+    {"bind", (PyCFunction)(void (*)(void))binder_bind, METH_FASTCALL,
+     "bind(grid, runner) -> the object `kernel[grid]` returns"},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyObject *binder_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-    PyObject *launchers, *ns;
+    PyObject *launchers, *ns, *pnames = NULL, *defaults = NULL, *nodefault = NULL, *env = NULL, *ik0 = NULL,
+             *ik1 = NULL;
     const char *spec;
     Py_ssize_t n;
-    static char *names[] = {"launchers", "ns", "spec", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!s#", names, &PyDict_Type, &launchers, &PyDict_Type, &ns,
-                                     &spec, &n))
+    static char *names[] = {"launchers", "ns", "spec", "names", "defaults", "nodefault", "env", "ik0", "ik1",
+                            NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!s#|O!O!OO!OO", names, &PyDict_Type, &launchers, &PyDict_Type,
+                                     &ns, &spec, &n, &PyTuple_Type, &pnames, &PyTuple_Type, &defaults, &nodefault,
+                                     &PyDict_Type, &env, &ik0, &ik1))
         return NULL;
+    if (pnames != NULL && (defaults == NULL || nodefault == NULL || env == NULL || ik0 == NULL || ik1 == NULL ||
+                           PyTuple_GET_SIZE(pnames) != n || PyTuple_GET_SIZE(defaults) != n)) {
+        PyErr_SetString(PyExc_ValueError, "names, defaults, nodefault, env, ik0, ik1 go together (one name and "
+                                          "one default per spec char)");
+        return NULL;
+    }
     if (n > MAX_PARAMS) {
         PyErr_Format(PyExc_ValueError, "at most %d kernel parameters", MAX_PARAMS);
         return NULL;
@@ -448,12 +616,33 @@ static PyObject *binder_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     }
     self->launchers = Py_NewRef(launchers);
     self->ns = Py_NewRef(ns);
+    if (pnames != NULL) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (!PyUnicode_Check(PyTuple_GET_ITEM(pnames, i))) {
+                Py_DECREF(self);
+                PyErr_SetString(PyExc_TypeError, "names must be strings");
+                return NULL;
+            }
+        }
+        self->names = Py_NewRef(pnames);
+        self->defaults = Py_NewRef(defaults);
+        self->nodefault = Py_NewRef(nodefault);
+        self->env = Py_NewRef(env);
+        self->ik0 = Py_NewRef(ik0);
+        self->ik1 = Py_NewRef(ik1);
+    }
     return (PyObject *)self;
 }
 
 static void binder_dealloc(Binder *self) {
     Py_XDECREF(self->launchers);
     Py_XDECREF(self->ns);
+    Py_XDECREF(self->names);
+    Py_XDECREF(self->defaults);
+    Py_XDECREF(self->nodefault);
+    Py_XDECREF(self->env);
+    Py_XDECREF(self->ik0);
+    Py_XDECREF(self->ik1);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -466,6 +655,7 @@ static PyTypeObject BinderType = {
     .tp_call = PyVectorcall_Call,
     .tp_new = binder_new,
     .tp_dealloc = (destructor)binder_dealloc,
+    .tp_methods = binder_methods,
     .tp_doc = "binder(grid, num_warps, num_stages, stream, *args): the runner's fast path, or NotImplemented",
 };
 
@@ -491,7 +681,15 @@ PyMODINIT_FUNC PyInit_blocktune_launch(void) {
     k_tensor = PyUnicode_InternFromString("_Tensor");
     k_get_device = PyUnicode_InternFromString("_get_device");
     k_get_stream = PyUnicode_InternFromString("_get_stream");
-    if (!s_data_ptr || !s_is_cuda || !s_dtype || !s_i32 || !s_fp32 || !k_tensor || !k_get_device || !k_get_stream)
+    s_num_warps = PyUnicode_InternFromString("num_warps");
+    s_num_stages = PyUnicode_InternFromString("num_stages");
+    s_stream = PyUnicode_InternFromString("stream");
+    i_4 = PyLong_FromLong(4);
+    i_3 = PyLong_FromLong(3);
+    if (!s_data_ptr || !s_is_cuda || !s_dtype || !s_i32 || !s_fp32 || !k_tensor || !k_get_device || !k_get_stream ||
+        !s_num_warps || !s_num_stages || !s_stream || !i_4 || !i_3)
+        return NULL;
+    if (PyType_Ready(&BoundType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)

@@ -668,6 +668,28 @@ def test_native_binder_fast_path(fake_cuda):
     assert k._binder((3,), 4, 3, 0x99, odd, y, o, 4096, 1024) is not NotImplemented   # ... then fast
     assert fake_cuda.fake_grid(0) == 3 and fake_cuda.fake_stream() == 0x99
 
+    # kernel[grid] binds arguments in C as Python would, and hands everything else to the runner
+    g = (6,)
+    bound = k[g]
+    assert type(bound).__name__ == "Bound" and k[g] is bound
+    calls = fake_cuda.fake_calls()
+    assert bound(x, y, o, 4096, BLOCK_SIZE=1024) is ck
+    assert bound(out_ptr=o, x_ptr=x, y_ptr=y, n_elements=4096, BLOCK_SIZE=1024, stream=0x42) is ck
+    assert fake_cuda.fake_calls() == calls + 2 and fake_cuda.fake_stream() == 0x42 and fake_cuda.fake_grid(0) == 6
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'BLOCK_SIZE'"):
+        bound(x, y, o, 4096)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'BLOCK'"):
+        bound(x, y, o, 4096, BLOCK=1024)
+    with pytest.raises(TypeError, match="multiple values for argument 'x_ptr'"):
+        bound(x, y, o, 4096, BLOCK_SIZE=1024, x_ptr=x)
+    assert bound(x, y, o, 4096, BLOCK_SIZE=1024, warmup=True) is ck     # an option the C path leaves alone
+    n0 = k.compile_count
+    bound(x, y, o, 4096, BLOCK_SIZE=1024, num_warps=8)                  # a new key: compiled, then fast
+    assert k.compile_count == n0 + 1
+    calls = fake_cuda.fake_calls()
+    bound(x, y, o, 4096, BLOCK_SIZE=1024, num_warps=8)
+    assert k.compile_count == n0 + 1 and fake_cuda.fake_calls() == calls + 1 and fake_cuda.fake_grid(3) == 256
+
 
 def test_launch_overhead_python_side(fake_cuda):
     """Host time of one launch with everything but the driver real (fake cuLaunchKernel)."""
