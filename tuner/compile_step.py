@@ -20,7 +20,6 @@ only what loading needs (the PTX, the cubin when there is one, the metadata): th
 from __future__ import annotations
 
 import functools
-import logging
 import os
 import re
 import shutil
@@ -28,8 +27,6 @@ import subprocess
 import tempfile
 import time
 from typing import Any
-
-log = logging.getLogger("blocktune.tuner")
 
 CUBIN_ENV = "BLOCKTUNE_TUNER_CUBIN"     # 0/false/no/off: the tuner ships PTX (the driver JITs it)
 
