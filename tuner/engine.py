@@ -1,13 +1,17 @@
 """The tuning engine: `run_job(db_url, job_id, ...)`.
 
 One run of a job:
-  1. loads the job and its spec, marks it running, starts the GPU child (it owns the CUDA context,
-     or the CPU interpreter with interpret=True) and the compile pool;
+  1. loads the job and its spec, marks it running, launches the GPU child (it owns the CUDA context,
+     or the CPU interpreter with interpret=True) and starts every compile worker — neither is
+     waited for: the device's properties come from the driver in the parent (no CUDA context), so
+     steps 2 and 3's first compiles overlap the child's start-up (torch, CUDA, the inputs);
   2. creates or resumes the job's Optuna study (RDBStorage on the same database, `job-<id>`),
      enqueueing known-good configs first (the previous winner, the default config, the spec's list);
-  3. asks Optuna for configs, `lookahead` at a time: constraint violations and repeats are answered
-     at once; the rest are compiled in the pool ahead of the GPU, then run, checked against the
-     reference and measured in the child. A hang kills the child (timeout), a fault restarts it
+  3. asks Optuna for configs ahead of the GPU (`lookahead`; by default every queued known-good
+     config, up to 2 per compile worker, then 2): constraint violations and repeats are answered at
+     once; the rest are compiled in the pool (to a cubin when a suitable ptxas is there), then run,
+     checked against the reference and measured in the child; the next config goes to the child
+     before the previous result is recorded. A hang kills the child (timeout), a fault restarts it
      (runtime-error); every trial is recorded (tuning_trials) and told to Optuna (failures as
      infeasible, so constraint-aware TPE learns from them);
   4. stops on the budget (evaluated trials and/or seconds), on patience (N evaluated trials without
@@ -15,6 +19,7 @@ One run of a job:
      `should_stop()` is true (the job stays resumable);
   5. re-measures the best few configs and the default one in interleaved rounds, and stores the
      winner (jobs.best_config / best_time_ms and best_configs).
+Where the time went (tuner/timeline.py) is logged at the end and sent with the "done" event.
 """
 from __future__ import annotations
 
