@@ -179,6 +179,9 @@ class Tuner:
             self.kernel = job.kernel
             self.fingerprint, self.kernel_name = job.kernel.fingerprint, job.kernel.name
             self.study_name = job.study_name or f"job-{job.id}"
+            # the job's identity beyond (database URL, id): a new database at the same path reuses
+            # ids, and must not find the reference outputs an older job-1 left in its work directory
+            self.job_identity = f"{job.created_at.isoformat() if job.created_at else ''}|{job.kernel.fingerprint}"
             now = utcnow()
             job.state = "running"
             job.study_name = self.study_name
@@ -191,7 +194,7 @@ class Tuner:
     def _workdir(self) -> Path:
         import platformdirs
 
-        tag = hashlib.sha256(f"{self.db_url}|{self.study_name}".encode()).hexdigest()[:12]
+        tag = hashlib.sha256(f"{self.db_url}|{self.study_name}|{self.job_identity}".encode()).hexdigest()[:12]
         d = Path(platformdirs.user_cache_dir("blocktune", appauthor=False)) / "jobs" / f"{self.study_name}-{tag}"
         d.mkdir(parents=True, exist_ok=True)
         return d

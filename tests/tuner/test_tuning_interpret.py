@@ -316,3 +316,24 @@ def test_inplace_outputs_are_reset_between_runs(sqlite_url):
         assert len({json.dumps(t.config, sort_keys=True) for t in job.trials}) == 6
         assert all(len(t.samples_ms) >= 3 for t in job.trials)
     engine.dispose()
+
+
+def test_a_new_database_at_the_same_path_starts_clean(tmp_path):
+    """Job ids restart in a new database at an old path: job 1 of the new one must not find the
+    reference outputs job 1 of the old one left in its work directory."""
+    url = f"sqlite:///{tmp_path / 'reused.db'}"
+    for n in (5000, 1500):
+        spec = example("vector_add", N=n)
+        spec["space"] = {"BLOCK_SIZE": [256, 512], "num_warps": [2]}
+        spec["budget"] = {"trials": 2}
+        spec["measure"] = {"remeasure_top": 1, "remeasure_rounds": 1}
+        job_id = _new_job(url, spec)
+        assert job_id == 1
+        run_job(url, job_id, interpret=True)
+        engine, Session = _session(url)
+        with Session() as s:
+            job = s.get(Job, job_id)
+            assert job.state == "succeeded", job.error
+            assert {t.status for t in job.trials} == {"ok"}, [t.error for t in job.trials]
+        engine.dispose()
+        (tmp_path / "reused.db").unlink()
