@@ -152,8 +152,9 @@ def replay(spec: dict, table: dict, kind: str, seed: int, max_trials: int, known
     study = optuna.create_study(sampler=make_sampler(kind, seed=seed, constant_liar=False,
                                                      n_startup_trials=max(4, min(10, max_trials // 5))))
     if known_good:
-        for cfg in list(js.configs) + ([js.default_config] if js.default_config else []):
-            if all(cfg.get(k) in v for k, v in space.params.items()):   # inside this (reduced) space
+        for partial in ([js.default_config] if js.default_config else []) + list(js.configs):
+            cfg = space.complete(partial)          # as the engine does (None: outside this space)
+            if cfg is not None:
                 study.enqueue_trial(space.encode(cfg), skip_if_exists=True)
     evaluated: set[str] = set()
     asks = 0
