@@ -69,6 +69,9 @@ def modes_spec(n: int = 1000, *, modes=(0, 1, 2, 3, 4, 5), timeout_s: float = 3.
         "constraints": ["MODE != 5"],           # 5: refused by a constraint, never compiled
         "check": {"outputs": ["out_ptr"]},
         "default_config": {"MODE": 0, "BLOCK_SIZE": 256, "num_warps": 4},
+        # the search stops once every *valid* config is tried: queue MODE 5 first so that it is
+        # always proposed (and refused) whatever order the brute-force sampler picks
+        "configs": [{"MODE": 5, "BLOCK_SIZE": 256, "num_warps": 4}],
         "budget": {"trials": 20},
         "sampler": "brute",
         "measure": {"timeout_s": timeout_s, "remeasure_top": 1, "remeasure_rounds": 2},
