@@ -1013,14 +1013,7 @@ class Program:
     def _op_print(self, op):
         slots = [self._slot(v) for v in op.operands]
         types = [v.type for v in op.operands]
-        prefix = str(op.attrs.get("prefix", ""))
-        if slots:  # Triton's normalization: a prefix followed by values ends in ": "
-            if not prefix.endswith(" "):
-                prefix += " "
-            if not prefix.endswith(": "):
-                prefix = prefix[:-1] + ": "
-        prefix = prefix.strip()
-        prefix = ("" if prefix.startswith(":") else " ") + prefix + " " if prefix else " "
+        prefix = ir.print_text(op.attrs.get("prefix", ""), len(slots))
         hexa = bool(op.attrs.get("hex", False))
         many = len(slots) > 1
 

@@ -283,5 +283,18 @@ def uses(fn: Function) -> dict[int, list[Op]]:
     return table
 
 
+def print_text(prefix: str, n_operands: int) -> str:
+    """The text a `print` op puts between `idx (...)` and each value, as Triton writes it: a prefix
+    followed by values ends in ": " (shared by the interpreter and the GPU lowering)."""
+    prefix = str(prefix)
+    if n_operands:
+        if not prefix.endswith(" "):
+            prefix += " "
+        if not prefix.endswith(": "):
+            prefix = prefix[:-1] + ": "
+    prefix = prefix.strip()
+    return ("" if prefix.startswith(":") else " ") + prefix + " " if prefix else " "
+
+
 def is_pointer(ty) -> bool:
     return isinstance(scalar_of(ty), pointer_type)

@@ -997,6 +997,17 @@ def r_nop(lw, op):
     pass
 
 
+def r_print(lw, op):
+    from .debug_ops import lower_print
+    lower_print(lw, op)
+
+
+def r_assert(lw, op):
+    if getattr(lw, "debug", False):
+        from .debug_ops import lower_assert
+        lower_assert(lw, op)
+
+
 def r_return(lw, op):
     lw.b.ret_void()
     lw.b.position_at_end(lw.func.append_basic_block("after_return"))
@@ -1991,7 +2002,7 @@ def _register():
     RULES.update({"load": r_load, "store": r_store, "atomic_rmw": r_atomic_rmw, "atomic_cas": r_atomic_cas,
                   "reduce": r_reduce, "scan": r_scan, "dot": r_dot, "barrier": r_barrier,
                   "for": r_for, "if": r_if, "while": r_while, "return": r_return,
-                  "print": r_nop, "assert": r_nop})
+                  "print": r_print, "assert": r_assert})
 
 
 _register()
@@ -2000,12 +2011,14 @@ _register()
 # ==============================================================================================
 # Entry point
 
-def lower_to_llvm(fn: ir.Function, *, num_warps: int, num_stages: int = 1, target: str | None = None) -> Lowering:
+def lower_to_llvm(fn: ir.Function, *, num_warps: int, num_stages: int = 1, target: str | None = None,
+                  debug: bool = False) -> Lowering:
     if num_warps < 1 or num_warps & (num_warps - 1) or num_warps > 32:
         raise BackendError(f"num_warps must be a power of two between 1 and 32, got {num_warps}")
     mma.configure(target)  # the dot lowering's choice of mma.sync / wgmma depends on the target
     lw = Lowering(fn, num_warps, "")
     lw.num_stages = num_stages  # software pipelining depth of dot loops (compiler/backend/pipeline.py)
+    lw.debug = debug            # device_assert is checked on the GPU only in debug mode, as in Triton
     return lw.run()
 
 
@@ -2027,10 +2040,11 @@ def module_text(lw: Lowering) -> str:
     return text
 
 
-def compile_ir(fn: ir.Function, *, num_warps: int, num_stages: int = 3, target: str = "sm_90") -> dict:
+def compile_ir(fn: ir.Function, *, num_warps: int, num_stages: int = 3, target: str = "sm_90",
+               debug: bool = False) -> dict:
     """Compile block IR to PTX. Returns {name, llir, ptx, shared, num_warps, params}."""
     cpu = cpu_for(target)
-    lw = lower_to_llvm(fn, num_warps=num_warps, num_stages=num_stages, target=target)
+    lw = lower_to_llvm(fn, num_warps=num_warps, num_stages=num_stages, target=target, debug=debug)
     if getattr(lw, "needs_sm90a", False):  # wgmma (compiler/backend/wgmma.py)
         cpu = "sm_90a"
     text = module_text(lw)

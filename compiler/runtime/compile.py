@@ -208,6 +208,7 @@ def cache_key(fn, signature: dict, constexprs: dict, num_warps: int, num_stages:
         f"w{int(num_warps)}", f"s{int(num_stages)}", str(target),
         # code-generation switches read by the backend (compiler/backend/wgmma.py, pipeline.py)
         ";".join(f"{v}={os.environ.get(v, '')}" for v in CODEGEN_SWITCHES),
+        f"debug={int(debug_mode(fn))}",
     ]
     h.update("\x00".join(parts).encode())
     return h.hexdigest()
@@ -228,9 +229,17 @@ def build_ir(fn, signature: dict, constexprs: dict, divisible_by_16=(), equal_to
     return generate_ir(fn, sig, cx, attrs)
 
 
-def _backend_compile(ir_fn, num_warps: int, num_stages: int, target: str) -> dict:
+def debug_mode(fn) -> bool:
+    """`@jit(debug=True)`, or TRITON_DEBUG=1 / BLOCKTUNE_DEBUG=1: device_assert is checked on the GPU."""
+    if getattr(fn, "debug", None):
+        return True
+    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
+               for v in ("TRITON_DEBUG", "BLOCKTUNE_DEBUG"))
+
+
+def _backend_compile(ir_fn, num_warps: int, num_stages: int, target: str, debug: bool = False) -> dict:
     from ..backend.nvptx import compile_ir  # noqa: PLC0415
-    return compile_ir(ir_fn, num_warps=num_warps, num_stages=num_stages, target=target)
+    return compile_ir(ir_fn, num_warps=num_warps, num_stages=num_stages, target=target, debug=debug)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -494,7 +503,7 @@ def compile(fn, signature, constexprs: dict | None = None, num_warps: int = 4, n
         stats["disk_hits"] += 1
     else:
         ir_fn = build_ir(fn, sig, constexprs, divisible_by_16, equal_to_1)
-        out = _backend_compile(ir_fn, num_warps, num_stages, target)
+        out = _backend_compile(ir_fn, num_warps, num_stages, target, debug_mode(fn))
         stats["compiled"] += 1
         out = dict(out)
         name = out.pop("name", ir_fn.name)

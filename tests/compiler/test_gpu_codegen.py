@@ -356,3 +356,74 @@ def test_gather_i64(gen):
     y = poisoned(n, torch.float32)
     K.gather_i64_kernel[(math.ceil(n / 512),)](x, idx, y, n, BLOCK=512)
     assert torch.equal(y.cpu(), x[idx].cpu())
+
+
+def test_device_print_gpu(gen, capfd):
+    """tl.device_print through vprintf: every element of a 2-D block once, with its pid and index,
+    a scalar once per program, hex for two operands (the fp16 bit patterns)."""
+    import re
+    import struct
+
+    from kernels import language as L
+    x = randn((8, 4), torch.float32, gen)
+    L.print_many_kernel[(2,)](x, BLOCK=8)
+    torch.cuda.synchronize()
+    out = capfd.readouterr().out.splitlines()
+    vals = {}
+    for ln in out:
+        m = re.fullmatch(r"pid \((\d), 0, 0\) idx \((\d), (\d)\) x: (\S+)", ln)
+        if m:
+            key = tuple(int(g) for g in m.groups()[:3])
+            assert key not in vals, f"printed twice: {ln}"
+            vals[key] = float(m.group(4))
+    xs = x.cpu()
+    assert len(vals) == 2 * 32
+    for (p, i, j), v in vals.items():
+        assert abs(v - xs[i, j].item()) <= 1e-6 * max(1.0, abs(v)), (p, i, j, v)
+    pids = [ln for ln in out if re.fullmatch(r"pid \(\d, 0, 0\) idx \(\) pid: \d", ln)]
+    assert sorted(pids) == ["pid (0, 0, 0) idx () pid: 0", "pid (1, 0, 0) idx () pid: 1"]
+    hexes = {}
+    for ln in out:
+        m = re.fullmatch(r"pid \(0, 0, 0\) idx \((\d), (\d)\) h: \(operand (\d)\) 0x([0-9a-f]+)", ln)
+        if m:
+            hexes[(int(m.group(1)), int(m.group(2)), int(m.group(3)))] = int(m.group(4), 16)
+    assert len(hexes) == 2 * 32
+    for (i, j, k), bits in hexes.items():
+        want = i + j if k == 0 else struct.unpack("<H", struct.pack("<e", xs[i, j].item()))[0]
+        assert bits == want, (i, j, k, hex(bits))
+
+
+ASSERT_SCRIPT = """
+import sys, torch
+sys.path.insert(0, {tests!r})
+from kernels import language as L
+x = torch.tensor([1, 2, 3, -4], dtype=torch.int32, device="cuda")
+L.assert_kernel[(1,)](x, 3, BLOCK=4)       # the negative element is masked off: no failure
+torch.cuda.synchronize()
+print("first launch ok", flush=True)
+L.assert_kernel[(1,)](x, 4, BLOCK=4)
+torch.cuda.synchronize()
+print("second launch ok", flush=True)
+"""
+
+
+@pytest.mark.parametrize("debug", ["1", "0"])
+def test_device_assert_gpu(debug, tmp_path):
+    """In debug mode (BLOCKTUNE_DEBUG=1, as TRITON_DEBUG) a false tl.device_assert stops the kernel
+    with CUDA's device-side assert and prints the message with file:line; without it the assert
+    costs nothing and does not fire (Triton's behaviour). In a subprocess: the context dies."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    tests = str(Path(__file__).resolve().parent)
+    env = dict(os.environ, BLOCKTUNE_DEBUG=debug, BLOCKTUNE_CACHE_DIR=str(tmp_path / "cache"))
+    p = subprocess.run([sys.executable, "-c", ASSERT_SCRIPT.format(tests=tests)], env=env, capture_output=True,
+                       text=True, timeout=120)
+    out = p.stdout + p.stderr
+    assert "first launch ok" in out, out
+    if debug == "1":
+        assert p.returncode != 0 and "second launch ok" not in out, out
+        assert "x must be non-negative" in out and "language.py" in out, out
+    else:
+        assert p.returncode == 0 and "second launch ok" in out, out

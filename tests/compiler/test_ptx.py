@@ -742,3 +742,25 @@ def test_big_conversion_is_chunked():
     from compiler.backend.nvptx import module_text
     from compiler.backend.llvm_target import llir_to_ptx
     ptxas_report(llir_to_ptx(module_text(lw))[1])
+
+
+def test_device_print_and_assert_lowering(monkeypatch):
+    """device_print becomes one vprintf per owned element (format strings with pid and idx);
+    device_assert becomes __assertfail only in debug mode (Triton's rule); both assemble."""
+    from tests.compiler.kernels import language as L
+    ck = triton.compile(L.print_many_kernel, {"x_ptr": "*fp32"}, {"BLOCK": 8}, num_warps=4, target="sm_90",
+                        divisible_by_16=("x_ptr",))
+    ptx = ck.asm["ptx"]
+    assert ptx.count("call.uni") == 4 and ".extern .func  (.param .b32 func_retval0) vprintf" in ptx
+    formats = bytes(int(c) for blob in re.findall(r"printf_fmt_\d+\[\d+\] = \{([^}]*)\}", ptx)
+                    for c in blob.split(",")).decode(errors="replace")
+    assert "pid (%d, %d, %d) idx (%d, %d) x: %f" in formats
+    assert "pid (%d, %d, %d) idx () pid: %d" in formats
+    assert "idx (%d, %d) h: (operand 1) 0x%04x" in formats and "(operand 0) 0x%08x" in formats
+    ptxas_report(ptx)
+    for debug, calls in (("0", 0), ("1", 1)):
+        monkeypatch.setenv("BLOCKTUNE_DEBUG", debug)
+        ck = triton.compile(L.assert_kernel, {"x_ptr": "*i32", "n": "i32"}, {"BLOCK": 128}, num_warps=4,
+                            target="sm_90")
+        assert ("call.uni __assertfail" in ck.asm["ptx"]) == bool(calls)
+        ptxas_report(ck.asm["ptx"])

@@ -653,3 +653,15 @@ def assert_kernel(x_ptr, n, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     x = tl.load(x_ptr + offs, mask=offs < n, other=0)
     tl.device_assert(x >= 0, "x must be non-negative")
+
+
+@triton.jit
+def print_many_kernel(x_ptr, BLOCK: tl.constexpr):
+    """2-D block, a scalar, two operands with hex: the GPU prints each element once."""
+    pid = tl.program_id(0)
+    rows = tl.arange(0, BLOCK)[:, None]
+    cols = tl.arange(0, 4)[None, :]
+    x = tl.load(x_ptr + rows * 4 + cols)
+    tl.device_print("x", x)
+    tl.device_print("pid", pid)
+    tl.device_print("h", rows + cols, x.to(tl.float16), hex=True)
