@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import load_twice  # noqa: E402
+from launch import _batch_us  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -22,22 +22,11 @@ N = 200000
 
 
 def per_call(fn, n=N, batch=256):
-    """Best of 3 of the mean host µs per call; batches of `batch` with a sync outside the timing."""
+    """Best of 3 of the mean host µs per call (launch.py's batches: a sync outside the timing)."""
     for _ in range(1000):
         fn()
     torch.cuda.synchronize()
-    best = 1e9
-    for _ in range(3):
-        total, done = 0.0, 0
-        while done < n:
-            t0 = time.perf_counter()
-            for _ in range(batch):
-                fn()
-            total += time.perf_counter() - t0
-            torch.cuda.synchronize()
-            done += batch
-        best = min(best, total / done * 1e6)
-    return best
+    return min(_batch_us(fn, n, batch) for _ in range(3))
 
 
 grid = (1,)
