@@ -102,14 +102,24 @@ class Bench:
             self.startup[name] = round(now - t, 3)
             t = now
 
-        if init.get("interpret"):
+        self.interpret = bool(init.get("interpret"))
+        index = int(init.get("device", 0))
+        self.index = index
+        # the GPU runs without torch (tuner/device_plane.py: driver API + numpy) unless asked for;
+        # interpret mode runs the CPU interpreter over torch CPU tensors
+        use_torch = self.interpret or os.environ.get("BLOCKTUNE_CHILD_TORCH", "").strip().lower() in ("1", "true", "yes", "on")
+        torch = None
+        if self.interpret:
             os.environ["BLOCKTUNE_INTERPRET"] = "1"
             context = None
+        elif use_torch:
+            context = early_context(index)
         else:
-            context = early_context(int(init.get("device", 0)))
-        import torch
+            context = None
+        if use_torch:
+            import torch
 
-        lap("import_torch")
+            lap("import_torch")
         if context is not None:
             thread, info = context
             thread.join(60)
@@ -122,32 +132,44 @@ class Bench:
 
         self.torch = torch
         self.compiler = compiler
-        self.interpret = bool(init.get("interpret"))
+        self.plane = None               # tuner.device_plane.DriverPlane when torch is not used
         self.spec = JobSpec.model_validate(init["spec"])
         self.workdir = Path(init["workdir"])
-        self.reference_path = self.workdir / "reference.pt"
+        # inputs differ between the two data planes (numpy's generator vs torch's): each keeps its own
+        self.reference_path = self.workdir / ("reference.pt" if use_torch else "reference.npz")
         if self.interpret:
             self.device = torch.device("cpu")
             self.props = dict(INTERPRETER_PROPS)
             self.timer = None
-        else:
+        elif use_torch:
             from compiler.runtime import driver
             from tuner.measure import CudaTimer
 
             if not torch.cuda.is_available():
                 raise RuntimeError("no CUDA GPU visible to torch")
-            index = int(init.get("device", 0))
             torch.cuda.set_device(index)
             self.device = torch.device("cuda", index)
             self.props = dict(driver.device_properties(index))
             self.props["target"] = driver.target_for_device(index)
             self.timer = CudaTimer(self.device, flush_l2=self.spec.measure.flush_l2)
+        else:
+            from compiler.runtime import driver
+            from tuner.device_plane import DriverPlane, DriverTimer
+
+            self.device = None
+            self.plane = DriverPlane(index)
+            self.props = dict(driver.device_properties(index))
+            self.props["target"] = driver.target_for_device(index)
+            self.timer = DriverTimer(self.plane, flush_l2=self.spec.measure.flush_l2)
         lap("device")          # CUDA context, device properties, the L2-flush buffer
         self.fn = compiler.jit_from_source(self.spec.kernel.source, self.spec.kernel.name)
         self._check_arguments()
-        from tuner.data import build_args
+        if self.plane is not None:
+            self.args, self.tensors, self.env = self.plane.make_args(self.spec)
+        else:
+            from tuner.data import build_args
 
-        self.args, self.tensors, self.env = build_args(self.spec, self.device)
+            self.args, self.tensors, self.env = build_args(self.spec, self.device)
         to_reset = set(self.spec.check.outputs) | {a.name for a in self.spec.args if a.is_tensor and a.tensor.inplace}
         self.initial = {n: self.tensors[n].clone() for n in to_reset}
         self.inplace = [a.name for a in self.spec.args if a.is_tensor and a.tensor.inplace]
@@ -179,9 +201,31 @@ class Bench:
         if self.spec.reference is not None:
             return self._run_reference_kernel()
         if self.reference_path.exists():
+            if self.plane is not None:
+                import numpy as np
+
+                with np.load(self.reference_path) as ref:
+                    return {k: ref[k] for k in ref.files if k in self.spec.check.outputs}
             ref = self.torch.load(self.reference_path, map_location=self.device)
             return {k: v for k, v in ref.items() if k in self.spec.check.outputs}
         return None
+
+    def _snapshot(self) -> dict[str, Any]:
+        """The checked outputs as they are now (host arrays with the driver plane)."""
+        if self.plane is not None:
+            return {n: self.tensors[n].download() for n in self.spec.check.outputs}
+        return {n: self.tensors[n].clone() for n in self.spec.check.outputs}
+
+    def _save_reference(self) -> None:
+        tmp = self.reference_path.with_name(f"{self.reference_path.stem}.{os.getpid()}.tmp{self.reference_path.suffix}")
+        if self.plane is not None:
+            import numpy as np
+
+            with open(tmp, "wb") as f:
+                np.savez(f, **self.reference)
+        else:
+            self.torch.save({k: v.cpu() for k, v in self.reference.items()}, tmp)
+        os.replace(tmp, self.reference_path)   # atomic: workers sharing a job may read it
 
     def _run_reference_kernel(self) -> dict[str, Any]:
         ref = self.spec.reference
@@ -194,14 +238,18 @@ class Bench:
         grid_exprs = ref.grid if ref.grid is not None else self.spec.grid
         grid = tuple(int(safe_eval(g, env)) for g in grid_exprs)
         self.reset()
-        fn[grid](*self.args, num_warps=num_warps, num_stages=num_stages, **{**self.spec.constants, **constexprs})
+        stream = {"stream": self.plane.stream_handle} if self.plane is not None else {}
+        fn[grid](*self.args, num_warps=num_warps, num_stages=num_stages, **stream,
+                 **{**self.spec.constants, **constexprs})
         self.sync()
-        return {n: self.tensors[n].clone() for n in self.spec.check.outputs}
+        return self._snapshot()
 
     # --- running ----------------------------------------------------------------------------
 
     def sync(self) -> None:
-        if not self.interpret:
+        if self.plane is not None:
+            self.plane.sync()
+        elif not self.interpret:
             self.torch.cuda.synchronize()
 
     def reset(self) -> None:
@@ -216,7 +264,7 @@ class Bench:
         """Load the module now (timed), falling back to the PTX when the driver refuses the cubin
         (e.g. a ptxas newer than the driver)."""
         t = time.perf_counter()
-        index = self.device.index or 0
+        index = self.index
         try:
             try:
                 compiled.load(index)
@@ -243,15 +291,24 @@ class Bench:
             if not self.interpret:
                 self.load(compiled)
             args = self.args
-            current_stream = self.torch.cuda.current_stream
+            if self.plane is not None:
+                stream = self.plane.stream_handle
 
-            def run():
-                # on torch's current stream: the one CUDA events time and CUDA graphs capture
-                compiled.launch(grid, args, current_stream().cuda_stream)
+                def run():
+                    # on the plane's stream: the one its events time and its graphs capture
+                    compiled.launch(grid, args, stream)
+            else:
+                current_stream = self.torch.cuda.current_stream
+
+                def run():
+                    # on torch's current stream: the one CUDA events time and CUDA graphs capture
+                    compiled.launch(grid, args, current_stream().cuda_stream)
         else:
             kernel = self.fn[grid]
             args = self.args
             kw = {**self.spec.constants, **constexprs, "num_warps": num_warps, "num_stages": num_stages}
+            if self.plane is not None:
+                kw["stream"] = self.plane.stream_handle
 
             def run():
                 kernel(*args, **kw)
@@ -262,6 +319,8 @@ class Bench:
         """After an error on the GPU: is the CUDA context still usable?"""
         if self.interpret:
             return True
+        if self.plane is not None:
+            return self.plane.context_ok()
         try:
             self.torch.cuda.synchronize()
             x = self.torch.ones(4, device=self.device)
@@ -303,17 +362,18 @@ class Bench:
             return out
         if self.spec.check.outputs:
             if self.reference is None:
-                self.reference = {n: self.tensors[n].clone() for n in self.spec.check.outputs}
-                tmp = self.reference_path.with_suffix(f".{os.getpid()}.tmp")
-                self.torch.save({k: v.cpu() for k, v in self.reference.items()}, tmp)
-                os.replace(tmp, self.reference_path)   # atomic: workers sharing a job may read it
+                self.reference = self._snapshot()
+                self._save_reference()
                 out["reference"] = True
             else:
                 from tuner.data import compare, tolerances
 
                 for n in self.spec.check.outputs:
                     atol, rtol = tolerances(self.spec, n)
-                    why = compare(self.tensors[n], self.reference[n], atol, rtol)
+                    if self.plane is not None:
+                        why = self.plane.compare(self.tensors[n], self.reference[n], atol, rtol)
+                    else:
+                        why = compare(self.tensors[n], self.reference[n], atol, rtol)
                     if why:
                         out.update(status="wrong-result", error=f"{n}: {why}")
                         return out

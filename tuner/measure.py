@@ -1,13 +1,15 @@
 """The measurement protocol.
 
-GPU (torch.cuda): warm-up for `warmup_ms`, then repeats for about `rep_ms` (between `min_reps` and
-`max_reps`), each timed with a pair of CUDA events; before every repeat the in-place outputs are
-reset and the L2 cache is flushed by zeroing a 256 MB buffer, both outside the timed region. The
-number of repeats counts that per-repeat reset + flush in `rep_ms` (as Triton's do_bench does, whose
-estimate times the cache clearing with the kernel): a 15 µs kernel behind an 85 µs flush gets
-~100 µs per repeat, so `rep_ms` is the wall time the repeats take, not 5–7× more.
-Kernels shorter than ~10 µs are timed through a CUDA graph holding a batch of launches (the launch
-overhead would otherwise dominate); a sample is then the batch time divided by its size.
+GPU (torch.cuda): warm-up, then repeats for about `rep_ms` (between `min_reps` and `max_reps`),
+each timed with a pair of CUDA events; before every repeat the in-place outputs are reset and the
+L2 cache is flushed by zeroing a 256 MB buffer, both outside the timed region. The warm-up and
+repeat counts are Triton's do_bench ones, whose estimate times the cache clearing with the kernel:
+`warmup_ms` and `rep_ms` divided by the time of one repeat *with* its reset and flush. A 15 µs
+kernel behind an 85 µs flush gets ~100 µs per repeat: ~250 warm-up runs and ~1000 repeats, so
+`rep_ms` is the wall time the repeats take, not 5–7× more. Kernels shorter than ~10 µs are timed
+through a CUDA graph holding a batch of launches (the launch overhead would otherwise dominate); a
+sample is then the batch time divided by its size. tuner/device_plane.py's DriverTimer follows the
+same protocol without torch.
 CPU (interpret mode): the same protocol with time.perf_counter.
 
 The result keeps every sample; the summary is the median with its spread (p20, p80, min, max).
@@ -131,7 +133,7 @@ class CudaTimer:
             return self._measure_graph(fn, reset, est, warmup_ms=warmup_ms, rep_ms=rep_ms, min_reps=min_reps,
                                        max_reps=max_reps, overhead_ms=overhead)
         # warm-up (back-to-back runs for warmup_ms of kernel time)
-        for _ in range(n_reps(est, warmup_ms, 1, 10_000)):
+        for _ in range(n_reps(est + overhead, warmup_ms, 1, 10_000)):
             fn()
         reps = n_reps(est + overhead, rep_ms, min_reps, max_reps)
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
@@ -163,7 +165,7 @@ class CudaTimer:
                 fn()
         torch.cuda.synchronize()
         batch_ms = est_ms * batch
-        for _ in range(n_reps(batch_ms, warmup_ms, 1, 1000)):
+        for _ in range(n_reps(batch_ms + overhead_ms, warmup_ms, 1, 1000)):
             graph.replay()
         reps = n_reps(batch_ms + overhead_ms, rep_ms, min_reps, max_reps)
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]

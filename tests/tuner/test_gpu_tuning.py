@@ -80,3 +80,27 @@ def test_faulting_and_hanging_configs_leave_the_run_alive(sqlite_url):
             0: "ok", 1: "runtime-error", 2: "wrong-result", 3: "timeout", 4: "compile-error", 5: "invalid"}
         assert job.best_config["MODE"] == 0
     engine.dispose()
+
+
+@pytest.mark.parametrize("plane", ["driver", "torch"])
+def test_both_data_planes(sqlite_url, monkeypatch, plane):
+    """The GPU child runs without torch by default (driver API buffers, events, graphs; numpy
+    inputs and checks) and with torch under BLOCKTUNE_CHILD_TORCH=1: both tune the same job to
+    correct results (every config checked against the first one's outputs) and real timings."""
+    if plane == "torch":
+        monkeypatch.setenv("BLOCKTUNE_CHILD_TORCH", "1")
+    else:
+        monkeypatch.delenv("BLOCKTUNE_CHILD_TORCH", raising=False)
+    spec = example("softmax", M=512, N=1000)
+    spec["space"] = {"BLOCK_SIZE": [1024, 2048], "num_warps": [4, 8]}
+    spec["budget"] = {"trials": 4}
+    job_id, engine, Session, events = _run(sqlite_url, spec)
+    with Session() as s:
+        job = s.get(Job, job_id)
+        assert job.state == "succeeded", job.error
+        assert [t.status for t in job.trials] == ["ok"] * 4, [t.error for t in job.trials]
+        assert all(len(t.samples_ms) >= 10 and 0.0005 < t.median_ms < 10 for t in job.trials)
+    done = [d for k, d in events if k == "done"][0]
+    detail = done.get("timeline", {}).get("child_start_detail", {})
+    assert ("import_torch" in detail) == (plane == "torch"), detail
+    engine.dispose()

@@ -1,0 +1,58 @@
+"""The GPU child's torch-free inputs and checks (tuner/host_data.py) against torch's version."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from tuner import data, host_data
+from tuner.spec import TensorSpec
+
+
+DTYPES = ["float16", "bfloat16", "float32", "float64", "int32", "int64", "int8", "uint8", "bool"]
+FLOATS = ("float16", "bfloat16", "float32", "float64")
+CASES = [(d, i) for d in DTYPES for i in ("randn", "rand", "zeros", "ones", "arange", "randint", "full")
+         if d in FLOATS or i not in ("randn", "rand")]        # the spec refuses randn/rand of integers
+
+
+@pytest.mark.parametrize("dtype,init", CASES)
+def test_make_array_dtypes_and_initializers(dtype, init):
+    kw = {"randint": {"low": -5, "high": 7}, "full": {"value": 3}}.get(init, {})
+    if init == "randint" and dtype in ("uint8", "bool"):
+        kw = {"low": 0, "high": 2}
+    ts = TensorSpec(shape=[4, 6], dtype=dtype, init=init, **kw)
+    a = host_data.make_array(ts, (4, 6), seed=11)
+    assert a.shape == (4, 6) and a.flags.c_contiguous and a.dtype == host_data.NUMPY[dtype]
+    assert np.array_equal(a, host_data.make_array(ts, (4, 6), seed=11))        # deterministic
+    vals = host_data.as_numbers(a, dtype)
+    # the same distribution as torch's generator makes (values differ, ranges and constants agree)
+    t = data.make_tensor(ts, (4, 6), seed=11)
+    if init in ("zeros", "ones", "full", "arange"):
+        assert np.array_equal(vals, t.double().numpy() if t.dtype.is_floating_point else t.long().numpy())
+    elif init == "rand":
+        assert vals.min() >= 0.0 and vals.max() <= 1.0 and len(np.unique(vals)) > 10
+    elif init == "randint" and dtype != "bool":
+        assert vals.min() >= kw["low"] and vals.max() < kw["high"]
+
+
+def test_bf16_bits_round_to_nearest_even():
+    x = np.array([1.0, -2.5, 3.140625, 1.00390625, 1.01171875, float("inf"), float("nan")], np.float32)
+    bits = host_data.to_bf16_bits(x)
+    want = torch.from_numpy(x).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+    assert np.array_equal(bits[:-1], want[:-1]) and np.isnan(host_data.from_bf16_bits(bits)[-1])
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "int32"])
+def test_compare_agrees_with_the_torch_version(dtype):
+    ts = TensorSpec(shape=[64], dtype=dtype, init="randn" if dtype != "int32" else "randint", low=-50, high=50)
+    ref = host_data.make_array(ts, (64,), seed=3)
+    out = ref.copy()
+    to_t = (lambda a: torch.from_numpy(host_data.from_bf16_bits(a)).to(torch.bfloat16)) if dtype == "bfloat16" \
+        else torch.from_numpy
+    assert host_data.compare(out, ref, dtype, 1e-2, 1e-2) is None
+    out[5] = out[5] + (40 if dtype == "int32" else (host_data.to_bf16_bits(np.float32([7.0]))[0] - ref[5]
+                                                    if dtype == "bfloat16" else 7))
+    got = host_data.compare(out, ref, dtype, 1e-2, 1e-2)
+    want = data.compare(to_t(out), to_t(ref), 1e-2, 1e-2)
+    assert got is not None and got == want
+    assert host_data.compare(out[:10], ref, dtype, 0, 0).startswith("shape (10,) != reference (64,)")

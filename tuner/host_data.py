@@ -1,0 +1,88 @@
+"""Kernel inputs generated with numpy, and output comparison on the host (the GPU child's
+torch-free data plane, tuner/device_plane.py).
+
+The same initializers and seeds as tuner/data.py's torch version, from numpy's generator: the
+values differ from torch's, so a job keeps the plane it started with (the reference outputs are
+stored per plane, see tuner/child.py). bfloat16, which numpy lacks, is kept as its 16-bit
+patterns (uint16) and widened to float32 for comparisons.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tuner.spec import TensorSpec
+
+NUMPY = {"float16": np.float16, "float32": np.float32, "float64": np.float64, "int8": np.int8,
+         "int16": np.int16, "int32": np.int32, "int64": np.int64, "uint8": np.uint8, "bool": np.bool_,
+         "bfloat16": np.uint16}
+
+
+def to_bf16_bits(x: np.ndarray) -> np.ndarray:
+    """float32 → bfloat16 bit patterns, rounding to nearest even (NaN stays NaN)."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    return np.where(np.isnan(x), np.uint16(0x7FC0), rounded)
+
+
+def from_bf16_bits(b: np.ndarray) -> np.ndarray:
+    return (b.astype(np.uint32) << 16).view(np.float32)
+
+
+def make_array(ts: TensorSpec, shape: tuple[int, ...], seed: int) -> np.ndarray:
+    """Host values for one tensor argument (C-contiguous, the device layout)."""
+    g = np.random.default_rng(seed)
+    n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    if ts.init == "randn":
+        v = g.standard_normal(shape, dtype=np.float32) * ts.std + ts.mean
+    elif ts.init == "rand":
+        lo = 0.0 if ts.low is None else ts.low
+        hi = 1.0 if ts.high is None else ts.high
+        v = g.random(shape, dtype=np.float32) * (hi - lo) + lo
+    elif ts.init in ("zeros", "empty"):      # 'empty' is zero-filled too: runs must be reproducible
+        v = np.zeros(shape, dtype=np.float64)
+    elif ts.init == "ones":
+        v = np.ones(shape, dtype=np.float64)
+    elif ts.init == "full":
+        v = np.full(shape, ts.value, dtype=np.float64)
+    elif ts.init == "arange":
+        v = np.arange(n, dtype=np.float64).reshape(shape)
+    elif ts.init == "randint":
+        v = g.integers(int(ts.low or 0), int(ts.high), size=shape, dtype=np.int64)
+    else:  # pragma: no cover - the spec refuses others
+        raise ValueError(ts.init)
+    if ts.dtype == "bfloat16":
+        return to_bf16_bits(np.asarray(v, dtype=np.float32))
+    if ts.dtype == "bool":
+        return np.asarray(v) != 0
+    return np.ascontiguousarray(np.asarray(v).astype(NUMPY[ts.dtype]))
+
+
+def as_numbers(a: np.ndarray, dtype: str) -> np.ndarray:
+    """Values to compare: float64 for floating types, int64 for the others."""
+    if dtype == "bfloat16":
+        return from_bf16_bits(a).astype(np.float64)
+    if dtype in ("float16", "float32", "float64"):
+        return a.astype(np.float64)
+    return a.astype(np.int64)
+
+
+def compare(out: np.ndarray, ref: np.ndarray, dtype: str, atol: float, rtol: float) -> str | None:
+    """None when `out` matches `ref` within |out-ref| <= atol + rtol*|ref| (NaN == NaN), else why not
+    (the wording of tuner/data.py's compare)."""
+    if tuple(out.shape) != tuple(ref.shape):
+        return f"shape {tuple(out.shape)} != reference {tuple(ref.shape)}"
+    a, b = as_numbers(out, dtype), as_numbers(ref, dtype)
+    if a.dtype == np.float64:
+        ok = np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True)
+    else:
+        ok = a == b
+    if bool(ok.all()):
+        return None
+    bad = np.argwhere(~ok)
+    first = tuple(int(i) for i in bad[0])
+    with np.errstate(invalid="ignore"):
+        diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
+    diff = np.where(np.isnan(diff), np.inf, diff)
+    return (f"{len(bad)} of {ok.size} elements differ (max |diff| {float(diff.max()):.4g}, "
+            f"first at {first}: {float(a[first]):.6g} vs reference {float(b[first]):.6g}; "
+            f"atol={atol:g}, rtol={rtol:g})")
