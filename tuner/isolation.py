@@ -260,9 +260,11 @@ class CompilePool:
                 task.future = self._ensure().submit(task.fn, *task.args)
                 task.generation = self.generation
                 return
-            except BrokenProcessPool:
+            except (BrokenProcessPool, OSError):
                 # broken since the last look (a crashing task resubmitted just before): a fresh pool;
-                # the tasks the old one held are retried when their results are asked for
+                # the tasks the old one held are retried when their results are asked for. OSError:
+                # the executor's pipe to its dead worker closed before its management thread marked
+                # it broken (submit then fails spawning a replacement: "handle is closed")
                 if attempt == 4:
                     raise
                 self._break()
