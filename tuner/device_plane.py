@@ -3,7 +3,7 @@ the driver API (cuda-python, as compiler/runtime/driver.py), inputs from numpy.
 
 Why: `import torch` was the longest part of a tuning run's start (3.6 s of a 7.5 s cold run in
 docs/performance.md), and the child needs none of torch but memory and timing. The protocol is
-tuner/measure.py's CudaTimer one for one: warm-up, repeats with the in-place outputs reset and the
+tuner/measure.py's EventTimer protocol: warm-up, repeats with the in-place outputs reset and the
 L2 cache flushed (a 256 MB memset) outside the timed region, CUDA graphs of a batch of launches for
 kernels under ~10 µs. Everything runs on one stream of the device's primary context.
 BLOCKTUNE_CHILD_TORCH=1 gives the torch data plane back.
@@ -11,13 +11,13 @@ BLOCKTUNE_CHILD_TORCH=1 gives the torch data plane back.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from compiler.runtime import driver
 from tuner.host_data import NUMPY, compare, make_array
-from tuner.measure import L2_FLUSH_BYTES, Measurement, n_reps
+from tuner.measure import L2_FLUSH_BYTES, EventTimer
 
 _ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int8": 1, "int16": 2, "int32": 4,
              "int64": 8, "uint8": 1, "bool": 1}
@@ -118,8 +118,8 @@ class DriverPlane:
         return float(_ck(driver._driver().cuEventElapsedTime(start, end), "cuEventElapsedTime"))
 
 
-class DriverTimer:
-    """tuner.measure.CudaTimer's protocol on a DriverPlane's stream."""
+class DriverTimer(EventTimer):
+    """tuner.measure's protocol (EventTimer) on a DriverPlane's stream."""
 
     def __init__(self, plane: DriverPlane, *, flush_l2: bool = True):
         self.plane = plane
@@ -130,89 +130,37 @@ class DriverTimer:
             _ck(driver._driver().cuMemsetD32Async(self.flush_buf.ptr, 0, L2_FLUSH_BYTES // 4, self.plane.stream),
                 "cuMemsetD32Async")
 
-    def _time_ms(self, body: Callable[[], None], n: int) -> float:
-        p = self.plane
-        start, end = p.events(2)
-        p.record(start)
-        for _ in range(n):
-            body()
-        p.record(end)
-        p.sync()
-        return p.elapsed_ms(start, end) / n
+    def events(self, n: int) -> list:
+        return self.plane.events(n)
 
-    def _overhead_ms(self, reset) -> float:
-        if reset is None and self.flush_buf is None:
-            return 0.0
+    def record(self, ev) -> None:
+        self.plane.record(ev)
 
-        def body():
-            if reset:
-                reset()
-            self.flush()
-        return self._time_ms(body, 5)
+    def elapsed_ms(self, start, end) -> float:
+        return self.plane.elapsed_ms(start, end)
 
-    def measure(self, fn: Callable[[], None], reset: Callable[[], None] | None = None, *, warmup_ms: float = 25.0,
-                rep_ms: float = 100.0, min_reps: int = 10, max_reps: int = 1000, cuda_graph: str = "auto",
-                cuda_graph_below_us: float = 10.0) -> Measurement:
-        p = self.plane
-        fn()
-        p.sync()
-        if reset:
-            reset()
-        est = self._time_ms(fn, 5)
-        overhead = self._overhead_ms(reset)
-        use_graph = cuda_graph == "always" or (cuda_graph == "auto" and est * 1e3 < cuda_graph_below_us)
-        if use_graph:
-            return self._measure_graph(fn, reset, est, warmup_ms=warmup_ms, rep_ms=rep_ms, min_reps=min_reps,
-                                       max_reps=max_reps, overhead_ms=overhead)
-        for _ in range(n_reps(est + overhead, warmup_ms, 1, 10_000)):
-            fn()
-        reps = n_reps(est + overhead, rep_ms, min_reps, max_reps)
-        evs = p.events(2 * reps)
-        for i in range(reps):
-            if reset:
-                reset()
-            self.flush()
-            p.record(evs[2 * i])
-            fn()
-            p.record(evs[2 * i + 1])
-        p.sync()
-        return Measurement([p.elapsed_ms(evs[2 * i], evs[2 * i + 1]) for i in range(reps)], "events")
+    def sync(self) -> None:
+        self.plane.sync()
 
-    def _measure_graph(self, fn, reset, est_ms: float, *, warmup_ms, rep_ms, min_reps, max_reps,
-                       overhead_ms: float = 0.0) -> Measurement:
+    def capture(self, fn, batch: int):
         cu = driver._driver()
         p = self.plane
-        batch = max(1, min(1000, int(0.2 / max(est_ms, 1e-4))))
         for _ in range(3):
             fn()
         p.sync()
-        mode = cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
-        _ck(cu.cuStreamBeginCapture(p.stream, mode), "cuStreamBeginCapture")
+        _ck(cu.cuStreamBeginCapture(p.stream, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED),
+            "cuStreamBeginCapture")
         try:
             for _ in range(batch):
                 fn()
         finally:
             graph = _ck(cu.cuStreamEndCapture(p.stream), "cuStreamEndCapture")
         exe = _ck(cu.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
-        try:
-            def replay():
-                _ck(cu.cuGraphLaunch(exe, p.stream), "cuGraphLaunch")
 
-            batch_ms = est_ms * batch
-            for _ in range(n_reps(batch_ms + overhead_ms, warmup_ms, 1, 1000)):
-                replay()
-            reps = n_reps(batch_ms + overhead_ms, rep_ms, min_reps, max_reps)
-            evs = p.events(2 * reps)
-            for i in range(reps):
-                if reset:
-                    reset()
-                self.flush()
-                p.record(evs[2 * i])
-                replay()
-                p.record(evs[2 * i + 1])
-            p.sync()
-            return Measurement([p.elapsed_ms(evs[2 * i], evs[2 * i + 1]) / batch for i in range(reps)],
-                               "cuda-graph")
-        finally:
+        def replay():
+            _ck(cu.cuGraphLaunch(exe, p.stream), "cuGraphLaunch")
+
+        def release():
             cu.cuGraphExecDestroy(exe)
             cu.cuGraphDestroy(graph)
+        return replay, release

@@ -77,8 +77,89 @@ def measure_cpu(fn: Callable[[], None], reset: Callable[[], None] | None = None,
     return Measurement([once() for _ in range(reps)], "cpu")
 
 
-class CudaTimer:
-    """CUDA-event timing with L2 flush; CUDA graphs for short kernels. Lives in the GPU child."""
+class EventTimer:
+    """The GPU protocol (see the module doc) over a few primitives a subclass supplies: event
+    pairs, a stream to sync, the L2 flush, and graph capture. Lives in the GPU child."""
+
+    def flush(self) -> None:
+        raise NotImplementedError
+
+    def events(self, n: int) -> list:
+        """`n` timing events (recorded with record(), read with elapsed_ms())."""
+        raise NotImplementedError
+
+    def record(self, ev) -> None:
+        raise NotImplementedError
+
+    def elapsed_ms(self, start, end) -> float:
+        raise NotImplementedError
+
+    def sync(self) -> None:
+        raise NotImplementedError
+
+    def capture(self, fn: Callable[[], None], batch: int):
+        """A CUDA graph of `batch` calls of `fn` → (replay, release)."""
+        raise NotImplementedError
+
+    def _time_ms(self, body: Callable[[], None], n: int) -> float:
+        start, end = self.events(2)
+        self.record(start)
+        for _ in range(n):
+            body()
+        self.record(end)
+        self.sync()
+        return self.elapsed_ms(start, end) / n
+
+    def _overhead_ms(self, reset) -> float:
+        """Wall time per repeat spent outside the timed region: the reset and the L2 flush."""
+        def body():
+            if reset:
+                reset()
+            self.flush()
+        return self._time_ms(body, 5)
+
+    def _repeats(self, run: Callable[[], None], reset, reps: int, per_sample: int = 1) -> list[float]:
+        evs = self.events(2 * reps)
+        for i in range(reps):
+            if reset:
+                reset()
+            self.flush()
+            self.record(evs[2 * i])
+            run()
+            self.record(evs[2 * i + 1])
+        self.sync()
+        return [self.elapsed_ms(evs[2 * i], evs[2 * i + 1]) / per_sample for i in range(reps)]
+
+    def measure(self, fn: Callable[[], None], reset: Callable[[], None] | None = None, *, warmup_ms: float = 25.0,
+                rep_ms: float = 100.0, min_reps: int = 10, max_reps: int = 1000, cuda_graph: str = "auto",
+                cuda_graph_below_us: float = 10.0) -> Measurement:
+        fn()
+        self.sync()
+        if reset:
+            reset()
+        est = self._time_ms(fn, 5)
+        overhead = self._overhead_ms(reset)
+        use_graph = cuda_graph == "always" or (cuda_graph == "auto" and est * 1e3 < cuda_graph_below_us)
+        if not use_graph:
+            for _ in range(n_reps(est + overhead, warmup_ms, 1, 10_000)):
+                fn()
+            reps = n_reps(est + overhead, rep_ms, min_reps, max_reps)
+            return Measurement(self._repeats(fn, reset, reps), "events")
+        # a batch long enough (~200 µs) that event resolution and graph launch do not matter
+        batch = max(1, min(1000, int(0.2 / max(est, 1e-4))))
+        replay, release = self.capture(fn, batch)
+        try:
+            batch_ms = est * batch
+            for _ in range(n_reps(batch_ms + overhead, warmup_ms, 1, 1000)):
+                replay()
+            reps = n_reps(batch_ms + overhead, rep_ms, min_reps, max_reps)
+            return Measurement(self._repeats(replay, reset, reps, batch), "cuda-graph")
+        finally:
+            release()
+
+
+class CudaTimer(EventTimer):
+    """EventTimer on torch's current stream (the GPU child's torch data plane)."""
 
     def __init__(self, device, *, flush_l2: bool = True):
         import torch
@@ -91,68 +172,20 @@ class CudaTimer:
         if self.flush_buf is not None:
             self.flush_buf.zero_()
 
-    def _overhead_ms(self, reset) -> float:
-        """Wall time per repeat spent outside the timed region: the reset and the L2 flush."""
-        torch = self.torch
-        if reset is None and self.flush_buf is None:
-            return 0.0
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        n = 5
-        start.record()
-        for _ in range(n):
-            if reset:
-                reset()
-            self.flush()
-        end.record()
-        torch.cuda.synchronize()
-        return start.elapsed_time(end) / n
+    def events(self, n: int) -> list:
+        return [self.torch.cuda.Event(enable_timing=True) for _ in range(n)]
 
-    def _estimate_ms(self, fn, reset) -> float:
-        torch = self.torch
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        n = 5
-        if reset:
-            reset()
-        start.record()
-        for _ in range(n):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        return start.elapsed_time(end) / n
+    def record(self, ev) -> None:
+        ev.record()
 
-    def measure(self, fn: Callable[[], None], reset: Callable[[], None] | None = None, *, warmup_ms: float = 25.0,
-                rep_ms: float = 100.0, min_reps: int = 10, max_reps: int = 1000, cuda_graph: str = "auto",
-                cuda_graph_below_us: float = 10.0) -> Measurement:
-        torch = self.torch
-        fn()
-        torch.cuda.synchronize()
-        est = self._estimate_ms(fn, reset)
-        overhead = self._overhead_ms(reset)
-        use_graph = cuda_graph == "always" or (cuda_graph == "auto" and est * 1e3 < cuda_graph_below_us)
-        if use_graph:
-            return self._measure_graph(fn, reset, est, warmup_ms=warmup_ms, rep_ms=rep_ms, min_reps=min_reps,
-                                       max_reps=max_reps, overhead_ms=overhead)
-        # warm-up (back-to-back runs for warmup_ms of kernel time)
-        for _ in range(n_reps(est + overhead, warmup_ms, 1, 10_000)):
-            fn()
-        reps = n_reps(est + overhead, rep_ms, min_reps, max_reps)
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-        for i in range(reps):
-            if reset:
-                reset()
-            self.flush()
-            starts[i].record()
-            fn()
-            ends[i].record()
-        torch.cuda.synchronize()
-        return Measurement([s.elapsed_time(e) for s, e in zip(starts, ends)], "events")
+    def elapsed_ms(self, start, end) -> float:
+        return start.elapsed_time(end)
 
-    def _measure_graph(self, fn, reset, est_ms: float, *, warmup_ms, rep_ms, min_reps, max_reps,
-                       overhead_ms: float = 0.0) -> Measurement:
+    def sync(self) -> None:
+        self.torch.cuda.synchronize()
+
+    def capture(self, fn, batch: int):
         torch = self.torch
-        # a batch long enough (~200 µs) that event resolution and graph launch do not matter
-        batch = max(1, min(1000, int(0.2 / max(est_ms, 1e-4))))
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
@@ -164,19 +197,4 @@ class CudaTimer:
             for _ in range(batch):
                 fn()
         torch.cuda.synchronize()
-        batch_ms = est_ms * batch
-        for _ in range(n_reps(batch_ms + overhead_ms, warmup_ms, 1, 1000)):
-            graph.replay()
-        reps = n_reps(batch_ms + overhead_ms, rep_ms, min_reps, max_reps)
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-        for i in range(reps):
-            if reset:
-                reset()
-            self.flush()
-            starts[i].record()
-            graph.replay()
-            ends[i].record()
-        torch.cuda.synchronize()
-        del graph
-        return Measurement([s.elapsed_time(e) / batch for s, e in zip(starts, ends)], "cuda-graph")
+        return graph.replay, lambda: None

@@ -93,3 +93,57 @@ def test_compare_with_tolerances():
     assert compare(nan, nan.clone(), 0, 0) is None
     assert "shape" in compare(ref[:5], ref, 0, 0)
     assert compare(torch.tensor([1, 2, 3]), torch.tensor([1, 2, 4]), 0, 0).startswith("1 of 3")
+
+
+class _SimTimer:
+    """EventTimer over a simulated GPU clock: a kernel takes `kernel_ms`, the flush `flush_ms`."""
+
+    def __new__(cls, kernel_ms, flush_ms):
+        from tuner.measure import EventTimer
+
+        class Sim(EventTimer):
+            def __init__(self):
+                self.now, self.calls, self.flushes, self.captured = 0.0, 0, 0, None
+
+            def kernel(self):
+                self.now += kernel_ms
+                self.calls += 1
+
+            def flush(self):
+                self.now += flush_ms
+                self.flushes += 1
+
+            def events(self, n):
+                return [[None] for _ in range(n)]
+
+            def record(self, ev):
+                ev[0] = self.now
+
+            def elapsed_ms(self, a, b):
+                return b[0] - a[0]
+
+            def sync(self):
+                pass
+
+            def capture(self, fn, batch):
+                self.captured = batch
+
+                def replay():
+                    for _ in range(batch):
+                        fn()
+                return replay, lambda: None
+        return Sim()
+
+
+def test_event_protocol_counts_like_triton_do_bench():
+    """Warm-up and repeats are counted per repeat *with* its flush (Triton's do_bench); samples
+    are the kernel alone; short kernels go through a graph batch and are divided by its size."""
+    t = _SimTimer(kernel_ms=0.05, flush_ms=0.05)
+    m = t.measure(t.kernel, warmup_ms=25.0, rep_ms=100.0, min_reps=10, max_reps=5000, cuda_graph="never")
+    assert m.method == "events" and len(m.samples_ms) == 1000           # 100 ms / (0.05 + 0.05)
+    assert all(abs(x - 0.05) < 1e-9 for x in m.samples_ms)
+    assert t.calls == 1 + 5 + 250 + 1000                                # first run, estimate, warm-up, repeats
+    g = _SimTimer(kernel_ms=0.002, flush_ms=0.08)
+    m = g.measure(g.kernel, warmup_ms=1.0, rep_ms=50.0, min_reps=10, max_reps=1000)
+    assert m.method == "cuda-graph" and g.captured == 100               # ~0.2 ms batches of a 2 µs kernel
+    assert all(abs(x - 0.002) < 1e-9 for x in m.samples_ms) and len(m.samples_ms) == int(50 / 0.28)
