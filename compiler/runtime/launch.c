@@ -531,20 +531,37 @@ static PyObject *bound_vectorcall(PyObject *self_, PyObject *const *args, size_t
     return bound_fallback(self, args, nargsf, kwnames);
 }
 
+/* A Bound is cached on its JITFunction (the last grid) and its runner refers back to the
+   JITFunction: a cycle, so Bound takes part in garbage collection. */
+static int bound_traverse(Bound *self, visitproc visit, void *arg) {
+    Py_VISIT(self->binder);
+    Py_VISIT(self->grid);
+    Py_VISIT(self->runner);
+    return 0;
+}
+
+static int bound_clear(Bound *self) {
+    Py_CLEAR(self->binder);
+    Py_CLEAR(self->grid);
+    Py_CLEAR(self->runner);
+    return 0;
+}
+
 static void bound_dealloc(Bound *self) {
-    Py_XDECREF(self->binder);
-    Py_XDECREF(self->grid);
-    Py_XDECREF(self->runner);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    PyObject_GC_UnTrack(self);
+    bound_clear(self);
+    PyObject_GC_Del(self);
 }
 
 static PyTypeObject BoundType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "blocktune_launch.Bound",
     .tp_basicsize = sizeof(Bound),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
     .tp_vectorcall_offset = offsetof(Bound, vectorcall),
     .tp_call = PyVectorcall_Call,
+    .tp_traverse = (traverseproc)bound_traverse,
+    .tp_clear = (inquiry)bound_clear,
     .tp_dealloc = (destructor)bound_dealloc,
     .tp_doc = "kernel[grid]: call with the kernel's arguments (and num_warps=, num_stages=, stream=)",
 };
@@ -559,13 +576,14 @@ static PyObject *binder_bind(PyObject *self_, PyObject *const *args, Py_ssize_t 
         PyErr_SetString(PyExc_ValueError, "this Binder was made without names/defaults/env");
         return NULL;
     }
-    Bound *b = PyObject_New(Bound, &BoundType);
+    Bound *b = PyObject_GC_New(Bound, &BoundType);
     if (b == NULL)
         return NULL;
     b->vectorcall = bound_vectorcall;
     b->binder = (Binder *)Py_NewRef(self_);
     b->grid = Py_NewRef(args[0]);
     b->runner = Py_NewRef(args[1]);
+    PyObject_GC_Track(b);
     return (PyObject *)b;
 }
 

@@ -691,6 +691,23 @@ def test_native_binder_fast_path(fake_cuda):
     assert k.compile_count == n0 + 1 and fake_cuda.fake_calls() == calls + 1 and fake_cuda.fake_grid(3) == 256
 
 
+def test_bound_runners_are_collected(fake_cuda):
+    """kernel[grid] caches its Bound, whose runner refers back to the kernel: the cycle is
+    collectable (Bound takes part in the garbage collector), so dynamically made kernels do not leak."""
+    import gc
+    import weakref
+    from compiler.runtime import native
+    if native.module() is None:
+        pytest.skip("the native launcher could not be built here")
+    k = _fresh(add_kernel)
+    b = k[(1,)]
+    assert type(b).__name__ == "Bound" and gc.is_tracked(b)
+    ref = weakref.ref(k)
+    del k, b
+    gc.collect()
+    assert ref() is None
+
+
 def test_launch_overhead_python_side(fake_cuda):
     """Host time of one launch with everything but the driver real (fake cuLaunchKernel)."""
     import time
