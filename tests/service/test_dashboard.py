@@ -132,13 +132,19 @@ def test_job_state_updates_live(page, site):
     page.goto(site["base"] + "/")
     cell = page.locator(f"tr.job-row[data-job-id='{r['job_id']}'] [data-field=state]")
     assert cell.inner_text() == "running"
-    eng = make_engine(site["db"])
+    _finish_and_wait(page, site["db"], r["job_id"], trials_done=4)
+
+
+def _finish_and_wait(page, db: str, job_id: int, trials_done: int) -> None:
+    """Mark the job succeeded in the database and wait for the open jobs page to show it (the
+    dashboard polls /api/v1/jobs/<id>)."""
+    eng = make_engine(db)
     with eng.begin() as c:
-        c.execute(sa.update(Job).where(Job.id == r["job_id"]).values(state="succeeded", trials_done=4, progress=1.0,
-                                                                     finished_at=utcnow()))
+        c.execute(sa.update(Job).where(Job.id == job_id).values(state="succeeded", trials_done=trials_done,
+                                                                progress=1.0, finished_at=utcnow()))
     eng.dispose()
     page.wait_for_function(
-        f"document.querySelector(\"tr.job-row[data-job-id='{r['job_id']}'] [data-field=state]\").textContent"
+        f"document.querySelector(\"tr.job-row[data-job-id='{job_id}'] [data-field=state]\").textContent"
         " === 'succeeded'", timeout=10_000)
 
 
@@ -213,12 +219,5 @@ def test_login_returns_to_the_page_asked_for_and_live_states_use_the_cookie(lock
     page.goto(base + "/")
     cell = page.locator(f"tr.job-row[data-job-id='{r['job_id']}'] [data-field=state]")
     assert cell.inner_text() == "running"
-    eng = make_engine(locked_site["db"])
-    with eng.begin() as c:
-        c.execute(sa.update(Job).where(Job.id == r["job_id"]).values(state="succeeded", trials_done=2, progress=1.0,
-                                                                     finished_at=utcnow()))
-    eng.dispose()
     # dashboard.js polls /api/v1/jobs/<id>: the API's reads accept the login cookie
-    page.wait_for_function(
-        f"document.querySelector(\"tr.job-row[data-job-id='{r['job_id']}'] [data-field=state]\").textContent"
-        " === 'succeeded'", timeout=10_000)
+    _finish_and_wait(page, locked_site["db"], r["job_id"], trials_done=2)
