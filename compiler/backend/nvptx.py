@@ -462,9 +462,10 @@ class Lowering:
             off = b.add(off, ll.Constant(I32, base_elems))
         return off
 
-    def _smem_write(self, vals, lay: Layout, mt, es, pad_shift=None, base_elems: int = 0, pred=None, chunk=None):
-        """Store this thread's registers at their row-major offsets. `chunk` = (shift, c): only the
-        registers whose offset >> shift == c, at offset mod 2**shift."""
+    def _smem_slots(self, lay: Layout, es, pad_shift, base_elems: int, chunk):
+        """(first register, vector length, shared-memory pointer) of each of this thread's vectors at
+        their row-major offsets. `chunk` = (shift, c): only the registers whose offset >> shift == c,
+        at offset mod 2**shift."""
         tv, tm = self.thread_flat(lay)
         vec = self._vec_len(lay, tm, es)
         b = self.b
@@ -475,7 +476,12 @@ class Lowering:
                     continue
                 flat &= (1 << chunk[0]) - 1
             off = self._padded(self.combine_const(tv, tm, flat), pad_shift, base_elems)
-            ptr = self.smem_ptr(b.mul(off, ll.Constant(I32, es)))
+            yield g, vec, self.smem_ptr(b.mul(off, ll.Constant(I32, es)))
+
+    def _smem_write(self, vals, lay: Layout, mt, es, pad_shift=None, base_elems: int = 0, pred=None, chunk=None):
+        """Store this thread's registers at their row-major offsets (see _smem_slots for `chunk`)."""
+        b = self.b
+        for g, vec, ptr in self._smem_slots(lay, es, pad_shift, base_elems, chunk):
             if vec == 1:
                 val = vals[g]
             else:
@@ -489,20 +495,10 @@ class Lowering:
                 b.store(val, ptr, align=es * vec)
 
     def _smem_read(self, lay: Layout, mt, es, pad_shift=None, base_elems: int = 0, chunk=None, out=None):
-        """Load this thread's registers (see _smem_write for `chunk`; then only those registers
-        are filled in `out`)."""
-        tv, tm = self.thread_flat(lay)
-        vec = self._vec_len(lay, tm, es)
+        """Load this thread's registers (with `chunk`, only those registers are filled in `out`)."""
         b = self.b
         res = out if out is not None else []
-        for g in range(0, lay.n_regs, vec):
-            flat = lay.flat(lay.reg_coord(g))
-            if chunk is not None:
-                if flat >> chunk[0] != chunk[1]:
-                    continue
-                flat &= (1 << chunk[0]) - 1
-            off = self._padded(self.combine_const(tv, tm, flat), pad_shift, base_elems)
-            ptr = self.smem_ptr(b.mul(off, ll.Constant(I32, es)))
+        for g, vec, ptr in self._smem_slots(lay, es, pad_shift, base_elems, chunk):
             if vec == 1:
                 got = [b.load(ptr, typ=mt, align=es)]
             else:
@@ -1850,30 +1846,7 @@ def r_for(lw, op):
     b = lw.b
     lays = [_slot_layout(lw, a) for a in body.args[1:]]
     init_regs = [_get_as(lw, v, l) for v, l in zip(inits, lays)]
-    pre = b.block
-    header = lw.func.append_basic_block("for.header")
-    bodyb = lw.func.append_basic_block("for.body")
-    exitb = lw.func.append_basic_block("for.exit")
-    b.branch(header)
-    b.position_at_end(header)
-    iv = b.phi(lb.type, name="iv")
-    iv.add_incoming(lb, pre)
-    phis = []
-    for regs in init_regs:
-        ps = []
-        for x in regs:
-            p = b.phi(x.type)
-            p.add_incoming(x, pre)
-            ps.append(p)
-        phis.append(ps)
-    ity = op.operands[0].dtype
-    neg_step = isinstance(step, ll.Constant) and isinstance(step.constant, int) and step.constant < 0
-    if _is_signed(ity):
-        cond = b.icmp_signed(">" if neg_step else "<", iv, ub)
-    else:
-        cond = b.icmp_unsigned("<", iv, ub)
-    b.cbranch(cond, bodyb, exitb)
-    b.position_at_end(bodyb)
+    header, exitb, iv, phis = loop_head(lw, "for", lb, ub, step, init_regs, _is_signed(op.operands[0].dtype))
     lw.vals[body.args[0].id] = iv
     for a, l, ps in zip(body.args[1:], lays, phis):
         _bind(lw, a, l, ps)
@@ -1884,16 +1857,53 @@ def r_for(lw, op):
         nxt = [_get_as(lw, y, l) for y, l in zip(ys, lays)]
     finally:
         lw.scopes.pop()
-    iv_next = b.add(iv, step)
-    end = b.block
-    iv.add_incoming(iv_next, end)
-    for ps, regs in zip(phis, nxt):
-        for p, x in zip(ps, regs):
-            p.add_incoming(x, end)
-    b.branch(header)
+    loop_back(lw, header, iv, step, phis, nxt)
     b.position_at_end(exitb)
     for r, l, ps in zip(op.results, lays, phis):
         _bind(lw, r, l, ps)
+
+
+def loop_head(lw, prefix: str, lb, ub, step, reg_lists: list, signed: bool):
+    """Branch into a counted loop's header: a phi for the induction variable (from `lb`) and one
+    per register of each list in `reg_lists` (their values on entry), the exit test against `ub`,
+    and the builder left in the body block. Returns (header, exit block, iv, phis per list)."""
+    b = lw.b
+    pre = b.block
+    header = lw.func.append_basic_block(f"{prefix}.header")
+    bodyb = lw.func.append_basic_block(f"{prefix}.body")
+    exitb = lw.func.append_basic_block(f"{prefix}.exit")
+    b.branch(header)
+    b.position_at_end(header)
+    iv = b.phi(lb.type, name="iv")
+    iv.add_incoming(lb, pre)
+    phis = []
+    for regs in reg_lists:
+        ps = []
+        for x in regs:
+            p = b.phi(x.type)
+            p.add_incoming(x, pre)
+            ps.append(p)
+        phis.append(ps)
+    neg_step = isinstance(step, ll.Constant) and isinstance(step.constant, int) and step.constant < 0
+    if signed:
+        cond = b.icmp_signed(">" if neg_step else "<", iv, ub)
+    else:
+        cond = b.icmp_unsigned("<", iv, ub)
+    b.cbranch(cond, bodyb, exitb)
+    b.position_at_end(bodyb)
+    return header, exitb, iv, phis
+
+
+def loop_back(lw, header, iv, step, phis: list, nexts: list) -> None:
+    """Close a loop opened by loop_head: the next values of iv and of every phi, and the back edge."""
+    b = lw.b
+    iv_next = b.add(iv, step)
+    end = b.block
+    iv.add_incoming(iv_next, end)
+    for ps, regs in zip(phis, nexts):
+        for p, x in zip(ps, regs):
+            p.add_incoming(x, end)
+    b.branch(header)
 
 
 def r_if(lw, op):

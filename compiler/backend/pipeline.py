@@ -317,39 +317,18 @@ def lower_for(lw, op) -> bool:
         state = _advance(lw, plan, body, iv_s, state, lays)
         iv_s = b.add(iv_s, step)
 
-    pre = b.block
-    header = lw.func.append_basic_block("pfor.header")
-    bodyb = lw.func.append_basic_block("pfor.body")
-    exitb = lw.func.append_basic_block("pfor.exit")
-    b.branch(header)
-    b.position_at_end(header)
-    iv = b.phi(lb.type, name="iv")
-    iv.add_incoming(lb, pre)
-    it = b.phi(I32, name="stage_it")
-    it.add_incoming(ll.Constant(I32, 0), pre)
-    phis = []
-    for regs in init_regs:
-        ps = []
-        for x in regs:
-            p = b.phi(x.type)
-            p.add_incoming(x, pre)
-            ps.append(p)
-        phis.append(ps)
-    ahead_phis = {}
+    ahead_init = []
     for i in plan.needed:
-        aid = body.args[i + 1].id
-        cur = state[aid]
-        regs = cur[1] if isinstance(cur, tuple) else [cur]
-        ps = []
-        for x in regs:
-            p = b.phi(x.type)
-            p.add_incoming(x, pre)
-            ps.append(p)
-        ahead_phis[i] = ps
-    cond = b.icmp_signed("<", iv, ub) if signed else b.icmp_unsigned("<", iv, ub)
-    b.cbranch(cond, bodyb, exitb)
+        cur = state[body.args[i + 1].id]
+        ahead_init.append(cur[1] if isinstance(cur, tuple) else [cur])
+    # phis: the stage counter, the loop's own iter args, and the "ahead" copies of the ones the
+    # copies' addresses need
+    header, exitb, iv, all_phis = nvptx.loop_head(lw, "pfor", lb, ub, step,
+                                                  [[ll.Constant(I32, 0)]] + init_regs + ahead_init, signed)
+    it = all_phis[0][0]
+    phis = all_phis[1:1 + len(init_regs)]
+    ahead_phis = dict(zip(plan.needed, all_phis[1 + len(init_regs):]))
 
-    b.position_at_end(bodyb)
     lw.vals[body.args[0].id] = iv
     for a, l, ps in zip(body.args[1:], lays, phis):
         nvptx._bind(lw, a, l, ps)
@@ -409,19 +388,11 @@ def lower_for(lw, op) -> bool:
         # past that point its buffer, (i-1) % S = (i+S-1) % S, takes the tiles of iteration i+S-1
         lw.barrier()
         ahead_next = issue_ahead()
-    iv_next = b.add(iv, step)
-    end = b.block
-    iv.add_incoming(iv_next, end)
-    it.add_incoming(b.add(it, ll.Constant(I32, 1)), end)
-    for ps, regs in zip(phis, nxt):
-        for p, x in zip(ps, regs):
-            p.add_incoming(x, end)
+    ahead_regs = []
     for i in plan.needed:
         v = ahead_next[body.args[i + 1].id]
-        regs = v[1] if isinstance(v, tuple) else [v]
-        for p, x in zip(ahead_phis[i], regs):
-            p.add_incoming(x, end)
-    b.branch(header)
+        ahead_regs.append(v[1] if isinstance(v, tuple) else [v])
+    nvptx.loop_back(lw, header, iv, step, all_phis, [[b.add(it, ll.Constant(I32, 1))]] + nxt + ahead_regs)
 
     b.position_at_end(exitb)
     lw.call("llvm.nvvm.cp.async.wait.group", ll.VoidType(), [ll.Constant(I32, 0)])
