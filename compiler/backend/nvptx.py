@@ -1837,6 +1837,17 @@ def _region(lw, block: ir.Block):
         lw.scopes.pop()
 
 
+def _region_yields(lw, block: ir.Block, lays: list) -> list:
+    """Lower `block` in its own scope; the registers of its terminator's operands, in `lays`."""
+    lw.scopes.append({})
+    try:
+        term = lw.lower_block(block)
+        ys = term.operands if term is not None else []
+        return [_get_as(lw, y, l) for y, l in zip(ys, lays)]
+    finally:
+        lw.scopes.pop()
+
+
 def r_for(lw, op):
     if pipeline.lower_for(lw, op):  # K loops feeding a tensor-core dot: cp.async, num_stages buffers
         return
@@ -1850,13 +1861,7 @@ def r_for(lw, op):
     lw.vals[body.args[0].id] = iv
     for a, l, ps in zip(body.args[1:], lays, phis):
         _bind(lw, a, l, ps)
-    lw.scopes.append({})
-    try:
-        term = lw.lower_block(body)
-        ys = term.operands if term is not None else []
-        nxt = [_get_as(lw, y, l) for y, l in zip(ys, lays)]
-    finally:
-        lw.scopes.pop()
+    nxt = _region_yields(lw, body, lays)
     loop_back(lw, header, iv, step, phis, nxt)
     b.position_at_end(exitb)
     for r, l, ps in zip(op.results, lays, phis):
@@ -1919,13 +1924,7 @@ def r_if(lw, op):
         b.position_at_end(bb)
         vals = []
         if region is not None:
-            lw.scopes.append({})
-            try:
-                term = lw.lower_block(region)
-                ys = term.operands if term is not None else []
-                vals = [_get_as(lw, y, l) for y, l in zip(ys, lays)]
-            finally:
-                lw.scopes.pop()
+            vals = _region_yields(lw, region, lays)
         incoming.append((b.block, vals))
         b.branch(merge)
     b.position_at_end(merge)
@@ -1972,13 +1971,7 @@ def r_while(lw, op):
     b.position_at_end(bodyb)
     for a, l, regs in zip(after.args, flays, fregs):
         _bind(lw, a, l, regs)
-    lw.scopes.append({})
-    try:
-        t2 = lw.lower_block(after)
-        ys = t2.operands if t2 is not None else []
-        nxt = [_get_as(lw, y, l) for y, l in zip(ys, lays)]
-    finally:
-        lw.scopes.pop()
+    nxt = _region_yields(lw, after, lays)
     end = b.block
     for ps, regs in zip(phis, nxt):
         for p, x in zip(ps, regs):
