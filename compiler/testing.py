@@ -88,43 +88,38 @@ class _DriverTimer:
             pass
 
 
+class _TorchTimer:
+    """The same primitives on torch's current stream and allocator."""
+
+    def __init__(self, torch):
+        self.torch = torch
+        self.buf = torch.empty(_CACHE_BYTES // 4, dtype=torch.int, device="cuda")
+
+    def event(self):
+        return self.torch.cuda.Event(enable_timing=True)
+
+    def record(self, ev):
+        ev.record()
+
+    def elapsed(self, a, b) -> float:
+        return a.elapsed_time(b)
+
+    def flush(self):
+        self.buf.zero_()
+
+    def sync(self):
+        self.torch.cuda.synchronize()
+
+    def close(self):
+        pass
+
+
 def do_bench(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean"):
     """Milliseconds per call of `fn` (see the module doc). Triton's semantics and defaults."""
     if return_mode not in _MODES:
         raise ValueError(f"return_mode must be one of {_MODES}")
     torch = _torch()
-    if torch is not None:
-        di = torch.cuda
-        fn()
-        di.synchronize()
-        cache = torch.empty(_CACHE_BYTES // 4, dtype=torch.int, device="cuda")
-        start, end = di.Event(enable_timing=True), di.Event(enable_timing=True)
-        start.record()
-        for _ in range(5):
-            cache.zero_()
-            fn()
-        end.record()
-        di.synchronize()
-        estimate_ms = start.elapsed_time(end) / 5
-        n_warmup = max(1, int(warmup / max(estimate_ms, 1e-6)))
-        n_repeat = max(1, int(rep / max(estimate_ms, 1e-6)))
-        starts = [di.Event(enable_timing=True) for _ in range(n_repeat)]
-        ends = [di.Event(enable_timing=True) for _ in range(n_repeat)]
-        for _ in range(n_warmup):
-            fn()
-        for i in range(n_repeat):
-            if grad_to_none is not None:
-                for x in grad_to_none:
-                    x.grad = None
-            cache.zero_()
-            starts[i].record()
-            fn()
-            ends[i].record()
-        di.synchronize()
-        times = [s.elapsed_time(e) for s, e in zip(starts, ends)]
-        return _summarize(times, quantiles, return_mode)
-
-    t = _DriverTimer()
+    t = _TorchTimer(torch) if torch is not None else _DriverTimer()
     try:
         fn()
         t.sync()
