@@ -16,6 +16,7 @@ The result keeps every sample; the summary is the median with its spread (p20, p
 """
 from __future__ import annotations
 
+import abc
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -77,29 +78,35 @@ def measure_cpu(fn: Callable[[], None], reset: Callable[[], None] | None = None,
     return Measurement([once() for _ in range(reps)], "cpu")
 
 
-class EventTimer:
+class EventTimer(abc.ABC):
     """The GPU protocol (see the module doc) over a few primitives a subclass supplies: event
     pairs, a stream to sync, the L2 flush, and graph capture. Lives in the GPU child."""
 
+    @abc.abstractmethod
     def flush(self) -> None:
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def events(self, n: int) -> list:
         """`n` timing events (recorded with record(), read with elapsed_ms())."""
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def record(self, ev) -> None:
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def elapsed_ms(self, start, end) -> float:
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def sync(self) -> None:
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def capture(self, fn: Callable[[], None], batch: int):
         """A CUDA graph of `batch` calls of `fn` → (replay, release)."""
-        raise NotImplementedError
+        ...
 
     def _time_ms(self, body: Callable[[], None], n: int) -> float:
         start, end = self.events(2)
