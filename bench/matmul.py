@@ -6,10 +6,13 @@ its best config per shape, then `matmul(a, b)` is timed end to end (host launch 
 Triton's tutorial). Timing: Triton's do_bench (CUDA events, L2 flush, median). Every result is
 checked against torch in float64 first (relative-norm error).
 
-Shapes (M×N×K): fp16 1024³, 2048³, 4096³, 8192³, 4096×4096×512, 8192×1024×4096, 16×4096×4096;
-bf16 4096³. `python bench/matmul.py [--quick] [--mma-sync|--wgmma-sync]` (--quick: 1024³ and
-4096³ only; by default blocktune lowers tl.dot on sm_90 with wgmma, one group in flight across K
-iterations; --mma-sync: the sm_80 mma.sync path; --wgmma-sync: wgmma waited for at each dot).
+Shapes (M×N×K), each in fp16 and bf16: the classic set 1024³, 2048³, 4096³, 8192³, 4096×4096×512,
+8192×1024×4096, 16×4096×4096, and the LLM set M ∈ {1, 16, 128, 4096} × (N, K) ∈ {(4096, 4096),
+(14336, 4096), (4096, 14336)} (a decoder layer's projections at batch·tokens = M).
+`python bench/matmul.py [--quick] [--set classic|llm] [--dtype fp16|bf16] [--mma-sync|--wgmma-sync]`
+(--quick: fp16 1024³ and 4096³ only; --set/--dtype pick a part, for runs that must fit a time limit;
+by default blocktune lowers tl.dot on sm_90 with wgmma; --mma-sync: the sm_80 mma.sync path;
+--wgmma-sync: wgmma waited for at each dot).
 Prints one line per shape, then a table; writes $OUT/matmul.json (matmul_mma_sync.json, ...) when OUT is set.
 """
 from __future__ import annotations
@@ -41,8 +44,9 @@ else:
     from compiler.testing import do_bench
 
 DEV = "cuda"
-SHAPES = [("fp16", 1024, 1024, 1024), ("fp16", 2048, 2048, 2048), ("fp16", 4096, 4096, 4096), ("fp16", 8192, 8192, 8192),
-          ("fp16", 4096, 4096, 512), ("fp16", 8192, 1024, 4096), ("fp16", 16, 4096, 4096), ("bf16", 4096, 4096, 4096)]
+CLASSIC = [(1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
+           (4096, 4096, 512), (8192, 1024, 4096), (16, 4096, 4096)]
+LLM = [(m, n, k) for m in (1, 16, 128, 4096) for n, k in ((4096, 4096), (14336, 4096), (4096, 14336))]
 QUICK = [("fp16", 1024, 1024, 1024), ("fp16", 4096, 4096, 4096)]
 TD = {"fp16": torch.float16, "bf16": torch.bfloat16}
 ROWS: list[dict] = []
@@ -100,13 +104,32 @@ def run_shape(dt, m, n, k):
           f"×triton {r['vs_triton'] or 0:.3f}  ×cuBLAS {r['vs_cublas']:.3f}", flush=True)
 
 
+def _arg(argv, flag):
+    return argv[argv.index(flag) + 1] if flag in argv else None
+
+
+def selected_shapes(argv) -> list[tuple]:
+    """The shapes of --set (classic, llm, or both) in the dtypes of --dtype (fp16, bf16, or both),
+    each (dtype, M, N, K) once."""
+    sets = {"classic": CLASSIC, "llm": LLM}
+    which = [_arg(argv, "--set")] if _arg(argv, "--set") else ["classic", "llm"]
+    dtypes = [_arg(argv, "--dtype")] if _arg(argv, "--dtype") else ["fp16", "bf16"]
+    out = []
+    for dt in dtypes:
+        for s in which:
+            for mnk in sets[s]:
+                if (dt, *mnk) not in out:
+                    out.append((dt, *mnk))
+    return out
+
+
 def main():
     torch.manual_seed(0)
     print(f"device: {torch.cuda.get_device_name(0)}; torch {torch.__version__}; "
           f"triton {getattr(sys.modules.get('triton'), '__version__', 'absent')}; "
           f"blocktune dot: {dict(zip(('0', 'sync'), ('mma.sync', 'wgmma-sync'))).get(os.environ.get('BLOCKTUNE_WGMMA'), 'wgmma')}; "
           f"cache {os.environ['BLOCKTUNE_CACHE_DIR']}", flush=True)
-    shapes = QUICK if "--quick" in sys.argv else SHAPES
+    shapes = QUICK if "--quick" in sys.argv else selected_shapes(sys.argv)
     for s in shapes:
         try:
             run_shape(*s)
