@@ -19,12 +19,12 @@ def test_migrate_and_token_lifecycle(tmp_path):
     url = f"sqlite:///{tmp_path / 'cli.db'}"
     r = blocktune("migrate", "--database-url", url)
     assert r.returncode == 0 and "database at revision" in r.stderr
-    r = blocktune("token", "create", "--name", "ci", "--database-url", url)
+    r = blocktune("token", "create", "--name", "ci", "--scope", "read,admin", "--database-url", url)
     assert r.returncode == 0, r.stderr
     token = r.stdout.strip()
     assert token.startswith("bt_") and "shown only once" in r.stderr
     r = blocktune("token", "--database-url", url, "list")
-    assert r.returncode == 0 and "\tci\tactive" in r.stdout and token not in r.stdout
+    assert r.returncode == 0 and "\tci\tactive\tread,admin\t" in r.stdout and token not in r.stdout
     prefix = r.stdout.split("\t")[1]
     assert token.startswith(prefix)
     with TestClient(create_app(database_url=url)) as c:
