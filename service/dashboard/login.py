@@ -36,7 +36,8 @@ MAX_FORM_BYTES = 8192
 
 # why the login page is shown: a fixed set, so that no text of the URL reaches the page
 REASONS = {
-    "missing": "This dashboard needs an API token. Paste one below (create one with `blocktune token create`).",
+    "missing": "This dashboard needs an API token. Paste one below (create one with "
+               "`blocktune token create NAME --scope read`).",
     "invalid": "Your API token is unknown or was revoked. Paste a valid one.",
     "ended": "Your session has ended (it expired, or its token was revoked). Log in again.",
     "scope": "Your API token lacks the read scope the dashboard needs. Paste one that has it "

@@ -58,6 +58,8 @@ def test_token_create_with_scopes(tmp_path):
     r = blocktune("token", "create", "x", "--scope", "publish,root", "--database-url", url)
     assert r.returncode == 2 and "unknown scope 'root'" in r.stderr and "read, publish, submit, admin" in r.stderr
     assert blocktune("token", "create", "x", "--scope", ",", "--database-url", url).returncode == 2
+    r = blocktune("token", "create", "x", "--name", "y", "--database-url", url)
+    assert r.returncode == 2 and "two names given" in r.stderr
     r = blocktune("token", "create", "--help")
     assert "Default: read,publish,submit" in " ".join(r.stdout.split())
 

@@ -24,7 +24,7 @@ def list_tokens(session: SessionDep, _: AdminAuth) -> list[TokenOut]:
 def new_token(body: TokenIn, session: SessionDep, caller: AdminAuth) -> TokenOut:
     """Create a token (its clear value is in this answer only). It may have only scopes that the
     token creating it has."""
-    beyond = body.scopes - caller.scopes
+    beyond = set(body.scopes) - set(caller.scopes)    # caller: a row, or deps' cached snapshot of one
     if beyond:
         raise HTTPException(status.HTTP_403_FORBIDDEN,
                             f"a token can only grant scopes it holds: this one lacks {scopes_text(beyond)} "
