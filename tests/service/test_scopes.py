@@ -193,6 +193,7 @@ def test_openapi_declares_401_and_403_on_every_api_operation(locked):
     for path, method, op in ops:
         for code in ("401", "403"):
             assert code in op["responses"], (method, path, code)
-            assert op["responses"][code]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ErrorOut"}
+            schema = op["responses"][code]["content"]["application/json"]["schema"]
+            assert schema == {"$ref": "#/components/schemas/ErrorOut"}
     token_in = spec["components"]["schemas"]["TokenIn"]["properties"]["scopes"]
     assert token_in["items"]["enum"] == list(TOKEN_SCOPES) and token_in["minItems"] == 1
