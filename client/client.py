@@ -42,6 +42,10 @@ def _spec_to_dict(spec: Any) -> dict:
 class Client:
     """`Client(url, token)`.
 
+    The token needs the scopes of the calls made: `submit` for submit_job and cancel, `publish` for
+    publish, `read` for the reads when the service requires a token for them. A call the token has
+    no scope for raises ServiceError 403 whose detail names the scope.
+
     Connection errors and timeouts are retried `retries` times with exponential backoff
     (`backoff`, doubled each time); 5xx answers to reads are retried the same way.
     """
@@ -162,7 +166,7 @@ class Client:
         return BestConfig.model_validate(r.json())
 
     def publish(self, result: Mapping[str, Any]) -> BestConfig:
-        """Send a locally tuned best config (POST /configs); needs a token."""
+        """Send a locally tuned best config (POST /configs); needs a token with the `publish` scope."""
         return BestConfig.model_validate(self._request("POST", f"{API}/configs", json=dict(result)).json())
 
     def kernels(self) -> list[Kernel]:

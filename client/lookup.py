@@ -11,8 +11,11 @@ When the service is down or slower than BLOCKTUNE_LOOKUP_TIMEOUT (default 0.5 s)
 None at once (the caller tunes locally, as Triton does), warns a single time, and does not try the
 service again for BLOCKTUNE_LOOKUP_RETRY_AFTER seconds (default 60).
 
-Environment: BLOCKTUNE_SERVICE_URL, BLOCKTUNE_TOKEN (for publish / submit), BLOCKTUNE_PUBLISH=1,
-BLOCKTUNE_SUBMIT_ON_MISS=1, BLOCKTUNE_SUBMIT_TIMEOUT. This module imports nothing of
+Environment: BLOCKTUNE_SERVICE_URL, BLOCKTUNE_TOKEN, BLOCKTUNE_PUBLISH=1, BLOCKTUNE_SUBMIT_ON_MISS=1,
+BLOCKTUNE_SUBMIT_TIMEOUT. Give BLOCKTUNE_TOKEN only the scopes this process uses: `publish` for
+BLOCKTUNE_PUBLISH=1, `submit` for BLOCKTUNE_SUBMIT_ON_MISS=1, `read` when the service's reads need a
+token (`blocktune token create NAME --scope publish`); never `admin`. When the token lacks a scope
+the service answers 403 and the warning says which. This module imports nothing of
 compiler/tuner/db/service.
 """
 from __future__ import annotations
@@ -123,6 +126,15 @@ def _warn_once(message: str) -> None:
         warnings.warn(message, LookupWarning, stacklevel=3)
 
 
+def _why(r: httpx.Response) -> str:
+    """The service's message of an error answer (it names a missing token scope, for example)."""
+    try:
+        detail = r.json().get("detail")
+    except (ValueError, AttributeError):
+        detail = None
+    return f"HTTP {r.status_code}: {detail if isinstance(detail, str) else r.text[:200]}"
+
+
 def _client(url: str) -> httpx.Client:
     global _http, _http_key
     timeout = _float_env("BLOCKTUNE_LOOKUP_TIMEOUT", 0.5)
@@ -228,7 +240,7 @@ def get_best_config(kernel_fingerprint: str, kernel_name: str, key: Mapping[str,
             return None
         if r.status_code != 200:
             stats["errors"] += 1
-            _warn_once(f"blocktune: config service at {url} answered HTTP {r.status_code}; tuning {kernel_name} locally")
+            _warn_once(f"blocktune: config service at {url} answered {_why(r)}; tuning {kernel_name} locally")
             _memory[mk] = None
             return None
         try:
@@ -249,7 +261,8 @@ def get_best_config(kernel_fingerprint: str, kernel_name: str, key: Mapping[str,
 def publish(kernel_fingerprint: str, kernel_name: str, key: Mapping[str, Any], gpu_model: str,
             compute_capability: str, config: Mapping[str, Any], median_ms: float,
             default_ms: float | None = None) -> bool:
-    """Send a locally tuned best config to the service (POST /api/v1/configs; needs BLOCKTUNE_TOKEN).
+    """Send a locally tuned best config to the service (POST /api/v1/configs; needs BLOCKTUNE_TOKEN
+    with the `publish` scope).
     Returns whether the service recorded it. Never raises."""
     url = service_url()
     if not url:
@@ -270,7 +283,7 @@ def publish(kernel_fingerprint: str, kernel_name: str, key: Mapping[str, Any], g
             _warn_once(f"blocktune: could not publish {kernel_name}'s config to {url}: {type(exc).__name__}")
             return False
         if r.status_code != 200:
-            _warn_once(f"blocktune: publishing {kernel_name}'s config to {url} failed: HTTP {r.status_code} {r.text[:200]}")
+            _warn_once(f"blocktune: publishing {kernel_name}'s config to {url} failed: {_why(r)}")
             return False
         _memory[(url, kernel_fingerprint, canonical_key(key), gpu_model)] = r.json() | {"match": "exact"}
         return True
@@ -308,7 +321,7 @@ def submit_on_miss(spec: Mapping[str, Any], gpu_model: str | None = None,
         return None
     if r.status_code not in (200, 201):
         with _lock:
-            _warn_once(f"blocktune: submitting a tuning job to {url} failed: HTTP {r.status_code} {r.text[:300]}")
+            _warn_once(f"blocktune: submitting a tuning job to {url} failed: {_why(r)}")
         return None
     try:
         return int(r.json()["id"])

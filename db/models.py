@@ -16,6 +16,7 @@ JOB_STATES = ("queued", "running", "succeeded", "failed", "cancelled")
 JOB_FINAL_STATES = ("succeeded", "failed", "cancelled")
 TRIAL_STATUSES = ("ok", "compile-error", "runtime-error", "wrong-result", "timeout", "invalid")
 WORKER_STATES = ("idle", "busy", "stopped")
+TOKEN_SCOPES = ("read", "publish", "submit", "admin")
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -52,6 +53,27 @@ class UTCDateTime(sa.types.TypeDecorator):
         if value.tzinfo is None:
             return value.replace(tzinfo=dt.timezone.utc)
         return value.astimezone(dt.timezone.utc)
+
+
+class ScopeSet(sa.types.TypeDecorator):
+    """A set of API token scopes (TOKEN_SCOPES), stored as their names in TOKEN_SCOPES order separated
+    by spaces ("read publish"): readable in psql, one value per set, and no scope outside the list."""
+
+    impl = sa.String(64)
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect) -> str | None:
+        if value is None:
+            return None
+        if isinstance(value, str):
+            raise TypeError("token scopes are a set of names, not a string")
+        unknown = set(value) - set(TOKEN_SCOPES)
+        if unknown:
+            raise ValueError(f"unknown token scope(s) {sorted(unknown)}: the scopes are {', '.join(TOKEN_SCOPES)}")
+        return " ".join(s for s in TOKEN_SCOPES if s in value)
+
+    def process_result_value(self, value: str | None, dialect) -> frozenset[str] | None:
+        return None if value is None else frozenset(value.split())
 
 
 def _in(column: str, values: tuple[str, ...]) -> str:
@@ -190,6 +212,27 @@ class ApiToken(Base):
     name: Mapped[str] = mapped_column(sa.String(200))
     token_hash: Mapped[str] = mapped_column(sa.String(64), unique=True)  # sha256 hex
     prefix: Mapped[str] = mapped_column(sa.String(16))
+    # what the token may do (service.api.deps enforces it per endpoint); no database default:
+    # every token states its scopes (migration 0002 gave the tokens before it read publish submit)
+    scopes: Mapped[frozenset[str]] = mapped_column(ScopeSet())
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     revoked_at: Mapped[dt.datetime | None]
     last_used_at: Mapped[dt.datetime | None]
+
+    sessions: Mapped[list["DashboardSession"]] = relationship(back_populates="token", passive_deletes=True)
+
+
+class DashboardSession(Base):
+    """A dashboard login: the browser's cookie holds a random id whose sha256 is stored here, never
+    the API token it was opened with. It ends at `expires_at`, at logout (row deleted), or when
+    its token is revoked (rows deleted, and a revoked token's sessions never count)."""
+
+    __tablename__ = "dashboard_sessions"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    session_hash: Mapped[str] = mapped_column(sa.String(64), unique=True)  # sha256 hex of the cookie's id
+    token_id: Mapped[int] = mapped_column(sa.ForeignKey("api_tokens.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[dt.datetime]
+
+    token: Mapped[ApiToken] = relationship(back_populates="sessions")

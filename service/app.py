@@ -77,8 +77,10 @@ def create_app(settings: Settings | None = None, *, database_url: str | None = N
     from service.dashboard import login
     from service.dashboard import routes as dashboard
 
+    from service.api.deps import AUTH_RESPONSES
+
     for r in (jobs.router, configs.router, kernels.router, gpus.router, tokens.router):
-        app.include_router(r, prefix=API_PREFIX)
+        app.include_router(r, prefix=API_PREFIX, responses=AUTH_RESPONSES)
     app.include_router(health.router)
     app.include_router(dashboard.router)
     app.include_router(login.router)

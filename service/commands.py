@@ -112,36 +112,54 @@ def cmd_worker(args) -> int:
 
 
 # -- token ---------------------------------------------------------------------------------------
+def _scope_arg(value: str) -> str:
+    """argparse type of --scope: checked here so that a typo is a usage error (exit 2)."""
+    from service.core.security import parse_scopes
+
+    try:
+        parse_scopes([value])
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return value
+
+
 def cmd_token(args) -> int:
     import sqlalchemy as sa
 
     from db.engine import make_engine, session_factory
     from db.models import ApiToken
-    from service.core.security import create_token, revoke_token
+    from service.core.security import DEFAULT_SCOPES, create_token, parse_scopes, revoke_token, scopes_text
 
+    if args.token_command == "create":
+        if args.name and args.name_option and args.name != args.name_option:
+            print(f"blocktune token create: two names given ({args.name!r} and --name {args.name_option!r})",
+                  file=sys.stderr)
+            return 2
+        name = args.name or args.name_option or "default"
+        scopes = parse_scopes(args.scopes) if args.scopes else DEFAULT_SCOPES
     url = _db_url(args)
     _ensure_migrated(url, quiet=True)
     engine = make_engine(url)
     try:
         with session_factory(engine)() as s:
             if args.token_command == "create":
-                row, clear = create_token(s, args.name)
+                row, clear = create_token(s, name, scopes)
                 s.commit()
                 print(clear)
-                print(f"token {row.id} ({row.name}, prefix {row.prefix}) created; it is shown only once",
-                      file=sys.stderr)
+                print(f"token {row.id} ({row.name}, prefix {row.prefix}, scopes {scopes_text(row.scopes)}) created; "
+                      "it is shown only once", file=sys.stderr)
             elif args.token_command == "list":
                 for t in s.scalars(sa.select(ApiToken).order_by(ApiToken.id)):
                     state = f"revoked {t.revoked_at:%Y-%m-%d %H:%M}" if t.revoked_at else "active"
                     used = f"{t.last_used_at:%Y-%m-%d %H:%M}" if t.last_used_at else "never"
-                    print(f"{t.id}\t{t.prefix}\t{t.name}\t{state}\tlast used {used}")
+                    print(f"{t.id}\t{t.prefix}\t{t.name}\t{state}\t{scopes_text(t.scopes)}\tlast used {used}")
             elif args.token_command == "revoke":
                 row = revoke_token(s, args.ident)
                 if row is None:
                     print(f"no token {args.ident!r}", file=sys.stderr)
                     return 1
                 s.commit()
-                print(f"token {row.id} ({row.name}) revoked", file=sys.stderr)
+                print(f"token {row.id} ({row.name}) revoked; its dashboard sessions are ended", file=sys.stderr)
     finally:
         engine.dispose()
     return 0
@@ -203,12 +221,21 @@ def register(subparsers) -> None:
     p.add_argument("--database-url", "--db", dest="database_url", default=None, help=env_db)
     ts = p.add_subparsers(dest="token_command", metavar="ACTION")
     ts.required = True
-    c = ts.add_parser("create", help="create a token and print it (once)")
-    c.add_argument("--name", default="default")
+    c = ts.add_parser("create", help="create a token and print it (once)",
+                      description="Create an API token and print it (only this once; the database keeps its "
+                                  "sha256). Give it only the scopes its user needs: read (GET endpoints and the "
+                                  "dashboard, when reads need a token), publish (POST /configs: "
+                                  "BLOCKTUNE_PUBLISH=1), submit (submit and cancel jobs: BLOCKTUNE_SUBMIT_ON_MISS=1), "
+                                  "admin (list, create and revoke tokens).")
+    c.add_argument("name", nargs="?", metavar="NAME", help="what the token is for (default: 'default')")
+    c.add_argument("--name", dest="name_option", default=None, help=argparse.SUPPRESS)   # the older spelling
+    c.add_argument("--scope", dest="scopes", action="append", type=_scope_arg, metavar="SCOPE",
+                   help="read, publish, submit or admin; repeat it or separate with commas "
+                        "(--scope read,publish). Default: read,publish,submit (everything but admin)")
     c.add_argument("--database-url", "--db", dest="database_url", default=argparse.SUPPRESS, help=env_db)
-    c = ts.add_parser("list", help="list tokens (never the tokens themselves)")
+    c = ts.add_parser("list", help="list tokens with their scopes (never the tokens themselves)")
     c.add_argument("--database-url", "--db", dest="database_url", default=argparse.SUPPRESS, help=env_db)
-    c = ts.add_parser("revoke", help="revoke a token by id or prefix")
+    c = ts.add_parser("revoke", help="revoke a token by id or prefix (its dashboard sessions end too)")
     c.add_argument("ident")
     c.add_argument("--database-url", "--db", dest="database_url", default=argparse.SUPPRESS, help=env_db)
     p.set_defaults(func=cmd_token)

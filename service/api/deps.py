@@ -1,4 +1,8 @@
-"""FastAPI dependencies (`Annotated` style): database session, settings, token auth."""
+"""FastAPI dependencies (`Annotated` style): database session, settings, token auth and scopes.
+
+Each operation names the scope it needs: reads `read` (only when the `read_requires_token` setting
+is on), publishing configs `publish`, submitting and cancelling jobs `submit`, managing tokens
+`admin`. No token or a bad one: 401; a token without the scope: 403 naming it."""
 from __future__ import annotations
 
 import time
@@ -7,9 +11,10 @@ from typing import Annotated, Iterator
 from fastapi import Depends, HTTPException, Request, status
 from sqlalchemy.orm import Session
 
-from db.models import ApiToken, utcnow
+from db.models import TOKEN_SCOPES, ApiToken, utcnow
+from service.api.schemas import ErrorOut
 from service.core.config import Settings
-from service.core.security import find_token
+from service.core.security import find_session_token, find_token, scopes_text
 
 
 def get_settings(request: Request) -> Settings:
@@ -25,37 +30,48 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 SessionDep = Annotated[Session, Depends(get_session)]
 
 
-# the dashboard's login stores the token in this cookie (service/dashboard/login.py)
-TOKEN_COOKIE = "blocktune_token"
+# the dashboard's login keeps a session id (never the token) in this cookie (service/dashboard/login.py)
+SESSION_COOKIE = "blocktune_session"
 
 
-def token_from_request(request: Request, *, cookie: bool = False) -> str | None:
-    """The token of `Authorization: Bearer`, `X-API-Token`, or (with cookie=True) the login cookie.
-    Writes never take the cookie: a browser attaches it by itself, the headers only a client
-    that means to."""
+def token_from_request(request: Request) -> str | None:
+    """The token of `Authorization: Bearer` or `X-API-Token`: only a client that means to send a
+    token sends these headers. Cookies hold no token (the dashboard's is a session id:
+    `session_from_request`)."""
     auth = request.headers.get("authorization")
     if auth:
         scheme, _, value = auth.partition(" ")
         if scheme.lower() == "bearer" and value.strip():
             return value.strip()
-    token = request.headers.get("x-api-token")
-    if token:
-        return token
-    return request.cookies.get(TOKEN_COOKIE) if cookie else None
+    return request.headers.get("x-api-token") or None
+
+
+def session_from_request(request: Request) -> str | None:
+    """The dashboard session id of the login cookie. It counts for reads only: a browser attaches
+    it by itself, also to a request another site's page makes it send, so writes never take it."""
+    return request.cookies.get(SESSION_COOKIE) or None
 
 
 _LAST_USED_EVERY_S = 60.0
+_BEARER = {"WWW-Authenticate": "Bearer"}
 
 
 def _authenticate(request: Request, session: Session, *, cookie: bool = False) -> ApiToken:
-    clear = token_from_request(request, cookie=cookie)
-    if not clear:
+    """The live token of the request's headers, or with cookie=True (reads) the token of its
+    dashboard session when it has no such header; raises 401. Callers check its `.scopes`."""
+    clear = token_from_request(request)
+    if clear:
+        row = find_token(session, clear)
+        if row is None:
+            raise HTTPException(status.HTTP_401_UNAUTHORIZED, "invalid or revoked API token", headers=_BEARER)
+    elif cookie and (sid := session_from_request(request)):
+        row = find_session_token(session, sid)
+        if row is None:
+            raise HTTPException(status.HTTP_401_UNAUTHORIZED, "the dashboard session has ended (it expired, was "
+                                "logged out, or its token was revoked): log in again at /login", headers=_BEARER)
+    else:
         raise HTTPException(status.HTTP_401_UNAUTHORIZED, "an API token is required (Authorization: Bearer <token>;"
-                            " create one with `blocktune token create`)", headers={"WWW-Authenticate": "Bearer"})
-    row = find_token(session, clear)
-    if row is None:
-        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "invalid or revoked API token",
-                            headers={"WWW-Authenticate": "Bearer"})
+                            " create one with `blocktune token create`)", headers=_BEARER)
     # record use, at most once a minute per token (a write per request would serialize SQLite)
     seen = request.app.state.token_last_used
     now = time.monotonic()
@@ -67,25 +83,61 @@ def _authenticate(request: Request, session: Session, *, cookie: bool = False) -
 
 
 def require_token(request: Request, session: SessionDep) -> ApiToken:
+    """A valid token in the headers (any scope); raises 401."""
     return _authenticate(request, session)
 
 
+def check_scope(token: ApiToken, scope: str) -> None:
+    """403 naming the scope when `token` (a row, or anything with `.scopes`) lacks it."""
+    if scope not in token.scopes:
+        raise HTTPException(
+            status.HTTP_403_FORBIDDEN,
+            f"this API token lacks the '{scope}' scope (it has: {scopes_text(token.scopes) or 'none'}); "
+            f"use a token that has it (`blocktune token create NAME --scope {scope}`)",
+            headers={"WWW-Authenticate": f'Bearer error="insufficient_scope", scope="{scope}"'})
+
+
+def require_scope(scope: str):
+    """A dependency: a valid header token (401 otherwise) that has `scope` (403 otherwise)."""
+    if scope not in TOKEN_SCOPES:
+        raise ValueError(f"unknown scope {scope!r}")
+
+    async def dependency(token: Annotated[ApiToken, Depends(require_token)]) -> ApiToken:
+        check_scope(token, scope)
+        return token
+
+    dependency.__name__ = f"require_{scope}_scope"
+    return dependency
+
+
 def authenticate_read(request: Request) -> ApiToken:
-    """Check a read's token (header or login cookie) in a session of its own; raises 401."""
+    """Check a read's token (header or login session) in a session of its own; raises 401. The
+    caller checks the `read` scope."""
     with request.app.state.sessionmaker() as session:
         return _authenticate(request, session, cookie=True)
 
 
 async def read_access(request: Request) -> ApiToken | None:
-    """Reads need a token only when the `read_requires_token` setting is on (then a session is
-    opened in the thread pool; otherwise this costs nothing on the event loop). The dashboard's
-    login cookie counts for reads."""
+    """Reads need a token with the `read` scope only when the `read_requires_token` setting is on
+    (then a session is opened in the thread pool; otherwise this costs nothing on the event loop).
+    The dashboard's login session counts for reads."""
     if request.app.state.settings.read_requires_token:
         from starlette.concurrency import run_in_threadpool
 
-        return await run_in_threadpool(authenticate_read, request)
+        token = await run_in_threadpool(authenticate_read, request)
+        check_scope(token, "read")
+        return token
     return None
 
 
-WriteAuth = Annotated[ApiToken, Depends(require_token)]
 ReadAuth = Annotated[ApiToken | None, Depends(read_access)]
+PublishAuth = Annotated[ApiToken, Depends(require_scope("publish"))]
+SubmitAuth = Annotated[ApiToken, Depends(require_scope("submit"))]
+AdminAuth = Annotated[ApiToken, Depends(require_scope("admin"))]
+
+# what every /api/v1 operation may answer besides its own codes (reads: when they need a token)
+AUTH_RESPONSES: dict[int | str, dict] = {
+    401: {"model": ErrorOut, "description": "no API token, or an unknown or revoked one"},
+    403: {"model": ErrorOut, "description": "the API token lacks the scope this operation needs "
+                                            "(reads: `read`; publishing: `publish`; jobs: `submit`; tokens: `admin`)"},
+}

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from db.models import ApiToken, BestConfig, Gpu, Job, Kernel, Trial, Worker
+from db.models import TOKEN_SCOPES, ApiToken, BestConfig, Gpu, Job, Kernel, Trial, Worker
+from service.core.security import DEFAULT_SCOPES, scopes_text
 
 
 def _no_nul(value: str) -> str:
@@ -156,15 +157,27 @@ class PublishIn(BaseModel):
     default_ms: float | None = Field(default=None, gt=0, lt=1e9)
 
 
+class ErrorOut(BaseModel):
+    """An error with a message for people (FastAPI's HTTPException body)."""
+    detail: str
+
+
+Scope = Literal[TOKEN_SCOPES]  # type: ignore[valid-type]
+
+
 class TokenIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: SafeStr
+    scopes: set[Scope] = Field(default_factory=lambda: set(DEFAULT_SCOPES), min_length=1,
+                               description="what the token may do; only scopes the creating token holds "
+                                           f"(default: {scopes_text(DEFAULT_SCOPES)})")
 
 
 class TokenOut(BaseModel):
     id: int
     name: str
     prefix: str
+    scopes: list[Scope]
     created_at: dt.datetime
     revoked_at: dt.datetime | None
     last_used_at: dt.datetime | None
@@ -172,7 +185,8 @@ class TokenOut(BaseModel):
 
     @classmethod
     def of(cls, t: ApiToken, clear: str | None = None) -> "TokenOut":
-        return cls(id=t.id, name=t.name, prefix=t.prefix, created_at=t.created_at, revoked_at=t.revoked_at,
+        return cls(id=t.id, name=t.name, prefix=t.prefix, scopes=[s for s in TOKEN_SCOPES if s in t.scopes],
+                   created_at=t.created_at, revoked_at=t.revoked_at,
                    last_used_at=t.last_used_at, token=clear)
 
 

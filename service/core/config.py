@@ -25,6 +25,8 @@ class Settings(BaseSettings):
     # the dashboard login cookie's Secure flag; None: set when the request came over https (behind a
     # TLS proxy on this host, uvicorn takes the scheme from X-Forwarded-Proto)
     secure_cookies: bool | None = None
+    # how long a dashboard login lasts (then the browser is sent back to /login)
+    session_seconds: float = Field(default=12 * 3600, ge=60)
     # largest accepted request body, bytes
     max_body_bytes: int = Field(default=1_000_000, ge=1024)
     # a worker is "alive" while its last heartbeat is younger than this

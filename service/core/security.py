@@ -1,25 +1,51 @@
-"""API tokens: generated once, stored as a sha256 hex digest, revocable."""
+"""Credentials: API tokens (generated once, stored as a sha256 hex digest, scoped, revocable) and the
+dashboard's login sessions (a random id in the browser's cookie, stored hashed, tied to a token)."""
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import secrets
+from typing import Iterable
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from db.models import ApiToken, utcnow
+from db.models import TOKEN_SCOPES, ApiToken, DashboardSession, utcnow
 
 TOKEN_PREFIX = "bt_"
+
+# what a token gets when its creator names no scopes: everything a client does, but not managing
+# tokens (admin is always asked for by name)
+DEFAULT_SCOPES: frozenset[str] = frozenset({"read", "publish", "submit"})
 
 
 def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def create_token(session: Session, name: str) -> tuple[ApiToken, str]:
+def parse_scopes(values: Iterable[str]) -> frozenset[str]:
+    """Scope names, each item possibly comma-separated ("read,publish"); ValueError names an
+    unknown one. An empty result is an error too: a token without scopes can do nothing."""
+    scopes = {part.strip().lower() for v in values for part in v.split(",") if part.strip()}
+    unknown = sorted(scopes - set(TOKEN_SCOPES))
+    if unknown:
+        raise ValueError(f"unknown scope {', '.join(map(repr, unknown))}: choose from {', '.join(TOKEN_SCOPES)}")
+    if not scopes:
+        raise ValueError(f"name at least one scope: {', '.join(TOKEN_SCOPES)}")
+    return frozenset(scopes)
+
+
+def scopes_text(scopes: Iterable[str]) -> str:
+    """"read,publish" — in TOKEN_SCOPES order, as the CLI takes and shows them."""
+    have = set(scopes)
+    return ",".join(s for s in TOKEN_SCOPES if s in have)
+
+
+def create_token(session: Session, name: str, scopes: Iterable[str] = DEFAULT_SCOPES) -> tuple[ApiToken, str]:
     """Create a token; returns the row and the clear token (shown once, never stored)."""
     clear = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    row = ApiToken(name=name, token_hash=hash_token(clear), prefix=clear[:10], created_at=utcnow())
+    row = ApiToken(name=name, token_hash=hash_token(clear), prefix=clear[:10], scopes=parse_scopes(scopes),
+                   created_at=utcnow())
     session.add(row)
     session.flush()
     return row, clear
@@ -34,10 +60,41 @@ def find_token(session: Session, clear: str) -> ApiToken | None:
 
 
 def revoke_token(session: Session, ident: str) -> ApiToken | None:
-    """Revoke by id or by prefix; returns the row, or None when none matches."""
+    """Revoke by id or by prefix, ending the token's dashboard sessions; returns the row, or None
+    when none matches."""
     q = sa.select(ApiToken)
     q = q.where(ApiToken.id == int(ident)) if ident.isdigit() else q.where(ApiToken.prefix == ident)
     row = session.scalar(q)
-    if row is not None and row.revoked_at is None:
-        row.revoked_at = utcnow()
+    if row is not None:
+        if row.revoked_at is None:
+            row.revoked_at = utcnow()
+        session.execute(sa.delete(DashboardSession).where(DashboardSession.token_id == row.id))
     return row
+
+
+# -- dashboard sessions ----------------------------------------------------------------------------
+def start_session(session: Session, token: ApiToken, lifetime_s: float) -> str:
+    """Open a dashboard session for `token`; returns the clear session id for the cookie (stored
+    hashed only). Sessions that ran out are deleted on the way."""
+    now = utcnow()
+    session.execute(sa.delete(DashboardSession).where(DashboardSession.expires_at <= now))
+    clear = secrets.token_urlsafe(32)
+    session.add(DashboardSession(session_hash=hash_token(clear), token_id=token.id, created_at=now,
+                                 expires_at=now + dt.timedelta(seconds=lifetime_s)))
+    session.flush()
+    return clear
+
+
+def find_session_token(session: Session, clear: str) -> ApiToken | None:
+    """The token of the live session `clear` (not expired, its token not revoked), or None."""
+    if not clear or len(clear) > 200:
+        return None
+    return session.scalar(sa.select(ApiToken).join(DashboardSession).where(
+        DashboardSession.session_hash == hash_token(clear), DashboardSession.expires_at > utcnow(),
+        ApiToken.revoked_at.is_(None)))
+
+
+def end_session(session: Session, clear: str) -> None:
+    """Logout: the session is deleted (its cookie is worth nothing from now on)."""
+    if clear and len(clear) <= 200:
+        session.execute(sa.delete(DashboardSession).where(DashboardSession.session_hash == hash_token(clear)))

@@ -1,14 +1,18 @@
 """Dashboard login for servers whose reads need a token (`read_requires_token`).
 
-GET /login shows a form to paste an API token; POST /login checks it (tokens are stored hashed:
-service.core.security.find_token) and stores it in the `blocktune_token` cookie — HttpOnly (page
+GET /login shows a form to paste an API token; POST /login checks it (tokens are stored hashed) and
+that it has the `read` scope, then opens a server-side session (service.core.security.start_session):
+the `blocktune_session` cookie holds the session's random id, never the token — HttpOnly (page
 scripts never see it), SameSite=Strict (other sites' pages never send it), Secure when served over
-https —, then goes back to the page that asked for it. POST /logout clears the cookie.
+https —, and the database keeps only its sha256, its expiry (the `session_seconds` setting) and the
+token it was opened with. Then the browser goes back to the page that asked for it. POST /logout
+deletes the session; revoking the token deletes its sessions; an expired one counts no more.
 
-Dashboard pages depend on `PageAuth`: when a token is required and the request carries none, or
-an unknown or revoked one, they answer 303 to /login with the reason (no page is rendered). The
-JSON API answers 401 as before; its reads take the cookie too (the dashboard's live job states),
-its writes never (service.api.deps).
+Dashboard pages depend on `PageAuth`: when a token is required and the request carries no session
+(or header token), or an ended session, an unknown or revoked token or one without `read`, they
+answer 303 to /login with the reason (no page is rendered). The JSON API answers 401/403 as before;
+its reads take the session too (the dashboard's live job states), its writes never
+(service.api.deps).
 
 Plain HTML forms: no JavaScript, nothing from a CDN.
 """
@@ -22,17 +26,22 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from db.models import ApiToken
-from service.api.deps import TOKEN_COOKIE, authenticate_read, token_from_request
-from service.core.security import find_token
+from service.api.deps import SESSION_COOKIE, authenticate_read, check_scope, session_from_request, token_from_request
+from service.core.security import end_session, find_token, start_session
 from service.dashboard.templates import TEMPLATES
 
-COOKIE_MAX_AGE_S = 30 * 24 * 3600     # the token is checked on every request; revoking it logs out
+# before sessions, the login cookie held the raw token: dropped wherever a browser still sends it
+LEGACY_TOKEN_COOKIE = "blocktune_token"
 MAX_FORM_BYTES = 8192
 
 # why the login page is shown: a fixed set, so that no text of the URL reaches the page
 REASONS = {
-    "missing": "This dashboard needs an API token. Paste one below (create one with `blocktune token create`).",
+    "missing": "This dashboard needs an API token. Paste one below (create one with "
+               "`blocktune token create NAME --scope read`).",
     "invalid": "Your API token is unknown or was revoked. Paste a valid one.",
+    "ended": "Your session has ended (it expired, or its token was revoked). Log in again.",
+    "scope": "Your API token lacks the read scope the dashboard needs. Paste one that has it "
+             "(`blocktune token create NAME --scope read`).",
     "logged_out": "You are logged out.",
 }
 
@@ -62,20 +71,27 @@ def _secure(request: Request) -> bool:
     return forced if forced is not None else request.url.scheme == "https"
 
 
-def _clear_cookie(response: Response, request: Request) -> None:
-    response.delete_cookie(TOKEN_COOKIE, path="/", secure=_secure(request), httponly=True, samesite="strict")
+def _clear_cookies(response: Response, request: Request, names=(SESSION_COOKIE, LEGACY_TOKEN_COOKIE)) -> None:
+    """Drop the session cookie, and a token cookie of the days before sessions."""
+    for name in names:
+        if name in request.cookies:
+            response.delete_cookie(name, path="/", secure=_secure(request), httponly=True, samesite="strict")
 
 
 async def page_access(request: Request) -> ApiToken | None:
-    """ReadAuth for HTML pages: a redirect to the login page instead of a 401."""
+    """ReadAuth for HTML pages: a redirect to the login page instead of a 401/403."""
     if not request.app.state.settings.read_requires_token:
         return None
-    if not token_from_request(request, cookie=True):
+    header = token_from_request(request) is not None
+    if not header and not session_from_request(request):
         raise LoginRequired(request, "missing")
     try:
-        return await run_in_threadpool(authenticate_read, request)
-    except HTTPException:
-        raise LoginRequired(request, "invalid") from None
+        token = await run_in_threadpool(authenticate_read, request)
+        check_scope(token, "read")
+    except HTTPException as exc:
+        reason = "scope" if exc.status_code == status.HTTP_403_FORBIDDEN else "invalid" if header else "ended"
+        raise LoginRequired(request, reason) from None
+    return token
 
 
 PageAuth = Annotated[ApiToken | None, Depends(page_access)]
@@ -84,8 +100,8 @@ PageAuth = Annotated[ApiToken | None, Depends(page_access)]
 async def login_redirect(request: Request, exc: LoginRequired) -> RedirectResponse:
     response = RedirectResponse("/login?" + urlencode({"next": exc.next, "reason": exc.reason}),
                                 status_code=status.HTTP_303_SEE_OTHER)
-    if exc.reason == "invalid" and TOKEN_COOKIE in request.cookies:
-        _clear_cookie(response, request)     # a revoked token's cookie is of no use any more
+    if exc.reason in ("missing", "ended"):
+        _clear_cookies(response, request)     # an ended session's cookie (or a legacy one) is of no use
     return response
 
 
@@ -114,9 +130,27 @@ def login_page(request: Request, next: str | None = None, reason: str | None = N
     return _page(request, next_=_safe_next(next), message=REASONS.get(reason or ""), error=None)
 
 
-def _check_token(request: Request, token: str) -> bool:
+class _Refused(Exception):
+    def __init__(self, status_code: int, message: str):
+        self.status_code, self.message = status_code, message
+
+
+def _open_session(request: Request, token: str) -> str:
+    """A new session id for a live token with the `read` scope (the browser's previous session, if
+    any, ends); raises _Refused."""
     with request.app.state.sessionmaker() as session:
-        return find_token(session, token) is not None
+        row = find_token(session, token)
+        if row is None:
+            raise _Refused(status.HTTP_401_UNAUTHORIZED, "That token is not valid: it is unknown or was revoked.")
+        if "read" not in row.scopes:
+            raise _Refused(status.HTTP_403_FORBIDDEN, "That token lacks the read scope the dashboard needs (a token "
+                           "only for publishing or submitting cannot open it). Paste one that has it.")
+        previous = session_from_request(request)
+        if previous:
+            end_session(session, previous)
+        sid = start_session(session, row, request.app.state.settings.session_seconds)
+        session.commit()
+        return sid
 
 
 @router.post("/login", response_class=HTMLResponse)
@@ -132,19 +166,30 @@ async def login(request: Request) -> Response:
     next_ = _safe_next((form.get("next") or ["/"])[0])
     if not token:
         return _page(request, next_=next_, message=None, error="Paste an API token.", status_code=400)
-    if not await run_in_threadpool(_check_token, request, token):
-        return _page(request, next_=next_, message=None, status_code=status.HTTP_401_UNAUTHORIZED,
-                     error="That token is not valid: it is unknown or was revoked.")
+    try:
+        sid = await run_in_threadpool(_open_session, request, token)
+    except _Refused as exc:
+        return _page(request, next_=next_, message=None, error=exc.message, status_code=exc.status_code)
     response = RedirectResponse(next_, status_code=status.HTTP_303_SEE_OTHER)
-    response.set_cookie(TOKEN_COOKIE, token, max_age=COOKIE_MAX_AGE_S, path="/", secure=_secure(request),
-                        httponly=True, samesite="strict")
+    _clear_cookies(response, request, names=(LEGACY_TOKEN_COOKIE,))
+    response.set_cookie(SESSION_COOKIE, sid, max_age=int(request.app.state.settings.session_seconds), path="/",
+                        secure=_secure(request), httponly=True, samesite="strict")
     return response
+
+
+def _end_session(request: Request, sid: str) -> None:
+    with request.app.state.sessionmaker() as session:
+        end_session(session, sid)
+        session.commit()
 
 
 @router.post("/logout")
 async def logout(request: Request) -> Response:
     if _cross_site(request):
         return Response("cross-site logout refused", status_code=status.HTTP_403_FORBIDDEN)
+    sid = session_from_request(request)
+    if sid:
+        await run_in_threadpool(_end_session, request, sid)
     response = RedirectResponse("/login?reason=logged_out", status_code=status.HTTP_303_SEE_OTHER)
-    _clear_cookie(response, request)
+    _clear_cookies(response, request)
     return response

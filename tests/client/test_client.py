@@ -126,3 +126,13 @@ def test_client_against_a_live_server(live):
     assert c.cancel(live["running"]["job_id"]).state == "cancelled"
     with pytest.raises(TimeoutError):
         c.wait(live["queued"]["job_id"], timeout=0.3, poll=0.05, progress=False)
+
+
+def test_a_token_without_the_scope_gets_a_403_naming_it(live):
+    from svc_helpers import make_token
+
+    publisher = Client(live["url"], make_token(live["db"], "publisher", {"publish"}))
+    with pytest.raises(ServiceError) as e:
+        publisher.cancel(live["queued"]["job_id"])
+    assert e.value.status_code == 403 and "lacks the 'submit' scope" in e.value.detail
+    assert publisher.get_job(live["queued"]["job_id"]).state == "queued"       # reads are open here

@@ -101,6 +101,28 @@ def test_publish_then_lookup(env, monkeypatch):
     assert got["config"] == {"BLOCK": 64, "num_warps": 2} and got["speedup"] == pytest.approx(2.0)
 
 
+def test_a_publish_only_token_publishes_and_a_missing_scope_is_named(env, monkeypatch):
+    """BLOCKTUNE_PUBLISH=1 needs a token with `publish` only; a token without the scope a call needs
+    is refused, and the single warning says which scope."""
+    from pathlib import Path
+
+    import yaml
+
+    from svc_helpers import make_token
+
+    key, cfg = {"n": 78}, {"BLOCK": 32, "num_warps": 1}
+    monkeypatch.setenv("BLOCKTUNE_TOKEN", make_token(env["db"], "publisher", {"publish"}))
+    lookup.reset()
+    assert lookup.publish("q" * 64, "pub_kernel", key, "NVIDIA L4", "8.9", cfg, 0.25)
+    spec = yaml.safe_load((Path(__file__).resolve().parents[1] / "service" / "data" / "add.yaml").read_text())
+    with pytest.warns(lookup.LookupWarning, match="HTTP 403: this API token lacks the 'submit' scope"):
+        assert lookup.submit_on_miss(spec, gpu_model="NVIDIA L4") is None
+    monkeypatch.setenv("BLOCKTUNE_TOKEN", make_token(env["db"], "submitter", {"submit"}))
+    lookup.reset()
+    with pytest.warns(lookup.LookupWarning, match="lacks the 'publish' scope"):
+        assert not lookup.publish("q" * 64, "pub_kernel", {"n": 79}, "NVIDIA L4", "8.9", cfg, 0.25)
+
+
 def test_no_service_url_means_no_lookup(monkeypatch):
     monkeypatch.delenv("BLOCKTUNE_SERVICE_URL", raising=False)
     lookup.reset()

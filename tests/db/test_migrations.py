@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from db import migrate
 from db.engine import default_url, make_engine, session_factory
-from db.models import Base, Job, Kernel, Trial
+from db.models import ApiToken, Base, Job, Kernel, Trial
 
 OUR_TABLES = set(Base.metadata.tables)
 
@@ -150,3 +150,55 @@ def test_concurrent_upgrades_on_postgres_are_serialized(postgres_url):
         t.join(60)
     assert not errors
     assert migrate.is_up_to_date(postgres_url)
+
+
+def test_0002_gives_existing_tokens_every_scope_but_admin(database_url):
+    """A database with tokens made before scopes existed: upgraded, they keep reading, publishing and
+    submitting, stop managing tokens, stay revoked if they were, and the schema matches the models."""
+    from fastapi.testclient import TestClient
+
+    from service.app import create_app
+    from service.core.config import Settings
+    from service.core.security import hash_token
+
+    migrate.upgrade(database_url, "0001")
+    engine = make_engine(database_url)
+    with engine.begin() as c:        # rows as the code before 0002 wrote them
+        for name, clear, revoked in (("laptop", "bt_old-publishing-token", None),
+                                     ("gone", "bt_old-revoked-token", dt.datetime(2026, 1, 2))):
+            c.execute(sa.text("INSERT INTO api_tokens (name, token_hash, prefix, created_at, revoked_at) "
+                              "VALUES (:n, :h, :p, :t, :r)"),
+                      {"n": name, "h": hash_token(clear), "p": clear[:10], "t": dt.datetime(2026, 1, 1),
+                       "r": revoked})
+    engine.dispose()
+
+    migrate.upgrade(database_url)
+    assert migrate.current_revision(database_url) == migrate.head_revision()
+    assert migrate.schema_differences(database_url) == []
+    engine = make_engine(database_url)
+    with session_factory(engine)() as s:
+        tokens = {t.name: t for t in s.scalars(sa.select(ApiToken))}
+    engine.dispose()
+    assert {n: t.scopes for n, t in tokens.items()} == {"laptop": {"read", "publish", "submit"},
+                                                        "gone": {"read", "publish", "submit"}}
+    assert tokens["gone"].revoked_at is not None and tokens["laptop"].revoked_at is None
+
+    app = create_app(Settings(database_url=database_url, read_requires_token=True), database_url=database_url)
+    with TestClient(app) as c:
+        old = {"Authorization": "Bearer bt_old-publishing-token"}
+        body = {"kernel_fingerprint": "f" * 64, "kernel_name": "k", "problem_key": {"n": 1}, "gpu_model": "g",
+                "compute_capability": "9.0", "config": {"BLOCK": 64}, "median_ms": 1.0}
+        assert c.post("/api/v1/configs", json=body, headers=old).status_code == 200
+        assert c.get("/api/v1/configs", headers=old).status_code == 200
+        r = c.get("/api/v1/tokens", headers=old)
+        assert r.status_code == 403 and "'admin'" in r.json()["detail"]
+        assert c.post("/api/v1/tokens", json={"name": "x"}, headers=old).status_code == 403
+        assert c.get("/api/v1/configs", headers={"Authorization": "Bearer bt_old-revoked-token"}).status_code == 401
+
+    migrate.downgrade(database_url, "0001")      # and back: the tokens stay, without scopes
+    engine = make_engine(database_url)
+    with engine.connect() as c:
+        assert sorted(c.execute(sa.text("SELECT name FROM api_tokens")).scalars()) == ["gone", "laptop"]
+        assert "scopes" not in {col["name"] for col in sa.inspect(c).get_columns("api_tokens")}
+        assert "dashboard_sessions" not in sa.inspect(c).get_table_names()
+    engine.dispose()

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 
 from db.engine import make_engine, session_factory
-from db.models import BestConfig, Gpu, Job, Kernel, Trial, Worker, utcnow
+from db.models import TOKEN_SCOPES, BestConfig, Gpu, Job, Kernel, Trial, Worker, utcnow
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -78,13 +78,14 @@ def seed(url: str, *, n_trials: int = 12, state: str = "succeeded", kernel_name:
         engine.dispose()
 
 
-def make_token(url: str, name: str = "test") -> str:
+def make_token(url: str, name: str = "test", scopes=TOKEN_SCOPES) -> str:
+    """A new token (every scope unless `scopes` says which)."""
     from service.core.security import create_token
 
     engine = make_engine(url)
     try:
         with session_factory(engine)() as s:
-            _, clear = create_token(s, name)
+            _, clear = create_token(s, name, scopes)
             s.commit()
             return clear
     finally:

@@ -1,13 +1,18 @@
 """The dashboard in real headless Chromium (Playwright) against a live server with real rows."""
 from __future__ import annotations
 
+import datetime as dt
+import subprocess
+import sys
+
 import pytest
 import sqlalchemy as sa
 
 from db.engine import make_engine
 from db.migrate import upgrade
-from db.models import Job, utcnow
-from svc_helpers import LiveServer, add_worker, make_token, seed
+from db.models import DashboardSession, Job, utcnow
+from service.core.security import hash_token
+from svc_helpers import ROOT, LiveServer, add_worker, make_token, seed
 
 pytestmark = pytest.mark.browser
 
@@ -198,7 +203,8 @@ def test_login_wrong_token_right_token_and_logout(locked_page, locked_site):
     page.wait_for_url(base + "/")
     assert page.locator("table#jobs tr.job-row").count() == 2
     (cookie,) = page.context.cookies()
-    assert cookie["name"] == "blocktune_token" and cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    assert cookie["name"] == "blocktune_session" and cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    assert cookie["value"] != locked_site["token"]                     # a session id, not the token
     assert page.evaluate("document.cookie") == ""                      # scripts never see the token
 
     page.click("#logout")
@@ -221,3 +227,79 @@ def test_login_returns_to_the_page_asked_for_and_live_states_use_the_cookie(lock
     assert cell.inner_text() == "running"
     # dashboard.js polls /api/v1/jobs/<id>: the API's reads accept the login cookie
     _finish_and_wait(page, locked_site["db"], r["job_id"], trials_done=2)
+
+
+# ---------------------------------------------------------------------------------------------
+# The login is a server-side session: the cookie is no token, and logout, revocation and expiry end it
+
+def _log_in(page, base: str, token: str) -> dict:
+    page.goto(base + "/")
+    page.fill("#token", token)
+    page.click("#login")
+    page.wait_for_url(base + "/")
+    (cookie,) = page.context.cookies()
+    return cookie
+
+
+def _session_rows(db: str) -> list:
+    eng = make_engine(db)
+    with eng.connect() as c:
+        rows = c.execute(sa.select(DashboardSession.session_hash, DashboardSession.token_id)).all()
+    eng.dispose()
+    return rows
+
+
+def _sent_to_login(page, base: str, path: str) -> str:
+    page.goto(base + path)
+    assert page.url.startswith(base + "/login?"), page.url
+    assert page.locator("table#jobs").count() == 0
+    return page.locator("#login-message").inner_text()
+
+
+def test_the_cookie_holds_a_session_id_and_logout_deletes_it(locked_page, locked_site):
+    page, base = locked_page, locked_site["base"]
+    cookie = _log_in(page, base, locked_site["token"])
+    assert cookie["name"] == "blocktune_session" and locked_site["token"] not in cookie["value"]
+    assert hash_token(cookie["value"]) in {h for h, _ in _session_rows(locked_site["db"])}
+    page.click("#logout")
+    page.wait_for_url("**/login?reason=logged_out")
+    assert hash_token(cookie["value"]) not in {h for h, _ in _session_rows(locked_site["db"])}
+    page.context.add_cookies([cookie])              # a copy of the cookie kept from before the logout
+    assert "session has ended" in _sent_to_login(page, base, "/winners")
+    assert page.context.cookies() == []              # and the browser is told to drop it
+
+
+def test_revoking_the_token_ends_the_browser_session(locked_page, locked_site):
+    page, base = locked_page, locked_site["base"]
+    doomed = make_token(locked_site["db"], "doomed", {"read"})
+    _log_in(page, base, doomed)
+    assert page.locator("table#jobs tr.job-row").count() == 2
+    r = subprocess.run([sys.executable, "-m", "service.cli", "token", "revoke", doomed[:10], "--database-url",
+                        locked_site["db"]], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "sessions are ended" in r.stderr
+    assert "its token was revoked" in _sent_to_login(page, base, "/gpus")
+    assert page.context.cookies() == []
+
+
+def test_an_expired_session_sends_the_browser_to_the_login(locked_page, locked_site):
+    page, base = locked_page, locked_site["base"]
+    cookie = _log_in(page, base, locked_site["token"])
+    eng = make_engine(locked_site["db"])
+    with eng.begin() as c:
+        c.execute(sa.update(DashboardSession).where(DashboardSession.session_hash == hash_token(cookie["value"]))
+                  .values(expires_at=utcnow() - dt.timedelta(seconds=1)))
+    eng.dispose()
+    page.click("nav a[href='/winners']")
+    page.wait_for_url("**/login?**")
+    assert "session has ended" in page.locator("#login-message").inner_text()
+    assert page.url.endswith("reason=ended") and "next=%2Fwinners" in page.url
+
+
+def test_a_token_without_read_cannot_log_in(locked_page, locked_site):
+    page, base = locked_page, locked_site["base"]
+    page.goto(base + "/login")
+    page.fill("#token", make_token(locked_site["db"], "publisher", {"publish"}))
+    page.click("#login")
+    page.wait_for_load_state()
+    assert "lacks the read scope" in page.locator("#login-error").inner_text()
+    assert page.context.cookies() == []

@@ -1,7 +1,8 @@
 """The dashboard login (reads behind a token) at the HTTP level, on a real SQLite database: pages
-redirect to /login with the reason, the form checks the token against the stored hashes and sets
-an HttpOnly SameSite=Strict cookie (Secure over https), the cookie opens reads but never writes,
-logout and revocation end it, and the login is no open redirect nor cross-site postable."""
+redirect to /login with the reason, the form checks the token against the stored hashes and opens a
+server-side session whose id (never the token) is an HttpOnly SameSite=Strict cookie (Secure over
+https), the cookie opens reads but never writes, logout and revocation end it, and the login is no
+open redirect nor cross-site postable."""
 from __future__ import annotations
 
 from http.cookies import SimpleCookie
@@ -59,8 +60,8 @@ def test_a_wrong_token_is_refused_on_the_form(locked):
 def test_the_right_token_sets_a_strict_httponly_cookie_and_opens_reads(locked):
     r = login(locked, locked.token, "/winners")
     assert r.status_code == 303 and r.headers["location"] == "/winners"
-    c = cookie_of(r)["blocktune_token"]
-    assert c.value == locked.token and c["httponly"] and c["samesite"].lower() == "strict" and c["path"] == "/"
+    c = cookie_of(r)["blocktune_session"]
+    assert c.value and c.value != locked.token and c["httponly"] and c["samesite"].lower() == "strict" and c["path"] == "/"
     assert not c["secure"]                                   # plain http here
     # the TestClient keeps the cookie, as a browser does
     assert locked.get("/winners").status_code == 200
@@ -75,11 +76,11 @@ def test_the_cookie_is_secure_over_https(sqlite_db):
     app = create_app(Settings(database_url=sqlite_db, read_requires_token=True), database_url=sqlite_db)
     tok = make_token(sqlite_db)
     with TestClient(app, base_url="https://dash.example", follow_redirects=False) as c:
-        assert cookie_of(login(c, tok))["blocktune_token"]["secure"]
+        assert cookie_of(login(c, tok))["blocktune_session"]["secure"]
     forced = create_app(Settings(database_url=sqlite_db, read_requires_token=True, secure_cookies=True),
                         database_url=sqlite_db)
     with TestClient(forced, follow_redirects=False) as c:     # behind a proxy that does not say https
-        assert cookie_of(login(c, tok))["blocktune_token"]["secure"]
+        assert cookie_of(login(c, tok))["blocktune_session"]["secure"]
 
 
 def test_logout_clears_the_cookie(locked):
@@ -87,7 +88,7 @@ def test_logout_clears_the_cookie(locked):
     assert locked.get("/").status_code == 200
     r = locked.post("/logout")
     assert r.status_code == 303 and r.headers["location"] == "/login?reason=logged_out"
-    gone = cookie_of(r)["blocktune_token"]
+    gone = cookie_of(r)["blocktune_session"]
     assert gone.value == "" and gone["max-age"] == "0"
     assert locked.get("/").status_code == 303
     assert "You are logged out." in locked.get("/login?reason=logged_out").text
@@ -101,9 +102,9 @@ def test_a_revoked_token_sends_back_to_the_login(locked):
         s.commit()
     engine.dispose()
     r = locked.get("/gpus")
-    assert r.status_code == 303 and "reason=invalid" in r.headers["location"]
-    assert cookie_of(r)["blocktune_token"]["max-age"] == "0"      # and the stale cookie is dropped
-    assert "unknown or was revoked" in locked.get(r.headers["location"]).text
+    assert r.status_code == 303 and "reason=ended" in r.headers["location"]
+    assert cookie_of(r)["blocktune_session"]["max-age"] == "0"    # and the stale cookie is dropped
+    assert "its token was revoked" in locked.get(r.headers["location"]).text
 
 
 def test_a_header_token_still_works_without_login(locked):

@@ -9,7 +9,7 @@ from fastapi import APIRouter, HTTPException, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 
 from db.models import BestConfig, utcnow
-from service.api.deps import ReadAuth, SessionDep, WriteAuth
+from service.api.deps import PublishAuth, ReadAuth, SessionDep
 from service.api.schemas import BestConfigOut, PublishIn, canonical_key
 
 router = APIRouter(prefix="/configs", tags=["configs"])
@@ -69,7 +69,7 @@ def list_configs(session: SessionDep, _: ReadAuth,
 
 
 @router.post("", response_model=BestConfigOut)
-def publish(body: PublishIn, request: Request, session: SessionDep, _: WriteAuth) -> BestConfigOut:
+def publish(body: PublishIn, request: Request, session: SessionDep, _: PublishAuth) -> BestConfigOut:
     """Record a config tuned by a client; an existing entry is replaced only by a faster one."""
     pk = canonical_key(body.problem_key)
     row = session.scalar(sa.select(BestConfig).where(BestConfig.kernel_fingerprint == body.kernel_fingerprint,

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session, joinedload
 
 from db.models import JOB_FINAL_STATES, Job, Kernel, Trial, utcnow
-from service.api.deps import ReadAuth, SessionDep, SettingsDep, WriteAuth
+from service.api.deps import ReadAuth, SessionDep, SettingsDep, SubmitAuth
 from service.api.schemas import JobOut, JobPage, TrialOut
 from service.submit import SubmissionError, prepare_submission
 
@@ -35,7 +35,7 @@ def _get_job(session: Session, job_id: int) -> Job:
 def submit_job(
     response: Response,
     session: SessionDep,
-    _: WriteAuth,
+    _: SubmitAuth,
     spec: Annotated[dict[str, Any], Body(description="a tuner job spec (tuner.spec.JobSpec)")],
     idempotency_key: Annotated[str | None, Header(max_length=200, pattern=r"^[\x21-\x7e]+$")] = None,
     gpu_model: Annotated[str | None, Query(max_length=200, pattern=r"^[^\x00]+$",
@@ -125,7 +125,7 @@ def get_job(job_id: JobId, session: SessionDep, _: ReadAuth) -> JobOut:
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut)
-def cancel_job(job_id: JobId, session: SessionDep, _: WriteAuth) -> JobOut:
+def cancel_job(job_id: JobId, session: SessionDep, _: SubmitAuth) -> JobOut:
     """Cancel a queued or running job (a worker running it stops after its current trial)."""
     now = utcnow()
     res = session.execute(sa.update(Job).where(Job.id == job_id, Job.state.in_(("queued", "running")))
