@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import bisect
 import ctypes
-import os
 import sys
 import threading
 import weakref
 
 import numpy as np
 
-from . import ir
+from . import ir, knobs
 from .language import dtypes as T
 from .language.dtypes import block_type, pointer_type, scalar_of, shape_of
 
@@ -36,11 +35,8 @@ __all__ = ["run", "interpret_mode", "InterpreterError", "compile_function"]
 
 
 def interpret_mode() -> bool:
-    """True when `BLOCKTUNE_INTERPRET` or `TRITON_INTERPRET` is set to 1/true/yes/on."""
-    for key in ("BLOCKTUNE_INTERPRET", "TRITON_INTERPRET"):
-        if os.environ.get(key, "").strip().lower() in ("1", "true", "yes", "on"):
-            return True
-    return False
+    """True when `BLOCKTUNE_INTERPRET` or `TRITON_INTERPRET` is set to 1/true/yes/on (knobs.runtime.interpret)."""
+    return knobs.runtime.interpret
 
 
 class InterpreterError(RuntimeError):
@@ -1393,7 +1389,7 @@ _cache_lock = threading.Lock()
 
 
 def _vectorize_enabled() -> bool:
-    return os.environ.get("BLOCKTUNE_INTERPRET_VECTORIZE", "1").strip().lower() not in ("0", "false", "no", "off")
+    return knobs.runtime.interpret_vectorize
 
 
 def compile_function(fn: ir.Function, vectorize: bool | None = None) -> Program:

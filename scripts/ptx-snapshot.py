@@ -206,7 +206,6 @@ def ir_jobs():
     for name in sorted(T.IR_CASES):
         for nw in (1, 4, 8):
             yield "ir", f"{name}-w{nw}", name.startswith("matmul"), ir(T.IR_CASES[name], nw), {"nw": nw}
-    yield "ir", "vector_add-w4", False, ir(B.vector_add, 4), {}
     for dt in ("fp16", "bf16", "fp32", "fp64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "i1"):
         yield "ir", f"type_sweep-{dt}", False, (lambda dt=dt: T._type_sweep(dt)["ptx"]), {}
     for cache in ("", ".cg", ".ca", ".cs"):
@@ -277,7 +276,7 @@ def run_mode(out: Path, mode: str) -> None:
             continue
         d = out / mode / group
         d.mkdir(parents=True, exist_ok=True)
-        if label in index:
+        if f"{group}/{label}" in index:
             raise SystemExit(f"duplicate label {group}/{label}")
         index[f"{group}/{label}"] = spec
         try:

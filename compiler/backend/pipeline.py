@@ -18,24 +18,22 @@ with D = S-1. With wgmma kept asynchronous (the accumulator only carried), the o
              wgmma from buffer i % S; commit; wgmma.wait_group(1)   (wgmma(i-1) is done, i runs on)
              bar.sync                          (every warpgroup is past its wgmma(i-1))
              cp.async the tiles of iteration i+S-1 into buffer (i-1) % S; commit
-so D = S-1 stays in flight while the tensor cores work (S ≥ 2). BLOCKTUNE_WGMMA_PREFETCH=early
-(copies issued before the wgmma) or =mid (between its commit and its wait) keep one barrier with
-D = S-2, S ≥ 3: measured slower (docs/performance.md). The exit waits for the last wgmma group.
-No proxy fence between the cp.async writes and the wgmma reads, as in Triton's PTX
-(BLOCKTUNE_CPASYNC_PROXY_FENCE=1 adds one: 1-7 % slower, same results).
+so D = S-1 stays in flight while the tensor cores work (S ≥ 2); issuing the copies before the
+wgmma, or between its commit and its wait, keeps one barrier but only S-2 stages ahead, and measured
+slower (docs/performance.md). The exit waits for the last wgmma group. No proxy fence between the
+cp.async writes and the wgmma reads, as in Triton's PTX (one per iteration measured 1-7 % slower).
 The pointers/masks of iteration i+S-1 come from re-lowering the body's index arithmetic with the
 induction variable and the "ahead" copies of the iter args it needs (carried as extra phis and
 advanced by re-lowering their yield expressions). Copies past the end are predicated off
 (src-size 0). Masked-off elements are zero-filled by cp.async's src-size operand.
-Set BLOCKTUNE_NO_PIPELINE=1 to turn this off (the dot then stages operands through registers).
+`knobs.codegen.pipeline` (BLOCKTUNE_NO_PIPELINE=1) turns this off: the dot then stages its operands
+through registers.
 """
 from __future__ import annotations
 
-import os
-
 from llvmlite import ir as ll
 
-from .. import ir
+from .. import ir, knobs
 from . import mma
 from .layouts import log2
 
@@ -91,7 +89,7 @@ def _slice(body: ir.Block, targets, poly) -> tuple | None:
 
 def make_plan(lw, op) -> Plan | None:
     from . import nvptx
-    if os.environ.get("BLOCKTUNE_NO_PIPELINE"):
+    if not knobs.codegen.pipeline:
         return None
     stages = op.attrs.get("num_stages") or getattr(lw, "num_stages", 1) or 1
     if stages < 2:
@@ -164,12 +162,7 @@ def make_plan(lw, op) -> Plan | None:
     # wgmma kept in flight across iterations (wait_group 1): needs the accumulator to be the dot's
     # own iter arg, yielded and used by nothing else, and one more buffer (the one it still reads)
     p.async_dot = False
-    p.order = os.environ.get("BLOCKTUNE_WGMMA_PREFETCH", "late")
-    if p.order not in ("late", "early", "mid"):
-        p.order = "late"
-    p.late_issue = p.order == "late"
-    min_async = 2 if p.late_issue else 3
-    if (mma.use_wgmma(d, lw.num_warps) and stages >= min_async and os.environ.get("BLOCKTUNE_WGMMA") != "sync"
+    if (mma.use_wgmma(d, lw.num_warps) and knobs.codegen.wgmma == "async"
             and d.result.dtype.name == "fp32" and d.operands[2].dtype.name == "fp32"):
         c = d.operands[2]
         if c.owner is None and c in body.args[1:]:
@@ -177,7 +170,7 @@ def make_plan(lw, op) -> Plan | None:
             if y.operands[i] is d.result and all(u is y for u in lw.uses.get(d.result.id, ())):
                 p.async_dot, p.acc_index = True, i
     # prefetch distance: iterations whose tiles are in flight ahead of the one computed
-    p.dist = stages - 2 if p.async_dot and not p.late_issue else stages - 1
+    p.dist = stages - 1
     p.addr_ops = sl[0]
     p.upd_ops = upd[0]
     p.needed = needed_idx
@@ -333,28 +326,20 @@ def lower_for(lw, op) -> bool:
     for a, l, ps in zip(body.args[1:], lays, phis):
         nvptx._bind(lw, a, l, ps)
     lw.call("llvm.nvvm.cp.async.wait.group", ll.VoidType(), [ll.Constant(I32, D - 1)])
-    if mma.use_wgmma(plan.dot, lw.num_warps) and os.environ.get("BLOCKTUNE_CPASYNC_PROXY_FENCE") == "1":
-        # Triton emits no proxy fence between cp.async (completed by wait_group + bar.sync) and
-        # wgmma; this switch puts one in, for comparison
-        from . import wgmma
-        wgmma.proxy_fence(lw)
     lw.barrier()
     sconst = ll.Constant(I32, S)
     read_base = b.mul(b.urem(it, sconst), ll.Constant(I32, plan.stage_bytes))
     write_base = b.mul(b.urem(b.add(it, ll.Constant(I32, D)), sconst), ll.Constant(I32, plan.stage_bytes))
     iv_ahead = b.add(iv, b.mul(step, ll.Constant(step.type, D)))
     ahead = {body.args[i + 1].id: as_binding(i, ahead_phis[i]) for i in plan.needed}
-    late = plan.async_dot and plan.late_issue
 
     def issue_ahead():
         _issue(lw, plan, body, iv_ahead, ahead, write_base, ub, signed)
         return _advance(lw, plan, body, iv_ahead, ahead, lays)
 
-    mid = plan.async_dot and plan.order == "mid"
-    if not late and not mid:
+    if not plan.async_dot:
         ahead_next = issue_ahead()
 
-    ahead_box: list = []
     skip = {lo for lo in plan.loads}
     lw.scopes.append({})
     try:
@@ -368,11 +353,7 @@ def lower_for(lw, op) -> bool:
             if bop is plan.dot:
                 if plan.async_dot:
                     from . import wgmma
-                    if mid:   # wgmma(i) first, then the copies (into the buffer of i-2), then wait(1)
-                        wgmma.dot_from_tiles(lw, bop, plan.tiles[0], plan.tiles[1], read_base, pending=1,
-                                             before_wait=lambda: ahead_box.append(issue_ahead()))
-                    else:
-                        wgmma.dot_from_tiles(lw, bop, plan.tiles[0], plan.tiles[1], read_base, pending=1)
+                    wgmma.dot_from_tiles(lw, bop, plan.tiles[0], plan.tiles[1], read_base, pending=1)
                 else:
                     mma.dot_from_tiles(lw, bop, plan.tiles[0], plan.tiles[1], dyn_base=read_base)
                 continue
@@ -381,9 +362,7 @@ def lower_for(lw, op) -> bool:
         nxt = [nvptx._get_as(lw, yv, l) for yv, l in zip(ys, lays)]
     finally:
         lw.scopes.pop()
-    if mid:
-        ahead_next = ahead_box[0]
-    if late:
+    if plan.async_dot:
         # wgmma(i-1) is done in this warpgroup (wait_group 1 in the dot); once every warpgroup is
         # past that point its buffer, (i-1) % S = (i+S-1) % S, takes the tiles of iteration i+S-1
         lw.barrier()

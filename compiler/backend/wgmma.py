@@ -1,5 +1,5 @@
 """`tl.dot` with Hopper's warpgroup MMA (`wgmma.mma_async`, sm_90a) — the default on sm_90
-(BLOCKTUNE_WGMMA=0 falls back to mma.sync).
+(`knobs.codegen.wgmma`: BLOCKTUNE_WGMMA=0 falls back to mma.sync).
 
 Operands come from shared memory through matrix descriptors (no ldmatrix): the tiles are
 mma.SmemTile with `panels=True`, i.e. wgmma's canonical swizzled layouts — K-major or MN-major
@@ -21,10 +21,9 @@ remains is the cp.async pipeline around it (compiler/backend/pipeline.py).
 """
 from __future__ import annotations
 
-import os
-
 from llvmlite import ir as ll
 
+from .. import knobs
 from .layouts import Layout, log2
 
 I32 = ll.IntType(32)
@@ -34,10 +33,8 @@ SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}
 
 
 def enabled(target: str | None) -> bool:
-    """wgmma on sm_90 unless BLOCKTUNE_WGMMA=0 (then mma.sync). By default (or =1) one wgmma group
-    stays in flight across pipelined K iterations; BLOCKTUNE_WGMMA=sync waits at each dot."""
-    return os.environ.get("BLOCKTUNE_WGMMA", "1").lower() not in ("0", "off", "false", "no") and \
-        (target or "").lower() in ("sm_90", "sm_90a")
+    """wgmma on sm_90 unless knobs.codegen.wgmma is "off" (then mma.sync)."""
+    return knobs.codegen.wgmma != "off" and (target or "").lower() in ("sm_90", "sm_90a")
 
 
 def config(m: int, n: int, num_warps: int):
@@ -102,11 +99,10 @@ def wait_pass_through(lw, regs, pending: int):
     return [b.extract_value(r, i) for i in range(len(regs))]
 
 
-def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int | None = 0, before_wait=None):
+def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int = 0):
     """wgmma over operand tiles in shared memory; sets the dot's result in acc_layout. `pending`:
     how many wgmma groups may still run when this returns (1: the result is only fed back into the
-    next wgmma; the pipeline waits for it at the loop exit). `before_wait`, if given, emits code
-    between the commit and the wait (the pipeline's copies), and the wait is then wait_group(1)."""
+    next wgmma; the pipeline waits for it at the loop exit)."""
     from .nvptx import lty
     from .mma import mma_kind
     a, bv, c = op.operands
@@ -153,9 +149,6 @@ def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int | None = 0, befor
             r = b.call(asm, [dA, dB, one] + regs)
             acc[rep * per:(rep + 1) * per] = [b.extract_value(r, i) for i in range(per)]
     lw.call("llvm.nvvm.wgmma.commit_group.sync.aligned", ll.VoidType(), [])
-    if before_wait is not None:
-        before_wait()
-        pending = 1
     acc = wait_pass_through(lw, acc, pending)
     odt = lty(res.dtype)
     if odt != F32:

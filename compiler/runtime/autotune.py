@@ -37,6 +37,7 @@ import time
 import warnings
 from typing import Callable
 
+from .. import knobs
 from ..errors import CompilationError, OutOfResources
 
 
@@ -432,7 +433,7 @@ class Autotuner:
             errs = "; ".join(f"[{c}] {e}" for c, e in list(self._last_errors.items())[:3])
             raise OutOfResources(0, 0, f"every config of {self.__name__} failed to compile or launch ({errs})")
         self._store_disk(path, key, best, {c: (t[0] if isinstance(t, list) else t) for c, t in timings.items()})
-        if os.environ.get("BLOCKTUNE_PRINT_AUTOTUNING") or os.environ.get("TRITON_PRINT_AUTOTUNING"):
+        if knobs.autotuning.print:
             print(f"Autotuning kernel {self.__name__} with config {best} finished after {self.bench_time:.2f}s; "
                   f"best config selected: {best};")
         self._publish(all_args, best, timings)

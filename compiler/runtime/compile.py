@@ -7,7 +7,8 @@
 Cache key: sha256 over the kernel's fingerprint (its normalized source, the @jit functions it
 calls, the compiler version), the compiler's own source (`compiler_source_hash`: a changed
 front end or backend never reuses stale PTX), the specialization (types, constexpr values,
-divisibility, equal-to-1), num_warps, num_stages and the target. Disk cache: `$BLOCKTUNE_CACHE_DIR`, else the
+divisibility, equal-to-1), num_warps, num_stages, the target and every codegen knob
+(`knobs.codegen.key()`). Disk cache: `knobs.cache.dir` ($BLOCKTUNE_CACHE_DIR), else the
 platform's user cache dir + "/blocktune"; one JSON file per compiled kernel, written atomically
 (temp file + os.replace). `stats` counts compiles and hits (tests use it).
 """
@@ -22,7 +23,7 @@ import tempfile
 import threading
 from typing import Any
 
-from .. import __version__
+from .. import __version__, knobs
 from ..errors import CompilationError
 from ..language import dtypes as T
 from ..language.core import constexpr
@@ -35,13 +36,8 @@ _lock = threading.Lock()
 # ---------------------------------------------------------------------------------------------
 # Cache directory
 
-# environment switches the backend reads (compiler/backend/wgmma.py, pipeline.py): part of the key
-CODEGEN_SWITCHES = ("BLOCKTUNE_WGMMA", "BLOCKTUNE_NO_PIPELINE", "BLOCKTUNE_WGMMA_PREFETCH",
-                    "BLOCKTUNE_CPASYNC_PROXY_FENCE")
-
-
 def cache_dir() -> str:
-    d = os.environ.get("BLOCKTUNE_CACHE_DIR")
+    d = knobs.cache.dir
     if not d:
         import platformdirs  # noqa: PLC0415
         d = os.path.join(platformdirs.user_cache_dir(), "blocktune")
@@ -49,7 +45,7 @@ def cache_dir() -> str:
 
 
 def _disk_enabled() -> bool:
-    return os.environ.get("BLOCKTUNE_DISABLE_DISK_CACHE", "").strip().lower() not in ("1", "true", "yes", "on")
+    return not knobs.cache.disabled
 
 
 def atomic_write(path: str, data: bytes) -> None:
@@ -206,8 +202,7 @@ def cache_key(fn, signature: dict, constexprs: dict, num_warps: int, num_stages:
         ";".join(f"{k}={canon(constexprs[k])}" for k in sorted(constexprs)),
         "div16:" + ",".join(sorted(divisible_by_16)), "eq1:" + ",".join(sorted(equal_to_1)),
         f"w{int(num_warps)}", f"s{int(num_stages)}", str(target),
-        # code-generation switches read by the backend (compiler/backend/wgmma.py, pipeline.py)
-        ";".join(f"{v}={os.environ.get(v, '')}" for v in CODEGEN_SWITCHES),
+        knobs.codegen.key(),              # every switch that changes the generated code
         f"debug={int(debug_mode(fn))}",
     ]
     h.update("\x00".join(parts).encode())
@@ -230,11 +225,9 @@ def build_ir(fn, signature: dict, constexprs: dict, divisible_by_16=(), equal_to
 
 
 def debug_mode(fn) -> bool:
-    """`@jit(debug=True)`, or TRITON_DEBUG=1 / BLOCKTUNE_DEBUG=1: device_assert is checked on the GPU."""
-    if getattr(fn, "debug", None):
-        return True
-    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
-               for v in ("TRITON_DEBUG", "BLOCKTUNE_DEBUG"))
+    """`@jit(debug=True)`, or knobs.codegen.debug (TRITON_DEBUG=1 / BLOCKTUNE_DEBUG=1): device_assert
+    is checked on the GPU."""
+    return bool(getattr(fn, "debug", None)) or knobs.codegen.debug
 
 
 def _backend_compile(ir_fn, num_warps: int, num_stages: int, target: str, debug: bool = False) -> dict:
@@ -298,7 +291,7 @@ class CompiledKernel:
         cubin = self.asm.get("cubin")
         if cubin:
             return cubin
-        if os.environ.get("BLOCKTUNE_PTXAS_AOT", "").strip() in ("1", "true", "yes", "on"):
+        if knobs.runtime.ptxas_aot:
             from . import driver  # noqa: PLC0415
             if driver.ptxas_path():
                 cubin = driver.ptxas_compile(self.asm["ptx"], self.metadata["target"])

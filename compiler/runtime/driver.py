@@ -25,6 +25,7 @@ import subprocess
 import tempfile
 import threading
 
+from .. import knobs
 from ..errors import OutOfResources
 
 _lock = threading.RLock()
@@ -281,7 +282,7 @@ def default_target() -> str:
 @functools.lru_cache(maxsize=1)
 def ptxas_path() -> str | None:
     """`ptxas` from $BLOCKTUNE_PTXAS, the PATH, $CUDA_HOME, or the nvidia-cuda-nvcc wheel."""
-    env = os.environ.get("BLOCKTUNE_PTXAS")
+    env = knobs.tools.ptxas
     if env and os.access(env, os.X_OK):
         return env
     found = shutil.which("ptxas")

@@ -27,9 +27,11 @@ import threading
 from collections import ChainMap
 from typing import Any, Iterable, Mapping
 
+from .. import knobs
 from ..errors import CompilationError
 from ..language import dtypes as T
 from ..language.core import constexpr
+from . import native
 
 # Triton launch options accepted (and ignored: one CTA per program, no register cap) by kernel[grid](...)
 _TRITON_LAUNCH_OPTIONS = ("num_ctas=1", "maxnreg=None", "enable_fp_fusion=True", "debug=None",
@@ -38,31 +40,22 @@ _TRITON_LAUNCH_OPTIONS = ("num_ctas=1", "maxnreg=None", "enable_fp_fusion=True",
 
 
 # ---------------------------------------------------------------------------------------------
-# Environment checks that run on every launch (kept cheap)
+# Interpret mode is decided at every launch (knobs.runtime.interpret). The launch path first asks
+# whether either of its variables is in the environment at all, the cheapest way there is: the
+# native module's getenv (tens of ns), else os.environ (a microsecond or two: the ctypes
+# launcher's fallback only).
 
-try:
-    _ENVDATA = os.environ._data  # type: ignore[attr-defined]  # bytes → bytes on POSIX
-    _IKEYS = (b"BLOCKTUNE_INTERPRET", b"TRITON_INTERPRET")
-except AttributeError:  # pragma: no cover - non-POSIX
-    _ENVDATA = None
-    _IKEYS = ("BLOCKTUNE_INTERPRET", "TRITON_INTERPRET")
-
-
-def _maybe_interpret() -> bool:
-    """Cheap pre-check: is either interpret variable set at all? (then ask the interpreter)"""
-    env = _ENVDATA if _ENVDATA is not None else os.environ
-    return _IKEYS[0] in env or _IKEYS[1] in env
+@functools.lru_cache(maxsize=1)
+def _interpret_var_check():
+    mod = native.module()
+    if mod is not None:
+        return mod.interpret_var_is_set
+    first, second = knobs.runtime.INTERPRET_VARS
+    return lambda: first in os.environ or second in os.environ
 
 
 def interpret_mode() -> bool:
-    if not _maybe_interpret():
-        return False
-    try:
-        from ..interpreter import interpret_mode as im  # noqa: PLC0415
-    except ImportError:
-        return any(os.environ.get(k, "").strip().lower() in ("1", "true", "yes", "on")
-                   for k in ("BLOCKTUNE_INTERPRET", "TRITON_INTERPRET"))
-    return im()
+    return _interpret_var_check()() and knobs.runtime.interpret
 
 
 # ---------------------------------------------------------------------------------------------
@@ -666,8 +659,8 @@ def _is_namespace(obj) -> bool:
 
 _RESERVED = frozenset({"num_warps", "num_stages", "stream", "warmup"} |
                       {o.split("=")[0] for o in _TRITON_LAUNCH_OPTIONS})
-_INTERNAL = re.compile(r"_(grid_|opts|t|ENV|IK\d|[pka]\d+|dev|key|e|n|r|bind|g\d|self|launchers|dflt|make|Tensor|get_device|"
-                       r"get_stream|maybe_interpret|interpret_mode|int_kind|spec_arg|cpu_tensor)")
+_INTERNAL = re.compile(r"_(grid_|opts|t|[pka]\d+|dev|key|e|n|r|bind|g\d|self|launchers|dflt|make|Tensor|get_device|"
+                       r"get_stream|interpret_var_set|interpret_mode|int_kind|spec_arg|cpu_tensor)")
 
 
 def _generate_runner(jf: JITFunction):
@@ -703,7 +696,7 @@ def _generate_runner(jf: JITFunction):
              f"warmup=False, {', '.join(_TRITON_LAUNCH_OPTIONS)}):")
     all_vals = ", ".join(names)
     tuple_src = f"({all_vals},)" if names else "()"
-    L.append("    if (_IK0 in _ENV or _IK1 in _ENV) and _interpret_mode():")
+    L.append("    if _interpret_var_set() and _interpret_mode():")
     L.append(f"        return _self._run_interpreted(_grid_, {tuple_src}, num_warps, num_stages, warmup)")
     # the common case in C (launch.c's Binder); NotImplemented: the Python body below
     L.append("    if _bind is not None and not warmup:")
@@ -770,9 +763,7 @@ def _generate_runner(jf: JITFunction):
     # Parameter names are Python identifiers from the kernel's own `def` (parsed by ast), so the
     # generated text cannot be steered by them; default values are passed as objects, not text.
     glb = ns
-    glb.setdefault("_ENV", _ENVDATA if _ENVDATA is not None else os.environ)
-    glb.setdefault("_IK0", _IKEYS[0])
-    glb.setdefault("_IK1", _IKEYS[1])
+    glb.setdefault("_interpret_var_set", _interpret_var_check())
     glb.setdefault("_interpret_mode", interpret_mode)
     glb.setdefault("_int_kind", _int_kind)
     glb.setdefault("_spec_arg", spec_arg)
@@ -790,7 +781,6 @@ def _generate_runner(jf: JITFunction):
 
 def _make_binder(jf: JITFunction, ns: dict):
     """The runner's fast path in C (native.py / launch.c), or None without a C compiler."""
-    from . import native  # noqa: PLC0415
     mod = native.module()
     if mod is None or len(jf.arg_names) > mod.MAX_PARAMS:
         return None
@@ -800,8 +790,7 @@ def _make_binder(jf: JITFunction, ns: dict):
         return mod.Binder(jf._launchers, ns, spec)   # a parameter that is also a launch option: no Bound
     names = tuple(sys.intern(n) for n in jf.arg_names)
     defaults = tuple(jf.defaults[n] if n in jf.defaults else _MISSING for n in jf.arg_names)
-    env = _ENVDATA if _ENVDATA is not None else os.environ._data  # type: ignore[attr-defined]
-    return mod.Binder(jf._launchers, ns, spec, names, defaults, _MISSING, env, _IKEYS[0], _IKEYS[1])
+    return mod.Binder(jf._launchers, ns, spec, names, defaults, _MISSING)
 
 
 def _cpu_tensor(name):

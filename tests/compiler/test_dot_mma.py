@@ -442,37 +442,29 @@ def test_wgmma_tutorial_configs(i, monkeypatch):
     assert spills == 0, rep
 
 
-@pytest.mark.parametrize("mode,stages,order", [("1", 3, "late"), ("1", 4, "late"), ("1", 2, "late"),
-                                              ("1", 3, "early"), ("1", 4, "early"), ("1", 2, "early"),
-                                              ("1", 3, "mid"), ("1", 4, "mid"), ("1", 2, "mid"),
-                                              ("sync", 3, "late"), ("sync", 4, "late")])
-def test_wgmma_async_pipeline(monkeypatch, mode, stages, order):
+@pytest.mark.parametrize("mode,stages", [("1", 3), ("1", 4), ("1", 2), ("sync", 3), ("sync", 4)])
+def test_wgmma_async_pipeline(monkeypatch, mode, stages):
     """BLOCKTUNE_WGMMA=1 keeps one wgmma group in flight across iterations (wait_group 1 in the
-    loop, 0 at the exit). Triton's order (the default): the copies of iteration i+S-1 are issued
-    after the wgmma of i and a second barrier, S-1 stages ahead, from S = 2 on. The early order
-    issues them before the wgmma, the mid order between the wgmma's commit and its wait, both S-2
-    ahead and from S = 3 on; =sync waits at each dot (S-1 ahead). No proxy fence in the loop
-    (cp.async completes by wait_group + bar.sync, as in Triton's PTX) unless asked for."""
+    loop, 0 at the exit), in Triton's order: the copies of iteration i+S-1 are issued after the
+    wgmma of i and a second barrier, S-1 stages ahead, from S = 2 on; =sync waits at each dot
+    (S-1 ahead). No proxy fence in the loop (cp.async completes by wait_group + bar.sync, as in
+    Triton's PTX)."""
     monkeypatch.setenv("BLOCKTUNE_WGMMA", mode)
-    monkeypatch.setenv("BLOCKTUNE_WGMMA_PREFETCH", order)
     mod = load_tutorial()
     cx = dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=128, BLOCK_SIZE_K=32, GROUP_SIZE_M=8, ACTIVATION="")
     ptx = backend_ptx(mod.matmul_kernel.fn, TUT_SIG, cx, 4, stages, TUT_DIV, TUT_ONES)["ptx"]
-    async_ = mode == "1" and stages >= (2 if order == "late" else 3)
-    dist = stages - 2 if async_ and order != "late" else stages - 1
+    async_ = mode == "1"
+    dist = stages - 1
     assert ptx.count("cp.async.commit_group") == dist + 1
     assert re.search(rf"cp\.async\.wait_group\s+{dist - 1};", ptx)
     assert ("wgmma.wait_group.sync.aligned 1;" in ptx) == async_
     assert "wgmma.wait_group.sync.aligned 0;" in ptx
     loop = ptx[ptx.index("wgmma.fence.sync.aligned"):]
     loop = loop[:loop.index("bra")]
-    if async_ and order == "late":   # wait(1), then the barrier, then the next copies
+    if async_:   # wait(1), then the barrier, then the next copies
         tail = loop[loop.index("wgmma.wait_group.sync.aligned 1;"):]
         assert "bar.sync" in tail and tail.index("bar.sync") < tail.index("cp.async.cg.shared.global")
         assert "cp.async.cg.shared.global" not in loop[:loop.index("wgmma.mma_async")]
-    if async_ and order == "mid":    # commit, the copies, then wait(1)
-        mid = loop[loop.index("wgmma.commit_group"):loop.index("wgmma.wait_group.sync.aligned 1;")]
-        assert "cp.async.cg.shared.global" in mid
     assert "fence.proxy.async" not in loop
     regs, spills, rep = report(ptx, "sm_90a")
     assert spills == 0, rep
