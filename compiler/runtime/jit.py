@@ -27,7 +27,7 @@ import threading
 from collections import ChainMap
 from typing import Any, Iterable, Mapping
 
-from .. import knobs
+from .. import knobs, plugins
 from ..errors import CompilationError
 from ..language import dtypes as T
 from ..language.core import constexpr
@@ -400,7 +400,6 @@ class JITFunction:
         self._launchers: dict = {}     # specialization key → (launch fn, CompiledKernel)
         self._ir_cache: dict = {}      # interpret mode: key → ir.Function
         self._lock = threading.RLock()
-        self._service_cache: dict = {}
         self.compile_count = 0         # specializations compiled (or fetched from a cache) by this object
 
     # -- identity -------------------------------------------------------------------------------
@@ -435,7 +434,7 @@ class JITFunction:
             return last[1]
         runner = self._runner or self._build_runner()
         if self.autotune_key:
-            bound = functools.partial(self._run_with_service, grid)
+            bound = functools.partial(self._run_with_listeners, grid)
         elif self._binder is not None and self._bindable:
             bound = self._binder.bind(grid, runner)     # argument binding + fast path in C
         else:
@@ -466,7 +465,7 @@ class JITFunction:
         if interpret_mode():
             raise RuntimeError("internal: GPU launch path used in interpret mode")
         _refresh_torch()
-        sig, constexprs, div16, eq1, call_names = self._specialize(values, interpret=False)
+        sig, constexprs, div16, eq1, call_names = self.specialize(values, interpret=False)
         if dev is None or dev < 0:
             from . import driver  # noqa: PLC0415
             if not warmup:
@@ -487,7 +486,7 @@ class JITFunction:
             self._launchers[key] = entry
         return entry
 
-    def _specialize(self, values: tuple, interpret: bool):
+    def specialize(self, values: tuple, interpret: bool):
         """values: one per parameter (kernel order) → (signature, constexprs, div16, eq1, runtime names)."""
         sig, constexprs, div16, eq1, call_names = {}, {}, [], [], []
         for name, v in zip(self.arg_names, values):
@@ -508,7 +507,7 @@ class JITFunction:
 
     def _run_interpreted(self, grid, values: tuple, num_warps, num_stages, warmup=False):
         from .compile import build_ir, canon  # noqa: PLC0415
-        sig, constexprs, div16, eq1, _ = self._specialize(values, interpret=True)
+        sig, constexprs, div16, eq1, _ = self.specialize(values, interpret=True)
         key = (tuple(sig.items()), tuple((k, canon(v)) for k, v in constexprs.items()), div16, eq1)
         ir_fn = self._ir_cache.get(key)
         if ir_fn is None:
@@ -530,24 +529,20 @@ class JITFunction:
         interpreter.run(ir_fn, g, args)
         return ir_fn
 
-    # -- the service lookup hook (@jit(autotune_key=[...])) ---------------------------------------
-    def _run_with_service(self, grid, *args, **kwargs):
+    # -- @jit(autotune_key=[...]): the meta-parameters a before_tuning listener gives this key ------
+    def _run_with_listeners(self, grid, *args, **kwargs):
         runner = self._runner or self._build_runner()
-        if os.environ.get("BLOCKTUNE_SERVICE_URL"):
-            bound = self._bind_for_key(args, kwargs)
-            cfg = None
-            if bound is not None:
-                from .autotune import service_lookup  # noqa: PLC0415
-                cfg = service_lookup(self, {k: bound[k] for k in self.autotune_key}, self._service_cache)
+        hooks = plugins.autotuning()
+        key_args = self._bind_for_key(args, kwargs) if hooks.before_tuning else None
+        if key_args is not None:
+            cfg = hooks.before_tuning.first(fn=self, key=tuple(key_args.values()), key_args=key_args, configs=None,
+                                            autotuner=None)
             if cfg is not None:
-                cfg_kwargs, nw, ns = cfg
-                for k, v in cfg_kwargs.items():
+                for k, v in cfg.kwargs.items():
                     if k in self.arg_names and k not in kwargs and self.arg_names.index(k) >= len(args):
                         kwargs[k] = v
-                if nw is not None:
-                    kwargs.setdefault("num_warps", nw)
-                if ns is not None:
-                    kwargs.setdefault("num_stages", ns)
+                kwargs.setdefault("num_warps", cfg.num_warps)
+                kwargs.setdefault("num_stages", cfg.num_stages)
         return runner(grid, *args, **kwargs)
 
     def _bind_for_key(self, args, kwargs):
