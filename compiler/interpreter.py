@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import ctypes
+import math
 import sys
 import threading
 import weakref
@@ -213,10 +214,9 @@ def _umulhi(a, b, dt):
 def _erf(x):
     a = np.asarray(x)
     try:
-        import torch
+        import torch  # noqa: PLC0415 - torch is optional (and slow to import): only when erf is asked for
         r = torch.special.erf(torch.from_numpy(np.ascontiguousarray(a, dtype=np.float64))).numpy()
     except ImportError:  # pragma: no cover - torch is optional
-        import math
         r = np.vectorize(math.erf, otypes=[np.float64])(a.astype(np.float64))
     r = r.astype(a.dtype)
     return r if r.shape else r[()]

@@ -11,8 +11,13 @@ memset through the driver (cuda-python).
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import sys
+
+import numpy as np
+
+from .runtime import driver
 
 _CACHE_BYTES = 256 * 1024 * 1024
 _MODES = ("min", "max", "mean", "median", "all")
@@ -20,7 +25,7 @@ _MODES = ("min", "max", "mean", "median", "all")
 
 def _torch():
     try:
-        import torch  # noqa: PLC0415
+        import torch  # noqa: PLC0415 - optional, and seconds to import: only when timing on torch's streams
     except ImportError:
         return None
     if not torch.cuda.is_available():
@@ -60,7 +65,6 @@ class _DriverTimer:
     """CUDA events and an L2-flush buffer through cuda-python (no torch)."""
 
     def __init__(self):
-        from .runtime import driver  # noqa: PLC0415
         driver.ensure_context()
         self.cu = driver._driver()
         self.check = driver._check
@@ -155,7 +159,7 @@ def do_bench(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_m
 def do_bench_cudagraph(fn, rep=20, grad_to_none=None, quantiles=None, return_mode="mean"):
     """Like do_bench, but `fn` is captured `n` times into one CUDA graph and the graph replayed
     (removes host launch overhead from the measurement). Needs torch."""
-    import torch  # noqa: PLC0415
+    import torch  # noqa: PLC0415 - optional (see _torch)
     if return_mode not in _MODES:
         raise ValueError(f"return_mode must be one of {_MODES}")
     with torch.cuda.stream(torch.cuda.Stream()):
@@ -195,7 +199,6 @@ def do_bench_cudagraph(fn, rep=20, grad_to_none=None, quantiles=None, return_mod
 
 
 def _to_numpy(x):
-    import numpy as np  # noqa: PLC0415
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(x, torch.Tensor):
         x = x.detach().cpu()
@@ -208,7 +211,6 @@ def _to_numpy(x):
 def assert_close(x, y, atol=None, rtol=None, err_msg=""):
     """Element-wise closeness (numpy.testing.assert_allclose), accepting torch tensors, numpy arrays
     and scalars; atol/rtol default to 1e-2 / 0 as in Triton, and may be callables of the dtype."""
-    import numpy as np  # noqa: PLC0415
     a, b = _to_numpy(x), _to_numpy(y)
     if callable(atol):
         atol = atol(a.dtype)
@@ -261,10 +263,10 @@ class Mark:
                 print("  ".join((f"{v:.3f}" if isinstance(v, float) else str(v)).rjust(w) for v, w in zip(r, widths)))
         if save_path or show_plots:
             try:
-                import matplotlib  # noqa: PLC0415
+                import matplotlib  # noqa: PLC0415 - optional: plots only when matplotlib is installed
                 if not show_plots:
                     matplotlib.use("Agg")
-                import matplotlib.pyplot as plt  # noqa: PLC0415
+                import matplotlib.pyplot as plt  # noqa: PLC0415 - after the backend is chosen
                 fig, ax = plt.subplots()
                 for i, name in enumerate(bench.line_names):
                     ax.plot([r[0] for r in rows], [r[i + 1] for r in rows], label=name)
@@ -276,7 +278,6 @@ class Mark:
                     ax.set_yscale("log")
                 ax.legend()
                 if save_path:
-                    import os  # noqa: PLC0415
                     os.makedirs(save_path, exist_ok=True)
                     fig.savefig(os.path.join(save_path, f"{bench.plot_name}.png"))
                 if show_plots:
@@ -285,7 +286,7 @@ class Mark:
             except ImportError:
                 pass
         try:
-            import pandas as pd  # noqa: PLC0415
+            import pandas as pd  # noqa: PLC0415 - optional: a DataFrame when pandas is installed
             return pd.DataFrame(rows, columns=header)
         except ImportError:
             return [dict(zip(header, r)) for r in rows]

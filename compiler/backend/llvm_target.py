@@ -87,7 +87,7 @@ def find_ptxas() -> str:
         if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
             return cand
     try:  # the nvidia-cuda-nvcc wheel of whichever interpreter runs us
-        import nvidia.cu13 as _cu  # type: ignore
+        import nvidia.cu13 as _cu  # type: ignore  # noqa: PLC0415 - an optional wheel, looked for only here
         for base in _cu.__path__:
             cand = os.path.join(base, "bin", "ptxas")
             if os.path.isfile(cand):
@@ -129,7 +129,7 @@ def libdevice_path() -> str | None:
     root = os.path.dirname(os.path.dirname(here))
     cands = [os.path.join(root, ".venv", "lib", "python3.11", "site-packages", "nvidia", "cu13", "nvvm", "libdevice", "libdevice.10.bc")]
     try:
-        import nvidia.cu13 as _cu  # type: ignore
+        import nvidia.cu13 as _cu  # type: ignore  # noqa: PLC0415 - an optional wheel, looked for only here
         cands += [os.path.join(b, "nvvm", "libdevice", "libdevice.10.bc") for b in _cu.__path__]
     except ImportError:
         pass

@@ -29,8 +29,11 @@ import os
 import time
 from typing import Callable
 
-from .. import knobs, plugins
+from .. import knobs, plugins, testing
 from ..errors import CompilationError, OutOfResources
+from ..version import __version__
+from . import cache, driver
+from .jit import JITFunction, interpret_mode, key_value
 
 
 class Config:
@@ -93,7 +96,6 @@ class Config:
 
 
 def _jit_of(fn):
-    from .jit import JITFunction  # noqa: PLC0415
     obj = fn
     for _ in range(8):
         if isinstance(obj, JITFunction):
@@ -105,13 +107,11 @@ def _jit_of(fn):
 
 
 def _interpret() -> bool:
-    from .jit import interpret_mode  # noqa: PLC0415
     return interpret_mode()
 
 
 def _gpu_model() -> str | None:
     """The current device's name (part of the disk cache's key), or None without a GPU."""
-    from . import driver  # noqa: PLC0415
     if not driver.has_gpu():
         return None
     try:
@@ -123,7 +123,6 @@ def _gpu_model() -> str | None:
 # ---------------------------------------------------------------------------------------------
 
 def _key_part(v):
-    from .jit import key_value  # noqa: PLC0415
     return key_value(v)
 
 
@@ -202,7 +201,6 @@ class Autotuner:
     def do_bench(self, fn, quantiles):
         if self._do_bench is not None:
             return self._do_bench(fn, quantiles=quantiles)
-        from .. import testing  # noqa: PLC0415
         if self.use_cuda_graph:
             return testing.do_bench_cudagraph(fn, rep=self.num_reps, quantiles=quantiles)
         return testing.do_bench(fn, warmup=self.num_warmups, rep=self.num_reps, quantiles=quantiles)
@@ -234,8 +232,7 @@ class Autotuner:
             self._last_errors[str(config)] = str(e)
             return [float("inf")] * 3
         except Exception as e:  # noqa: BLE001
-            from .driver import CudaError  # noqa: PLC0415
-            if isinstance(e, CudaError) and e.name in ("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "CUDA_ERROR_INVALID_VALUE"):
+            if isinstance(e, driver.CudaError) and e.name in ("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "CUDA_ERROR_INVALID_VALUE"):
                 self._last_errors[str(config)] = str(e)
                 return [float("inf")] * 3
             raise
@@ -268,15 +265,13 @@ class Autotuner:
         return tuple(key)
 
     def _disk_path(self, key: tuple, gpu: str | None) -> str | None:
-        from .compile import _disk_enabled, cache_dir, compiler_source_hash  # noqa: PLC0415
-        if not self.cache_results or not _disk_enabled() or self.base_fn is None:
+        if not self.cache_results or not cache.disk_enabled() or self.base_fn is None:
             return None
-        from .. import __version__  # noqa: PLC0415
         h = hashlib.sha256()
-        h.update("\x00".join(["autotune", __version__, compiler_source_hash(), self.base_fn.fingerprint, repr(key),
+        h.update("\x00".join(["autotune", __version__, cache.compiler_source_hash(), self.base_fn.fingerprint, repr(key),
                               gpu or "",
                               repr([str(c) for c in self.configs]), repr(self.keys)]).encode())
-        return os.path.join(cache_dir(), "autotune", h.hexdigest() + ".json")
+        return os.path.join(cache.cache_dir(), "autotune", h.hexdigest() + ".json")
 
     def _load_disk(self, path: str | None) -> Config | None:
         if path is None:
@@ -295,11 +290,10 @@ class Autotuner:
     def _store_disk(self, path: str | None, key, cfg: Config, timings: dict):
         if path is None:
             return
-        from .compile import atomic_write  # noqa: PLC0415
         try:
             data = {"key": [str(k) for k in key], "best": cfg.to_dict(),
                     "timings": [{"config": c.to_dict(), "ms": t} for c, t in timings.items()]}
-            atomic_write(path, json.dumps(data, default=str).encode())
+            cache.atomic_write(path, json.dumps(data, default=str).encode())
         except (OSError, TypeError, ValueError):
             pass
 

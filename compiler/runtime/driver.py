@@ -95,7 +95,7 @@ def _error_text(code: int) -> tuple[str, str]:
 def _driver():
     global _cu
     if _cu is None:
-        from cuda.bindings import driver as cu  # noqa: PLC0415 (lazy on purpose)
+        from cuda.bindings import driver as cu  # noqa: PLC0415 - import time: cuda-python loads at the first GPU use
         _cu = cu
     return _cu
 
@@ -292,7 +292,7 @@ def ptxas_path() -> str | None:
         if root and os.access(os.path.join(root, "bin", "ptxas"), os.X_OK):
             return os.path.join(root, "bin", "ptxas")
     try:
-        import nvidia.cuda_nvcc  # type: ignore  # noqa: PLC0415
+        import nvidia.cuda_nvcc  # type: ignore  # noqa: PLC0415 - an optional wheel, looked for only when ptxas is
         base = list(nvidia.cuda_nvcc.__path__)[0]
         cand = os.path.join(base, "bin", "ptxas")
         if os.access(cand, os.X_OK):

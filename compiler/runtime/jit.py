@@ -24,14 +24,19 @@ import re
 import sys
 import textwrap
 import threading
+import types
 from collections import ChainMap
 from typing import Any, Iterable, Mapping
 
+import numpy as np
+
 from .. import knobs, plugins
 from ..errors import CompilationError
+from ..ir import Loc
 from ..language import dtypes as T
 from ..language.core import constexpr
-from . import native
+from ..version import __version__
+from . import build, cache, driver, native
 
 # Triton launch options accepted (and ignored: one CTA per program, no register cap) by kernel[grid](...)
 _TRITON_LAUNCH_OPTIONS = ("num_ctas=1", "maxnreg=None", "enable_fp_fusion=True", "debug=None",
@@ -82,7 +87,6 @@ def _no_gpu_device() -> int:
             _refresh_torch()
             if _NS["_get_device"] is not _no_gpu_device:
                 return _NS["_get_device"]()
-    from . import driver  # noqa: PLC0415
     if not driver.has_gpu():
         return -1
     return driver.device_of_current_context()   # the context itself is made when the kernel loads
@@ -196,10 +200,8 @@ def key_to_type(k) -> str:
     if isinstance(k, tuple):
         kind, d = k
         if kind == "cai":
-            import numpy as np  # noqa: PLC0415
             return "*" + T.from_host_dtype(np.dtype(d)).name
         if kind == "np":
-            import numpy as np  # noqa: PLC0415
             return "*" + T.from_host_dtype(np.dtype(d)).name
         return "*" + T.from_host_dtype(d).name
     return "*" + T.from_host_dtype(k).name   # torch dtype
@@ -461,22 +463,19 @@ class JITFunction:
 
     # The slow path: classify arguments properly, compile, load, make the launcher.
     def _miss(self, key, values: tuple, num_warps, num_stages, dev, warmup):
-        from .compile import compile as compile_kernel  # noqa: PLC0415
         if interpret_mode():
             raise RuntimeError("internal: GPU launch path used in interpret mode")
         _refresh_torch()
         sig, constexprs, div16, eq1, call_names = self.specialize(values, interpret=False)
         if dev is None or dev < 0:
-            from . import driver  # noqa: PLC0415
             if not warmup:
                 raise driver.NoGPUError(f"cannot launch {self.__name__}: no CUDA GPU (set BLOCKTUNE_INTERPRET=1 "
                                         "to run kernels on the CPU)")
             target = "sm_90"
         else:
-            from . import driver  # noqa: PLC0415
             target = driver.target_for_device(dev)
-        ck = compile_kernel(self, sig, constexprs, num_warps=num_warps, num_stages=num_stages, target=target,
-                       divisible_by_16=div16, equal_to_1=eq1)
+        ck = build.compile_jit(self, sig, constexprs, num_warps=num_warps, num_stages=num_stages, target=target,
+                               divisible_by_16=div16, equal_to_1=eq1)
         self.compile_count += 1
         if warmup:
             return (None, ck)
@@ -506,12 +505,11 @@ class JITFunction:
         return sig, constexprs, tuple(div16), tuple(eq1), call_names
 
     def _run_interpreted(self, grid, values: tuple, num_warps, num_stages, warmup=False):
-        from .compile import build_ir, canon  # noqa: PLC0415
         sig, constexprs, div16, eq1, _ = self.specialize(values, interpret=True)
-        key = (tuple(sig.items()), tuple((k, canon(v)) for k, v in constexprs.items()), div16, eq1)
+        key = (tuple(sig.items()), tuple((k, cache.canon(v)) for k, v in constexprs.items()), div16, eq1)
         ir_fn = self._ir_cache.get(key)
         if ir_fn is None:
-            ir_fn = build_ir(self, sig, constexprs, div16, eq1)
+            ir_fn = build.build_ir(self, sig, constexprs, div16, eq1)
             self._ir_cache[key] = ir_fn
             self.compile_count += 1
         if warmup:
@@ -525,7 +523,7 @@ class JITFunction:
             return ir_fn
         named = dict(zip(self.arg_names, values))
         args = [named[n] for n in ir_fn.arg_names]
-        from .. import interpreter  # noqa: PLC0415
+        from .. import interpreter  # noqa: PLC0415 - import time: the interpreter loads at the first CPU launch
         interpreter.run(ir_fn, g, args)
         return ir_fn
 
@@ -580,7 +578,6 @@ def _grid3(grid) -> tuple:
 
 
 def _loc(filename, node, shift, name):
-    from ..ir import Loc  # noqa: PLC0415
     return Loc(filename, getattr(node, "lineno", 0), getattr(node, "col_offset", 0) + shift, name)
 
 
@@ -595,8 +592,7 @@ def _line(src, idx):
 def compute_fingerprint(root: JITFunction) -> str:
     """sha256 over the normalized source of `root` and of the @jit functions it reaches through
     its globals, the literal global constants it reads, and the compiler version."""
-    from .. import __version__  # noqa: PLC0415
-    from .compile import canon  # noqa: PLC0415
+    canon = cache.canon
     h = hashlib.sha256()
     h.update(f"blocktune {__version__}\n".encode())
     seen: dict[int, int] = {}
@@ -645,7 +641,6 @@ def compute_fingerprint(root: JITFunction) -> str:
 
 
 def _is_namespace(obj) -> bool:
-    import types  # noqa: PLC0415
     return isinstance(obj, types.ModuleType) or isinstance(obj, type) or hasattr(obj, "__blocktune_namespace__")
 
 

@@ -20,6 +20,7 @@ import sysconfig
 import tempfile
 
 from .. import knobs
+from .cache import cache_dir
 
 log = logging.getLogger("blocktune.launcher")
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "launch.c")
@@ -75,7 +76,6 @@ def module():
     """The built module, or None (ctypes launchers then)."""
     if knobs.runtime.launcher == "ctypes":
         return None
-    from .compile import cache_dir  # noqa: PLC0415
     try:
         mod = load(build(os.path.join(cache_dir(), "native")))
     except Exception as exc:  # noqa: BLE001 - any failure means: use the ctypes launcher

@@ -24,6 +24,7 @@ import compiler.language as tl
 from compiler.runtime import autotune as AT
 from compiler.runtime import compile as C
 from compiler.runtime import driver, jit as J, launcher
+from compiler.runtime import kernel as compiled_kernel
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -546,7 +547,7 @@ def test_gpu_path_scalars_and_none(fake_cuda):
 
 
 def test_compiled_kernel_launch(fake_cuda, monkeypatch):
-    monkeypatch.setattr(C, "_current_device", lambda: 0)
+    monkeypatch.setattr(compiled_kernel, "_current_device", lambda: 0)
     ck = compiler.compile(add_kernel, ADD_SIG, {"BLOCK_SIZE": 128}, target="sm_90",
                           divisible_by_16=("x_ptr",), equal_to_1=("n_elements",))
     fake_cuda.fake_set_nparams(3)
