@@ -29,10 +29,10 @@ import os
 import time
 from typing import Callable
 
-from .. import knobs, plugins, testing
+from .. import knobs, plugins
 from ..errors import CompilationError, OutOfResources
 from ..version import __version__
-from . import cache, driver
+from . import cache, driver, timing
 from .jit import JITFunction, interpret_mode, key_value
 
 
@@ -202,8 +202,8 @@ class Autotuner:
         if self._do_bench is not None:
             return self._do_bench(fn, quantiles=quantiles)
         if self.use_cuda_graph:
-            return testing.do_bench_cudagraph(fn, rep=self.num_reps, quantiles=quantiles)
-        return testing.do_bench(fn, warmup=self.num_warmups, rep=self.num_reps, quantiles=quantiles)
+            return timing.do_bench_cudagraph(fn, rep=self.num_reps, quantiles=quantiles)
+        return timing.do_bench(fn, warmup=self.num_warmups, rep=self.num_reps, quantiles=quantiles)
 
     def _bench(self, *args, config: Config, **meta):
         conflicts = set(meta) & set(config.kwargs)
