@@ -12,6 +12,10 @@ through shared memory. Rules in `statements` set their results themselves.
 `Lowering(fn, options, rules)` holds the module and builders, the value table, region scopes, the
 thread-index arithmetic, shared-memory layout conversions, and the structured-control-flow helpers
 (slots, regions, counted loops) that the `for`/`if`/`while` rules and the pipeline share.
+
+Names used throughout the rules: `lw` is the Lowering, `b` its builder (`lw.b`; `lw.pb` builds in
+the entry block), `lay` a Layout; `tv, tm` are a thread's part of an offset (an i32 value, or None)
+and the mask of bits that part can set (`linear`, `combine_const`).
 """
 from __future__ import annotations
 
