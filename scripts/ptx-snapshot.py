@@ -152,7 +152,8 @@ class Recorder:
 
         def _run_interpreted(self, grid, values, num_warps, num_stages, warmup=False):
             try:
-                sig, cx, div16, eq1, _ = self._specialize(values, interpret=True)
+                specialize = getattr(self, "specialize", None) or self._specialize   # (named _specialize before issue 11)
+                sig, cx, div16, eq1, _ = specialize(values, interpret=True)
                 rec.add(self, sig, cx, num_warps, num_stages, div16, eq1, "interpret")
             except Exception:  # noqa: BLE001 - the launch itself reports it
                 pass
