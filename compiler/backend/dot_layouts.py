@@ -20,7 +20,6 @@ from .layouts import Layout, log2
 KINDS = {"fp16": "f16", "bf16": "bf16"}
 
 
-
 def mma_kind(op) -> str | None:
     """'f16' | 'bf16' | 'tf32' when this dot can run on mma.sync, else None (FMA path)."""
     a, b, c = op.operands
@@ -39,7 +38,6 @@ def mma_kind(op) -> str | None:
     return None
 
 
-
 def warps_per_tile(m: int, n: int, num_warps: int) -> tuple[int, int]:
     """Split warps over (M, N) like Triton's warpsPerTileV2, with a warp tile ≥ 16×16
     (so that B fragments pair into ldmatrix.x4). Leftover warps replicate."""
@@ -55,7 +53,6 @@ def warps_per_tile(m: int, n: int, num_warps: int) -> tuple[int, int]:
     return wm, wn
 
 
-
 def mma_acc_layout(m: int, n: int, num_warps: int) -> Layout:
     """The MMA v2 accumulator layout of an [m, n] block: register bits (0,1), (8,0), then the
     warp's n8 tiles, then its m16 tiles; lanes as in the fragment table; warps split M then N,
@@ -69,7 +66,6 @@ def mma_acc_layout(m: int, n: int, num_warps: int) -> Layout:
     warp = [(tm << i, 0) for i in range(log2(wm))] + [(0, tn << i) for i in range(log2(wn))]
     warp += [(0, 0)] * (log2(num_warps) - len(warp))
     return Layout((m, n), tuple(reg), lane, tuple(warp))
-
 
 
 def wgmma_config(m: int, n: int, num_warps: int):
@@ -89,13 +85,11 @@ def wgmma_config(m: int, n: int, num_warps: int):
     return wg_m, wg_n, tn, m // (64 * wg_m)
 
 
-
 def wgmma_eligible(op, num_warps: int) -> bool:
     if mma_kind(op) not in ("f16", "bf16"):
         return False
     m, n = op.result.shape
     return wgmma_config(m, n, num_warps) is not None
-
 
 
 def wgmma_acc_layout(m: int, n: int, num_warps: int) -> Layout:
@@ -105,7 +99,6 @@ def wgmma_acc_layout(m: int, n: int, num_warps: int) -> Layout:
     lane = ((0, 2), (0, 4), (1, 0), (2, 0), (4, 0))
     warp = [(16, 0), (32, 0)] + [(64 << i, 0) for i in range(log2(wg_m))] + [(0, tn << i) for i in range(log2(wg_n))]
     return Layout((m, n), tuple(reg), lane, tuple(warp))
-
 
 
 def uses_wgmma(op, options) -> bool:
@@ -158,7 +151,6 @@ class SmemTile:
         return self.base + self.offset(coord) * self.es
 
 
-
 def contiguous_dim(lay: Layout) -> int:
     """The dim along which a thread's first registers (else its lanes) advance: the order the
     value came from memory in, so that writing it to shared memory vectorizes."""
@@ -168,7 +160,6 @@ def contiguous_dim(lay: Layout) -> int:
             if nz:
                 return nz[0]
     return len(lay.shape) - 1
-
 
 
 def operand_tiles(op, a_lay: Layout, b_lay: Layout, options, base: int = 0) -> tuple:
@@ -182,7 +173,6 @@ def operand_tiles(op, a_lay: Layout, b_lay: Layout, options, base: int = 0) -> t
     ta = SmemTile((m, k), contiguous_dim(a_lay), es, base=base, panels=panels)
     tb = SmemTile((k, n), contiguous_dim(b_lay), es, base=base + (ta.nbytes + 1023) // 1024 * 1024, panels=panels)
     return ta, tb
-
 
 
 def tiles_end(ta: SmemTile, tb: SmemTile) -> int:

@@ -74,7 +74,6 @@ def esize(dt) -> int:
     return 8 if dt.is_ptr() else max(1, dt.primitive_bitwidth // 8)
 
 
-
 def is_signed(dt) -> bool:
     return dt.is_int_signed()
 

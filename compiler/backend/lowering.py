@@ -45,7 +45,6 @@ REMAT_OPS = {"const", "arange", "splat", "broadcast", "expand_dims", "trans", "r
 CONVERT_CHUNK_BYTES = 32 * 1024
 
 
-
 def _register_only_bit(a: Layout, b: Layout, j: int) -> bool:
     """Row-major offset bit j comes from one register bit alone in both layouts."""
     m = 1 << j
@@ -58,7 +57,6 @@ def _register_only_bit(a: Layout, b: Layout, j: int) -> bool:
     return True
 
 
-
 def _first_dim(lay: Layout):
     """The dim a thread's consecutive registers (else its neighbour lanes) run along."""
     for bb in lay.reg + lay.lane:
@@ -66,7 +64,6 @@ def _first_dim(lay: Layout):
         if nz:
             return nz[0]
     return None
-
 
 
 @dataclass(frozen=True)

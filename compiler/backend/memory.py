@@ -20,12 +20,9 @@ def _pow2_floor(n: int) -> int:
 
 
 _SEM = {"acq_rel": ".acq_rel", "acquire": ".acquire", "release": ".release", "relaxed": ".relaxed", "": ".acq_rel", None: ".acq_rel"}
-
 _SCOPE = {"gpu": ".gpu", "cta": ".cta", "sys": ".sys", "": ".gpu", None: ".gpu"}
-
 _CACHE = {"": "", None: "", ".ca": ".ca", ".cg": ".cg", ".cs": ".cs", ".lu": ".lu", ".cv": ".cv", ".wb": ".wb", ".wt": ".wt",
           "ca": ".ca", "cg": ".cg", "cs": ".cs", "lu": ".lu", "cv": ".cv", "wb": ".wb", "wt": ".wt"}
-
 _EVICT = {"evict_first": ".L1::evict_first", "evict_last": ".L1::evict_last", "evict_normal": ".L1::evict_normal",
           "no_allocate": ".L1::no_allocate"}
 
