@@ -206,7 +206,7 @@ LAUNCH_SCRIPT = r'''
 import os, sys, numpy as np
 sys.path.insert(0, os.environ["ROOT"])
 import compiler as triton
-from compiler.runtime.autotune import service_lookup
+from client.compiler_plugin import service_lookup
 from client import lookup
 from kernel_mod import scale
 
@@ -216,8 +216,8 @@ found = {}
 for i in range(10_000):
     n = 256 if i % 2 else 512
     x, out = xs[n]
-    # what the Autotuner does at a launch on a GPU (a fresh per-call cache here, so that only the
-    # client's own per-process cache can keep the service from being asked again)
+    # what the plug-in's before_tuning listener does at a launch on a GPU (a fresh per-call cache
+    # here, so that only the client's own per-process cache can keep the service from being asked again)
     found[n] = service_lookup(scale, {"n": n}, {})
     tuned[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, out, n)
     assert np.allclose(out, x * 2)

@@ -10,9 +10,8 @@
     the same list in the same run (skipped when Triton is not installed), plus blocktune's own
     `compiler.autotune`. blocktune's phase timeline (tuner/timeline.py: child start-up and its
     split, compiles, measuring, re-measuring, bookkeeping) is printed, and the choice is compared
-    with Triton's: both configs' times from blocktune's own search. Switches to compare:
-    BLOCKTUNE_TUNER_CUBIN=0 (ship PTX, the driver JITs it in the child), BLOCKTUNE_TUNER_PARENT_PROPS=0
-    (wait for the child before compiling), BLOCKTUNE_CHILD_EARLY_CONTEXT=0 (CUDA context after torch).
+    with Triton's: both configs' times from blocktune's own search. Switch to compare:
+    BLOCKTUNE_TUNER_CUBIN=0 (ship PTX, the driver JITs it in the child).
 (3) Stability: the same job tuned twice (independent databases, different seeds) — the two
     winners' times must be within 2% of each other.
 A table of ratios closes the report. `--interpret` runs a tiny version on the CPU interpreter to

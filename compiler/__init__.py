@@ -8,7 +8,7 @@ compiled or launched.
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from .version import __version__
 
 from . import language  # noqa: E402
 from .errors import CompilationError, OutOfResources  # noqa: E402

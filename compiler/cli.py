@@ -16,6 +16,11 @@ import argparse
 import ast
 import sys
 
+from .errors import CompilationError
+from .language import dtypes
+from .runtime.compile import build_ir, compile as compile_kernel, normalize_signature
+from .runtime.source import load_source
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -65,7 +70,6 @@ def parse_value(text: str):
         return ast.literal_eval(t)
     except (ValueError, SyntaxError):
         pass
-    from .language import dtypes  # noqa: PLC0415
     name = t.split(".")[-1]
     for cand in (name, {"float16": "fp16", "float32": "fp32", "float64": "fp64", "bfloat16": "bf16",
                         "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64", "int1": "i1"}.get(name, "")):
@@ -89,7 +93,6 @@ def parse_constexprs(values: list[str]) -> dict:
 
 
 def run(args) -> int:
-    from .errors import CompilationError  # noqa: PLC0415
     if "::" not in args.kernel:
         print("error: the kernel is given as path/to/file.py::kernel_name", file=sys.stderr)
         return 2
@@ -108,8 +111,6 @@ def run(args) -> int:
         return 2
     div16, eq1 = tuple(_split(args.divisible_by_16)), tuple(_split(args.equal_to_1))
     try:
-        from .runtime.compile import build_ir, compile as compile_kernel, normalize_signature  # noqa: PLC0415
-        from .runtime.source import load_source  # noqa: PLC0415
         ignored: list[int] = []
         kernels = load_source(source, filename=path, strict=args.strict, ignored=ignored)
         if ignored:

@@ -65,10 +65,7 @@ def early_context(index: int) -> tuple[threading.Thread, dict[str, Any]] | None:
     """Create the device's primary CUDA context in a thread while the main thread imports torch
     (seconds): plain ctypes calls into libcuda, which release the GIL. torch (the runtime API) and
     the compiler's driver module then find the primary context active. The retain is kept for the
-    process's life, like torch's. Off with BLOCKTUNE_CHILD_EARLY_CONTEXT=0; any failure here is
-    ignored (torch creates the context as before)."""
-    if os.environ.get("BLOCKTUNE_CHILD_EARLY_CONTEXT", "").strip().lower() in ("0", "false", "no", "off"):
-        return None
+    process's life, like torch's. Any failure here is ignored (torch creates the context as before)."""
     info: dict[str, Any] = {}
 
     def work() -> None:

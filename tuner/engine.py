@@ -28,7 +28,6 @@ import datetime
 import hashlib
 import logging
 import math
-import os
 import random
 import time
 import traceback
@@ -251,8 +250,6 @@ class Tuner:
         spawned child and pool). None when the driver cannot say: then the child's are awaited."""
         if self.interpret:
             return dict(INTERPRETER_PROPS)
-        if os.environ.get("BLOCKTUNE_TUNER_PARENT_PROPS", "").strip().lower() in ("0", "false", "no", "off"):
-            return None
         try:
             from compiler.runtime import driver
 

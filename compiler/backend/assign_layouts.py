@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from .. import ir
 from .axis_info import AxisAnalysis
+from .dot_layouts import acc_layout_for, mma_kind
 from .layouts import Layout, blocked, default_layout, dot_acc_layout, log2
-from .mma import acc_layout_for, forward_epilogue
 
 ELEMENTWISE = set(ir.BINARY_OPS) | set(ir.UNARY_OPS) | {"cmp", "fma", "umulhi", "select", "cast", "bitcast",
                                                        "addptr", "assume", "load", "atomic_rmw", "atomic_cas"}
@@ -76,8 +76,8 @@ class _Links:
 
 
 class LayoutAssignment:
-    def __init__(self, fn: ir.Function, num_warps: int, axis: AxisAnalysis | None = None):
-        self.fn, self.num_warps = fn, num_warps
+    def __init__(self, fn: ir.Function, options, axis: AxisAnalysis | None = None):
+        self.fn, self.options, self.num_warps = fn, options, options.num_warps
         self.axis = axis or AxisAnalysis(fn)
         self.layout: dict[int, Layout] = {}
         self.links = _Links()
@@ -171,7 +171,7 @@ class LayoutAssignment:
         for op in ops:
             if op.name == "dot":
                 m, n = op.result.shape
-                self._set(op.result, acc_layout_for(op, self.num_warps) or dot_acc_layout(m, n, self.num_warps))
+                self._set(op.result, acc_layout_for(op, self.options) or dot_acc_layout(m, n, self.num_warps))
                 self._drain()
                 forward_epilogue(self, op)
         for kind in (("load",), ("store",), ("atomic_rmw", "atomic_cas")):
@@ -332,3 +332,50 @@ def broadcast_layout(src: Layout, shape: tuple) -> Layout:
                 reg.append(tuple(c))
                 nxt += 1
     return Layout(tuple(shape), tuple(reg), tuple(lane), tuple(warp))
+
+
+# ---- layout assignment: keep the epilogue in the accumulator layout ----------------------------------
+
+_CHEAP = {"const", "splat", "arange", "broadcast", "expand_dims"}
+_EPILOGUE = {"cast", "add", "sub", "mul", "fdiv", "maximum", "minimum", "maximum_nan", "minimum_nan",
+             "cmp", "select", "neg", "abs", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "erf", "fma"}
+
+
+def _cheap(v, depth: int = 4) -> bool:
+    if not v.is_block:
+        return True
+    op = v.owner
+    if op is None or depth == 0:
+        return False
+    if op.name in _CHEAP:
+        return all(o is None or _cheap(o, depth - 1) for o in op.operands)
+    return False
+
+
+def forward_epilogue(assign, dot_op) -> None:
+    """After a dot result is anchored to the MMA layout: give the same layout to the elementwise
+    epilogue that consumes it (activation, `.to(fp16)` …) when its other operands are constants,
+    so that the conversion to the store's coalesced layout happens once, on the narrowest type
+    (Triton's RemoveLayoutConversions does the same). Called by LayoutAssignment._anchors."""
+    lay = assign.layout.get(dot_op.result.id)
+    if lay is None or mma_kind(dot_op) is None:
+        return
+    users = ir.uses(assign.fn)
+    inside = {m.id for m in assign.links.group(dot_op.result)}
+    work = list(assign.links.group(dot_op.result))
+    while work:
+        v = work.pop()
+        for op in users.get(v.id, ()):
+            if op.name not in _EPILOGUE or len(op.results) != 1:
+                continue
+            r = op.result
+            if not r.is_block or r.shape != lay.shape or r.id in assign.layout:
+                continue
+            if not all(o is None or o.id in inside or _cheap(o) for o in op.operands):
+                continue
+            assign._set(r, lay)
+            assign._drain()
+            for m in assign.links.group(r):
+                if m.id not in inside:
+                    inside.add(m.id)
+                    work.append(m)

@@ -18,8 +18,8 @@ from __future__ import annotations
 from llvmlite import ir as ll
 
 from .. import ir
+from .llvm_types import F64, I32, I64
 
-I32, I64, F64 = ll.IntType(32), ll.IntType(64), ll.DoubleType()
 _PTR = ll.PointerType()
 
 
@@ -32,7 +32,7 @@ def _vprintf(lw) -> ll.Function:
 
 def _string(lw, text: str) -> ll.Value:
     data = bytearray(text.encode()) + b"\0"
-    cache = lw.__dict__.setdefault("_print_strings", {})
+    cache = lw.strings
     g = cache.get(text)
     if g is None:
         ty = ll.ArrayType(ll.IntType(8), len(data))
@@ -132,6 +132,8 @@ def _assertfail(lw) -> ll.Function:
 
 
 def lower_assert(lw, op) -> None:
+    if not lw.options.debug:   # compiled in debug mode only, as in Triton
+        return
     b = lw.b
     (cond,) = op.operands
     regs = lw.block(cond, lw.want(cond)) if cond.is_block else [lw.scalar(cond)]

@@ -14,6 +14,8 @@ import threading
 
 import llvmlite.binding as llvm
 
+from .. import knobs
+
 TRIPLE = "nvptx64-nvidia-cuda"
 PTX_FEATURES = "+ptx84"
 _lock = threading.Lock()
@@ -81,12 +83,11 @@ def find_ptxas() -> str:
     here = os.path.dirname(os.path.abspath(__file__))
     root = os.path.dirname(os.path.dirname(here))
     wheel = os.path.join(root, ".venv", "lib", "python3.11", "site-packages", "nvidia", "cu13", "bin", "ptxas")
-    env = os.environ.get("BLOCKTUNE_PTXAS")
-    for cand in (env, shutil.which("ptxas"), wheel):
+    for cand in (knobs.tools.ptxas, shutil.which("ptxas"), wheel):
         if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
             return cand
     try:  # the nvidia-cuda-nvcc wheel of whichever interpreter runs us
-        import nvidia.cu13 as _cu  # type: ignore
+        import nvidia.cu13 as _cu  # type: ignore  # noqa: PLC0415 - an optional wheel, looked for only here
         for base in _cu.__path__:
             cand = os.path.join(base, "bin", "ptxas")
             if os.path.isfile(cand):
@@ -121,14 +122,14 @@ def ptxas_check(ptx: str, arch: str = "sm_90") -> str:
 # linking the whole library per kernel).
 
 def libdevice_path() -> str | None:
-    env = os.environ.get("BLOCKTUNE_LIBDEVICE")
+    env = knobs.tools.libdevice
     if env and os.path.isfile(env):
         return env
     here = os.path.dirname(os.path.abspath(__file__))
     root = os.path.dirname(os.path.dirname(here))
     cands = [os.path.join(root, ".venv", "lib", "python3.11", "site-packages", "nvidia", "cu13", "nvvm", "libdevice", "libdevice.10.bc")]
     try:
-        import nvidia.cu13 as _cu  # type: ignore
+        import nvidia.cu13 as _cu  # type: ignore  # noqa: PLC0415 - an optional wheel, looked for only here
         cands += [os.path.join(b, "nvvm", "libdevice", "libdevice.10.bc") for b in _cu.__path__]
     except ImportError:
         pass

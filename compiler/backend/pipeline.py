@@ -7,7 +7,7 @@ yield) are pure index arithmetic — Triton's tutorial loop `a = tl.load(a_ptrs,
 …; a_ptrs += BLOCK_K * stride_ak`.
 
 Such loads are not lowered to registers. Instead, with S = num_stages buffers of (A tile, B tile)
-in swizzled shared memory (mma.SmemTile):
+in swizzled shared memory (dot_layouts.SmemTile):
   prologue   for s in 0 … D-1: cp.async the tiles of iteration s into buffer s; commit
   iteration i: cp.async.wait_group(D-1); bar.sync           (tiles of i have landed)
              cp.async the tiles of iteration i+D into buffer (i+D) % S; commit
@@ -18,26 +18,27 @@ with D = S-1. With wgmma kept asynchronous (the accumulator only carried), the o
              wgmma from buffer i % S; commit; wgmma.wait_group(1)   (wgmma(i-1) is done, i runs on)
              bar.sync                          (every warpgroup is past its wgmma(i-1))
              cp.async the tiles of iteration i+S-1 into buffer (i-1) % S; commit
-so D = S-1 stays in flight while the tensor cores work (S ≥ 2). BLOCKTUNE_WGMMA_PREFETCH=early
-(copies issued before the wgmma) or =mid (between its commit and its wait) keep one barrier with
-D = S-2, S ≥ 3: measured slower (docs/performance.md). The exit waits for the last wgmma group.
-No proxy fence between the cp.async writes and the wgmma reads, as in Triton's PTX
-(BLOCKTUNE_CPASYNC_PROXY_FENCE=1 adds one: 1-7 % slower, same results).
+so D = S-1 stays in flight while the tensor cores work (S ≥ 2); issuing the copies before the
+wgmma, or between its commit and its wait, keeps one barrier but only S-2 stages ahead, and measured
+slower (docs/performance.md). The exit waits for the last wgmma group. No proxy fence between the
+cp.async writes and the wgmma reads, as in Triton's PTX (one per iteration measured 1-7 % slower).
 The pointers/masks of iteration i+S-1 come from re-lowering the body's index arithmetic with the
 induction variable and the "ahead" copies of the iter args it needs (carried as extra phis and
 advanced by re-lowering their yield expressions). Copies past the end are predicated off
 (src-size 0). Masked-off elements are zero-filled by cp.async's src-size operand.
-Set BLOCKTUNE_NO_PIPELINE=1 to turn this off (the dot then stages operands through registers).
+`options.pipeline` (knobs.codegen.pipeline; BLOCKTUNE_NO_PIPELINE=1) turns this off: the dot then
+stages its operands through registers.
 """
 from __future__ import annotations
-
-import os
 
 from llvmlite import ir as ll
 
 from .. import ir
-from . import mma
+from . import dot, wgmma
+from .dot_layouts import mma_kind, operand_tiles, tiles_end, uses_wgmma
 from .layouts import log2
+from .llvm_types import esize, is_signed
+from .memory import access_width
 
 I32 = ll.IntType(32)
 SMEM_LIMIT = 227 * 1024
@@ -90,10 +91,9 @@ def _slice(body: ir.Block, targets, poly) -> tuple | None:
 
 
 def make_plan(lw, op) -> Plan | None:
-    from . import nvptx
-    if os.environ.get("BLOCKTUNE_NO_PIPELINE"):
+    if not lw.options.pipeline:
         return None
-    stages = op.attrs.get("num_stages") or getattr(lw, "num_stages", 1) or 1
+    stages = op.attrs.get("num_stages") or lw.options.num_stages or 1
     if stages < 2:
         return None
     step = lw.scalar(op.operands[2])
@@ -104,7 +104,7 @@ def make_plan(lw, op) -> Plan | None:
     if y is None or y.name != "yield":
         return None
     dots = [o for o in body.ops if o.name == "dot"]
-    if len(dots) != 1 or mma.mma_kind(dots[0]) not in ("f16", "bf16"):
+    if len(dots) != 1 or mma_kind(dots[0]) not in ("f16", "bf16"):
         return None
     d = dots[0]
     top = set(body.ops)
@@ -123,14 +123,14 @@ def make_plan(lw, op) -> Plan | None:
     iv = body.args[0]
     index_of = {a.id: i for i, a in enumerate(body.args[1:])}
     targets = [o for lo in loads for o in lo.operands[:2] if o is not None]
-    sl = _slice(body, targets, nvptx.POLY)
+    sl = _slice(body, targets, lw.rules.by_layout)
     if sl is None:
         return None
     needed = {a for a in sl[1] if a != iv.id}
     queue = list(needed)
     while queue:
         aid = queue.pop()
-        s2 = _slice(body, [y.operands[index_of[aid]]], nvptx.POLY)
+        s2 = _slice(body, [y.operands[index_of[aid]]], lw.rules.by_layout)
         if s2 is None:
             return None
         for a in s2[1]:
@@ -138,7 +138,7 @@ def make_plan(lw, op) -> Plan | None:
                 needed.add(a)
                 queue.append(a)
     needed_idx = sorted(index_of[a] for a in needed)
-    upd = _slice(body, [y.operands[i] for i in needed_idx], nvptx.POLY)
+    upd = _slice(body, [y.operands[i] for i in needed_idx], lw.rules.by_layout)
     if upd is None:
         return None
     # copy widths and tiles
@@ -146,15 +146,15 @@ def make_plan(lw, op) -> Plan | None:
     for lo in loads:
         lay = lw.want(lo.result)
         lays.append(lay)
-    ta, tb = mma.operand_tiles(d, lays[0], lays[1], lw.num_warps)
+    ta, tb = operand_tiles(d, lays[0], lays[1], lw.options)
     for lo, lay, tile in zip(loads, lays, (ta, tb)):
-        es = nvptx.esize(lo.result.dtype)
-        v = nvptx._mem_vec(lw, lay, lo.operands[0], lo.operands[1], es)
+        es = esize(lo.result.dtype)
+        v = access_width(lw, lay, lo.operands[0], lo.operands[1], es)
         v = min(v, _smem_vec(lay, tile))
         if v * es not in (4, 8, 16):
             return None
         vecs.append(v)
-    stage_bytes = (mma.tiles_end(ta, tb) + 1023) // 1024 * 1024
+    stage_bytes = (tiles_end(ta, tb) + 1023) // 1024 * 1024
     stages = min(stages, SMEM_LIMIT // stage_bytes)
     if stages < 2:
         return None
@@ -164,12 +164,7 @@ def make_plan(lw, op) -> Plan | None:
     # wgmma kept in flight across iterations (wait_group 1): needs the accumulator to be the dot's
     # own iter arg, yielded and used by nothing else, and one more buffer (the one it still reads)
     p.async_dot = False
-    p.order = os.environ.get("BLOCKTUNE_WGMMA_PREFETCH", "late")
-    if p.order not in ("late", "early", "mid"):
-        p.order = "late"
-    p.late_issue = p.order == "late"
-    min_async = 2 if p.late_issue else 3
-    if (mma.use_wgmma(d, lw.num_warps) and stages >= min_async and os.environ.get("BLOCKTUNE_WGMMA") != "sync"
+    if (uses_wgmma(d, lw.options) and lw.options.wgmma == "async"
             and d.result.dtype.name == "fp32" and d.operands[2].dtype.name == "fp32"):
         c = d.operands[2]
         if c.owner is None and c in body.args[1:]:
@@ -177,7 +172,7 @@ def make_plan(lw, op) -> Plan | None:
             if y.operands[i] is d.result and all(u is y for u in lw.uses.get(d.result.id, ())):
                 p.async_dot, p.acc_index = True, i
     # prefetch distance: iterations whose tiles are in flight ahead of the one computed
-    p.dist = stages - 2 if p.async_dot and not p.late_issue else stages - 1
+    p.dist = stages - 1
     p.addr_ops = sl[0]
     p.upd_ops = upd[0]
     p.needed = needed_idx
@@ -203,7 +198,6 @@ def _eval(lw, ops, bindings: dict, requests):
     """Lower `ops` (pure index arithmetic of the loop body) with body arguments bound to
     `bindings` (value id → scalar llvm value or (Layout, regs)); return the requested values
     [(ir value, layout | None)] and restore the lowering's state."""
-    from . import nvptx
     saved = {}
     for vid, val in bindings.items():
         saved[vid] = lw.vals.get(vid, _MISSING)
@@ -214,7 +208,7 @@ def _eval(lw, ops, bindings: dict, requests):
     lw.scopes.append({})
     try:
         for op in ops:
-            rule = nvptx.POLY[op.name]
+            rule = lw.rules.by_layout[op.name]
             res = op.result
             if res.is_block:
                 lay = lw.want(res)
@@ -257,7 +251,7 @@ def _issue(lw, plan: Plan, body, iv_val, state: dict, slot_base, ub, signed: boo
         nbytes = v * es
         lane_off = tuple(tile.offset(c) for c in lay.lane)
         warp_off = tuple(tile.offset(c) for c in lay.warp)
-        tv, tm = lw._linear(lane_off, warp_off)
+        tv, tm = lw.linear(lane_off, warp_off)
         reg_off = [tile.offset(c) for c in lay.reg]
         name = "llvm.nvvm.cp.async.cg.shared.global.16.s" if nbytes == 16 else f"llvm.nvvm.cp.async.ca.shared.global.{nbytes}.s"
         fn = lw.intrinsic(name, ll.VoidType(), [ll.PointerType(addrspace=3), ll.PointerType(addrspace=1), I32])
@@ -290,7 +284,6 @@ def _advance(lw, plan: Plan, body, iv_val, state: dict, lays):
 
 def lower_for(lw, op) -> bool:
     """Lower a qualifying `for` with a cp.async pipeline; False (nothing emitted) otherwise."""
-    from . import nvptx
     plan = make_plan(lw, op)
     if plan is None:
         return False
@@ -300,9 +293,9 @@ def lower_for(lw, op) -> bool:
     inits = op.operands[3:]
     body = op.regions[0]
     b = lw.b
-    lays = [nvptx._slot_layout(lw, a) for a in body.args[1:]]
-    init_regs = [nvptx._get_as(lw, v, l) for v, l in zip(inits, lays)]
-    signed = nvptx._is_signed(op.operands[0].dtype)
+    lays = [lw.slot_layout(a) for a in body.args[1:]]
+    init_regs = [lw.get_as(v, l) for v, l in zip(inits, lays)]
+    signed = is_signed(op.operands[0].dtype)
     lw.smem_bytes = max(lw.smem_bytes, S * plan.stage_bytes)
 
     def as_binding(i, regs):
@@ -323,38 +316,30 @@ def lower_for(lw, op) -> bool:
         ahead_init.append(cur[1] if isinstance(cur, tuple) else [cur])
     # phis: the stage counter, the loop's own iter args, and the "ahead" copies of the ones the
     # copies' addresses need
-    header, exitb, iv, all_phis = nvptx.loop_head(lw, "pfor", lb, ub, step,
-                                                  [[ll.Constant(I32, 0)]] + init_regs + ahead_init, signed)
+    header, exitb, iv, all_phis = lw.loop_head("pfor", lb, ub, step, [[ll.Constant(I32, 0)]] + init_regs + ahead_init,
+                                               signed)
     it = all_phis[0][0]
     phis = all_phis[1:1 + len(init_regs)]
     ahead_phis = dict(zip(plan.needed, all_phis[1 + len(init_regs):]))
 
     lw.vals[body.args[0].id] = iv
     for a, l, ps in zip(body.args[1:], lays, phis):
-        nvptx._bind(lw, a, l, ps)
+        lw.bind(a, l, ps)
     lw.call("llvm.nvvm.cp.async.wait.group", ll.VoidType(), [ll.Constant(I32, D - 1)])
-    if mma.use_wgmma(plan.dot, lw.num_warps) and os.environ.get("BLOCKTUNE_CPASYNC_PROXY_FENCE") == "1":
-        # Triton emits no proxy fence between cp.async (completed by wait_group + bar.sync) and
-        # wgmma; this switch puts one in, for comparison
-        from . import wgmma
-        wgmma.proxy_fence(lw)
     lw.barrier()
     sconst = ll.Constant(I32, S)
     read_base = b.mul(b.urem(it, sconst), ll.Constant(I32, plan.stage_bytes))
     write_base = b.mul(b.urem(b.add(it, ll.Constant(I32, D)), sconst), ll.Constant(I32, plan.stage_bytes))
     iv_ahead = b.add(iv, b.mul(step, ll.Constant(step.type, D)))
     ahead = {body.args[i + 1].id: as_binding(i, ahead_phis[i]) for i in plan.needed}
-    late = plan.async_dot and plan.late_issue
 
     def issue_ahead():
         _issue(lw, plan, body, iv_ahead, ahead, write_base, ub, signed)
         return _advance(lw, plan, body, iv_ahead, ahead, lays)
 
-    mid = plan.async_dot and plan.order == "mid"
-    if not late and not mid:
+    if not plan.async_dot:
         ahead_next = issue_ahead()
 
-    ahead_box: list = []
     skip = {lo for lo in plan.loads}
     lw.scopes.append({})
     try:
@@ -367,23 +352,16 @@ def lower_for(lw, op) -> bool:
                 continue
             if bop is plan.dot:
                 if plan.async_dot:
-                    from . import wgmma
-                    if mid:   # wgmma(i) first, then the copies (into the buffer of i-2), then wait(1)
-                        wgmma.dot_from_tiles(lw, bop, plan.tiles[0], plan.tiles[1], read_base, pending=1,
-                                             before_wait=lambda: ahead_box.append(issue_ahead()))
-                    else:
-                        wgmma.dot_from_tiles(lw, bop, plan.tiles[0], plan.tiles[1], read_base, pending=1)
+                    wgmma.dot_from_tiles(lw, bop, plan.tiles[0], plan.tiles[1], read_base, pending=1)
                 else:
-                    mma.dot_from_tiles(lw, bop, plan.tiles[0], plan.tiles[1], dyn_base=read_base)
+                    dot.dot_from_tiles(lw, bop, plan.tiles[0], plan.tiles[1], dyn_base=read_base)
                 continue
             lw.lower_op(bop)
         ys = term.operands if term is not None else []
-        nxt = [nvptx._get_as(lw, yv, l) for yv, l in zip(ys, lays)]
+        nxt = [lw.get_as(yv, l) for yv, l in zip(ys, lays)]
     finally:
         lw.scopes.pop()
-    if mid:
-        ahead_next = ahead_box[0]
-    if late:
+    if plan.async_dot:
         # wgmma(i-1) is done in this warpgroup (wait_group 1 in the dot); once every warpgroup is
         # past that point its buffer, (i-1) % S = (i+S-1) % S, takes the tiles of iteration i+S-1
         lw.barrier()
@@ -392,14 +370,13 @@ def lower_for(lw, op) -> bool:
     for i in plan.needed:
         v = ahead_next[body.args[i + 1].id]
         ahead_regs.append(v[1] if isinstance(v, tuple) else [v])
-    nvptx.loop_back(lw, header, iv, step, all_phis, [[b.add(it, ll.Constant(I32, 1))]] + nxt + ahead_regs)
+    lw.loop_back(header, iv, step, all_phis, [[b.add(it, ll.Constant(I32, 1))]] + nxt + ahead_regs)
 
     b.position_at_end(exitb)
     lw.call("llvm.nvvm.cp.async.wait.group", ll.VoidType(), [ll.Constant(I32, 0)])
     if plan.async_dot:  # the last wgmma group is still running: wait, with the accumulators through
-        from . import wgmma
         phis[plan.acc_index] = wgmma.wait_pass_through(lw, phis[plan.acc_index], 0)
     lw.barrier()
     for r, l, ps in zip(op.results, lays, phis):
-        nvptx._bind(lw, r, l, ps)
+        lw.bind(r, l, ps)
     return True

@@ -1,8 +1,8 @@
 """`tl.dot` with Hopper's warpgroup MMA (`wgmma.mma_async`, sm_90a) — the default on sm_90
-(BLOCKTUNE_WGMMA=0 falls back to mma.sync).
+(`knobs.codegen.wgmma`: BLOCKTUNE_WGMMA=0 falls back to mma.sync).
 
 Operands come from shared memory through matrix descriptors (no ldmatrix): the tiles are
-mma.SmemTile with `panels=True`, i.e. wgmma's canonical swizzled layouts — K-major or MN-major
+dot_layouts.SmemTile with `panels=True`, i.e. wgmma's canonical swizzled layouts — K-major or MN-major
 (`imm-trans-a/b`), swizzle width 128/64/32 bytes, `panel_cols` elements of the contiguous dim per
 panel, 8-row groups of 8 × swizzle bytes. Descriptor (PTX ISA "Matrix Descriptor Format"):
   bits 0-13  start address >> 4      bits 16-29  leading-dimension byte offset >> 4
@@ -15,63 +15,19 @@ m64 n(N / wg_n) k16 and the warpgroup repeats it over M / (64 wg_m) row blocks. 
 layout per instruction is the mma.sync m16n8 fragment repeated over n8 tiles (register order =
 the instruction's d0, d1, …), warps of a warpgroup at rows +16, +32.
 
-The dot is synchronous (wgmma.fence; mma_async × (K/16 × reps); commit_group; wait_group 0 with
-the accumulators passed through the wait so nothing reads them early); the asynchrony that
-remains is the cp.async pipeline around it (compiler/backend/pipeline.py).
+Which dots use it and their accumulator layout: dot_layouts.py. The dot is synchronous (wgmma.fence;
+mma_async × (K/16 × reps); commit_group; wait_group 0 with the accumulators passed through the wait
+so nothing reads them early), except in the pipeline (pipeline.py), which keeps one group in flight
+across K iterations (knobs.codegen.wgmma "async").
 """
 from __future__ import annotations
 
-import os
-
 from llvmlite import ir as ll
 
-from .layouts import Layout, log2
+from .dot_layouts import mma_kind, wgmma_acc_layout, wgmma_config
+from .llvm_types import F32, I32, I64, lty
 
-I32 = ll.IntType(32)
-I64 = ll.IntType(64)
-F32 = ll.FloatType()
 SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}
-
-
-def enabled(target: str | None) -> bool:
-    """wgmma on sm_90 unless BLOCKTUNE_WGMMA=0 (then mma.sync). By default (or =1) one wgmma group
-    stays in flight across pipelined K iterations; BLOCKTUNE_WGMMA=sync waits at each dot."""
-    return os.environ.get("BLOCKTUNE_WGMMA", "1").lower() not in ("0", "off", "false", "no") and \
-        (target or "").lower() in ("sm_90", "sm_90a")
-
-
-def config(m: int, n: int, num_warps: int):
-    """(wg_m, wg_n, inst_n, m_reps) or None when wgmma does not fit this block."""
-    if num_warps % 4 or num_warps < 4:
-        return None
-    wgs = num_warps // 4
-    wg_m = 1
-    while wg_m < wgs and m % (64 * wg_m * 2) == 0:
-        wg_m *= 2
-    wg_n = wgs // wg_m
-    if m % (64 * wg_m) or n % wg_n:
-        return None
-    tn = n // wg_n
-    if tn % 8 or not 8 <= tn <= 256:
-        return None
-    return wg_m, wg_n, tn, m // (64 * wg_m)
-
-
-def eligible(op, num_warps: int) -> bool:
-    from .mma import mma_kind
-    if mma_kind(op) not in ("f16", "bf16"):
-        return False
-    m, n = op.result.shape
-    return config(m, n, num_warps) is not None
-
-
-def acc_layout(m: int, n: int, num_warps: int) -> Layout:
-    wg_m, wg_n, tn, reps = config(m, n, num_warps)
-    reg = [(0, 1), (8, 0)] + [(0, 8 << i) for i in range(log2(tn // 8))]
-    reg += [((64 * wg_m) << i, 0) for i in range(log2(reps))]
-    lane = ((0, 2), (0, 4), (1, 0), (2, 0), (4, 0))
-    warp = [(16, 0), (32, 0)] + [(64 << i, 0) for i in range(log2(wg_m))] + [(0, tn << i) for i in range(log2(wg_n))]
-    return Layout((m, n), tuple(reg), lane, tuple(warp))
 
 
 def descriptor_const(tile) -> int:
@@ -102,20 +58,17 @@ def wait_pass_through(lw, regs, pending: int):
     return [b.extract_value(r, i) for i in range(len(regs))]
 
 
-def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int | None = 0, before_wait=None):
+def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int = 0):
     """wgmma over operand tiles in shared memory; sets the dot's result in acc_layout. `pending`:
     how many wgmma groups may still run when this returns (1: the result is only fed back into the
-    next wgmma; the pipeline waits for it at the loop exit). `before_wait`, if given, emits code
-    between the commit and the wait (the pipeline's copies), and the wait is then wait_group(1)."""
-    from .nvptx import lty
-    from .mma import mma_kind
+    next wgmma; the pipeline waits for it at the loop exit)."""
     a, bv, c = op.operands
     res = op.result
     m, n = res.shape
     k = a.shape[1]
     nw = lw.num_warps
-    wg_m, wg_n, tn, reps = config(m, n, nw)
-    cl = acc_layout(m, n, nw)
+    wg_m, wg_n, tn, reps = wgmma_config(m, n, nw)
+    cl = wgmma_acc_layout(m, n, nw)
     b = lw.b
     lw.needs_sm90a = True
     ty = mma_kind(op)
@@ -125,8 +78,8 @@ def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int | None = 0, befor
     # warpgroup part of the start coordinates (warp bits 2.. of the accumulator layout)
     wa = tuple((0, 0) if i < 2 else (cw[0], 0) for i, cw in enumerate(cl.warp))
     wb = tuple((0, 0) if i < 2 else (0, cw[1]) for i, cw in enumerate(cl.warp))
-    tva, tma = lw._linear((0,) * 5, tuple(ta.offset(x) for x in wa))
-    tvb, tmb = lw._linear((0,) * 5, tuple(tb.offset(x) for x in wb))
+    tva, tma = lw.linear((0,) * 5, tuple(ta.offset(x) for x in wa))
+    tvb, tmb = lw.linear((0,) * 5, tuple(tb.offset(x) for x in wb))
     smem_base = b.ptrtoint(lw.smem, I32)
 
     def desc(tile, tv, tm, coord, const):
@@ -153,9 +106,6 @@ def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int | None = 0, befor
             r = b.call(asm, [dA, dB, one] + regs)
             acc[rep * per:(rep + 1) * per] = [b.extract_value(r, i) for i in range(per)]
     lw.call("llvm.nvvm.wgmma.commit_group.sync.aligned", ll.VoidType(), [])
-    if before_wait is not None:
-        before_wait()
-        pending = 1
     acc = wait_pass_through(lw, acc, pending)
     odt = lty(res.dtype)
     if odt != F32:
@@ -167,29 +117,3 @@ def proxy_fence(lw):
     """Make this thread's generic-proxy shared-memory writes (st.shared, cp.async) visible to
     wgmma's async proxy; executed by the writers before the barrier that precedes the wgmma."""
     lw.call("llvm.nvvm.fence.proxy.async.shared_cta", ll.VoidType(), [])
-
-
-# ---- a numpy model of what the hardware reads through a descriptor ------------------------------
-
-def read_through_descriptor(smem_bytes, desc: int, rows: int, cols: int, es: int, mn_major: bool):
-    """The [rows (M or N), 16 (K)] operand an instruction sees, per the canonical layouts: element
-    (r, kk) at start + r/8·SBO + (r%8)·swz + kk·es (K-major; the k16 slice stays inside one
-    swizzle row) or start + (r / E)·LBO + (kk/8)·SBO + (kk%8)·swz + (r%E)·es (MN-major, E =
-    swz/es elements per swizzle row), then the address swizzle bits[4:..] ^= bits[7:..]."""
-    import numpy as np
-    start = (desc & 0x3FFF) << 4
-    lbo = ((desc >> 16) & 0x3FFF) << 4
-    sbo = ((desc >> 32) & 0x3FFF) << 4
-    swz = {1: 128, 2: 64, 3: 32}[(desc >> 62) & 3]
-    e = swz // es
-    out = np.zeros((rows, cols))
-    for r in range(rows):
-        for kk in range(cols):
-            if not mn_major:
-                addr = start + (r // 8) * sbo + (r % 8) * swz + kk * es
-            else:
-                addr = start + (r // e) * lbo + (kk // 8) * sbo + (kk % 8) * swz + (r % e) * es
-            bits = {128: 7, 64: 3, 32: 1}[swz]
-            addr ^= ((addr >> 7) & bits) << 4
-            out[r, kk] = smem_bytes[addr // es]
-    return out

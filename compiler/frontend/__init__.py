@@ -4,7 +4,7 @@ from __future__ import annotations
 from .. import ir
 from ..errors import CompilationError
 from ..language.core import constexpr
-from ..language.dtypes import dtype
+from ..language.dtypes import dtype, from_signature
 from .codegen import CodeGenerator
 from .semantic import Builder, SemanticError
 
@@ -35,7 +35,6 @@ def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | Non
     for p in runtime:
         t = signature[p]
         if not isinstance(t, dtype):
-            from ..language.dtypes import from_signature
             t = from_signature(str(t))
         types.append(t)
     body = ir.Block(types, runtime)

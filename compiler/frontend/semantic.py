@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import builtins
 
-from .. import ir
+from .. import ir, knobs
 from ..language import dtypes as T
 from ..language.dtypes import block_type, dtype, pointer_type, scalar_of, shape_of
 
@@ -581,8 +581,7 @@ def dot(b, a, c, acc=None, input_precision=None, allow_tf32=None, max_num_imprec
         if allow_tf32 is not None:
             input_precision = "tf32" if allow_tf32 else "ieee"
         else:
-            import os
-            input_precision = os.environ.get("TRITON_F32_DEFAULT", "tf32")
+            input_precision = knobs.codegen.fp32_default
     input_precision = str(input_precision).lower()
     if input_precision not in ("tf32", "tf32x3", "ieee"):
         raise SemanticError(f"tl.dot: input_precision must be 'tf32', 'tf32x3' or 'ieee', got {input_precision!r}")

@@ -7,37 +7,33 @@
 Per key (the values of the `key` arguments, plus the dtypes of tensor arguments, as Triton does)
 the first launch picks a config and later launches reuse it:
 
-  1. when `BLOCKTUNE_SERVICE_URL` is set, ask the tuning service
-     (`client.lookup.get_best_config(fingerprint, name, key_dict, gpu_model)`, imported lazily);
+  1. a listener of `knobs.autotuning.before_tuning` may answer with a config (the tuning service's
+     plug-in in client/ does, when BLOCKTUNE_SERVICE_URL is set); when none does, the
+     `launch_missed` listeners hear of it (the plug-in may submit a tuning job);
   2. else a result stored on disk by an earlier process (same kernel fingerprint, key, configs,
      GPU, compiler version);
   3. else benchmark every (pruned) config with `do_bench` and keep the fastest.
+The `config_chosen` listeners hear of the choice in 2. and 3. (`cache_hit` says which).
 
 `kernel.best_config` is the config of the last launch; `kernel.cache` maps key → config;
-`kernel.configs_timings` the timings of the last tuning. In interpret mode the first config runs,
-with no timing.
-
-When the service has no config for the key and `BLOCKTUNE_SUBMIT_ON_MISS=1` (with
-`BLOCKTUNE_TOKEN`), the launch is also described as a tuning job (`runtime.miss_job`: kernel
-source, argument shapes and dtypes, scalars, grid expressions, the configs' space) and submitted in
-a background thread, once per key and process; this launch still goes on as in 2./3. A launch that
-cannot be described (a grid lambda that is not simple arithmetic, outputs that cannot be told...)
-is not submitted, with one warning per kernel.
+`kernel.configs_timings` the timings of the last tuning. In interpret mode a listener's config or
+the first config runs, with no timing.
 """
 from __future__ import annotations
 
-import atexit
 import builtins
 import functools
 import hashlib
 import json
 import os
-import threading
 import time
-import warnings
 from typing import Callable
 
+from .. import knobs, plugins
 from ..errors import CompilationError, OutOfResources
+from ..version import __version__
+from . import cache, driver, timing
+from .jit import JITFunction, interpret_mode, key_value
 
 
 class Config:
@@ -100,7 +96,6 @@ class Config:
 
 
 def _jit_of(fn):
-    from .jit import JITFunction  # noqa: PLC0415
     obj = fn
     for _ in range(8):
         if isinstance(obj, JITFunction):
@@ -112,109 +107,22 @@ def _jit_of(fn):
 
 
 def _interpret() -> bool:
-    from .jit import interpret_mode  # noqa: PLC0415
     return interpret_mode()
 
 
-# ---------------------------------------------------------------------------------------------
-# The tuning service (client imported lazily; absent client → local tuning)
-
-_service_warned = False
-
-
-def _gpu_model() -> tuple[str | None, str | None]:
-    """(GPU model name, compute capability "9.0") of the current device, or (None, None)."""
-    from . import driver  # noqa: PLC0415
+def _gpu_model() -> str | None:
+    """The current device's name (part of the disk cache's key), or None without a GPU."""
     if not driver.has_gpu():
-        return None, None
+        return None
     try:
-        p = driver.device_properties(driver.current_device())
-        return p["name"], f"{p['capability'][0]}.{p['capability'][1]}"
+        return driver.device_properties(driver.current_device())["name"]
     except Exception:
-        return None, None
-
-
-def service_lookup(jit_fn, key: dict, cache: dict):
-    """(kwargs, num_warps, num_stages) from the service for this kernel/key/GPU, or None.
-    Cached per key in `cache` (also negative answers); never raises."""
-    global _service_warned
-    if not os.environ.get("BLOCKTUNE_SERVICE_URL"):
         return None
-    try:
-        ck = json.dumps(key, sort_keys=True, default=str)
-    except (TypeError, ValueError):
-        return None
-    if ck in cache:
-        return cache[ck]
-    result = None
-    try:
-        from client.lookup import get_best_config  # noqa: PLC0415
-        model, cc = _gpu_model()
-        try:
-            ans = get_best_config(jit_fn.fingerprint, jit_fn.__name__, key, model, compute_capability=cc)
-        except TypeError:   # an older client without compute_capability
-            ans = get_best_config(jit_fn.fingerprint, jit_fn.__name__, key, model)
-        if ans:
-            cfg = ans.get("config", ans) if isinstance(ans, dict) else None
-            if isinstance(cfg, dict):
-                c = Config.from_dict(cfg)
-                result = (c.kwargs, c.num_warps, c.num_stages)
-    except ImportError:
-        if not _service_warned:
-            warnings.warn("BLOCKTUNE_SERVICE_URL is set but the blocktune client is not installed; tuning locally",
-                          RuntimeWarning, stacklevel=3)
-            _service_warned = True
-    except Exception as e:  # noqa: BLE001 - the service must never break a launch
-        if not _service_warned:
-            warnings.warn(f"blocktune service lookup failed ({e}); tuning locally", RuntimeWarning, stacklevel=3)
-            _service_warned = True
-    cache[ck] = result
-    return result
-
-
-# ---------------------------------------------------------------------------------------------
-# Submissions after a miss run in the background: a launch never waits for the service's answer.
-
-_pending: list[threading.Thread] = []
-_pending_lock = threading.Lock()
-_drain_registered = False
-
-
-def _submit_timeout() -> float:
-    try:
-        return float(os.environ.get("BLOCKTUNE_SUBMIT_TIMEOUT", 10.0))
-    except ValueError:
-        return 10.0
-
-
-def _submit_in_background(submit: Callable, spec: dict, gpu_model: str) -> None:
-    global _drain_registered
-    t = threading.Thread(target=submit, args=(spec, gpu_model), name="blocktune-submit", daemon=True)
-    with _pending_lock:
-        _pending[:] = [x for x in _pending if x.is_alive()]
-        _pending.append(t)
-        if not _drain_registered:
-            # a short script may end right after its first launch: give its submissions their
-            # request timeout to finish instead of killing them with the interpreter
-            atexit.register(wait_for_submissions, _submit_timeout())
-            _drain_registered = True
-    t.start()
-
-
-def wait_for_submissions(timeout: float | None = None) -> bool:
-    """Wait for the background job submissions started so far; True when none is left running."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    with _pending_lock:
-        threads = list(_pending)
-    for t in threads:
-        t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-    return not any(t.is_alive() for t in threads)
 
 
 # ---------------------------------------------------------------------------------------------
 
 def _key_part(v):
-    from .jit import key_value  # noqa: PLC0415
     return key_value(v)
 
 
@@ -248,9 +156,6 @@ class Autotuner:
         self.use_cuda_graph = use_cuda_graph
         self._do_bench = do_bench
         self.cache_results = cache_results
-        self._service_cache: dict = {}
-        self._submitted: set = set()      # keys described to the service (BLOCKTUNE_SUBMIT_ON_MISS)
-        self._submit_warned = False
         self._last_errors: dict = {}
         self.__name__ = getattr(fn, "__name__", "kernel")
         functools.update_wrapper(self, fn, assigned=("__doc__", "__module__"), updated=())
@@ -263,6 +168,15 @@ class Autotuner:
     @property
     def src(self) -> str:
         return self.base_fn.src
+
+    @property
+    def user_pre_hook(self) -> Callable | None:
+        """The `pre_hook` given to @autotune (None: the default, reset_to_zero / restore_value)."""
+        return self._user_pre_hook
+
+    @property
+    def user_post_hook(self) -> Callable | None:
+        return self._user_post_hook
 
     def __call__(self, *args, **kwargs):
         raise RuntimeError(f"{self.__name__} is an autotuned @jit kernel: launch it with {self.__name__}[grid](...)")
@@ -287,10 +201,9 @@ class Autotuner:
     def do_bench(self, fn, quantiles):
         if self._do_bench is not None:
             return self._do_bench(fn, quantiles=quantiles)
-        from .. import testing  # noqa: PLC0415
         if self.use_cuda_graph:
-            return testing.do_bench_cudagraph(fn, rep=self.num_reps, quantiles=quantiles)
-        return testing.do_bench(fn, warmup=self.num_warmups, rep=self.num_reps, quantiles=quantiles)
+            return timing.do_bench_cudagraph(fn, rep=self.num_reps, quantiles=quantiles)
+        return timing.do_bench(fn, warmup=self.num_warmups, rep=self.num_reps, quantiles=quantiles)
 
     def _bench(self, *args, config: Config, **meta):
         conflicts = set(meta) & set(config.kwargs)
@@ -319,8 +232,7 @@ class Autotuner:
             self._last_errors[str(config)] = str(e)
             return [float("inf")] * 3
         except Exception as e:  # noqa: BLE001
-            from .driver import CudaError  # noqa: PLC0415
-            if isinstance(e, CudaError) and e.name in ("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "CUDA_ERROR_INVALID_VALUE"):
+            if isinstance(e, driver.CudaError) and e.name in ("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "CUDA_ERROR_INVALID_VALUE"):
                 self._last_errors[str(config)] = str(e)
                 return [float("inf")] * 3
             raise
@@ -353,15 +265,13 @@ class Autotuner:
         return tuple(key)
 
     def _disk_path(self, key: tuple, gpu: str | None) -> str | None:
-        from .compile import _disk_enabled, cache_dir, compiler_source_hash  # noqa: PLC0415
-        if not self.cache_results or not _disk_enabled() or self.base_fn is None:
+        if not self.cache_results or not cache.disk_enabled() or self.base_fn is None:
             return None
-        from .. import __version__  # noqa: PLC0415
         h = hashlib.sha256()
-        h.update("\x00".join(["autotune", __version__, compiler_source_hash(), self.base_fn.fingerprint, repr(key),
+        h.update("\x00".join(["autotune", __version__, cache.compiler_source_hash(), self.base_fn.fingerprint, repr(key),
                               gpu or "",
                               repr([str(c) for c in self.configs]), repr(self.keys)]).encode())
-        return os.path.join(cache_dir(), "autotune", h.hexdigest() + ".json")
+        return os.path.join(cache.cache_dir(), "autotune", h.hexdigest() + ".json")
 
     def _load_disk(self, path: str | None) -> Config | None:
         if path is None:
@@ -380,11 +290,10 @@ class Autotuner:
     def _store_disk(self, path: str | None, key, cfg: Config, timings: dict):
         if path is None:
             return
-        from .compile import atomic_write  # noqa: PLC0415
         try:
             data = {"key": [str(k) for k in key], "best": cfg.to_dict(),
                     "timings": [{"config": c.to_dict(), "ms": t} for c, t in timings.items()]}
-            atomic_write(path, json.dumps(data, default=str).encode())
+            cache.atomic_write(path, json.dumps(data, default=str).encode())
         except (OSError, TypeError, ValueError):
             pass
 
@@ -393,10 +302,10 @@ class Autotuner:
         nargs = dict(zip(self.arg_names, args))
         all_args = {**nargs, **kwargs}
         if _interpret():
-            # no timing on the CPU: the service's answer when there is one, else the first config
-            config = self._from_service(all_args)
+            # no timing on the CPU: a listener's config when one answers, else the first config
+            config = self._from_listeners(all_args)
             if config is None:
-                self._submit_on_miss(all_args, args, kwargs, stacklevel=4)
+                self._launch_missed(all_args, args, kwargs)
                 config = self.configs[0]
             self.best_config = config
             return self._launch(config, args, kwargs, nargs)
@@ -411,14 +320,14 @@ class Autotuner:
     def _choose(self, key, args, kwargs, nargs, all_args) -> Config:
         if len(self.configs) == 1 and not self.early_config_prune:
             return self.configs[0]
-        cfg = self._from_service(all_args)
+        cfg = self._from_listeners(all_args)
         if cfg is not None:
             return cfg
-        self._submit_on_miss(all_args, args, kwargs, stacklevel=5)
-        gpu = _gpu_model()[0]
-        path = self._disk_path(key, gpu)
+        self._launch_missed(all_args, args, kwargs)
+        path = self._disk_path(key, _gpu_model())
         cfg = self._load_disk(path)
         if cfg is not None:
+            self._chosen(all_args, cfg, {}, 0.0, cache_hit=True)
             return cfg
         pruned = self.prune_configs(kwargs, nargs)
         self._last_errors = {}
@@ -432,89 +341,41 @@ class Autotuner:
             errs = "; ".join(f"[{c}] {e}" for c, e in list(self._last_errors.items())[:3])
             raise OutOfResources(0, 0, f"every config of {self.__name__} failed to compile or launch ({errs})")
         self._store_disk(path, key, best, {c: (t[0] if isinstance(t, list) else t) for c, t in timings.items()})
-        if os.environ.get("BLOCKTUNE_PRINT_AUTOTUNING") or os.environ.get("TRITON_PRINT_AUTOTUNING"):
+        if knobs.autotuning.print:
             print(f"Autotuning kernel {self.__name__} with config {best} finished after {self.bench_time:.2f}s; "
                   f"best config selected: {best};")
-        self._publish(all_args, best, timings)
+        self._chosen(all_args, best, timings, self.bench_time, cache_hit=False)
         # like Triton: leave reset_to_zero buffers zeroed for the real launch
         full = {**nargs, **kwargs, **best.all_kwargs()}
         self.pre_hook(full, reset_only=True)
         return best
 
-    def _from_service(self, all_args: dict) -> Config | None:
-        """The service's best config for this key on this GPU (BLOCKTUNE_SERVICE_URL), or None."""
-        if self.base_fn is None or not os.environ.get("BLOCKTUNE_SERVICE_URL"):
+    # -- the autotuning listeners (knobs.autotuning; plug-ins load at the first event) ----------
+    def _event(self, all_args: dict) -> dict:
+        return {"fn": self.base_fn, "key": self._key(all_args), "configs": self.configs, "autotuner": self,
+                "key_args": {k: _key_part(all_args[k]) for k in self.keys if k in all_args}}
+
+    def _from_listeners(self, all_args: dict) -> Config | None:
+        """A `before_tuning` listener's config for this key (the user's own object when it is one
+        of the configs, with its pre_hook), or None."""
+        hooks = plugins.autotuning()
+        if self.base_fn is None or not hooks.before_tuning:
             return None
-        kd = {k: _key_part(all_args[k]) for k in self.keys if k in all_args}
-        got = service_lookup(self.base_fn, kd, self._service_cache)
-        if got is None:
+        cfg = hooks.before_tuning.first(**self._event(all_args))
+        if cfg is None:
             return None
-        kw, nw, ns = got
-        cfg = Config(kw, num_warps=nw or 4, num_stages=ns or 3)
-        return next((c for c in self.configs if c == cfg), cfg)  # keep the user's object (pre_hook)
+        return next((c for c in self.configs if c == cfg), cfg)
 
-    def _submit_on_miss(self, all_args: dict, args: tuple, kwargs: dict, stacklevel: int) -> None:
-        """With BLOCKTUNE_SUBMIT_ON_MISS=1, after a lookup miss: submit this launch as a tuning job
-        (in the background, once per key and process). Never raises; warns once per kernel.
-        `stacklevel`: this method's frame up to the user's launch (warnings point there)."""
-        if self.base_fn is None or not os.environ.get("BLOCKTUNE_SERVICE_URL"):
-            return
-        try:
-            from client import lookup  # noqa: PLC0415
-        except ImportError:
-            return
-        if not lookup.submit_on_miss_enabled():
-            return
-        key = self._key(all_args)
-        if key in self._submitted:
-            return
-        self._submitted.add(key)
-        model = _gpu_model()[0] or (lookup.INTERPRETER_MODEL if _interpret() else None)
-        if model is None:
-            return
-        if not lookup.has_token():
-            self._warn_submit("BLOCKTUNE_SUBMIT_ON_MISS=1 needs BLOCKTUNE_TOKEN (an API token) to submit jobs",
-                              stacklevel + 1)
-            return
-        from .miss_job import CannotDescribe, job_spec  # noqa: PLC0415
-        try:
-            spec = job_spec(self, args, kwargs)
-        except CannotDescribe as exc:
-            self._warn_submit(str(exc), stacklevel + 1)
-            return
-        except Exception as exc:  # noqa: BLE001 - describing a launch must never break it
-            self._warn_submit(f"{type(exc).__name__}: {exc}", stacklevel + 1)
-            return
-        _submit_in_background(lookup.submit_on_miss, spec, model)
+    def _launch_missed(self, all_args: dict, args: tuple, kwargs: dict) -> None:
+        hooks = plugins.autotuning()
+        if self.base_fn is not None and hooks.launch_missed:
+            hooks.launch_missed(**self._event(all_args), args=args, kwargs=kwargs)
 
-    def _warn_submit(self, why: str, stacklevel: int) -> None:
-        if not self._submit_warned:
-            self._submit_warned = True
-            warnings.warn(f"blocktune: not submitting a tuning job for {self.__name__} ({why}); tuning locally",
-                          RuntimeWarning, stacklevel=stacklevel)
-
-    def _publish(self, all_args: dict, best: Config, timings: dict):
-        """With BLOCKTUNE_PUBLISH=1, send a locally tuned winner back to the service."""
-        if self.base_fn is None or not os.environ.get("BLOCKTUNE_SERVICE_URL"):
-            return
-        try:
-            from client import lookup  # noqa: PLC0415
-        except ImportError:
-            return
-        if not lookup.publish_enabled():
-            return
-        model, cc = _gpu_model()
-        if model is None:
-            return
-
-        def ms(c):
-            t = timings.get(c)
-            return t[0] if isinstance(t, list) else t
-        kd = {k: _key_part(all_args[k]) for k in self.keys if k in all_args}
-        default = ms(self.configs[0]) if self.configs[0] in timings else None
-        flat = {**best.kwargs, "num_warps": best.num_warps, "num_stages": best.num_stages}  # the service's form
-        lookup.publish(self.base_fn.fingerprint, self.base_fn.__name__, kd, model, cc, flat, ms(best),
-                       default if default not in (None, float("inf")) else None)
+    def _chosen(self, all_args: dict, best: Config, timings: dict, duration: float, cache_hit: bool) -> None:
+        hooks = plugins.autotuning()
+        if self.base_fn is not None and hooks.config_chosen:
+            hooks.config_chosen(**self._event(all_args), best_config=best, configs_timings=timings,
+                                duration=duration, cache_hit=cache_hit)
 
     def _launch(self, config: Config, args, kwargs, nargs):
         conflicts = set(kwargs) & set(config.kwargs)
@@ -595,4 +456,4 @@ def heuristics(values: dict):
     return decorator
 
 
-__all__ = ["Config", "Autotuner", "autotune", "Heuristics", "heuristics", "service_lookup", "wait_for_submissions"]
+__all__ = ["Config", "Autotuner", "autotune", "Heuristics", "heuristics"]

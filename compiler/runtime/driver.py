@@ -25,6 +25,7 @@ import subprocess
 import tempfile
 import threading
 
+from .. import knobs
 from ..errors import OutOfResources
 
 _lock = threading.RLock()
@@ -94,7 +95,7 @@ def _error_text(code: int) -> tuple[str, str]:
 def _driver():
     global _cu
     if _cu is None:
-        from cuda.bindings import driver as cu  # noqa: PLC0415 (lazy on purpose)
+        from cuda.bindings import driver as cu  # noqa: PLC0415 - import time: cuda-python loads at the first GPU use
         _cu = cu
     return _cu
 
@@ -281,7 +282,7 @@ def default_target() -> str:
 @functools.lru_cache(maxsize=1)
 def ptxas_path() -> str | None:
     """`ptxas` from $BLOCKTUNE_PTXAS, the PATH, $CUDA_HOME, or the nvidia-cuda-nvcc wheel."""
-    env = os.environ.get("BLOCKTUNE_PTXAS")
+    env = knobs.tools.ptxas
     if env and os.access(env, os.X_OK):
         return env
     found = shutil.which("ptxas")
@@ -291,7 +292,7 @@ def ptxas_path() -> str | None:
         if root and os.access(os.path.join(root, "bin", "ptxas"), os.X_OK):
             return os.path.join(root, "bin", "ptxas")
     try:
-        import nvidia.cuda_nvcc  # type: ignore  # noqa: PLC0415
+        import nvidia.cuda_nvcc  # type: ignore  # noqa: PLC0415 - an optional wheel, looked for only when ptxas is
         base = list(nvidia.cuda_nvcc.__path__)[0]
         cand = os.path.join(base, "bin", "ptxas")
         if os.access(cand, os.X_OK):

@@ -24,12 +24,19 @@ import re
 import sys
 import textwrap
 import threading
+import types
 from collections import ChainMap
 from typing import Any, Iterable, Mapping
 
+import numpy as np
+
+from .. import knobs, plugins
 from ..errors import CompilationError
+from ..ir import Loc
 from ..language import dtypes as T
 from ..language.core import constexpr
+from ..version import __version__
+from . import build, cache, driver, native
 
 # Triton launch options accepted (and ignored: one CTA per program, no register cap) by kernel[grid](...)
 _TRITON_LAUNCH_OPTIONS = ("num_ctas=1", "maxnreg=None", "enable_fp_fusion=True", "debug=None",
@@ -38,31 +45,22 @@ _TRITON_LAUNCH_OPTIONS = ("num_ctas=1", "maxnreg=None", "enable_fp_fusion=True",
 
 
 # ---------------------------------------------------------------------------------------------
-# Environment checks that run on every launch (kept cheap)
+# Interpret mode is decided at every launch (knobs.runtime.interpret). The launch path first asks
+# whether either of its variables is in the environment at all, the cheapest way there is: the
+# native module's getenv (tens of ns), else os.environ (a microsecond or two: the ctypes
+# launcher's fallback only).
 
-try:
-    _ENVDATA = os.environ._data  # type: ignore[attr-defined]  # bytes → bytes on POSIX
-    _IKEYS = (b"BLOCKTUNE_INTERPRET", b"TRITON_INTERPRET")
-except AttributeError:  # pragma: no cover - non-POSIX
-    _ENVDATA = None
-    _IKEYS = ("BLOCKTUNE_INTERPRET", "TRITON_INTERPRET")
-
-
-def _maybe_interpret() -> bool:
-    """Cheap pre-check: is either interpret variable set at all? (then ask the interpreter)"""
-    env = _ENVDATA if _ENVDATA is not None else os.environ
-    return _IKEYS[0] in env or _IKEYS[1] in env
+@functools.lru_cache(maxsize=1)
+def _interpret_var_check():
+    mod = native.module()
+    if mod is not None:
+        return mod.interpret_var_is_set
+    first, second = knobs.runtime.INTERPRET_VARS
+    return lambda: first in os.environ or second in os.environ
 
 
 def interpret_mode() -> bool:
-    if not _maybe_interpret():
-        return False
-    try:
-        from ..interpreter import interpret_mode as im  # noqa: PLC0415
-    except ImportError:
-        return any(os.environ.get(k, "").strip().lower() in ("1", "true", "yes", "on")
-                   for k in ("BLOCKTUNE_INTERPRET", "TRITON_INTERPRET"))
-    return im()
+    return _interpret_var_check()() and knobs.runtime.interpret
 
 
 # ---------------------------------------------------------------------------------------------
@@ -89,7 +87,6 @@ def _no_gpu_device() -> int:
             _refresh_torch()
             if _NS["_get_device"] is not _no_gpu_device:
                 return _NS["_get_device"]()
-    from . import driver  # noqa: PLC0415
     if not driver.has_gpu():
         return -1
     return driver.device_of_current_context()   # the context itself is made when the kernel loads
@@ -203,10 +200,8 @@ def key_to_type(k) -> str:
     if isinstance(k, tuple):
         kind, d = k
         if kind == "cai":
-            import numpy as np  # noqa: PLC0415
             return "*" + T.from_host_dtype(np.dtype(d)).name
         if kind == "np":
-            import numpy as np  # noqa: PLC0415
             return "*" + T.from_host_dtype(np.dtype(d)).name
         return "*" + T.from_host_dtype(d).name
     return "*" + T.from_host_dtype(k).name   # torch dtype
@@ -407,7 +402,6 @@ class JITFunction:
         self._launchers: dict = {}     # specialization key → (launch fn, CompiledKernel)
         self._ir_cache: dict = {}      # interpret mode: key → ir.Function
         self._lock = threading.RLock()
-        self._service_cache: dict = {}
         self.compile_count = 0         # specializations compiled (or fetched from a cache) by this object
 
     # -- identity -------------------------------------------------------------------------------
@@ -442,7 +436,7 @@ class JITFunction:
             return last[1]
         runner = self._runner or self._build_runner()
         if self.autotune_key:
-            bound = functools.partial(self._run_with_service, grid)
+            bound = functools.partial(self._run_with_listeners, grid)
         elif self._binder is not None and self._bindable:
             bound = self._binder.bind(grid, runner)     # argument binding + fast path in C
         else:
@@ -469,22 +463,19 @@ class JITFunction:
 
     # The slow path: classify arguments properly, compile, load, make the launcher.
     def _miss(self, key, values: tuple, num_warps, num_stages, dev, warmup):
-        from .compile import compile as compile_kernel  # noqa: PLC0415
         if interpret_mode():
             raise RuntimeError("internal: GPU launch path used in interpret mode")
         _refresh_torch()
-        sig, constexprs, div16, eq1, call_names = self._specialize(values, interpret=False)
+        sig, constexprs, div16, eq1, call_names = self.specialize(values, interpret=False)
         if dev is None or dev < 0:
-            from . import driver  # noqa: PLC0415
             if not warmup:
                 raise driver.NoGPUError(f"cannot launch {self.__name__}: no CUDA GPU (set BLOCKTUNE_INTERPRET=1 "
                                         "to run kernels on the CPU)")
             target = "sm_90"
         else:
-            from . import driver  # noqa: PLC0415
             target = driver.target_for_device(dev)
-        ck = compile_kernel(self, sig, constexprs, num_warps=num_warps, num_stages=num_stages, target=target,
-                       divisible_by_16=div16, equal_to_1=eq1)
+        ck = build.compile_jit(self, sig, constexprs, num_warps=num_warps, num_stages=num_stages, target=target,
+                               divisible_by_16=div16, equal_to_1=eq1)
         self.compile_count += 1
         if warmup:
             return (None, ck)
@@ -494,7 +485,7 @@ class JITFunction:
             self._launchers[key] = entry
         return entry
 
-    def _specialize(self, values: tuple, interpret: bool):
+    def specialize(self, values: tuple, interpret: bool):
         """values: one per parameter (kernel order) → (signature, constexprs, div16, eq1, runtime names)."""
         sig, constexprs, div16, eq1, call_names = {}, {}, [], [], []
         for name, v in zip(self.arg_names, values):
@@ -514,12 +505,11 @@ class JITFunction:
         return sig, constexprs, tuple(div16), tuple(eq1), call_names
 
     def _run_interpreted(self, grid, values: tuple, num_warps, num_stages, warmup=False):
-        from .compile import build_ir, canon  # noqa: PLC0415
-        sig, constexprs, div16, eq1, _ = self._specialize(values, interpret=True)
-        key = (tuple(sig.items()), tuple((k, canon(v)) for k, v in constexprs.items()), div16, eq1)
+        sig, constexprs, div16, eq1, _ = self.specialize(values, interpret=True)
+        key = (tuple(sig.items()), tuple((k, cache.canon(v)) for k, v in constexprs.items()), div16, eq1)
         ir_fn = self._ir_cache.get(key)
         if ir_fn is None:
-            ir_fn = build_ir(self, sig, constexprs, div16, eq1)
+            ir_fn = build.build_ir(self, sig, constexprs, div16, eq1)
             self._ir_cache[key] = ir_fn
             self.compile_count += 1
         if warmup:
@@ -533,28 +523,24 @@ class JITFunction:
             return ir_fn
         named = dict(zip(self.arg_names, values))
         args = [named[n] for n in ir_fn.arg_names]
-        from .. import interpreter  # noqa: PLC0415
+        from .. import interpreter  # noqa: PLC0415 - import time: the interpreter loads at the first CPU launch
         interpreter.run(ir_fn, g, args)
         return ir_fn
 
-    # -- the service lookup hook (@jit(autotune_key=[...])) ---------------------------------------
-    def _run_with_service(self, grid, *args, **kwargs):
+    # -- @jit(autotune_key=[...]): the meta-parameters a before_tuning listener gives this key ------
+    def _run_with_listeners(self, grid, *args, **kwargs):
         runner = self._runner or self._build_runner()
-        if os.environ.get("BLOCKTUNE_SERVICE_URL"):
-            bound = self._bind_for_key(args, kwargs)
-            cfg = None
-            if bound is not None:
-                from .autotune import service_lookup  # noqa: PLC0415
-                cfg = service_lookup(self, {k: bound[k] for k in self.autotune_key}, self._service_cache)
+        hooks = plugins.autotuning()
+        key_args = self._bind_for_key(args, kwargs) if hooks.before_tuning else None
+        if key_args is not None:
+            cfg = hooks.before_tuning.first(fn=self, key=tuple(key_args.values()), key_args=key_args, configs=None,
+                                            autotuner=None)
             if cfg is not None:
-                cfg_kwargs, nw, ns = cfg
-                for k, v in cfg_kwargs.items():
+                for k, v in cfg.kwargs.items():
                     if k in self.arg_names and k not in kwargs and self.arg_names.index(k) >= len(args):
                         kwargs[k] = v
-                if nw is not None:
-                    kwargs.setdefault("num_warps", nw)
-                if ns is not None:
-                    kwargs.setdefault("num_stages", ns)
+                kwargs.setdefault("num_warps", cfg.num_warps)
+                kwargs.setdefault("num_stages", cfg.num_stages)
         return runner(grid, *args, **kwargs)
 
     def _bind_for_key(self, args, kwargs):
@@ -592,7 +578,6 @@ def _grid3(grid) -> tuple:
 
 
 def _loc(filename, node, shift, name):
-    from ..ir import Loc  # noqa: PLC0415
     return Loc(filename, getattr(node, "lineno", 0), getattr(node, "col_offset", 0) + shift, name)
 
 
@@ -607,8 +592,7 @@ def _line(src, idx):
 def compute_fingerprint(root: JITFunction) -> str:
     """sha256 over the normalized source of `root` and of the @jit functions it reaches through
     its globals, the literal global constants it reads, and the compiler version."""
-    from .. import __version__  # noqa: PLC0415
-    from .compile import canon  # noqa: PLC0415
+    canon = cache.canon
     h = hashlib.sha256()
     h.update(f"blocktune {__version__}\n".encode())
     seen: dict[int, int] = {}
@@ -657,7 +641,6 @@ def compute_fingerprint(root: JITFunction) -> str:
 
 
 def _is_namespace(obj) -> bool:
-    import types  # noqa: PLC0415
     return isinstance(obj, types.ModuleType) or isinstance(obj, type) or hasattr(obj, "__blocktune_namespace__")
 
 
@@ -666,8 +649,8 @@ def _is_namespace(obj) -> bool:
 
 _RESERVED = frozenset({"num_warps", "num_stages", "stream", "warmup"} |
                       {o.split("=")[0] for o in _TRITON_LAUNCH_OPTIONS})
-_INTERNAL = re.compile(r"_(grid_|opts|t|ENV|IK\d|[pka]\d+|dev|key|e|n|r|bind|g\d|self|launchers|dflt|make|Tensor|get_device|"
-                       r"get_stream|maybe_interpret|interpret_mode|int_kind|spec_arg|cpu_tensor)")
+_INTERNAL = re.compile(r"_(grid_|opts|t|[pka]\d+|dev|key|e|n|r|bind|g\d|self|launchers|dflt|make|Tensor|get_device|"
+                       r"get_stream|interpret_var_set|interpret_mode|int_kind|spec_arg|cpu_tensor)")
 
 
 def _generate_runner(jf: JITFunction):
@@ -703,7 +686,7 @@ def _generate_runner(jf: JITFunction):
              f"warmup=False, {', '.join(_TRITON_LAUNCH_OPTIONS)}):")
     all_vals = ", ".join(names)
     tuple_src = f"({all_vals},)" if names else "()"
-    L.append("    if (_IK0 in _ENV or _IK1 in _ENV) and _interpret_mode():")
+    L.append("    if _interpret_var_set() and _interpret_mode():")
     L.append(f"        return _self._run_interpreted(_grid_, {tuple_src}, num_warps, num_stages, warmup)")
     # the common case in C (launch.c's Binder); NotImplemented: the Python body below
     L.append("    if _bind is not None and not warmup:")
@@ -770,9 +753,7 @@ def _generate_runner(jf: JITFunction):
     # Parameter names are Python identifiers from the kernel's own `def` (parsed by ast), so the
     # generated text cannot be steered by them; default values are passed as objects, not text.
     glb = ns
-    glb.setdefault("_ENV", _ENVDATA if _ENVDATA is not None else os.environ)
-    glb.setdefault("_IK0", _IKEYS[0])
-    glb.setdefault("_IK1", _IKEYS[1])
+    glb.setdefault("_interpret_var_set", _interpret_var_check())
     glb.setdefault("_interpret_mode", interpret_mode)
     glb.setdefault("_int_kind", _int_kind)
     glb.setdefault("_spec_arg", spec_arg)
@@ -790,7 +771,6 @@ def _generate_runner(jf: JITFunction):
 
 def _make_binder(jf: JITFunction, ns: dict):
     """The runner's fast path in C (native.py / launch.c), or None without a C compiler."""
-    from . import native  # noqa: PLC0415
     mod = native.module()
     if mod is None or len(jf.arg_names) > mod.MAX_PARAMS:
         return None
@@ -800,8 +780,7 @@ def _make_binder(jf: JITFunction, ns: dict):
         return mod.Binder(jf._launchers, ns, spec)   # a parameter that is also a launch option: no Bound
     names = tuple(sys.intern(n) for n in jf.arg_names)
     defaults = tuple(jf.defaults[n] if n in jf.defaults else _MISSING for n in jf.arg_names)
-    env = _ENVDATA if _ENVDATA is not None else os.environ._data  # type: ignore[attr-defined]
-    return mod.Binder(jf._launchers, ns, spec, names, defaults, _MISSING, env, _IKEYS[0], _IKEYS[1])
+    return mod.Binder(jf._launchers, ns, spec, names, defaults, _MISSING)
 
 
 def _cpu_tensor(name):

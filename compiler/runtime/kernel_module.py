@@ -20,8 +20,11 @@ import ast
 import types
 from typing import Any
 
+from .. import language as tl
+from ..errors import CompilationError
 from ..language.core import constexpr
 from .jit import JITFunction, _referenced_names, _unwrap_jit
+from .source import jit_from_source, package
 
 _LITERALS = (bool, int, float, str, type(None))
 _PACKAGE_EXPORTS = ("jit", "cdiv", "next_power_of_2")   # what strict source may import from the package
@@ -58,9 +61,7 @@ def _jit_options(jf: JITFunction) -> str:
 
 class _Writer:
     def __init__(self):
-        import compiler  # noqa: PLC0415
-        import compiler.language as tl  # noqa: PLC0415
-        self.compiler, self.tl = compiler, tl
+        self.compiler, self.tl = package(), tl
         self.bound: dict[str, Any] = {}          # module-level name → object
         self.lines: dict[str, str] = {}          # module-level name → its import/constant line
         self.functions: list[JITFunction] = []   # the kernel and its helpers, callees first
@@ -153,8 +154,6 @@ def kernel_module_source(kernel: JITFunction) -> str:
     w.bind("compiler", w.compiler, None)   # the decorators below are `@compiler.jit`
     w.visit(kernel)
     text = w.text()
-    from .source import jit_from_source  # noqa: PLC0415
-    from ..errors import CompilationError  # noqa: PLC0415
     try:
         back = jit_from_source(text, kernel.__name__)
     except CompilationError as exc:

@@ -16,6 +16,7 @@
 #include <Python.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MAX_PARAMS 128
@@ -259,14 +260,23 @@ typedef struct {
     Py_ssize_t n_runtime;
     Py_ssize_t n_const;
     char spec[MAX_PARAMS];
-    /* for Bound (kernel[grid] objects): parameter names, defaults (`nodefault` where none), the
-       environment dict and the two interpret-mode variable names */
+    /* for Bound (kernel[grid] objects): parameter names, defaults (`nodefault` where none) */
     PyObject *names;
     PyObject *defaults;
     PyObject *nodefault;
-    PyObject *env;
-    PyObject *ik0, *ik1;
 } Binder;
+
+/* The interpret-mode variables (compiler.knobs.runtime.INTERPRET_VARS, set once by native.py).
+   Read with the C library's getenv: os.environ's assignments and deletions go through
+   putenv/unsetenv, so this sees what Python sees, at a fraction of os.environ's cost. */
+static char *interpret_vars[2];
+
+static int interpret_var_set(void) {
+    for (int i = 0; i < 2; i++)
+        if (interpret_vars[i] != NULL && getenv(interpret_vars[i]) != NULL)
+            return 1;
+    return 0;
+}
 
 static PyObject *s_data_ptr, *s_is_cuda, *s_dtype, *s_i32, *s_fp32, *k_tensor, *k_get_device, *k_get_stream;
 static PyObject *s_num_warps, *s_num_stages, *s_stream, *i_4, *i_3;
@@ -519,10 +529,7 @@ static PyObject *bound_vectorcall(PyObject *self_, PyObject *const *args, size_t
             vals[i] = d;
         }
     }
-    int in0 = PyDict_Contains(bd->env, bd->ik0), in1 = PyDict_Contains(bd->env, bd->ik1);
-    if (in0 < 0 || in1 < 0)
-        return NULL;
-    if (in0 || in1)                               /* maybe interpret mode: the Python runner decides */
+    if (interpret_var_set())                      /* maybe interpret mode: the Python runner decides */
         return bound_fallback(self, args, nargsf, kwnames);
     PyObject *r = binder_run(bd, call);
     if (r != Py_NotImplemented)
@@ -573,7 +580,7 @@ static PyObject *binder_bind(PyObject *self_, PyObject *const *args, Py_ssize_t 
         return NULL;
     }
     if (self->names == NULL) {
-        PyErr_SetString(PyExc_ValueError, "this Binder was made without names/defaults/env");
+        PyErr_SetString(PyExc_ValueError, "this Binder was made without names/defaults");
         return NULL;
     }
     Bound *b = PyObject_GC_New(Bound, &BoundType);
@@ -594,20 +601,17 @@ static PyMethodDef binder_methods[] = {
 };
 
 static PyObject *binder_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-    PyObject *launchers, *ns, *pnames = NULL, *defaults = NULL, *nodefault = NULL, *env = NULL, *ik0 = NULL,
-             *ik1 = NULL;
+    PyObject *launchers, *ns, *pnames = NULL, *defaults = NULL, *nodefault = NULL;
     const char *spec;
     Py_ssize_t n;
-    static char *names[] = {"launchers", "ns", "spec", "names", "defaults", "nodefault", "env", "ik0", "ik1",
-                            NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!s#|O!O!OO!OO", names, &PyDict_Type, &launchers, &PyDict_Type,
-                                     &ns, &spec, &n, &PyTuple_Type, &pnames, &PyTuple_Type, &defaults, &nodefault,
-                                     &PyDict_Type, &env, &ik0, &ik1))
+    static char *names[] = {"launchers", "ns", "spec", "names", "defaults", "nodefault", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!s#|O!O!O", names, &PyDict_Type, &launchers, &PyDict_Type,
+                                     &ns, &spec, &n, &PyTuple_Type, &pnames, &PyTuple_Type, &defaults, &nodefault))
         return NULL;
-    if (pnames != NULL && (defaults == NULL || nodefault == NULL || env == NULL || ik0 == NULL || ik1 == NULL ||
-                           PyTuple_GET_SIZE(pnames) != n || PyTuple_GET_SIZE(defaults) != n)) {
-        PyErr_SetString(PyExc_ValueError, "names, defaults, nodefault, env, ik0, ik1 go together (one name and "
-                                          "one default per spec char)");
+    if (pnames != NULL && (defaults == NULL || nodefault == NULL || PyTuple_GET_SIZE(pnames) != n ||
+                           PyTuple_GET_SIZE(defaults) != n)) {
+        PyErr_SetString(PyExc_ValueError, "names, defaults and nodefault go together (one name and one default "
+                                          "per spec char)");
         return NULL;
     }
     if (n > MAX_PARAMS) {
@@ -645,9 +649,6 @@ static PyObject *binder_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
         self->names = Py_NewRef(pnames);
         self->defaults = Py_NewRef(defaults);
         self->nodefault = Py_NewRef(nodefault);
-        self->env = Py_NewRef(env);
-        self->ik0 = Py_NewRef(ik0);
-        self->ik1 = Py_NewRef(ik1);
     }
     return (PyObject *)self;
 }
@@ -658,9 +659,6 @@ static void binder_dealloc(Binder *self) {
     Py_XDECREF(self->names);
     Py_XDECREF(self->defaults);
     Py_XDECREF(self->nodefault);
-    Py_XDECREF(self->env);
-    Py_XDECREF(self->ik0);
-    Py_XDECREF(self->ik1);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -688,7 +686,33 @@ static int add_type(PyObject *m, PyTypeObject *t, const char *name) {
     return 0;
 }
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "blocktune_launch", NULL, -1, NULL};
+static PyObject *set_interpret_vars(PyObject *m, PyObject *args) {
+    const char *a, *b;
+    if (!PyArg_ParseTuple(args, "ss", &a, &b))
+        return NULL;
+    for (int i = 0; i < 2; i++) {
+        char *copy = strdup(i ? b : a);
+        if (copy == NULL)
+            return PyErr_NoMemory();
+        free(interpret_vars[i]);
+        interpret_vars[i] = copy;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *interpret_var_is_set(PyObject *m, PyObject *unused) {
+    return PyBool_FromLong(interpret_var_set());
+}
+
+static PyMethodDef module_methods[] = {
+    {"set_interpret_vars", set_interpret_vars, METH_VARARGS,
+     "set_interpret_vars(a, b): the names of the interpret-mode environment variables"},
+    {"interpret_var_is_set", interpret_var_is_set, METH_NOARGS,
+     "interpret_var_is_set() -> whether either interpret-mode variable is in the environment (any value)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "blocktune_launch", NULL, -1, module_methods};
 
 PyMODINIT_FUNC PyInit_blocktune_launch(void) {
     s_data_ptr = PyUnicode_InternFromString("data_ptr");

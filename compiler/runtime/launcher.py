@@ -20,7 +20,7 @@ import ctypes
 import struct
 import threading
 
-from . import driver
+from . import driver, native
 
 
 def _f16_bits(v) -> int:
@@ -98,7 +98,6 @@ def make_launcher(lf: "driver.LoadedFunction", call_names: list[str], passed: di
     ct = make_ctypes_launcher(lf, call_names, passed, num_warps, shared, kernel_name)
     kinds = "".join(_NATIVE_KINDS.get(_slot(passed[n])[0], "?") if _slot(passed[n])[1] == "{v}" else "?"
                     for n in order)
-    from . import native  # noqa: PLC0415
     mod = native.module() if "?" not in kinds else None
     if mod is None:
         return ct

@@ -4,7 +4,7 @@ Triton builds its launchers the same way. The shared object lands in the cache d
 name that hashes the source, the interpreter version and the compiler command, so an edit of
 launch.c or another Python rebuilds it; concurrent builds write to temporary names and rename.
 When no C compiler (or no Python.h) is there, `module()` returns None and the ctypes launcher is
-used. BLOCKTUNE_LAUNCHER=ctypes forces the ctypes launcher.
+used. BLOCKTUNE_LAUNCHER=ctypes (knobs.runtime.launcher) forces the ctypes launcher.
 """
 from __future__ import annotations
 
@@ -18,6 +18,9 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+
+from .. import knobs
+from .cache import cache_dir
 
 log = logging.getLogger("blocktune.launcher")
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "launch.c")
@@ -71,11 +74,12 @@ def load(path: str):
 @functools.lru_cache(maxsize=1)
 def module():
     """The built module, or None (ctypes launchers then)."""
-    if os.environ.get("BLOCKTUNE_LAUNCHER", "").strip().lower() == "ctypes":
+    if knobs.runtime.launcher == "ctypes":
         return None
-    from .compile import cache_dir  # noqa: PLC0415
     try:
-        return load(build(os.path.join(cache_dir(), "native")))
+        mod = load(build(os.path.join(cache_dir(), "native")))
     except Exception as exc:  # noqa: BLE001 - any failure means: use the ctypes launcher
         log.info("native launcher unavailable, using ctypes: %s", exc)
         return None
+    mod.set_interpret_vars(*knobs.runtime.INTERPRET_VARS)
+    return mod

@@ -22,10 +22,15 @@ and a small allow-list of Python builtins.
 from __future__ import annotations
 
 import ast
+import sys
 import types
 from typing import Any
 
+from .. import language as tl
 from ..errors import CompilationError
+from ..ir import Loc
+from ..language import dtypes
+from .jit import JITFunction
 
 MAX_SOURCE_CHARS = 1_000_000
 
@@ -39,8 +44,14 @@ _DENIED_BUILTINS = {
 }
 
 
+def package():
+    """The `compiler` package itself, which `import triton` (or `import compiler`) binds in
+    submitted source. The package imports this module, so importing it here would be a circle;
+    it is always in sys.modules before any of its submodules runs."""
+    return sys.modules[__name__.partition(".")[0]]
+
+
 def _loc(filename: str, node: ast.AST | None, name: str = ""):
-    from ..ir import Loc  # noqa: PLC0415
     if node is None:
         return Loc(filename, 1, 0, name)
     return Loc(filename, getattr(node, "lineno", 1), getattr(node, "col_offset", 0), name)
@@ -48,9 +59,7 @@ def _loc(filename: str, node: ast.AST | None, name: str = ""):
 
 class _Module:
     def __init__(self, source: str, filename: str, strict: bool = True):
-        import compiler  # noqa: PLC0415
-        import compiler.language as tl  # noqa: PLC0415
-        self.compiler, self.tl = compiler, tl
+        self.compiler, self.tl = package(), tl
         self.source, self.filename = source, filename
         self.lines = source.splitlines()
         self.globals: dict[str, Any] = {}
@@ -227,7 +236,6 @@ class _Module:
         try:
             tree = ast.parse(self.source, filename=self.filename)
         except SyntaxError as e:
-            from ..ir import Loc  # noqa: PLC0415
             raise CompilationError(f"invalid syntax: {e.msg}", Loc(self.filename, e.lineno or 1, (e.offset or 1) - 1),
                                    (e.text or "").rstrip("\n") or None) from None
         except (RecursionError, MemoryError, ValueError) as e:
@@ -287,7 +295,6 @@ class _Module:
                                    "imports, @triton.jit functions and literal constants)")
 
     def finish(self):
-        from .jit import JITFunction  # noqa: PLC0415
         made = {}
         kept = []
         for fn, opts in self.jit_defs:
@@ -340,7 +347,6 @@ def _is_literal_value(v, tl) -> bool:
 
 
 def _safe_tl_object(obj, tl) -> bool:
-    from ..language import dtypes  # noqa: PLC0415
     if hasattr(obj, "__blocktune_builtin__"):
         return True
     if isinstance(obj, (dtypes.dtype, dtypes.block_type)):

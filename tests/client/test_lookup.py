@@ -130,13 +130,13 @@ def test_no_service_url_means_no_lookup(monkeypatch):
 
 
 def test_compiler_autotune_lookup_asks_once_per_key(env, monkeypatch):
-    """The compiler's Autotuner calls compiler.runtime.autotune.service_lookup at a launch; with a
-    fresh compiler-side cache at every call, only client.lookup's per-process cache stands between
-    1000 launches and the service."""
+    """The plug-in's before_tuning listener calls client.compiler_plugin.service_lookup at a launch;
+    with a fresh per-kernel cache at every call, only client.lookup's per-process cache stands
+    between 1000 launches and the service."""
     import sqlalchemy as sa
 
     import compiler
-    from compiler.runtime.autotune import service_lookup
+    from client.compiler_plugin import service_lookup
     from db.engine import make_engine
     from db.models import BestConfig
 
@@ -234,3 +234,45 @@ def test_autotuned_kernel_launches_ask_the_service_once_per_key(env, monkeypatch
         # n=48 was never tuned: the service answers with the nearest tuned key's winner
         assert kernel.best_config.kwargs == {"BLOCK": 64} and kernel.best_config.num_warps == 2
     assert _lookups_served(env["url"]) - before == 2
+
+
+def test_a_locally_tuned_winner_is_published_and_a_cache_hit_is_not(env, monkeypatch):
+    """BLOCKTUNE_PUBLISH=1: the plug-in's config_chosen listener sends what the autotuner measured
+    (winner and first-config times) to the service, and nothing for a winner from its disk cache.
+    No GPU here: the device query says an L4."""
+    import compiler
+    from client.compiler_plugin import hooks
+
+    monkeypatch.setattr(hooks, "_gpu_model", lambda: ("NVIDIA L4", "8.9"))
+    monkeypatch.setenv("BLOCKTUNE_TOKEN", env["token"])
+    monkeypatch.setenv("BLOCKTUNE_PUBLISH", "1")
+    fn = compiler.jit_from_source(
+        "import triton\nimport triton.language as tl\n\n@triton.jit\n"
+        "def published(x_ptr, n, BLOCK: tl.constexpr):\n    tl.store(x_ptr + tl.arange(0, BLOCK), 1.0)\n", "published")
+    configs = [compiler.Config({"BLOCK": 64}, num_warps=2), compiler.Config({"BLOCK": 128}, num_warps=4)]
+    timings = {configs[0]: [0.4, 0.3, 0.5], configs[1]: [0.1, 0.1, 0.1]}
+    event = dict(fn=fn, key=(4096,), key_args={"n": 4096}, configs=configs, autotuner=None,
+                 best_config=configs[1], configs_timings=timings, duration=0.2)
+    hooks.config_chosen(**event, cache_hit=True)
+    lookup.reset()
+    assert lookup.get_best_config(fn.fingerprint, "published", {"n": 4096}, "NVIDIA L4") is None
+    hooks.config_chosen(**event, cache_hit=False)
+    lookup.reset()
+    got = lookup.get_best_config(fn.fingerprint, "published", {"n": 4096}, "NVIDIA L4")
+    assert got["config"] == {"BLOCK": 128, "num_warps": 4, "num_stages": 3}
+    assert got["median_ms"] == pytest.approx(0.1) and got["speedup"] == pytest.approx(4.0)
+
+
+def test_the_plugin_is_registered_with_the_compiler():
+    """The blocktune distribution declares the plug-in (pyproject.toml); a stale install that lacks
+    it would leave BLOCKTUNE_SERVICE_URL silently unused (reinstall: pip install -e .)."""
+    import importlib.metadata
+
+    from compiler import plugins
+
+    eps = {e.name: e.value for e in importlib.metadata.entry_points(group=plugins.GROUP)}
+    assert eps.get("service") == "client.compiler_plugin:register"
+    from client.compiler_plugin import before_tuning, config_chosen, launch_missed
+    hooks = plugins.autotuning()
+    assert before_tuning in hooks.before_tuning.calls and launch_missed in hooks.launch_missed.calls
+    assert config_chosen in hooks.config_chosen.calls

@@ -19,7 +19,7 @@ import pytest
 import compiler as triton
 import compiler.language as tl
 from client import lookup
-from compiler.runtime.autotune import wait_for_submissions
+from client.compiler_plugin import forget, wait_for_submissions
 
 CONFIGS = [triton.Config({"BLOCK": 16}, num_warps=4), triton.Config({"BLOCK": 64}, num_warps=2)]
 
@@ -76,9 +76,7 @@ def jobs_of(base: str, kernel: str) -> list[dict]:
 def fresh(kernel) -> None:
     """As a new process would see the kernel: no per-key caches."""
     kernel.cache.clear()
-    kernel._service_cache.clear()
-    kernel._submitted.clear()
-    kernel._submit_warned = False
+    forget(kernel)
 
 
 @pytest.fixture

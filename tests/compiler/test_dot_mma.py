@@ -1,6 +1,6 @@
 """tl.dot on tensor cores (compiler/backend/mma.py), without a GPU.
 
-1. The layout math, executed: `mma.mma_sim` runs the lowering's shared-memory swizzle, ldmatrix
+1. The layout math, executed: `tensor_core_model.mma_sim` runs the lowering's shared-memory swizzle, ldmatrix
    lane addresses, fragment tables (PTX ISA) and accumulator layout on numpy and must give A @ B + C
    exactly, with no ldmatrix bank conflicts, for every operand order, shape and warp count.
 2. PTX: every dtype / operand order / block shape / num_warps compiles, uses mma.sync (+ ldmatrix
@@ -21,11 +21,12 @@ import numpy as np
 import pytest
 import torch
 
-from compiler.backend import mma, nvptx
+from compiler.backend import dot_layouts, nvptx
 from compiler.backend.llvm_target import find_ptxas
 
 import compiler as triton
 import dot_kernels as DK
+import tensor_core_model
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -55,14 +56,14 @@ def test_fragment_simulation(kind, M, N, K, nw, a_cdim, b_cdim):
     A = rng.integers(-4, 5, (M, K)).astype(float)
     B = rng.integers(-4, 5, (K, N)).astype(float)
     C = rng.integers(-4, 5, (M, N)).astype(float)
-    D, conflicts = mma.mma_sim(A, B, C, nw, kind, a_cdim, b_cdim)
+    D, conflicts = tensor_core_model.mma_sim(A, B, C, nw, kind, a_cdim, b_cdim)
     np.testing.assert_array_equal(D, A @ B + C)
     assert conflicts == 0, f"{conflicts} extra ldmatrix wavefronts (bank conflicts)"
 
 
 @pytest.mark.parametrize("M,N,nw", [(16, 16, 1), (16, 16, 8), (128, 256, 8), (64, 32, 4), (256, 16, 4), (32, 128, 2)])
 def test_acc_layout_covers_block(M, N, nw):
-    lay = mma.acc_layout(M, N, nw)
+    lay = dot_layouts.mma_acc_layout(M, N, nw)
     seen = {}
     for w in range(nw):
         for lane in range(32):
@@ -71,13 +72,13 @@ def test_acc_layout_covers_block(M, N, nw):
                 seen[c] = seen.get(c, 0) + 1
     assert set(seen) == set(itertools.product(range(M), range(N)))
     assert len(set(seen.values())) == 1  # uniform replication (only when warps outnumber 16×16 tiles)
-    wm, wn = mma.warps_per_tile(M, N, nw)
+    wm, wn = dot_layouts.warps_per_tile(M, N, nw)
     assert M % (16 * wm) == 0 and N % (16 * wn) == 0
 
 
 def test_swizzle_is_bijective_and_xor_linear():
     for shape, cdim, es in [((64, 32), 1, 2), ((32, 64), 0, 2), ((16, 16), 1, 4), ((128, 16), 1, 2), ((16, 256), 1, 2)]:
-        t = mma.SmemTile(shape, cdim, es)
+        t = dot_layouts.SmemTile(shape, cdim, es)
         offs = {t.offset(c) for c in itertools.product(range(shape[0]), range(shape[1]))}
         assert offs == set(range(shape[0] * shape[1]))
         for _ in range(50):
@@ -137,7 +138,7 @@ def test_dot_ptx_assembles(case, target):
     kind = {"fp16": "f16.f16", "bf16": "bf16.bf16", "fp32": "tf32.tf32"}[dt]
     assert f"mma.sync.aligned.{shape}.row.col.f32.{kind}.f32" in ptx
     n_mma = ptx.count("mma.sync.aligned")
-    wm, wn = mma.warps_per_tile(bm, bn, nw)
+    wm, wn = dot_layouts.warps_per_tile(bm, bn, nw)
     assert n_mma == (bm // wm // 16) * (bn // wn // 8) * (bk // (8 if dt == "fp32" else 16))
     a_k_contig = not (ta or ca)
     b_k_contig = bool(tb or cb)
@@ -366,8 +367,8 @@ def test_wgmma_acc_layout_matches_fragment_table(m, n, nw):
     """Register i of instruction `rep` on (warp, lane) holds D[row, col] per the PTX table for
     wgmma.m64nNk16 f32: row = 16·(warp % 4) + lane/4 + 8·(i/2 % 2), col = 8·(i/4) + 2·(lane % 4) + i % 2,
     offset by the warpgroup's and the repetition's block."""
-    wg_m, wg_n, tn, reps = wgmma.config(m, n, nw)
-    lay = wgmma.acc_layout(m, n, nw)
+    wg_m, wg_n, tn, reps = dot_layouts.wgmma_config(m, n, nw)
+    lay = dot_layouts.wgmma_acc_layout(m, n, nw)
     per = tn // 2
     seen = set()
     for w in range(nw):
@@ -395,7 +396,7 @@ def test_wgmma_descriptors_read_the_tile(shape, cdim, mn_major):
     contiguous dim is M/N (imm-trans = 1)."""
     es = 2
     base = 2048
-    t = mma.SmemTile(shape, cdim, es, base=base, panels=True)
+    t = dot_layouts.SmemTile(shape, cdim, es, base=base, panels=True)
     smem = np.full((base + t.nbytes) // es, np.nan)
     vals = np.arange(shape[0] * shape[1], dtype=float).reshape(shape)
     for i in range(shape[0]):
@@ -412,7 +413,7 @@ def test_wgmma_descriptors_read_the_tile(shape, cdim, mn_major):
             addr = base + t.offset(tuple(coord)) * es
             desc = dconst | ((addr >> 4) & 0x3FFF)
             rows = min(64, shape[mndim])
-            got = wgmma.read_through_descriptor(smem, desc, rows, 16, es, mn_major)
+            got = tensor_core_model.read_through_descriptor(smem, desc, rows, 16, es, mn_major)
             want = vals[mn0:mn0 + rows, k0:k0 + 16] if mndim == 0 else vals[k0:k0 + 16, mn0:mn0 + rows].T
             np.testing.assert_array_equal(got, want)
 
@@ -428,7 +429,7 @@ def test_wgmma_tutorial_configs(i, monkeypatch):
     out = backend_ptx(mod.matmul_kernel.fn, TUT_SIG, dict(kw, ACTIVATION="leaky_relu"), cfg.num_warps, cfg.num_stages,
                       TUT_DIV, TUT_ONES)
     ptx = out["ptx"]
-    expect = wgmma.config(kw["BLOCK_SIZE_M"], kw["BLOCK_SIZE_N"], cfg.num_warps)
+    expect = dot_layouts.wgmma_config(kw["BLOCK_SIZE_M"], kw["BLOCK_SIZE_N"], cfg.num_warps)
     if expect is None:
         assert "wgmma" not in ptx and out["target"] == "sm_90"
         return
@@ -442,37 +443,29 @@ def test_wgmma_tutorial_configs(i, monkeypatch):
     assert spills == 0, rep
 
 
-@pytest.mark.parametrize("mode,stages,order", [("1", 3, "late"), ("1", 4, "late"), ("1", 2, "late"),
-                                              ("1", 3, "early"), ("1", 4, "early"), ("1", 2, "early"),
-                                              ("1", 3, "mid"), ("1", 4, "mid"), ("1", 2, "mid"),
-                                              ("sync", 3, "late"), ("sync", 4, "late")])
-def test_wgmma_async_pipeline(monkeypatch, mode, stages, order):
+@pytest.mark.parametrize("mode,stages", [("1", 3), ("1", 4), ("1", 2), ("sync", 3), ("sync", 4)])
+def test_wgmma_async_pipeline(monkeypatch, mode, stages):
     """BLOCKTUNE_WGMMA=1 keeps one wgmma group in flight across iterations (wait_group 1 in the
-    loop, 0 at the exit). Triton's order (the default): the copies of iteration i+S-1 are issued
-    after the wgmma of i and a second barrier, S-1 stages ahead, from S = 2 on. The early order
-    issues them before the wgmma, the mid order between the wgmma's commit and its wait, both S-2
-    ahead and from S = 3 on; =sync waits at each dot (S-1 ahead). No proxy fence in the loop
-    (cp.async completes by wait_group + bar.sync, as in Triton's PTX) unless asked for."""
+    loop, 0 at the exit), in Triton's order: the copies of iteration i+S-1 are issued after the
+    wgmma of i and a second barrier, S-1 stages ahead, from S = 2 on; =sync waits at each dot
+    (S-1 ahead). No proxy fence in the loop (cp.async completes by wait_group + bar.sync, as in
+    Triton's PTX)."""
     monkeypatch.setenv("BLOCKTUNE_WGMMA", mode)
-    monkeypatch.setenv("BLOCKTUNE_WGMMA_PREFETCH", order)
     mod = load_tutorial()
     cx = dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=128, BLOCK_SIZE_K=32, GROUP_SIZE_M=8, ACTIVATION="")
     ptx = backend_ptx(mod.matmul_kernel.fn, TUT_SIG, cx, 4, stages, TUT_DIV, TUT_ONES)["ptx"]
-    async_ = mode == "1" and stages >= (2 if order == "late" else 3)
-    dist = stages - 2 if async_ and order != "late" else stages - 1
+    async_ = mode == "1"
+    dist = stages - 1
     assert ptx.count("cp.async.commit_group") == dist + 1
     assert re.search(rf"cp\.async\.wait_group\s+{dist - 1};", ptx)
     assert ("wgmma.wait_group.sync.aligned 1;" in ptx) == async_
     assert "wgmma.wait_group.sync.aligned 0;" in ptx
     loop = ptx[ptx.index("wgmma.fence.sync.aligned"):]
     loop = loop[:loop.index("bra")]
-    if async_ and order == "late":   # wait(1), then the barrier, then the next copies
+    if async_:   # wait(1), then the barrier, then the next copies
         tail = loop[loop.index("wgmma.wait_group.sync.aligned 1;"):]
         assert "bar.sync" in tail and tail.index("bar.sync") < tail.index("cp.async.cg.shared.global")
         assert "cp.async.cg.shared.global" not in loop[:loop.index("wgmma.mma_async")]
-    if async_ and order == "mid":    # commit, the copies, then wait(1)
-        mid = loop[loop.index("wgmma.commit_group"):loop.index("wgmma.wait_group.sync.aligned 1;")]
-        assert "cp.async.cg.shared.global" in mid
     assert "fence.proxy.async" not in loop
     regs, spills, rep = report(ptx, "sm_90a")
     assert spills == 0, rep

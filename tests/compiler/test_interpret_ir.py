@@ -675,7 +675,7 @@ def test_vectorized_matches_per_program(dt, opname):
     outs = []
     for vec in (True, False):
         prog = interpreter.compile_function(fn, vectorize=vec)
-        assert isinstance(prog, interpreter._VecProgram) == vec
+        assert isinstance(prog, interpreter.VectorizedProgram) == vec
         out = torch.zeros(n + 77, dtype=torch.bool if opname == "cmp" else x.dtype)
         prog.launch((progs,), [x, y, out, n])
         outs.append(out)
@@ -691,7 +691,7 @@ def test_control_flow_is_not_vectorized():
         b.op("yield", [b.op("add", [body.args[1], body.args[0]], T.int32)])
     (r,) = b.ops("for", [b.const(0, T.int32), n, b.const(1, T.int32), b.const(0, T.int32)], [T.int32], regions=[body])
     b.op("store", [b.op("addptr", [o, b.op("program_id", [], T.int32, axis=0)], ptr(T.int32)), r, None])
-    assert not isinstance(interpreter.compile_function(b.fn, vectorize=True), interpreter._VecProgram)
+    assert not isinstance(interpreter.compile_function(b.fn, vectorize=True), interpreter.VectorizedProgram)
     out = np.zeros(3, np.int32)
     interpreter.run(b.fn, (3,), [out, 5])
     assert out.tolist() == [10, 10, 10]

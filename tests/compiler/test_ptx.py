@@ -697,7 +697,7 @@ def test_cache_and_eviction_qualifiers(cache, ev, masked):
 def test_chunked_conversion_plan_is_exact():
     """The chunked shared-memory conversion (big tiles): every element a thread reads in chunk c
     was written in chunk c at the same local offset (checked over all threads)."""
-    from compiler.backend.nvptx import _register_only_bit
+    from compiler.backend.lowering import _register_only_bit
     have = blocked((256, 128), (1, 0), 4, 4)
     want = blocked((256, 128), (1, 0), 1, 4)
     total = 15
@@ -726,11 +726,12 @@ def test_chunked_conversion_plan_is_exact():
 
 
 def test_big_conversion_is_chunked():
-    from compiler.backend.nvptx import CONVERT_CHUNK_BYTES, Lowering
+    from compiler.backend.lowering import CONVERT_CHUNK_BYTES, Lowering
+    from compiler.backend.options import LoweringOptions
     from llvmlite import ir as ll
     k = B.K("big", ("X",), X="*fp32")
     k.ret()
-    lw = Lowering(k.fn(), 4, "sm_90")
+    lw = Lowering(k.fn(), LoweringOptions(num_warps=4, target="sm_90"), nvptx.RULES)
     have = blocked((256, 128), (1, 0), 4, 4)
     want = blocked((256, 128), (1, 0), 1, 4)
     regs = [ll.Constant(ll.FloatType(), float(i)) for i in range(have.n_regs)]

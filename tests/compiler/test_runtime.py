@@ -24,6 +24,7 @@ import compiler.language as tl
 from compiler.runtime import autotune as AT
 from compiler.runtime import compile as C
 from compiler.runtime import driver, jit as J, launcher
+from compiler.runtime import kernel as compiled_kernel
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -225,14 +226,14 @@ def test_spec_arg_torch():
 
 def test_specialize_signature():
     x = np.zeros(256, np.float32)
-    sig, cx, div16, eq1, names = add_kernel._specialize((x, x[1:], x, 1, 128), interpret=True)
+    sig, cx, div16, eq1, names = add_kernel.specialize((x, x[1:], x, 1, 128), interpret=True)
     assert sig == {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n_elements": "i32"}
     assert cx == {"BLOCK_SIZE": 128}
     assert "y_ptr" not in div16 and eq1 == ("n_elements",)
     assert names == ["x_ptr", "y_ptr", "out_ptr", "n_elements"]
-    sig, cx, div16, eq1, _ = dns_kernel._specialize((x, 1, 64), interpret=True)
+    sig, cx, div16, eq1, _ = dns_kernel.specialize((x, 1, 64), interpret=True)
     assert eq1 == () and "n" not in div16 and sig["n"] == "i32"
-    sig, cx, *_ = scale_kernel._specialize((x, None, 64, 2.0, 128), interpret=True)
+    sig, cx, *_ = scale_kernel.specialize((x, None, 64, 2.0, 128), interpret=True)
     assert cx == {"out_ptr": None, "BLOCK": 128} and sig["alpha"] == "fp32"
 
 
@@ -546,7 +547,7 @@ def test_gpu_path_scalars_and_none(fake_cuda):
 
 
 def test_compiled_kernel_launch(fake_cuda, monkeypatch):
-    monkeypatch.setattr(C, "_current_device", lambda: 0)
+    monkeypatch.setattr(compiled_kernel, "_current_device", lambda: 0)
     ck = compiler.compile(add_kernel, ADD_SIG, {"BLOCK_SIZE": 128}, target="sm_90",
                           divisible_by_16=("x_ptr",), equal_to_1=("n_elements",))
     fake_cuda.fake_set_nparams(3)
@@ -902,33 +903,66 @@ def test_autotune_prune_and_failures(fake_cuda):
     assert t.best_config == configs[2]
 
 
-def test_autotune_service_lookup(fake_cuda, monkeypatch):
+@pytest.fixture
+def listeners():
+    """The autotuning events, with the installed plug-ins loaded; listeners a test adds are removed."""
+    from compiler import plugins
+    hooks = plugins.autotuning()
+    added = []
+
+    def add(chain, fn):
+        getattr(hooks, chain).add(fn)
+        added.append((chain, fn))
+    yield add
+    for chain, fn in added:
+        getattr(hooks, chain).remove(fn)
+
+
+def test_autotune_before_tuning_listener_supplies_the_config(fake_cuda, listeners):
+    """A before_tuning listener's config runs without tuning (the service plug-in's way in), for
+    @autotune kernels and for @jit(autotune_key=[...]) kernels, which fill their meta-parameters."""
     fake_cuda.fake_set_nparams(2)
-    import types
     asked = []
 
-    def get_best_config(fp, name, key, gpu_model, compute_capability=None):
-        asked.append((fp, name, key, gpu_model))
-        return {"config": {"BLOCK": 256, "num_warps": 4, "num_stages": 3}, "match": "exact"}
-
-    fake_client = types.ModuleType("client")
-    fake_lookup = types.ModuleType("client.lookup")
-    fake_lookup.get_best_config = get_best_config
-    fake_client.lookup = fake_lookup
-    monkeypatch.setitem(sys.modules, "client", fake_client)
-    monkeypatch.setitem(sys.modules, "client.lookup", fake_lookup)
-    monkeypatch.setenv("BLOCKTUNE_SERVICE_URL", "http://127.0.0.1:9")
+    def before_tuning(*, fn, key, key_args, configs, autotuner, **_):
+        asked.append((fn.fingerprint, fn.__name__, key_args, autotuner))
+        return compiler.Config({"BLOCK": 256}, num_warps=4, num_stages=3)
+    listeners("before_tuning", before_tuning)
+    missed, chosen = [], []
+    listeners("launch_missed", lambda **e: missed.append(e))
+    listeners("config_chosen", lambda **e: chosen.append(e))
     t, configs = _tuned(cache_results=False, timings={64: 0.1})
     t[(1,)](FakeTensor(0x7F0000001000), 4096)
-    assert t.best_config == configs[2] and t.configs_timings is None
+    assert t.best_config == configs[2] and t.configs_timings is None   # the user's own Config object
     assert asked and asked[0][0] == t.fingerprint and asked[0][1] == "dns_kernel" and asked[0][2] == {"n": 4096}
+    assert asked[0][3] is t and not missed and not chosen
     # @jit(autotune_key=[...]) asks too and fills the meta-parameters
     src = ("import triton\nimport triton.language as tl\n@triton.jit(autotune_key=['n'])\n"
            "def k(x_ptr, n, BLOCK: tl.constexpr):\n    tl.store(x_ptr + tl.arange(0, BLOCK), 1.0)\n")
     k = compiler.jit_from_source(src, "k")
     ck = k[(1,)](FakeTensor(0x7F0000001000), 100)
     assert ck.metadata["constexprs"] == {"BLOCK": 256}
-    assert asked[-1][1] == "k" and asked[-1][2] == {"n": 100}
+    assert asked[-1][1] == "k" and asked[-1][2] == {"n": 100} and asked[-1][3] is None
+
+
+def test_autotune_events_after_a_miss(fake_cuda, listeners, tmp_path, monkeypatch):
+    """No listener answers: launch_missed, then the tuning, then config_chosen with the timings;
+    a second process finds the winner in the disk cache and says so (cache_hit)."""
+    monkeypatch.setenv("BLOCKTUNE_CACHE_DIR", str(tmp_path))
+    fake_cuda.fake_set_nparams(2)
+    missed, chosen = [], []
+    listeners("launch_missed", lambda **e: missed.append(e))
+    listeners("config_chosen", lambda **e: chosen.append(e))
+    t, configs = _tuned(timings={64: 2.0, 128: 0.5, 256: 1.0})
+    t[(1,)](FakeTensor(0x7F0000001000), 4096)
+    assert t.best_config == configs[1]
+    assert len(missed) == 1 and missed[0]["autotuner"] is t and missed[0]["key_args"] == {"n": 4096}
+    assert missed[0]["args"][1] == 4096
+    (e,) = chosen
+    assert e["best_config"] == configs[1] and not e["cache_hit"] and e["configs_timings"][configs[1]][0] == 0.5
+    t2, _ = _tuned(timings={64: 2.0, 128: 0.5, 256: 1.0})
+    t2[(1,)](FakeTensor(0x7F0000001000), 4096)
+    assert chosen[-1]["cache_hit"] and chosen[-1]["best_config"] == configs[1] and chosen[-1]["autotuner"] is t2
 
 
 def test_heuristics(interpret):

@@ -1,4 +1,4 @@
-"""compiler.runtime.miss_job: one launch of an @autotune kernel as a tuning job spec — valid for the
+"""client.compiler_plugin.miss_job: one launch of an @autotune kernel as a tuning job spec — valid for the
 tuner's JobSpec and accepted by the service's submission checks (which parse and front-end-compile
 the kernel), outputs and in-place tensors from restore_value / reset_to_zero or from the IR, and a
 refusal with the reason for what a spec cannot say."""
@@ -10,7 +10,7 @@ import torch
 
 import compiler as triton
 import compiler.language as tl
-from compiler.runtime.miss_job import CannotDescribe, job_spec
+from client.compiler_plugin.miss_job import CannotDescribe, job_spec
 from service.submit import prepare_submission
 from tuner.spec import JobSpec
 

@@ -23,6 +23,8 @@ import math
 import sys
 from typing import Any, Callable, Iterable, Mapping
 
+import compiler
+
 MAX_DIMS = 3
 
 
@@ -107,7 +109,6 @@ _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mo
 
 class _Translator:
     def __init__(self, fn: Callable, meta: str, args: Mapping[str, Any], names: set[str]):
-        import compiler  # noqa: PLC0415
         self.meta = meta
         self.args = args                    # kernel argument name → launch value
         self.names = names                  # names the expressions may use (scalars, config, constants)

@@ -1,4 +1,4 @@
-"""compiler.runtime.grid_exprs: launch grids (tuples, lambdas, one-return functions) as the safe
+"""client.compiler_plugin.grid_exprs: launch grids (tuples, lambdas, one-return functions) as the safe
 expressions of a job spec — recovered from the source with `ast`, checked against the callable,
 refused with a reason when they are anything else."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 import compiler
 import compiler as triton
-from compiler.runtime.grid_exprs import GridNotExpressible, grid_expressions
+from client.compiler_plugin.grid_exprs import GridNotExpressible, grid_expressions
 from tuner.safe_eval import TensorInfo, safe_eval
 
 GLOBAL_ROWS = 48

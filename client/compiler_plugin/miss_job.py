@@ -1,11 +1,12 @@
-"""A tuning job spec (tuner.spec.JobSpec, as JSON) describing one launch of an @autotune kernel.
+"""A tuning job spec (tuner.spec.JobSpec, as JSON) describing one launch of an @autotune kernel
+(what BLOCKTUNE_SUBMIT_ON_MISS=1 sends after a lookup miss).
 
     spec = job_spec(autotuner, args, kwargs)     # raises CannotDescribe(reason)
 
 What goes in it, and nothing else (no Python crosses over except the kernel's source text, which
 the service only parses and compiles):
 
-  kernel    the kernel's source as a strict module of its own (runtime.kernel_module), whose
+  kernel    the kernel's source as a strict module of its own (compiler.runtime.kernel_module), whose
             fingerprint equals the kernel's: the service's results are then found by its lookups;
   args      in the kernel's order, tensors by shape, dtype and initializer (floats randn, integers
             and bools zeros — zeros are always valid indices —, outputs zeros), scalars by value;
@@ -13,7 +14,7 @@ the service only parses and compiles):
   constants the constexpr parameters that the configs do not set (passed at the launch or defaults);
   space     per config parameter, the values the configs give it (num_warps, num_stages included);
   configs   the autotune config list (tried first); default_config its first config;
-  key       the autotune key; grid: the launch grid as safe expressions (runtime.grid_exprs);
+  key       the autotune key; grid: the launch grid as safe expressions (grid_exprs.py);
   check     outputs: the tensors named in restore_value / reset_to_zero, else every pointer
             argument the kernel stores to (compiler.pointer_effects on the launch's IR); tensors
             both read and written are marked in place (reset before every run).
@@ -26,9 +27,16 @@ import math
 import sys
 from typing import Any
 
-from ..language.core import constexpr
+from compiler import CompilationError
+from compiler.language import constexpr
+from compiler.pointer_effects import Undetermined, pointer_effects
+from compiler.runtime.compile import build_ir, canon
+from compiler.runtime.jit import JITFunction
+from compiler.runtime.kernel_module import NotSelfContained, kernel_module_source
 
-# tuner.spec.DTYPES (the compiler does not import the tuner)
+from .grid_exprs import GridNotExpressible, grid_expressions
+
+# tuner.spec.DTYPES (the client does not import the tuner)
 DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")
 LAUNCH_OPTIONS = ("grid", "num_warps", "num_stages", "num_ctas", "maxnreg", "stream", "warmup", "enable_fp_fusion",
                   "waves_per_eu", "matrix_instr_nonkdim", "kpack", "launch_cooperative_grid", "debug")
@@ -124,9 +132,6 @@ def _space(configs) -> dict[str, list]:
 
 def _outputs(jf, named: dict, configs) -> tuple[set[str], set[str]]:
     """(pointer args stored to, pointer args loaded from), over the IR of every distinct config."""
-    from ..errors import CompilationError  # noqa: PLC0415
-    from ..pointer_effects import Undetermined, pointer_effects  # noqa: PLC0415
-    from .compile import build_ir, canon  # noqa: PLC0415
     stored: set[str] = set()
     loaded: set[str] = set()
     seen = set()
@@ -134,7 +139,7 @@ def _outputs(jf, named: dict, configs) -> tuple[set[str], set[str]]:
     for c in configs:
         values = {**named, **c.kwargs}
         try:
-            sig, cx, div16, eq1, _ = jf._specialize(tuple(values.get(p) for p in jf.arg_names), interpret=True)
+            sig, cx, div16, eq1, _ = jf.specialize(tuple(values.get(p) for p in jf.arg_names), interpret=True)
         except (TypeError, ValueError, OverflowError, KeyError) as exc:
             raise CannotDescribe(f"the arguments cannot be specialized: {exc!r}") from None
         ident = (tuple(sig.items()), tuple((k, canon(v)) for k, v in cx.items()), div16, eq1)
@@ -159,14 +164,10 @@ def _outputs(jf, named: dict, configs) -> tuple[set[str], set[str]]:
 
 def job_spec(tuner, args: tuple, kwargs: dict) -> dict[str, Any]:
     """The job spec for this launch of `tuner` (a compiler Autotuner); see the module doc."""
-    from .grid_exprs import GridNotExpressible, grid_expressions  # noqa: PLC0415
-    from .jit import JITFunction  # noqa: PLC0415
-    from .kernel_module import NotSelfContained, kernel_module_source  # noqa: PLC0415
-
     jf = tuner.base_fn
     if not isinstance(tuner.fn, JITFunction) or jf is not tuner.fn:
         raise CannotDescribe("a decorator (e.g. @heuristics) sits between @autotune and @jit")
-    if tuner._user_pre_hook is not None or tuner._user_post_hook is not None:
+    if tuner.user_pre_hook is not None or tuner.user_post_hook is not None:
         raise CannotDescribe("@autotune has a pre_hook/post_hook (Python cannot be sent to the service)")
     configs = list(tuner.configs)
     if any(c.pre_hook is not None for c in configs):

@@ -1,0 +1,399 @@
+"""Layout-polymorphic rules: elementwise arithmetic, casts, math functions, index and shape ops.
+
+Each rule is `rule(lw, op, layout | None) -> registers | scalar`: it computes the op's result in
+the layout it is asked for (None: a scalar), which lets the lowering recompute cheap values in a
+second layout rather than convert them (lowering.REMAT_OPS).
+"""
+from __future__ import annotations
+
+import math
+
+from llvmlite import ir as ll
+
+from .errors import BackendError
+from .llvm_types import CONTRACT, F32, F64, GPTR, I1, I32, I64, LN2, LOG2E, fsuffix, is_signed, lty, mty
+from .lowering import Lowering
+
+
+# ---- elementwise ops: one value per register (per aligned run of equal values) ---------------
+
+def map_elementwise(lw: Lowering, op, lay, f):
+    """`f` over the op's operands register by register (once when lay is None: a scalar), computed
+    once per run of registers the axis info proves equal and reused for the others."""
+    args = lw.operands(op, lay)
+    if lay is None:
+        return f(*[a[0] if a is not None else None for a in args])
+    rep = _constant_runs(lw, op, lay)
+    out = []
+    for i in range(lay.n_regs):
+        j = rep[i]
+        out.append(out[j] if j != i else f(*[a[i] if a is not None else None for a in args]))
+    return out
+
+
+def _constant_runs(lw: Lowering, op, lay) -> list:
+    """Register → the register holding the same value, from the result's constancy (axis info):
+    a register bit whose basis moves less than the constancy along one dim stays inside an aligned
+    run of equal values, so `cols < N` is compared once per vector, as Triton does."""
+    n = lay.n_regs
+    res = op.results[0] if op.results else None
+    if res is None or not res.is_block:
+        return list(range(n))
+    k = lw.axis.get(res).constancy
+    same = 0
+    for bit, basis in enumerate(lay.reg):
+        dims = [d for d, v in enumerate(basis) if v]
+        if len(dims) == 1 and basis[dims[0]] < k[dims[0]]:
+            same |= 1 << bit
+    return [r & ~same for r in range(n)] if same else list(range(n))
+
+
+# ---- constants, indices and shapes -----------------------------------------------------------
+
+def lower_const(lw, op, lay):
+    dt = op.result.dtype
+    v = op.attrs["value"]
+    if dt.name in ("fp16", "bf16"):
+        c = lw.pb.fptrunc(ll.Constant(F32, float(v)), lty(dt))  # in the entry block: dominates all
+    else:
+        c = lw.const(dt, v)
+    return c if lay is None else [c] * lay.n_regs
+
+
+def lower_arange(lw, op, lay):
+    start = op.attrs["start"]
+    tv, m = lw.thread_coord(lay, 0)
+    return [lw.combine_const(tv, m, lay.reg_coord(r)[0] + 0) if start == 0 else
+            lw.b.add(lw.combine_const(tv, m, lay.reg_coord(r)[0]), ll.Constant(I32, start)) for r in range(lay.n_regs)]
+
+
+def lower_splat(lw, op, lay):
+    return [lw.scalar(op.operands[0])] * lay.n_regs
+
+
+def lower_broadcast(lw, op, lay):
+    src = op.operands[0]
+    if not src.is_block:
+        return [lw.scalar(src)] * lay.n_regs
+    sl = lay.project(src.shape)
+    regs = lw.block(src, sl)
+    idx = sl.reg_index_map()
+    keep = [s != 1 or t == 1 for s, t in zip(src.shape, lay.shape)]
+    out = []
+    for r in range(lay.n_regs):
+        c = tuple(x if k else 0 for x, k in zip(lay.reg_coord(r), keep))
+        out.append(regs[idx[c]])
+    return out
+
+
+def lower_expand_dims(lw, op, lay):
+    src = op.operands[0]
+    if not src.is_block:
+        return [lw.scalar(src)] * lay.n_regs
+    return list(lw.block(src, lay.squeeze(op.attrs["axis"])))
+
+
+def lower_trans(lw, op, lay):
+    perm = tuple(op.attrs["perm"])
+    inv = tuple(perm.index(i) for i in range(len(perm)))
+    return list(lw.block(op.operands[0], lay.trans(inv)))
+
+
+def lower_reshape(lw, op, lay):
+    src = op.operands[0]
+    if not src.is_block:
+        return [lw.scalar(src)] * lay.n_regs
+    return list(lw.block(src, lay.reshape(src.shape)))
+
+
+def lower_assume(lw, op, lay):
+    return map_elementwise(lw, op, lay, lambda x: x)
+
+
+def lower_addptr(lw, op, lay):
+    elt = mty(op.result.dtype.element_ty)
+    return map_elementwise(lw, op, lay, lambda p, o: lw.b.gep(p, [o], source_etype=elt))
+
+
+def lower_program_id(lw, op, lay):
+    ax = "xyz"[op.attrs["axis"]]
+    return lw.call(f"llvm.nvvm.read.ptx.sreg.ctaid.{ax}", I32, [])
+
+
+def lower_num_programs(lw, op, lay):
+    ax = "xyz"[op.attrs["axis"]]
+    return lw.call(f"llvm.nvvm.read.ptx.sreg.nctaid.{ax}", I32, [])
+
+
+# ---- arithmetic, comparisons, casts ----------------------------------------------------------
+
+def binary(name):
+    def rule(lw, op, lay):
+        dt = op.result.dtype
+        b = lw.b
+        fl = dt.is_floating()
+        half = dt.name in ("fp16", "bf16")
+        sgn = is_signed(dt)
+        t = lty(dt)
+
+        def f(x, y):
+            if name == "add":
+                return b.fadd(x, y, flags=CONTRACT) if fl else b.add(x, y)
+            if name == "sub":
+                return b.fsub(x, y, flags=CONTRACT) if fl else b.sub(x, y)
+            if name == "mul":
+                return b.fmul(x, y, flags=CONTRACT) if fl else b.mul(x, y)
+            if name == "fdiv":
+                if dt.name == "fp32":
+                    if op.attrs.get("ieee", False):
+                        return b.fdiv(x, y)
+                    return b.asm(ll.FunctionType(F32, [F32, F32]), "div.full.f32 $0, $1, $2;", "=r,r,r", [x, y], False)
+                if half:
+                    return lw.from_f32(b.fdiv(lw.to_f32(x, dt), lw.to_f32(y, dt)), dt)
+                return b.fdiv(x, y)
+            if name == "div":
+                return b.sdiv(x, y) if sgn else b.udiv(x, y)
+            if name == "rem":
+                if fl:
+                    if half:
+                        return lw.from_f32(b.frem(lw.to_f32(x, dt), lw.to_f32(y, dt)), dt)
+                    return b.frem(x, y)
+                return b.srem(x, y) if sgn else b.urem(x, y)
+            if name == "and":
+                return b.and_(x, y)
+            if name == "or":
+                return b.or_(x, y)
+            if name == "xor":
+                return b.xor(x, y)
+            if name == "shl":
+                return b.shl(x, y)
+            if name == "shr":
+                return b.ashr(x, y) if sgn else b.lshr(x, y)
+            if name in ("maximum", "minimum", "maximum_nan", "minimum_nan"):
+                mx = name.startswith("maximum")
+                if fl:
+                    iname = ("llvm.maxnum" if mx else "llvm.minnum") if not name.endswith("_nan") else ("llvm.maximum" if mx else "llvm.minimum")
+                    return lw.call(f"{iname}.{fsuffix(dt)}", t, [x, y])
+                if dt.name == "i1":
+                    return b.or_(x, y) if mx else b.and_(x, y)
+                iname = ("llvm.smax" if mx else "llvm.smin") if sgn else ("llvm.umax" if mx else "llvm.umin")
+                return lw.call(f"{iname}.i{dt.primitive_bitwidth}", t, [x, y])
+            raise BackendError(f"binary op {name}", op.loc)
+        return map_elementwise(lw, op, lay, f)
+    return rule
+
+
+def lower_cmp(lw, op, lay):
+    dt = op.operands[0].dtype
+    pred = op.attrs["pred"]
+    b = lw.b
+    sym = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}[pred]
+
+    def f(x, y):
+        if dt.is_floating():
+            return b.fcmp_unordered(sym, x, y) if pred == "ne" else b.fcmp_ordered(sym, x, y)
+        if dt.is_ptr():
+            x, y = b.ptrtoint(x, I64), b.ptrtoint(y, I64)
+            return b.icmp_unsigned(sym, x, y)
+        return b.icmp_signed(sym, x, y) if is_signed(dt) else b.icmp_unsigned(sym, x, y)
+    return map_elementwise(lw, op, lay, f)
+
+
+def lower_select(lw, op, lay):
+    return map_elementwise(lw, op, lay, lambda c, x, y: lw.b.select(c, x, y))
+
+
+def lower_fma(lw, op, lay):
+    dt = op.result.dtype
+    if dt.is_floating():
+        t = lty(dt)
+        return map_elementwise(lw, op, lay, lambda x, y, z: lw.call(f"llvm.fma.{fsuffix(dt)}", t, [x, y, z]))
+    return map_elementwise(lw, op, lay, lambda x, y, z: lw.b.add(lw.b.mul(x, y), z))
+
+
+def lower_umulhi(lw, op, lay):
+    dt = op.result.dtype
+    n = dt.primitive_bitwidth
+    w = ll.IntType(2 * n)
+    b = lw.b
+
+    def f(x, y):
+        p = b.mul(b.zext(x, w), b.zext(y, w))
+        return b.trunc(b.lshr(p, ll.Constant(w, n)), lty(dt))
+    return map_elementwise(lw, op, lay, f)
+
+
+def lower_cast(lw, op, lay):
+    src, dst = op.operands[0].dtype, op.result.dtype
+    return map_elementwise(lw, op, lay, lambda x: cast_value(lw, x, src, dst))
+
+
+def cast_value(lw, x, src, dst):
+    b = lw.b
+    if src == dst:
+        return x
+    st, dt_ = lty(src), lty(dst)
+    if dst.is_ptr():
+        if src.is_ptr():
+            return x
+        return b.inttoptr(b.sext(x, I64) if src.primitive_bitwidth < 64 else x, GPTR)
+    if src.is_ptr():
+        v = b.ptrtoint(x, I64)
+        return b.trunc(v, dt_) if dst.primitive_bitwidth < 64 else v
+    if dst.name == "i1":
+        if src.is_floating():
+            return b.fcmp_unordered("!=", x, ll.Constant(st, 0.0)) if src.name not in ("fp16", "bf16") else \
+                b.fcmp_unordered("!=", b.fpext(x, F32), ll.Constant(F32, 0.0))
+        return b.icmp_unsigned("!=", x, ll.Constant(st, 0))
+    if src.is_floating() and dst.is_floating():
+        if src.primitive_bitwidth < dst.primitive_bitwidth or (src.name, dst.name) in (("fp16", "bf16"), ("bf16", "fp16")):
+            if (src.name, dst.name) in (("fp16", "bf16"), ("bf16", "fp16")):
+                return b.fptrunc(b.fpext(x, F32), dt_)
+            return b.fpext(x, dt_)
+        if src.name == "fp64" and dst.name in ("fp16", "bf16"):
+            return b.fptrunc(x, dt_)  # cvt.rn from f64 directly
+        return b.fptrunc(x, dt_)
+    if src.is_floating():
+        xf = x
+        if src.name in ("fp16", "bf16"):
+            xf = b.fpext(x, F32)
+        return b.fptosi(xf, dt_) if is_signed(dst) else b.fptoui(xf, dt_)
+    if dst.is_floating():
+        if dst.name in ("fp16", "bf16"):
+            v = b.sitofp(x, F32) if is_signed(src) else b.uitofp(x, F32)
+            return b.fptrunc(v, dt_)
+        return b.sitofp(x, dt_) if is_signed(src) else b.uitofp(x, dt_)
+    # int → int
+    sb, db = src.primitive_bitwidth, dst.primitive_bitwidth
+    if sb == db:
+        return x
+    if sb > db:
+        return b.trunc(x, dt_)
+    return b.sext(x, dt_) if is_signed(src) else b.zext(x, dt_)
+
+
+def lower_bitcast(lw, op, lay):
+    dst = lty(op.result.dtype)
+    src = op.operands[0].dtype
+    b = lw.b
+
+    def f(x):
+        if src.is_ptr():
+            return b.ptrtoint(x, dst)
+        if op.result.dtype.is_ptr():
+            return b.inttoptr(x, dst)
+        return b.bitcast(x, dst)
+    return map_elementwise(lw, op, lay, f)
+
+
+def lower_not(lw, op, lay):
+    dt = op.result.dtype
+    return map_elementwise(lw, op, lay, lambda x: lw.b.xor(x, ll.Constant(lty(dt), -1)))
+
+
+def lower_neg(lw, op, lay):
+    dt = op.result.dtype
+    if dt.is_floating():
+        return map_elementwise(lw, op, lay, lambda x: lw.b.fneg(x))
+    return map_elementwise(lw, op, lay, lambda x: lw.b.sub(ll.Constant(lty(dt), 0), x))
+
+
+def lower_abs(lw, op, lay):
+    dt = op.result.dtype
+    if dt.is_floating():
+        return map_elementwise(lw, op, lay, lambda x: lw.call(f"llvm.fabs.{fsuffix(dt)}", lty(dt), [x]))
+    return map_elementwise(lw, op, lay, lambda x: lw.call(f"llvm.abs.i{dt.primitive_bitwidth}", lty(dt), [x, ll.Constant(I1, 0)]))
+
+
+# ---- math functions (fp32 through approximate PTX instructions or libdevice) -----------------
+
+def _approx(lw, name, x):
+    return lw.call(name, F32, [x])
+
+
+def _exp2_f32(lw, x):
+    return _approx(lw, "llvm.nvvm.ex2.approx.f", x)
+
+
+def math_f32(lw, name, x, fast):
+    """One fp32 math function (x: float)."""
+    b = lw.b
+    c = lambda v: ll.Constant(F32, v)  # noqa: E731
+    if name == "exp":
+        return _exp2_f32(lw, b.fmul(x, c(LOG2E)))
+    if name == "exp2":
+        return _exp2_f32(lw, x)
+    if name == "log":
+        return b.fmul(_approx(lw, "llvm.nvvm.lg2.approx.f", x), c(LN2))
+    if name == "log2":
+        return _approx(lw, "llvm.nvvm.lg2.approx.f", x)
+    if name == "sqrt":
+        if fast:
+            return _approx(lw, "llvm.nvvm.sqrt.approx.f", x)
+        return lw.call("llvm.sqrt.f32", F32, [x])
+    if name == "rsqrt":
+        return _approx(lw, "llvm.nvvm.rsqrt.approx.f", x)
+    if name in ("sin", "cos", "erf", "tanh") and lw.has_libdevice():
+        # precise, like Triton (libdevice); `fast` is not honoured here: sin.approx is wrong
+        # for large arguments (rotary embeddings), and Triton's tl.sin is precise too
+        return lw.call(f"__nv_{name}f", F32, [x])
+    if name == "sin":
+        return _approx(lw, "llvm.nvvm.sin.approx.f", x)
+    if name == "cos":
+        return _approx(lw, "llvm.nvvm.cos.approx.f", x)
+    if name == "floor":
+        return lw.call("llvm.floor.f32", F32, [x])
+    if name == "ceil":
+        return lw.call("llvm.ceil.f32", F32, [x])
+    if name == "tanh":
+        if fast:
+            return _approx(lw, "llvm.nvvm.tanh.approx.f32", x)
+        # |x| < 0.3: odd Taylor polynomial; else sign(x) * (1 - 2 / (exp(2|x|) + 1))
+        ax = lw.call("llvm.fabs.f32", F32, [x])
+        e = _exp2_f32(lw, b.fmul(ax, c(2 * LOG2E)))
+        big = b.fsub(c(1.0), b.fdiv(c(2.0), b.fadd(e, c(1.0))))
+        big = lw.call("llvm.copysign.f32", F32, [big, x])
+        x2 = b.fmul(x, x)
+        p = c(62.0 / 2835.0)
+        for k in (-17.0 / 315.0, 2.0 / 15.0, -1.0 / 3.0):
+            p = lw.call("llvm.fma.f32", F32, [p, x2, c(k)])
+        small = lw.call("llvm.fma.f32", F32, [b.fmul(p, x2), x, x])
+        return b.select(b.fcmp_ordered("<", ax, c(0.3)), small, big)
+    if name == "erf":
+        ax = lw.call("llvm.fabs.f32", F32, [x])
+        # |x| < 0.5: Taylor series of erf; else Abramowitz–Stegun 7.1.26 (abs error < 1.5e-7)
+        x2 = b.fmul(x, x)
+        coef = [1.0, -1.0 / 3, 1.0 / 10, -1.0 / 42, 1.0 / 216, -1.0 / 1320, 1.0 / 9360]
+        p = c(coef[-1])
+        for k in reversed(coef[:-1]):
+            p = lw.call("llvm.fma.f32", F32, [p, x2, c(k)])
+        small = b.fmul(b.fmul(p, x), c(2.0 / math.sqrt(math.pi)))
+        t = b.fdiv(c(1.0), lw.call("llvm.fma.f32", F32, [ax, c(0.3275911), c(1.0)]))
+        q = c(1.061405429)
+        for k in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
+            q = lw.call("llvm.fma.f32", F32, [q, t, c(k)])
+        q = b.fmul(q, t)
+        ex = _exp2_f32(lw, b.fmul(b.fneg(b.fmul(ax, ax)), c(LOG2E)))
+        big = b.fsub(c(1.0), b.fmul(q, ex))
+        big = lw.call("llvm.copysign.f32", F32, [big, x])
+        return b.select(b.fcmp_ordered("<", ax, c(0.5)), small, big)
+    raise BackendError(f"math function {name}")
+
+
+def lower_math(lw, op, lay):
+    name = op.name
+    dt = op.result.dtype
+    fast = bool(op.attrs.get("fast", False))
+    if dt.name == "fp64":
+        if name in ("sqrt", "floor", "ceil"):
+            iname = {"sqrt": "llvm.sqrt.f64", "floor": "llvm.floor.f64", "ceil": "llvm.ceil.f64"}[name]
+            return map_elementwise(lw, op, lay, lambda x: lw.call(iname, F64, [x]))
+        if name == "rsqrt":
+            return map_elementwise(lw, op, lay, lambda x: lw.call("llvm.nvvm.rsqrt.approx.d", F64, [x]) if fast else
+                         lw.b.fdiv(ll.Constant(F64, 1.0), lw.call("llvm.sqrt.f64", F64, [x])))
+        if not lw.has_libdevice():
+            raise BackendError(f"tl.{name} on fp64 needs libdevice (libdevice.10.bc not found)", op.loc)
+        return map_elementwise(lw, op, lay, lambda x: lw.call(f"__nv_{name}", F64, [x]))
+    if not dt.is_floating():
+        raise BackendError(f"tl.{name} needs a floating-point operand, got {dt}", op.loc)
+    return map_elementwise(lw, op, lay, lambda x: lw.from_f32(math_f32(lw, name, lw.to_f32(x, dt), fast), dt))

@@ -1,0 +1,582 @@
+"""The lowering state of the NVPTX backend, below its rules: `Lowering` and the `RuleTable` it runs.
+
+Every block value is lowered to a Python list of llvmlite values, one per register the thread
+owns in the value's layout (layouts.py) — Triton's "struct of values". Scalars are single llvmlite
+values, uniform across the threads of the program.
+
+A `RuleTable` maps op names to rules (nvptx.py builds it). Rules in `by_layout` take the wanted
+output layout and return the register list (or the scalar): the lowering may then recompute cheap
+values (arange/splat/const chains, `REMAT_OPS`) in a second layout instead of converting them
+through shared memory. Rules in `statements` set their results themselves.
+
+`Lowering(fn, options, rules)` holds the module and builders, the value table, region scopes, the
+thread-index arithmetic, shared-memory layout conversions, and the structured-control-flow helpers
+(slots, regions, counted loops) that the `for`/`if`/`while` rules and the pipeline share.
+
+Names used throughout the rules: `lw` is the Lowering, `b` its builder (`lw.b`; `lw.pb` builds in
+the entry block), `lay` a Layout; `tv, tm` are a thread's part of an offset (an i32 value, or None)
+and the mask of bits that part can set (`linear`, `combine_const`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+from llvmlite import ir as ll
+
+from .. import ir
+from ..language import dtypes as T
+from .assign_layouts import LayoutAssignment
+from .axis_info import AxisAnalysis
+from .errors import BackendError
+from .layouts import Layout, default_layout, log2
+from .llvm_target import libdevice_path
+from .llvm_types import F32, GPTR, I8, I16, I32, I64, SPTR, esize, lty, mty
+from .options import LoweringOptions
+
+# ops whose lowering takes the wanted output layout and may be recomputed in another layout
+REMAT_OPS = {"const", "arange", "splat", "broadcast", "expand_dims", "trans", "reshape", "addptr", "add", "sub",
+             "mul", "div", "rem", "and", "or", "xor", "shl", "shr", "cmp", "select", "cast", "maximum", "minimum",
+             "assume", "not", "neg"}
+
+
+# a layout conversion through shared memory moves at most this many bytes at a time
+CONVERT_CHUNK_BYTES = 32 * 1024
+
+
+def _register_only_bit(a: Layout, b: Layout, j: int) -> bool:
+    """Row-major offset bit j comes from one register bit alone in both layouts."""
+    m = 1 << j
+    for lay in (a, b):
+        if any(lay.flat(x) & m for x in lay.lane + lay.warp):
+            return False
+        flats = [lay.flat(x) for x in lay.reg]
+        if sum(1 for f in flats if f & m) != 1 or m not in flats:
+            return False
+    return True
+
+
+def _first_dim(lay: Layout):
+    """The dim a thread's consecutive registers (else its neighbour lanes) run along."""
+    for bb in lay.reg + lay.lane:
+        nz = [d for d, x in enumerate(bb) if x]
+        if nz:
+            return nz[0]
+    return None
+
+
+@dataclass(frozen=True)
+class RuleTable:
+    by_layout: Mapping[str, Callable]     # op → rule(lw, op, layout | None) -> registers | scalar
+    statements: Mapping[str, Callable]    # op → rule(lw, op) -> None (it sets its results)
+
+    def names(self) -> set[str]:
+        return set(self.by_layout) | set(self.statements)
+
+
+class Lowering:
+    """The state of one kernel's lowering: the LLVM module and builders, every IR value's registers
+    (in its layout), the open region scopes, and what the kernel needs (shared memory, sm_90a).
+    The rules (the `RuleTable`) read and extend it; `run()` lowers the whole function."""
+
+    def __init__(self, fn: ir.Function, options: LoweringOptions, rules: "RuleTable"):
+        self.fn, self.options, self.rules = fn, options, rules
+        self.num_warps = options.num_warps
+        self.axis = AxisAnalysis(fn)
+        self.assign = LayoutAssignment(fn, options, self.axis)
+        self.uses = ir.uses(fn)
+        self.module = ll.Module(name=fn.name)
+        # what the kernel needs, found while lowering
+        self.smem_bytes = 0                     # dynamic shared memory
+        self.needs_sm90a = False                # wgmma (wgmma.py)
+        self.params = []                        # the ABI of each passed parameter
+        self.strings: dict[str, ll.GlobalVariable] = {}    # printf formats (debug_ops.py)
+        self.vals: dict[int, object] = {}     # value id → llvm value (scalar) or (Layout, [regs])
+        self.scopes: list[dict] = [{}]          # (value id, layout) → regs; one dict per open region
+        self._intrinsics: dict[str, ll.Function] = {}
+        self._tl_cache: dict = {}
+        self._build_signature()
+
+    # ------------------------------------------------------------------------------------------
+    # module, signature, prologue
+    def _build_signature(self):
+        fn = self.fn
+        ptys, passed = [], []
+        for i, (a, t) in enumerate(zip(fn.args, fn.arg_types)):
+            attrs = fn.arg_attrs[i] if i < len(fn.arg_attrs) else {}
+            if attrs.get("equal_to_1"):
+                continue
+            if t.is_ptr():
+                pt, abi = GPTR, "ptr"
+            elif t.name == "i1":
+                pt, abi = I32, "i32"
+            elif t.name in ("fp16", "bf16"):
+                pt, abi = I16, "b16"
+            else:
+                pt = lty(t)
+                abi = {"fp32": "f32", "fp64": "f64"}.get(t.name, f"i{t.primitive_bitwidth}")
+            ptys.append(pt)
+            passed.append((i, a, t))
+            self.params.append({"name": fn.arg_names[i] if i < len(fn.arg_names) else f"arg{i}",
+                                "type": T.to_signature(t), "abi": abi})
+        self.func = ll.Function(self.module, ll.FunctionType(ll.VoidType(), ptys), name=fn.name)
+        self.func.calling_convention = "ptx_kernel"
+        entry = self.func.append_basic_block("entry")
+        body = self.func.append_basic_block("body")
+        self.pb = ll.IRBuilder(entry)
+        br = self.pb.branch(body)
+        self.pb.position_before(br)
+        self.b = ll.IRBuilder(body)
+        for k, (i, a, t) in enumerate(passed):
+            p = self.func.args[k]
+            p.name = (fn.arg_names[i] if i < len(fn.arg_names) else f"arg{i}").replace(".", "_")
+            if t.is_ptr():
+                v = p
+            elif t.name == "i1":
+                v = self.pb.icmp_unsigned("!=", p, ll.Constant(I32, 0))
+            elif t.name in ("fp16", "bf16"):
+                v = self.pb.bitcast(p, lty(t))
+            else:
+                v = p
+            self.vals[a.id] = v
+        for i, (a, t) in enumerate(zip(fn.args, fn.arg_types)):
+            attrs = fn.arg_attrs[i] if i < len(fn.arg_attrs) else {}
+            if attrs.get("equal_to_1"):
+                self.vals[a.id] = ll.Constant(lty(t), 1)
+        tid = self.call("llvm.nvvm.read.ptx.sreg.tid.x", I32, [], pb=True)
+        self.lane = self.pb.and_(tid, ll.Constant(I32, 31), name="lane")
+        self.warp = self.pb.lshr(tid, ll.Constant(I32, 5), name="warp")
+        self.tid = tid
+        self.func.attributes.add("nounwind")
+
+    def has_libdevice(self) -> bool:
+        return libdevice_path() is not None
+
+    def libdevice_functions(self) -> list[str]:
+        """The libdevice functions (`__nv_*`) the kernel calls, whose definitions module_text adds."""
+        return sorted(n for n in self._intrinsics if n.startswith("__nv_"))
+
+    def intrinsic(self, name: str, ret: ll.Type, args: list) -> ll.Function:
+        f = self._intrinsics.get(name)
+        if f is None:
+            f = ll.Function(self.module, ll.FunctionType(ret, args), name=name)
+            self._intrinsics[name] = f
+        return f
+
+    def call(self, name, ret, args, pb=False):
+        b = self.pb if pb else self.b
+        f = self.intrinsic(name, ret, [a.type for a in args])
+        return b.call(f, args)
+
+    @property
+    def smem(self):
+        g = self.module.globals.get("global_smem")
+        if g is None:
+            g = ll.GlobalVariable(self.module, ll.ArrayType(I8, 0), "global_smem", addrspace=3)
+            g.linkage = "external"
+            g.align = 16
+            g.type = SPTR  # opaque pointer (llvmlite would type it [0 x i8]*)
+        return g
+
+    def smem_ptr(self, byte_off):
+        return self.b.gep(self.smem, [byte_off], inbounds=True, source_etype=I8)
+
+    def barrier(self):
+        self.call("llvm.nvvm.barrier.cta.sync.aligned.all", ll.VoidType(), [ll.Constant(I32, 0)])
+
+    # ------------------------------------------------------------------------------------------
+    # thread-index arithmetic (computed once in the entry block)
+    def linear(self, lane_vals: tuple, warp_vals: tuple):
+        """XOR over lane/warp bits of the given per-bit constants → (llvm i32 | None, bit mask)."""
+        key = (lane_vals, warp_vals)
+        if key in self._tl_cache:
+            return self._tl_cache[key]
+        pb = self.pb
+        terms = []
+        for src, vals in ((self.lane, lane_vals), (self.warp, warp_vals)):
+            i = 0
+            while i < len(vals):
+                v0 = vals[i]
+                if v0 == 0:
+                    i += 1
+                    continue
+                if v0 & (v0 - 1) == 0:
+                    j = i + 1
+                    while j < len(vals) and vals[j] == v0 << (j - i):
+                        j += 1
+                    n, k0 = j - i, log2(v0)
+                    t = pb.lshr(src, ll.Constant(I32, i)) if i else src
+                    t = pb.and_(t, ll.Constant(I32, (1 << n) - 1))
+                    if k0:
+                        t = pb.shl(t, ll.Constant(I32, k0))
+                    terms.append((t, ((1 << n) - 1) << k0))
+                    i = j
+                else:
+                    t = pb.and_(pb.lshr(src, ll.Constant(I32, i)) if i else src, ll.Constant(I32, 1))
+                    t = pb.mul(t, ll.Constant(I32, v0))
+                    bits = (1 << v0.bit_length()) - 1
+                    terms.append((t, bits))
+                    i += 1
+        if not terms:
+            res = (None, 0)
+        else:
+            acc, mask = terms[0]
+            for t, m in terms[1:]:
+                acc = pb.or_(acc, t) if not (mask & m) else pb.xor(acc, t)
+                mask |= m
+            res = (acc, mask)
+        self._tl_cache[key] = res
+        return res
+
+    def thread_flat(self, lay: Layout):
+        return self.linear(tuple(lay.flat(b) for b in lay.lane), tuple(lay.flat(b) for b in lay.warp))
+
+    def thread_coord(self, lay: Layout, d: int):
+        return self.linear(tuple(b[d] for b in lay.lane), tuple(b[d] for b in lay.warp))
+
+    def combine_const(self, tv, tmask: int, c: int, b=None):
+        """thread part (xor) constant → i32."""
+        b = b or self.b
+        if tv is None:
+            return ll.Constant(I32, c)
+        if c == 0:
+            return tv
+        if c & tmask == 0:
+            return b.add(tv, ll.Constant(I32, c))
+        return b.xor(tv, ll.Constant(I32, c))
+
+    def index(self, lay: Layout, d: int, r: int):
+        tv, m = self.thread_coord(lay, d)
+        return self.combine_const(tv, m, lay.reg_coord(r)[d])
+
+    def owner_pred(self, lay: Layout | None):
+        """i1: this thread is the first holder of its elements (None: every thread owns)."""
+        if lay is None:
+            zl, zw = 31, self.num_warps - 1
+        else:
+            zl = sum(1 << i for i, b in enumerate(lay.lane) if not any(b))
+            zw = sum(1 << i for i, b in enumerate(lay.warp) if not any(b))
+        if not zl and not zw:
+            return None
+        key = ("owner", zl, zw)
+        if key in self._tl_cache:
+            return self._tl_cache[key]
+        pb = self.pb
+        m = pb.or_(pb.and_(self.lane, ll.Constant(I32, zl)), pb.shl(pb.and_(self.warp, ll.Constant(I32, zw)), ll.Constant(I32, 5)))
+        p = pb.icmp_unsigned("==", m, ll.Constant(I32, 0))
+        self._tl_cache[key] = p
+        return p
+
+    # ------------------------------------------------------------------------------------------
+    # values
+    def scalar(self, v: ir.Value):
+        x = self.vals[v.id]
+        assert not isinstance(x, tuple), f"{v} is a block"
+        return x
+
+    def layout_of(self, v: ir.Value) -> Layout:
+        return self.vals[v.id][0]
+
+    def set_block(self, v: ir.Value, lay: Layout, regs: list):
+        assert len(regs) == lay.n_regs, (v, len(regs), lay)
+        self.vals[v.id] = (lay, regs)
+
+    def want(self, v: ir.Value) -> Layout:
+        lay = self.assign.get(v)
+        if lay is None:
+            lay = default_layout(v.shape, self.num_warps)
+        return lay
+
+    def block(self, v: ir.Value, lay: Layout) -> list:
+        """v's registers in layout `lay` (splatting scalars, converting or rematerializing)."""
+        x = self.vals[v.id]
+        if not isinstance(x, tuple):
+            return [x] * lay.n_regs
+        have, regs = x
+        if have == lay:
+            return regs
+        key = (v.id, lay)
+        for s in reversed(self.scopes):
+            if key in s:
+                return s[key]
+        out = self._remap(regs, have, lay)  # same threads, registers reordered: free
+        if out is None and v.owner is not None and self._rematerializable(v, 6):
+            out = self.rules.by_layout[v.owner.name](self, v.owner, lay)
+        if out is None:
+            out = self.convert(regs, have, lay, v.dtype)
+        self.scopes[-1][key] = out
+        return out
+
+    def _rematerializable(self, v: ir.Value, depth: int) -> bool:
+        op = v.owner
+        if op is None or op.name not in REMAT_OPS or depth == 0:
+            return False
+        return all(o is None or not o.is_block or self._rematerializable(o, depth - 1) for o in op.operands)
+
+    @staticmethod
+    def _remap(regs, have: Layout, want: Layout):
+        if have.lane != want.lane or have.warp != want.warp:
+            return None
+        idx = have.reg_index_map()
+        out = []
+        for r in range(want.n_regs):
+            j = idx.get(want.reg_coord(r))
+            if j is None:
+                return None
+            out.append(regs[j])
+        return out
+
+    def _vec_len(self, lay: Layout, tmask: int, es: int) -> int:
+        """How many consecutive registers are consecutive in row-major memory (≤16 bytes)."""
+        k = 0
+        while k < len(lay.reg) and lay.flat(lay.reg[k]) == 1 << k and (1 << (k + 1)) * es <= 16:
+            k += 1
+        v = 1 << k
+        # the thread part and the other register bases must leave the low offset bits alone
+        while v > 1 and (tmask & (v - 1) or any(lay.flat(b) & (v - 1) for b in lay.reg[k:])):
+            v //= 2
+        return v
+
+    def convert(self, regs, have: Layout, want: Layout, dt) -> list:
+        """Layout conversion through shared memory."""
+        mt = mty(dt)
+        es = 8 if dt.is_ptr() else esize(dt)
+        pad_shift = None
+        nbytes = have.numel() * es
+        if have.rank >= 1 and have.shape[-1] > 1 and _first_dim(have) != _first_dim(want):
+            # a transposing conversion: pad every row of the row-major buffer (Triton's padded
+            # scratch layout) so that threads walking a column hit different banks
+            row = have.shape[-1]
+            vw = self._vec_len(have, self.thread_flat(have)[1], es)
+            vr = self._vec_len(want, self.thread_flat(want)[1], es)
+            pad = max(vw, vr, max(1, 4 // es))
+            if row % pad == 0:
+                pad_shift = (log2(row), pad)
+                nbytes += (have.numel() // row) * pad * es
+        # big tiles go through in chunks of the top row-major offset bits that both layouts keep
+        # in registers (Triton converts large tiles in repetitions too): bounded scratch space
+        k = 0
+        total = log2(have.numel())
+        while nbytes >> k > CONVERT_CHUNK_BYTES and k < total and _register_only_bit(have, want, total - 1 - k):
+            k += 1
+        self.smem_bytes = max(self.smem_bytes, nbytes >> k)
+        vals = regs
+        if dt.name == "i1":
+            vals = [self.b.zext(x, I8) for x in regs]
+        if dt.is_ptr():
+            mt = I64
+            vals = [self.b.ptrtoint(x, I64) for x in regs]
+        if k == 0:
+            self.barrier()
+            self.smem_write(vals, have, mt, es, pad_shift)
+            self.barrier()
+            out = self.smem_read(want, mt, es, pad_shift)
+        else:
+            out = [None] * want.n_regs
+            for c in range(1 << k):
+                self.barrier()
+                self.smem_write(vals, have, mt, es, pad_shift, chunk=(total - k, c))
+                self.barrier()
+                self.smem_read(want, mt, es, pad_shift, chunk=(total - k, c), out=out)
+            assert all(x is not None for x in out)
+        if dt.name == "i1":
+            out = [self.b.icmp_unsigned("!=", x, ll.Constant(I8, 0)) for x in out]
+        if dt.is_ptr():
+            out = [self.b.inttoptr(x, GPTR) for x in out]
+        return out
+
+    def _padded(self, off, pad_shift, base_elems: int):
+        """Element offset in the (optionally row-padded) scratch buffer."""
+        b = self.b
+        if pad_shift is not None:
+            shift, pad = pad_shift
+            rows = b.lshr(off, ll.Constant(I32, shift))
+            off = b.add(off, b.mul(rows, ll.Constant(I32, pad)))
+        if base_elems:
+            off = b.add(off, ll.Constant(I32, base_elems))
+        return off
+
+    def _smem_slots(self, lay: Layout, es, pad_shift, base_elems: int, chunk):
+        """(first register, vector length, shared-memory pointer) of each of this thread's vectors at
+        their row-major offsets. `chunk` = (shift, c): only the registers whose offset >> shift == c,
+        at offset mod 2**shift."""
+        tv, tm = self.thread_flat(lay)
+        vec = self._vec_len(lay, tm, es)
+        b = self.b
+        for g in range(0, lay.n_regs, vec):
+            flat = lay.flat(lay.reg_coord(g))
+            if chunk is not None:
+                if flat >> chunk[0] != chunk[1]:
+                    continue
+                flat &= (1 << chunk[0]) - 1
+            off = self._padded(self.combine_const(tv, tm, flat), pad_shift, base_elems)
+            yield g, vec, self.smem_ptr(b.mul(off, ll.Constant(I32, es)))
+
+    def smem_write(self, vals, lay: Layout, mt, es, pad_shift=None, base_elems: int = 0, pred=None, chunk=None):
+        """Store this thread's registers at their row-major offsets (see _smem_slots for `chunk`)."""
+        b = self.b
+        for g, vec, ptr in self._smem_slots(lay, es, pad_shift, base_elems, chunk):
+            if vec == 1:
+                val = vals[g]
+            else:
+                val = ll.Constant(ll.VectorType(mt, vec), None)
+                for j in range(vec):
+                    val = b.insert_element(val, vals[g + j], ll.Constant(I32, j))
+            if pred is not None:
+                with b.if_then(pred):
+                    b.store(val, ptr, align=es * vec)
+            else:
+                b.store(val, ptr, align=es * vec)
+
+    def smem_read(self, lay: Layout, mt, es, pad_shift=None, base_elems: int = 0, chunk=None, out=None):
+        """Load this thread's registers (with `chunk`, only those registers are filled in `out`)."""
+        b = self.b
+        res = out if out is not None else []
+        for g, vec, ptr in self._smem_slots(lay, es, pad_shift, base_elems, chunk):
+            if vec == 1:
+                got = [b.load(ptr, typ=mt, align=es)]
+            else:
+                v = b.load(ptr, typ=ll.VectorType(mt, vec), align=es * vec)
+                got = [b.extract_element(v, ll.Constant(I32, j)) for j in range(vec)]
+            if out is not None:
+                out[g:g + vec] = got
+            else:
+                res.extend(got)
+        return res
+
+    # ------------------------------------------------------------------------------------------
+    # driving
+    def run(self):
+        self.lower_block(self.fn.body)
+        if self.b.block.terminator is None:
+            self.b.ret_void()
+        return self
+
+    def lower_block(self, block: ir.Block):
+        """Lower a region's ops; returns its terminator op (yield/condition) unlowered."""
+        for op in block.ops:
+            if op.name in ("yield", "condition"):
+                return op
+            self.lower_op(op)
+        return None
+
+    def lower_op(self, op: ir.Op):
+        """Lower one op through its rule; results land in the value table in their layouts."""
+        rule = self.rules.by_layout.get(op.name)
+        if rule is not None:
+            res = op.result
+            if res.is_block:
+                lay = self.want(res)
+                self.set_block(res, lay, rule(self, op, lay))
+            else:
+                self.vals[res.id] = rule(self, op, None)
+            return
+        rule = self.rules.statements.get(op.name)
+        if rule is None:
+            raise BackendError(f"op {op.name!r} is not supported by the NVPTX backend", op.loc)
+        rule(self, op)
+
+    # ------------------------------------------------------------------------------------------
+    # helpers for elementwise rules
+    def operands(self, op, lay):
+        """Operands as register lists in `lay` (scalars: one-element lists when lay is None)."""
+        out = []
+        for o in op.operands:
+            if o is None:
+                out.append(None)
+            elif lay is None:
+                out.append([self.scalar(o)])
+            else:
+                out.append(self.block(o, lay))
+        return out
+
+    def const(self, dt, value):
+        t = lty(dt)
+        if dt.is_floating():
+            if dt.name in ("fp16", "bf16"):
+                c = ll.Constant(F32, float(value))
+                return self.b.fptrunc(c, t) if not math.isnan(float(value)) else self.pb.fptrunc(c, t)
+            return ll.Constant(t, float(value))
+        if dt.is_ptr():
+            return ll.Constant(I64, int(value)).inttoptr(GPTR)
+        return ll.Constant(t, int(bool(value)) if dt.name == "i1" else int(value))
+
+    def to_f32(self, x, dt):
+        if dt.name in ("fp16", "bf16"):
+            return self.b.fpext(x, F32)
+        return x
+
+    def from_f32(self, x, dt):
+        if dt.name in ("fp16", "bf16"):
+            return self.b.fptrunc(x, lty(dt))
+        return x
+
+    # ------------------------------------------------------------------------------------------
+    # structured control flow: slots (loop-carried / merged values), regions, counted loops
+    def slot_layout(self, v: ir.Value):
+        """The layout of a loop-carried or merged slot (None for a scalar)."""
+        return self.want(v) if v.is_block else None
+
+    def get_as(self, v: ir.Value, lay):
+        """v's registers in `lay`, or [v] for a scalar slot (lay None)."""
+        return self.block(v, lay) if lay is not None else [self.scalar(v)]
+
+    def bind(self, v: ir.Value, lay, regs):
+        """Give v the registers of a slot (one value when lay is None)."""
+        if lay is None:
+            self.vals[v.id] = regs[0]
+        else:
+            self.set_block(v, lay, regs)
+
+    def region_yields(self, block: ir.Block, lays: list) -> list:
+        """Lower `block` in its own scope; the registers of its terminator's operands, in `lays`."""
+        self.scopes.append({})
+        try:
+            term = self.lower_block(block)
+            ys = term.operands if term is not None else []
+            return [self.get_as(y, l) for y, l in zip(ys, lays)]
+        finally:
+            self.scopes.pop()
+
+    def loop_head(self, prefix: str, lb, ub, step, reg_lists: list, signed: bool):
+        """Branch into a counted loop's header: a phi for the induction variable (from `lb`) and one
+        per register of each list in `reg_lists` (their values on entry), the exit test against `ub`,
+        and the builder left in the body block. Returns (header, exit block, iv, phis per list)."""
+        b = self.b
+        pre = b.block
+        header = self.func.append_basic_block(f"{prefix}.header")
+        bodyb = self.func.append_basic_block(f"{prefix}.body")
+        exitb = self.func.append_basic_block(f"{prefix}.exit")
+        b.branch(header)
+        b.position_at_end(header)
+        iv = b.phi(lb.type, name="iv")
+        iv.add_incoming(lb, pre)
+        phis = []
+        for regs in reg_lists:
+            ps = []
+            for x in regs:
+                p = b.phi(x.type)
+                p.add_incoming(x, pre)
+                ps.append(p)
+            phis.append(ps)
+        neg_step = isinstance(step, ll.Constant) and isinstance(step.constant, int) and step.constant < 0
+        if signed:
+            cond = b.icmp_signed(">" if neg_step else "<", iv, ub)
+        else:
+            cond = b.icmp_unsigned("<", iv, ub)
+        b.cbranch(cond, bodyb, exitb)
+        b.position_at_end(bodyb)
+        return header, exitb, iv, phis
+
+    def loop_back(self, header, iv, step, phis: list, nexts: list) -> None:
+        """Close a loop opened by loop_head: the next values of iv and of every phi, and the back edge."""
+        b = self.b
+        iv_next = b.add(iv, step)
+        end = b.block
+        iv.add_incoming(iv_next, end)
+        for ps, regs in zip(phis, nexts):
+            for p, x in zip(ps, regs):
+                p.add_incoming(x, end)
+        b.branch(header)
+

@@ -1,0 +1,31 @@
+"""What one compile asks of the lowering: an explicit options object, fixed for the whole compile.
+
+The codegen knobs (compiler.knobs.codegen, part of the compile cache key) are read once, here, when
+the compile starts; nothing in the backend reads the environment or thread-local state.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import knobs
+
+
+@dataclass(frozen=True)
+class LoweringOptions:
+    num_warps: int
+    num_stages: int = 1           # software pipelining depth of dot loops (pipeline.py)
+    target: str = "sm_90"
+    debug: bool = False           # device_assert is checked on the GPU only in debug mode, as in Triton
+    wgmma: str = "async"          # knobs.codegen.wgmma: "async" | "sync" | "off"
+    pipeline: bool = True         # knobs.codegen.pipeline
+
+    @classmethod
+    def from_knobs(cls, *, num_warps: int, num_stages: int = 1, target: str | None = None,
+                   debug: bool = False) -> "LoweringOptions":
+        return cls(num_warps=num_warps, num_stages=num_stages, target=target or "", debug=debug,
+                   wgmma=knobs.codegen.wgmma, pipeline=knobs.codegen.pipeline)
+
+    @property
+    def wgmma_target(self) -> bool:
+        """wgmma (sm_90a) instead of mma.sync for the dots that fit it."""
+        return self.wgmma != "off" and (self.target or "").lower() in ("sm_90", "sm_90a")

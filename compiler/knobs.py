@@ -1,0 +1,191 @@
+"""Every switch the compiler reads from the environment, in one settings object (as `triton.knobs`).
+
+    from compiler import knobs
+    knobs.codegen.wgmma              # "async" (default) | "sync" | "off"       BLOCKTUNE_WGMMA
+    knobs.codegen.pipeline           # False with BLOCKTUNE_NO_PIPELINE=1
+    knobs.runtime.interpret          # BLOCKTUNE_INTERPRET=1 or TRITON_INTERPRET=1
+    knobs.codegen.wgmma = "off"      # sets BLOCKTUNE_WGMMA=0; `del knobs.codegen.wgmma` unsets it
+
+A knob reads its variable each time it is read, so a change of `os.environ` (a test's
+monkeypatch.setenv, a user's script) takes effect at the next compile or launch, and assigning a
+knob writes the variable. Flags are on for 1/true/yes/on and off for anything else (0/false/no/off,
+empty), whatever the case.
+
+The codegen knobs change the generated code: `knobs.codegen.key()` spells all of them, and the
+compile cache key (runtime/cache.py) includes it, so a knob declared there is part of the key by
+construction. Nothing else here changes what a kernel compiles to.
+
+Hooks, for code outside the compiler (the service plug-in in client/, a user's logging): the
+autotuner calls `knobs.autotuning.before_tuning` (the first listener that answers with a config
+wins, and the key is not tuned), `.launch_missed` (no listener answered) and `.config_chosen` (a
+config was picked by benchmarking or from the disk cache). Plug-ins installed under the entry-point
+group `blocktune.compiler_plugins` are imported and registered once, at the first of these events
+(compiler/plugins.py).
+
+This module imports nothing of ours: every layer of the compiler may read it.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Iterator
+
+_TRUE = ("1", "true", "yes", "on")
+
+
+def flag(text: str | None) -> bool:
+    return (text or "").strip().lower() in _TRUE
+
+
+def any_flag(texts: tuple) -> bool:
+    return any(flag(t) for t in texts)
+
+
+class _Knob:
+    """A typed view of environment variables. `parse` gets the variable's text (None when unset), or
+    a tuple of them when there are several; `text` spells a value for the environment. Assigning a
+    knob sets its (first) variable and unsets the others, deleting it unsets them all: the
+    environment stays the one place a setting lives, which the native launcher and child processes
+    (the tuner's compile pool) read too."""
+
+    def __init__(self, *names: str, parse: Callable[[Any], Any], doc: str,
+                 text: Callable[[Any], str] = lambda v: "1" if v is True else "0" if v is False else str(v)):
+        self.names, self.parse, self.text, self.__doc__ = names, parse, text, doc
+
+    def __set_name__(self, owner, attr: str) -> None:
+        self.attr = attr
+
+    def raw(self):
+        if len(self.names) == 1:
+            return os.environ.get(self.names[0])
+        return tuple(os.environ.get(n) for n in self.names)
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        return self.parse(self.raw())
+
+    def __set__(self, obj, value) -> None:
+        os.environ[self.names[0]] = self.text(value)
+        for n in self.names[1:]:
+            os.environ.pop(n, None)
+
+    def __delete__(self, obj) -> None:
+        for n in self.names:
+            os.environ.pop(n, None)
+
+
+class _Group:
+    def knobs(self) -> Iterator[tuple[str, _Knob]]:
+        for cls in reversed(type(self).__mro__):
+            for name, k in vars(cls).items():
+                if isinstance(k, _Knob):
+                    yield name, k
+
+    def values(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name, _ in self.knobs()}
+
+
+def _wgmma(text: str | None) -> str:
+    t = (text or "1").strip().lower()
+    if t == "sync":
+        return "sync"
+    return "off" if t in ("0", "off", "false", "no") else "async"
+
+
+class codegen_knobs(_Group):
+    """Switches that change the PTX; all of them are part of the compile cache key."""
+
+    wgmma = _Knob("BLOCKTUNE_WGMMA", parse=_wgmma, text=lambda v: {"async": "1", "off": "0"}.get(v, v),
+                  doc="tl.dot on sm_90: 'async' (wgmma, one group in flight across pipelined K iterations), "
+                      "'sync' (wgmma waited for at each dot) or 'off' (mma.sync, the sm_80 code)")
+    pipeline = _Knob("BLOCKTUNE_NO_PIPELINE", parse=lambda t: not flag(t), text=lambda v: "0" if v else "1",
+                     doc="software pipelining of the K loops that feed tensor-core dots (cp.async into "
+                         "num_stages buffers); BLOCKTUNE_NO_PIPELINE=1 turns it off")
+    debug = _Knob("BLOCKTUNE_DEBUG", "TRITON_DEBUG", parse=any_flag,
+                  doc="device_assert is checked on the GPU (as @jit(debug=True))")
+    fp32_default = _Knob("TRITON_F32_DEFAULT", parse=lambda t: t if t is not None else "tf32",
+                         doc="tl.dot's input_precision for fp32 operands when the kernel does not say")
+
+    def key(self) -> str:
+        """Every codegen knob's value, for the compile cache key."""
+        return ";".join(f"{name}={value!r}" for name, value in sorted(self.values().items()))
+
+
+class cache_knobs(_Group):
+    dir = _Knob("BLOCKTUNE_CACHE_DIR", parse=lambda t: t or None,
+                doc="the compile cache directory (None: the platform's user cache dir + /blocktune)")
+    disabled = _Knob("BLOCKTUNE_DISABLE_DISK_CACHE", parse=flag, doc="no disk cache (memory only)")
+
+
+class runtime_knobs(_Group):
+    INTERPRET_VARS = ("BLOCKTUNE_INTERPRET", "TRITON_INTERPRET")
+    interpret = _Knob(*INTERPRET_VARS, parse=any_flag,
+                      doc="kernel[grid](...) runs on the CPU interpreter (read at every launch)")
+    interpret_vectorize = _Knob("BLOCKTUNE_INTERPRET_VECTORIZE",
+                                parse=lambda t: t is None or t.strip().lower() not in ("0", "false", "no", "off"),
+                                doc="the interpreter runs straight-line kernels over many programs at once")
+    launcher = _Knob("BLOCKTUNE_LAUNCHER", parse=lambda t: "ctypes" if (t or "").strip().lower() == "ctypes" else "native",
+                     text=str,
+                     doc="'native' (launch.c, built with the system C compiler) or 'ctypes'")
+    ptxas_aot = _Knob("BLOCKTUNE_PTXAS_AOT", parse=flag,
+                      doc="assemble PTX to a cubin with ptxas before loading, and keep it in the disk cache")
+
+
+class tools_knobs(_Group):
+    ptxas = _Knob("BLOCKTUNE_PTXAS", parse=lambda t: t or None, doc="path of ptxas (else PATH, CUDA_HOME, the wheels)")
+    libdevice = _Knob("BLOCKTUNE_LIBDEVICE", parse=lambda t: t or None, doc="path of libdevice.10.bc")
+
+
+class HookChain:
+    """Listeners of one event, called in the order they were added."""
+
+    def __init__(self):
+        self.calls: list[Callable] = []
+
+    def add(self, fn: Callable) -> Callable:
+        if fn not in self.calls:
+            self.calls.append(fn)
+        return fn
+
+    def remove(self, fn: Callable) -> None:
+        if fn in self.calls:
+            self.calls.remove(fn)
+
+    def __bool__(self) -> bool:
+        return bool(self.calls)
+
+    def __call__(self, **event) -> None:
+        for fn in list(self.calls):
+            fn(**event)
+
+    def first(self, **event):
+        """The first listener's answer that is not None (later listeners are not asked)."""
+        for fn in list(self.calls):
+            got = fn(**event)
+            if got is not None:
+                return got
+        return None
+
+
+class autotuning_knobs(_Group):
+    print = _Knob("BLOCKTUNE_PRINT_AUTOTUNING", "TRITON_PRINT_AUTOTUNING", parse=any_flag,
+                  doc="print each tuning's winner and how long it took")
+
+    def __init__(self):
+        # before_tuning(fn, key, configs, autotuner) -> Config | None: a config for this key without
+        #     tuning it (autotuner is None for @jit(autotune_key=...) kernels, configs then too)
+        # launch_missed(fn, key, configs, autotuner, args, kwargs): no listener had a config
+        # config_chosen(fn, key, configs, autotuner, best_config, configs_timings, duration,
+        #     cache_hit): the autotuner picked a config by benchmarking (or from its disk cache)
+        self.before_tuning = HookChain()
+        self.launch_missed = HookChain()
+        self.config_chosen = HookChain()
+
+
+codegen = codegen_knobs()
+cache = cache_knobs()
+runtime = runtime_knobs()
+tools = tools_knobs()
+autotuning = autotuning_knobs()
+
+__all__ = ["codegen", "cache", "runtime", "tools", "autotuning", "HookChain", "flag", "any_flag"]

@@ -1,0 +1,164 @@
+"""One specialization of a @jit kernel → `CompiledKernel`: the front end, the backend, through the cache.
+
+    ck = compile_jit(kernel, signature={"x_ptr": "*fp32", "n": "i32"}, constexprs={"BLOCK": 1024},
+                     num_warps=4, num_stages=3, target="sm_90", divisible_by_16=("x_ptr",))
+
+`compiler.compile` (compile.py) takes any @jit or plain function; the @jit runner calls this
+directly. `stats` counts compiles and hits (tests use it).
+"""
+from __future__ import annotations
+
+from ..language import dtypes as T
+from ..language.core import constexpr
+from ..version import __version__
+from . import cache, driver
+from .kernel import CompiledKernel
+
+stats = {"compiled": 0, "memory_hits": 0, "disk_hits": 0, "disk_writes": 0, "ir_built": 0}
+
+
+def _type_str(t) -> str:
+    if isinstance(t, T.dtype):
+        return T.to_signature(t)
+    s = str(t).strip()
+    return T.to_signature(T.from_signature(s))
+
+
+def normalize_signature(fn, signature, constexprs: dict) -> dict[str, str]:
+    """dict name → type string, in the kernel's parameter order. Accepts a dict, Triton's
+    positional "*fp32,i32" string, or a list of type strings (positional over the parameters that
+    are not constexprs and have no value in `constexprs`)."""
+    if isinstance(signature, str):
+        signature = [s for s in (x.strip() for x in signature.split(",")) if s]
+    if isinstance(signature, (list, tuple)):
+        runtime = [p for p in fn.arg_names if p not in fn.constexpr_names and p not in constexprs]
+        if len(signature) != len(runtime):
+            raise ValueError(f"signature has {len(signature)} types but {fn.__name__}() has {len(runtime)} "
+                             f"runtime parameters ({', '.join(runtime)})")
+        signature = dict(zip(runtime, signature))
+    if not isinstance(signature, dict):
+        raise TypeError("signature must be a dict {name: type}, a '*fp32,i32' string or a list of types")
+    unknown = [k for k in signature if k not in fn.arg_names]
+    if unknown:
+        raise ValueError(f"{fn.__name__}() has no parameter(s) {unknown}")
+    out = {}
+    for p in fn.arg_names:
+        if p in signature:
+            try:
+                out[p] = _type_str(signature[p])
+            except (ValueError, KeyError) as e:
+                raise ValueError(f"parameter {p}: {e}") from None
+    return out
+
+
+def default_target() -> str:
+    return driver.default_target()
+
+
+def build_ir(fn, signature: dict, constexprs: dict, divisible_by_16=(), equal_to_1=()):
+    """Run the front end. Integers equal to 1 become constexprs (not passed at launch)."""
+    from ..frontend import generate_ir  # noqa: PLC0415 - import time: the front end loads at the first compile
+    sig = {k: v for k, v in signature.items() if k not in equal_to_1}
+    cx = dict(constexprs)
+    for k in equal_to_1:
+        cx[k] = 1
+    attrs = {k: {"divisibility": 16} for k in divisible_by_16 if k in sig}
+    stats["ir_built"] += 1
+    return generate_ir(fn, sig, cx, attrs)
+
+
+def _backend_compile(ir_fn, num_warps: int, num_stages: int, target: str, debug: bool = False) -> dict:
+    from ..backend.nvptx import compile_ir  # noqa: PLC0415 - import time: llvmlite loads at the first compile
+    return compile_ir(ir_fn, num_warps=num_warps, num_stages=num_stages, target=target, debug=debug)
+
+
+def compile_jit(fn, signature, constexprs: dict | None = None, num_warps: int = 4, num_stages: int = 3,
+                target: str | None = None, divisible_by_16=(), equal_to_1=()) -> CompiledKernel:
+    """Compile one specialization of the JITFunction `fn` (see compiler.compile)."""
+    constexprs = {k: (v.value if isinstance(v, constexpr) else v) for k, v in dict(constexprs or {}).items()}
+    unknown = [k for k in constexprs if k not in fn.arg_names]
+    if unknown:
+        raise ValueError(f"{fn.__name__}() has no parameter(s) {unknown}")
+    sig = normalize_signature(fn, signature, constexprs)
+    divisible_by_16 = tuple(divisible_by_16 or ())
+    equal_to_1 = tuple(equal_to_1 or ())
+    for n in divisible_by_16 + equal_to_1:
+        if n not in sig:
+            raise ValueError(f"'{n}' is in divisible_by_16/equal_to_1 but not in the signature")
+    for n in equal_to_1:
+        if sig[n].startswith("*") or sig[n].startswith("fp") or sig[n] == "bf16":
+            raise ValueError(f"'{n}' is {sig[n]}: only integers can be specialized to 1")
+    num_warps, num_stages = int(num_warps), int(num_stages)
+    if num_warps < 1 or num_warps & (num_warps - 1) or num_warps > 32:
+        raise ValueError(f"num_warps must be a power of two from 1 to 32, got {num_warps}")
+    if target is None:
+        target = default_target()
+    key = cache.cache_key(fn, sig, constexprs, num_warps, num_stages, target, divisible_by_16, equal_to_1)
+    ck = cache.memory.get(key)
+    if ck is not None:
+        stats["memory_hits"] += 1
+        return ck
+    entry = cache.load(key)
+    if entry is not None:
+        ck = CompiledKernel(entry["name"], entry["asm"], entry["metadata"])
+        stats["disk_hits"] += 1
+    else:
+        ir_fn = build_ir(fn, sig, constexprs, divisible_by_16, equal_to_1)
+        out = _backend_compile(ir_fn, num_warps, num_stages, target, cache.debug_mode(fn))
+        stats["compiled"] += 1
+        out = dict(out)
+        name = out.pop("name", ir_fn.name)
+        asm = {"ir": str(ir_fn), "llir": out.pop("llir"), "ptx": out.pop("ptx")}
+        if isinstance(out.get("cubin"), (bytes, bytearray)):
+            asm["cubin"] = bytes(out.pop("cubin"))
+        metadata = {
+            "name": name,
+            "num_warps": int(out.pop("num_warps", num_warps)),
+            "num_stages": num_stages,
+            "shared": int(out.pop("shared", 0) or 0),
+            "target": out.pop("target", target),
+            "arg_names": list(sig),
+            "arg_types": list(sig.values()),
+            "passed": [n for n in sig if n not in equal_to_1],
+            "constexprs": {k: _jsonable(v) for k, v in constexprs.items()},
+            "divisible_by_16": list(divisible_by_16),
+            "equal_to_1": list(equal_to_1),
+            "kernel": fn.__name__,
+            "fingerprint": fn.fingerprint,
+            "compiler_version": __version__,
+            "cache_key": key,
+        }
+        params = out.pop("params", None)
+        if isinstance(params, list) and all(isinstance(p, dict) and "name" in p for p in params):
+            # the backend's own account of the kernel's parameters wins (names, order)
+            names = [p["name"] for p in params]
+            if names != metadata["passed"]:
+                if not set(names) <= set(sig):
+                    raise RuntimeError(f"backend parameter list {names} does not match the signature {list(sig)}")
+                metadata["passed"] = names
+            metadata["params"] = _jsonable(params)
+        for k, v in out.items():  # whatever else the backend reports (e.g. needs sm_90a)
+            metadata.setdefault(k, _jsonable(v))
+        ck = CompiledKernel(name, asm, metadata)
+        cache.store(key, name, asm, metadata)
+        stats["disk_writes"] += 1
+    with cache.lock:
+        ck = cache.memory.setdefault(key, ck)
+    return ck
+
+
+def _jsonable(v):
+    if isinstance(v, constexpr):
+        v = v.value
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (T.dtype, T.block_type)):
+        return str(v)
+    fp = getattr(v, "fingerprint", None)
+    if isinstance(fp, str):
+        return f"<jit {getattr(v, '__name__', '?')}>"
+    return repr(v)
