@@ -79,14 +79,16 @@ class _Checker:
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
         env = dict(os.environ)
-        root = str(Path(__file__).resolve().parents[1])     # the checker imports this very code
-        env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
         for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             env[var] = "1"       # numpy's thread pools would reserve address space for nothing
+        # the same interpreter, environment and working directory as the API; this very code's
+        # directory last on the path, for an API started from elsewhere than a checkout or an install
+        main = (f"import sys; sys.path.append({str(Path(__file__).resolve().parents[1])!r}); "
+                f"from service.kernel_check import _child_main; "
+                f"_child_main({req_r}, {rep_w}, {limits.memory_mb << 20}, {limits.nice})")
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "service.kernel_check", str(req_r), str(rep_w),
-                 str(limits.memory_mb << 20), str(limits.nice)],
+                [sys.executable, "-c", main],
                 pass_fds=(req_r, rep_w), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env,
                 start_new_session=True)
         finally:
@@ -384,7 +386,3 @@ def _child_main(req_fd: int, rep_fd: int, memory_bytes: int, nice: int) -> None:
         replies.send_bytes(json.dumps(reply).encode())
         if reply.get("exit"):
             return
-
-
-if __name__ == "__main__":
-    _child_main(*(int(a) for a in sys.argv[1:5]))
