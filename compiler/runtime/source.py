@@ -271,9 +271,25 @@ class _Module:
         return self.finish()
 
     def check_nesting(self, tree: ast.AST) -> None:
-        """Refuse syntax nested more than MAX_NESTING levels, at the first node that is (before anything
-        recursive — `literal_eval`, `unparse`, the code generator — walks the tree)."""
-        stack = [(tree, 0, None)]
+        """Refuse syntax nested more than MAX_NESTING levels, at the statement where it is (before
+        anything recursive — `literal_eval`, `unparse`, the code generator — walks the tree)."""
+        level, depth = [tree], 0
+        while level:                  # level by level: the cheap way to the depth (most sources)
+            if depth > MAX_NESTING:
+                break
+            depth += 1
+            below = []
+            for node in level:
+                for field in node._fields:
+                    v = getattr(node, field, None)
+                    if isinstance(v, list):
+                        below.extend(x for x in v if isinstance(x, ast.AST))
+                    elif isinstance(v, ast.AST):
+                        below.append(v)
+            level = below
+        else:
+            return
+        stack = [(tree, 0, None)]     # too deep: find where
         while stack:
             node, depth, statement = stack.pop()
             if isinstance(node, ast.stmt):
