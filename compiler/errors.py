@@ -1,6 +1,8 @@
 """Errors raised by the compiler: `CompilationError` (with a source location) and `OutOfResources`."""
 from __future__ import annotations
 
+_SHOWN_CHARS = 160     # of a long source line, the error shows this much around the column
+
 
 class CompilationError(Exception):
     """A kernel could not be compiled. `str()` reads like a C compiler diagnostic:
@@ -23,10 +25,18 @@ class CompilationError(Exception):
         line = self.source_line.rstrip("\n")
         text = line.lstrip()
         indent = len(line) - len(text)
-        out = f"{head}\n    {text}"
         col = getattr(self.loc, "col", None)
-        if isinstance(col, int) and col >= indent:
-            out += "\n    " + " " * (col - indent) + "^"
+        caret = col - indent if isinstance(col, int) and col >= indent else None
+        if len(text) > _SHOWN_CHARS:   # a huge line (hostile source): the part around the column
+            start = max(0, min(caret or 0, len(text)) - _SHOWN_CHARS // 2)
+            shown = text[start:start + _SHOWN_CHARS]
+            prefix = "..." if start else ""
+            text = prefix + shown + ("..." if start + _SHOWN_CHARS < len(text) else "")
+            if caret is not None:
+                caret = caret - start + len(prefix)
+        out = f"{head}\n    {text}"
+        if caret is not None:
+            out += "\n    " + " " * caret + "^"
         return out
 
     def __str__(self) -> str:

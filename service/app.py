@@ -38,13 +38,17 @@ async def _validation_error(request: Request, exc: RequestValidationError) -> JS
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI):
-    """Starts the in-process worker (`blocktune serve` with a GPU) and stops it on shutdown."""
+    """Starts the in-process worker (`blocktune serve` with a GPU) and stops it on shutdown; stops
+    the kernel checker processes (started now with `kernel_check_prewarm`, else by the first submission)."""
     worker = app.state.worker
     if worker is not None:
         worker.start_thread()
+    if app.state.settings.kernel_check_prewarm:
+        app.state.kernel_checker.start()
     try:
         yield
     finally:
+        app.state.kernel_checker.close()
         if worker is not None:
             worker.stop()
             worker.join(timeout=60)
@@ -54,6 +58,7 @@ async def _lifespan(app: FastAPI):
 def create_app(settings: Settings | None = None, *, database_url: str | None = None, worker=None) -> FastAPI:
     """`worker`: a service.worker.Worker run in a thread while the app is up (or None)."""
     from db.engine import make_engine, session_factory
+    from service.kernel_check import KernelChecker
     from service.lookup import ConfigIndex
 
     settings = settings or get_settings()
@@ -70,8 +75,10 @@ def create_app(settings: Settings | None = None, *, database_url: str | None = N
     app.state.token_last_used = {}
     app.state.config_index = ConfigIndex(app.state.sessionmaker)
     app.state.worker = worker
+    app.state.kernel_checker = KernelChecker.from_settings(settings)
     app.state.metrics = Metrics()
     app.state.metrics.add_database(app.state.sessionmaker, settings)
+    app.state.metrics.registry.register(app.state.kernel_checker)
 
     from service.api.routes import configs, gpus, health, jobs, kernels, tokens
     from service.dashboard import login

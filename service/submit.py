@@ -3,7 +3,9 @@
 Nothing submitted is executed: the spec is validated by the tuner's pydantic model (its expressions
 are parsed by the safe evaluator), sizes and scalar arguments are evaluated by the safe evaluator
 only, and the kernel source is parsed and checked by blocktune's compiler (`jit_from_source`, which
-reads it with `ast` and never runs it). A few limits of our own are applied on top.
+reads it with `ast` and never runs it; its front end bounds compile-time work and values). A few
+limits of our own are applied on top. The API runs this in a checker process with CPU-time,
+memory and wall-clock limits (service.kernel_check), never in its own.
 """
 from __future__ import annotations
 
@@ -42,17 +44,19 @@ def _literal_int(node: ast.AST) -> int | None:
         if any(isinstance(n, ast.Name) for n in ast.walk(node)):
             return None
         v = safe_eval(text, {})
-    except (SafeEvalError, ValueError, SyntaxError, TypeError, ZeroDivisionError, OverflowError, RecursionError):
+    except (SafeEvalError, ValueError, SyntaxError, TypeError, ZeroDivisionError, OverflowError, RecursionError,
+            MemoryError):
         return 2**62 + 1   # too large for the evaluator: certainly too long
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 def _check_loops(source: str, loc: tuple) -> None:
     """Refuse loops whose literal trip count is absurd (`for i in range(10**12)`): they would
-    only burn a worker until the trial timeout."""
+    only burn a worker until the trial timeout. (The source has passed the compiler's parse, which
+    bounds its nesting: `ast.unparse` below cannot recurse too deeply.)"""
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return  # the compiler reports it
     for node in ast.walk(tree):
         if isinstance(node, ast.While) and isinstance(node.test, ast.Constant) and node.test.value \
@@ -82,7 +86,6 @@ def _compile_check(source: str, name: str, loc: tuple):
         raise SubmissionError(loc, f"kernel source of {len(source)} characters is over the limit of {MAX_SOURCE_CHARS}")
     if "\x00" in source:
         raise SubmissionError(loc, "kernel source contains NUL characters")
-    _check_loops(source, loc)
     try:
         fn = compiler.jit_from_source(source, name, filename="<submitted>")
     except compiler.CompilationError as exc:
@@ -91,6 +94,7 @@ def _compile_check(source: str, name: str, loc: tuple):
         raise SubmissionError(loc, "kernel source nests too deeply")
     except (SyntaxError, ValueError, TypeError, KeyError, AttributeError, NameError) as exc:
         raise SubmissionError(loc, f"kernel rejected: {type(exc).__name__}: {exc}")
+    _check_loops(source, loc)
     return fn
 
 
@@ -127,6 +131,8 @@ def _front_end_check(spec, fn) -> None:
             first_error = first_error or f"kernel rejected by the compiler: {exc}"
         except RecursionError:
             first_error = first_error or "kernel source nests too deeply"
+        except MemoryError:
+            raise   # the checker process reports its memory limit
         except Exception as exc:  # noqa: BLE001 - any front-end failure is the kernel's
             first_error = first_error or f"kernel rejected by the compiler: {type(exc).__name__}: {exc}"
     raise SubmissionError(("kernel", "source"), first_error or "kernel rejected by the compiler")

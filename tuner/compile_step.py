@@ -16,19 +16,86 @@ only what loading needs (the PTX, the cubin when there is one, the metadata): th
 1.3 MB per matmul config) would be pickled to the parent and on to the child for nothing.
 
 `select_ptxas(driver_cuda_version)` (in the parent, once) picks the ptxas the pool uses.
+
+Limits: a hostile kernel that reaches a worker (its front end refuses absurd compile-time work
+itself) must fail its trial, not take the worker down. A pool worker's address space is limited
+(RLIMIT_AS, `BLOCKTUNE_COMPILE_MEMORY_MB`, default 8192; 0: none) and each compile's CPU time
+(RLIMIT_CPU, `BLOCKTUNE_COMPILE_CPU_S`, default 300; 0: none): past it SIGXCPU raises
+`CompileCPULimit` in the compile, which becomes the config's compile-error, and the worker goes on.
+Time spent inside C++ (LLVM) is ended by the engine's per-compile wall-clock timeout
+(`measure.compile_timeout_s`), which replaces the worker.
 """
 from __future__ import annotations
 
 import functools
+import math
 import os
 import re
+import resource
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
 from typing import Any
 
 CUBIN_ENV = "BLOCKTUNE_TUNER_CUBIN"     # 0/false/no/off: the tuner ships PTX (the driver JITs it)
+MEMORY_ENV = "BLOCKTUNE_COMPILE_MEMORY_MB"
+CPU_ENV = "BLOCKTUNE_COMPILE_CPU_S"
+
+
+class CompileCPULimit(BaseException):
+    """Raised in a compile that used up its CPU time (not an Exception: nothing on the way swallows it)."""
+
+
+def _limit(env: str, default: int) -> int:
+    v = os.environ.get(env, "").strip()
+    return int(v) if v.isdigit() else default
+
+
+def memory_limit_mb() -> int:
+    return _limit(MEMORY_ENV, 8192)
+
+
+def cpu_limit_s() -> int:
+    return _limit(CPU_ENV, 300)
+
+
+def _on_sigxcpu(signum, frame):
+    raise CompileCPULimit()
+
+
+def _limit_memory() -> None:
+    """This worker's address space (once; the soft limit only, so that it can be changed again)."""
+    mb = memory_limit_mb()
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    want = (mb << 20) if mb else hard
+    if hard != resource.RLIM_INFINITY:
+        want = min(want, hard)
+    if want != soft:
+        resource.setrlimit(resource.RLIMIT_AS, (want, hard))
+
+
+class _cpu_budget:
+    """RLIMIT_CPU's soft limit at the CPU used so far plus the budget, for one compile."""
+
+    def __enter__(self):
+        self.seconds = cpu_limit_s()
+        self.soft, self.hard = resource.getrlimit(resource.RLIMIT_CPU)
+        if self.seconds:
+            self.handler = signal.signal(signal.SIGXCPU, _on_sigxcpu)
+            usage = resource.getrusage(resource.RUSAGE_SELF)
+            soft = math.ceil(usage.ru_utime + usage.ru_stime) + self.seconds
+            if self.hard != resource.RLIM_INFINITY:
+                soft = min(soft, self.hard)
+            resource.setrlimit(resource.RLIMIT_CPU, (soft, self.hard))
+        return self
+
+    def __exit__(self, *exc):
+        if self.seconds:
+            resource.setrlimit(resource.RLIMIT_CPU, (self.soft, self.hard))
+            signal.signal(signal.SIGXCPU, self.handler)
+        return False
 
 
 @functools.lru_cache(maxsize=8)
@@ -89,6 +156,21 @@ def compile_config(source: str, name: str, signature: dict[str, str], constexprs
 
     t0 = time.perf_counter()
     timing = lambda: {"compile_s": time.perf_counter() - t0}  # noqa: E731
+    _limit_memory()
+    try:
+        with _cpu_budget():
+            return _compile(compiler, source, name, signature, constexprs, num_warps, num_stages, target,
+                            divisible_by_16, equal_to_1, max_shared, interpret, ptxas, timing)
+    except CompileCPULimit:
+        return {"status": "compile-error", "error": f"compilation exceeded its CPU-time limit of {cpu_limit_s()} s "
+                                                    f"({CPU_ENV})", **timing()}
+    except MemoryError:
+        return {"status": "compile-error", "error": f"compilation exceeded the compile worker's memory limit of "
+                                                    f"{memory_limit_mb()} MiB ({MEMORY_ENV})", **timing()}
+
+
+def _compile(compiler, source, name, signature, constexprs, num_warps, num_stages, target, divisible_by_16,
+             equal_to_1, max_shared, interpret, ptxas, timing) -> dict[str, Any]:
     try:
         fn = _kernel(source, name)
         if interpret:
@@ -113,12 +195,15 @@ def compile_config(source: str, name: str, signature: dict[str, str], constexprs
         return {"status": "invalid", "error": f"OutOfResources: {exc}", **timing()}
     except compiler.CompilationError as exc:
         return {"status": "compile-error", "error": f"CompilationError: {exc}", **timing()}
+    except MemoryError:
+        raise
     except Exception as exc:  # noqa: BLE001 - a compiler bug on this config is this config's failure
         return {"status": "compile-error", "error": f"{type(exc).__name__}: {exc}", **timing()}
 
 
 def warm_up() -> bool:
-    """Import the compiler in a pool worker while the GPU child starts."""
+    """Import the compiler in a pool worker while the GPU child starts (its memory limit set first)."""
+    _limit_memory()
     import compiler  # noqa: F401
 
     return True

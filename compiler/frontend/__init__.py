@@ -52,6 +52,9 @@ def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | Non
         gen.visit_stmts(kernel.fn_ast.body)
     except SemanticError as exc:  # raised outside any node: attach the def line
         raise CompilationError(str(exc), _def_loc(kernel), _def_line(kernel)) from None
+    except RecursionError:        # the visitor names the node when it has room to; else the def line
+        raise CompilationError("the kernel nests too deeply (nested expressions, blocks and @jit calls add up); "
+                               "simplify it", _def_loc(kernel), _def_line(kernel)) from None
     body.ops.append(ir.Op("return", [], [], loc=b.loc))
     ir.eliminate_dead_code(fn)
     return fn

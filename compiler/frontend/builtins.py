@@ -108,26 +108,26 @@ def static_assert(gen, node, cond, msg=""):
     if is_value(cond):
         raise SemanticError("tl.static_assert needs a compile-time condition")
     if not cond:
-        raise SemanticError(f"static assertion failed: {msg}")
+        raise SemanticError(f"static assertion failed: {gen.text(node, msg)}")
 
 
 @rule("static_print")
 def static_print(gen, node, *values):
-    print(*values)
+    print(*(gen.text(node, v) if not is_value(v) else v for v in values))
 
 
 @rule("device_print")
 def device_print(gen, node, prefix, *args, hex=False):
-    gen.b.create("print", [S.to_tensor(gen.b, a) for a in args], [], {"prefix": str(prefix), "hex": bool(hex)})
+    gen.b.create("print", [S.to_tensor(gen.b, a) for a in args], [], {"prefix": gen.text(node, prefix), "hex": bool(hex)})
 
 
 @rule("device_assert")
 def device_assert(gen, node, cond, msg=""):
     if not is_value(cond):
         if not cond:
-            raise SemanticError(f"device assertion failed at compile time: {msg}")
+            raise SemanticError(f"device assertion failed at compile time: {gen.text(node, msg)}")
         return
-    gen.b.create("assert", [S.to_bool(gen.b, cond)], [], {"message": str(msg)})
+    gen.b.create("assert", [S.to_bool(gen.b, cond)], [], {"message": gen.text(node, msg)})
 
 
 @rule("assume")

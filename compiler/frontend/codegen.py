@@ -22,6 +22,8 @@ from ..language.core import constexpr
 from ..language.dtypes import block_type, dtype
 from . import semantic as S
 from .builtins import BUILTINS, TensorMethod, tensor_attribute
+from .limits import (MAX_FRONTEND_STEPS, MAX_INLINE_DEPTH, MAX_STATIC_RANGE_TRIPS, binop_problem,
+                     format_spec_problem, text_problem, value_problem)
 from .semantic import SemanticError, is_value
 
 _MISSING = object()
@@ -79,14 +81,31 @@ class CodeGenerator(ast.NodeVisitor):
         saved = self.b.loc
         if hasattr(node, "lineno"):
             self.b.loc = self.loc(node)
+        self.b.steps += 1
         try:
-            return super().visit(node)
+            if self.b.steps > MAX_FRONTEND_STEPS:
+                raise self.error(node, f"compile-time evaluation of the kernel takes more than {MAX_FRONTEND_STEPS} "
+                                       "steps (unrolled tl.static_range loops or inlined @jit calls repeat too much); "
+                                       "refusing to compile it")
+            # NodeVisitor.visit's dispatch without its frame: deep kernels hit the recursion limit later
+            result = getattr(self, "visit_" + node.__class__.__name__, self.generic_visit)(node)
+            if result is not None and not isinstance(result, ir.Value):
+                problem = value_problem(result)
+                if problem:
+                    raise self.error(node, problem)
+            return result
         except (CompilationError, _Return):
             raise
         except SemanticError as exc:
             raise self.error(node, str(exc)) from None
-        except (TypeError, ValueError, IndexError, KeyError, ZeroDivisionError, AttributeError, AssertionError) as exc:
+        except (TypeError, ValueError, IndexError, KeyError, ZeroDivisionError, AttributeError, AssertionError,
+                OverflowError) as exc:
             raise self.error(node, f"{type(exc).__name__}: {exc}") from None
+        except RecursionError:
+            # nested expressions and @jit calls (inlined here) add up on the Python stack: refuse at
+            # the deepest node that still has room to say so
+            raise self.error(node, "the kernel nests too deeply (nested expressions, blocks and @jit calls "
+                                   "add up); simplify it") from None
         finally:
             self.b.loc = saved
 
@@ -169,9 +188,9 @@ class CodeGenerator(ast.NodeVisitor):
 
     def visit_Assert(self, node):
         cond = self.visit(node.test)
-        msg = self.visit(node.msg) if node.msg is not None else ""
+        msg = self.text(node.msg, self.visit(node.msg)) if node.msg is not None else ""
         if is_value(cond):
-            self.b.create("assert", [S.to_bool(self.b, cond)], [], {"message": str(msg)})
+            self.b.create("assert", [S.to_bool(self.b, cond)], [], {"message": msg})
         elif not cond:
             raise self.error(node, f"static assertion failed: {msg}")
 
@@ -301,7 +320,11 @@ class CodeGenerator(ast.NodeVisitor):
         kwargs = {k.arg: self.visit(k.value) for k in it.keywords}
         if fn is tl_core.static_range:
             bounds = [self._constexpr(it, a, "tl.static_range bounds") for a in args]
-            for i in builtins.range(*bounds):
+            trips = builtins.range(*bounds)
+            if len(trips) > MAX_STATIC_RANGE_TRIPS:
+                raise self.error(it, f"tl.static_range of {len(trips)} iterations is over the limit of "
+                                     f"{MAX_STATIC_RANGE_TRIPS} unrolled iterations; use tl.range (a loop at run time)")
+            for i in trips:
                 self.assign(node.target, i)
                 self.visit_stmts(node.body)
                 if self.scope.returned is not _MISSING:
@@ -592,8 +615,14 @@ class CodeGenerator(ast.NodeVisitor):
               ast.BitAnd: lambda a, b: a & b, ast.BitOr: lambda a, b: a | b, ast.BitXor: lambda a, b: a ^ b,
               ast.LShift: lambda a, b: a << b, ast.RShift: lambda a, b: a >> b, ast.Pow: lambda a, b: a ** b}
 
+    _GROWING = {ast.Pow: "pow", ast.LShift: "lshift", ast.Mult: "mul"}
+
     def binop(self, node, op, left, right):
         if not is_value(left) and not is_value(right):
+            growing = self._GROWING.get(type(op))
+            problem = growing and binop_problem(growing, left, right)
+            if problem:
+                raise self.error(node, problem)
             return self._PYOPS[type(op)](left, right)
         if type(op) not in self._BINOPS:
             raise self.error(node, f"operator {type(op).__name__} is not supported on runtime values")
@@ -681,11 +710,22 @@ class CodeGenerator(ast.NodeVisitor):
                 val = self.visit(v.value)
                 if is_value(val):
                     raise self.error(v, "f-strings can only format compile-time values")
-                parts.append(format(val, self.visit(v.format_spec) if v.format_spec else ""))
+                spec = self.visit(v.format_spec) if v.format_spec else ""
+                problem = format_spec_problem(spec) or text_problem(val)
+                if problem:
+                    raise self.error(v, problem)
+                parts.append(format(val, spec))
         return "".join(parts)
 
     def visit_FormattedValue(self, node):
-        return str(self.visit(node.value))
+        return self.text(node, self.visit(node.value))
+
+    def text(self, node, v) -> str:
+        """`str(v)` of a compile-time value, refused when it would be huge."""
+        problem = text_problem(v)
+        if problem:
+            raise self.error(node, problem)
+        return str(v)
 
     def visit_Call(self, node):
         fn = self.visit(node.func)
@@ -731,7 +771,7 @@ class CodeGenerator(ast.NodeVisitor):
                                "@jit functions and a few Python builtins (range, min, max, len, int, float) are allowed")
 
     def inline(self, node, callee, args, kwargs):
-        if self.depth > 32:
+        if self.depth > MAX_INLINE_DEPTH:
             raise self.error(node, "@jit calls nest too deeply (recursion is not supported)")
         params = callee.arg_names
         if len(args) > len(params):
@@ -822,7 +862,7 @@ def _py_cast(to):
 
 def _py_print(gen, node, *args, **kwargs):
     values = [a for a in args if is_value(a)]
-    prefix = " ".join(str(a) for a in args if not is_value(a))
+    prefix = " ".join(gen.text(node, a) for a in args if not is_value(a))
     gen.b.create("print", values, [], {"prefix": prefix, "hex": False})
 
 

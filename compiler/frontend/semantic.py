@@ -11,6 +11,7 @@ import builtins
 from .. import ir, knobs
 from ..language import dtypes as T
 from ..language.dtypes import block_type, dtype, pointer_type, scalar_of, shape_of
+from .limits import MAX_IR_OPS, TRITON_MAX_TENSOR_NUMEL
 
 
 class SemanticError(Exception):
@@ -18,19 +19,42 @@ class SemanticError(Exception):
 
 
 class Builder:
-    """Appends ops to the current block; remembers the source location of the node being built."""
+    """Appends ops to the current block; remembers the source location of the node being built.
+
+    It also keeps one specialization's compile-time work within the bounds of `limits`: the IR ops
+    emitted, the syntax-node visits of the code generator (`steps`), and the size of every block.
+    """
 
     def __init__(self):
         self.block: ir.Block | None = None
         self.loc: ir.Loc = ir.UNKNOWN_LOC
+        self.ops_emitted = 0
+        self.steps = 0
 
     def create(self, name, operands=(), result_types=(), attrs=None, regions=()) -> ir.Op:
+        self.ops_emitted += 1
+        if self.ops_emitted > MAX_IR_OPS:
+            raise SemanticError(f"the kernel expands to more than {MAX_IR_OPS} IR operations (unrolled "
+                                "tl.static_range loops or inlined @jit calls multiply its code); refusing to compile it")
+        for ty in result_types:
+            if isinstance(ty, block_type):
+                check_numel(ty.shape)
         op = ir.Op(name, operands, result_types, attrs, regions, self.loc)
         self.block.ops.append(op)
         return op
 
     def value(self, name, operands, result_type, **attrs) -> ir.Value:
         return self.create(name, operands, [result_type], attrs).result
+
+
+def check_numel(shape) -> None:
+    """Triton's bound on the elements of one block."""
+    numel = 1
+    for d in shape:
+        numel *= d
+    if numel > TRITON_MAX_TENSOR_NUMEL:
+        raise SemanticError(f"numel ({numel}) exceeds triton maximum tensor numel ({TRITON_MAX_TENSOR_NUMEL}): "
+                            f"a block of shape {list(shape)} is too large")
 
 
 def is_value(x) -> bool:

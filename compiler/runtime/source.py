@@ -22,17 +22,18 @@ and a small allow-list of Python builtins.
 from __future__ import annotations
 
 import ast
+import io
 import sys
+import tokenize
 import types
 from typing import Any
 
 from .. import language as tl
 from ..errors import CompilationError
+from ..frontend.limits import MAX_NESTING, MAX_SOURCE_CHARS, literal_problem
 from ..ir import Loc
 from ..language import dtypes
 from .jit import JITFunction
-
-MAX_SOURCE_CHARS = 1_000_000
 
 _JIT_OPTIONS = {"do_not_specialize", "noinline", "debug", "autotune_key", "do_not_specialize_on_alignment"}
 _PACKAGE_NAMES = {"triton", "compiler"}
@@ -128,6 +129,13 @@ class _Module:
 
     # -- constants --------------------------------------------------------------------------------
     def literal(self, node, what: str):
+        value = self._literal(node, what)
+        problem = literal_problem(value.value if isinstance(value, self.tl.constexpr) else value)
+        if problem:
+            raise self.error(node, f"{what}: {problem}")
+        return value
+
+    def _literal(self, node, what: str):
         try:
             return ast.literal_eval(node)
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
@@ -238,9 +246,22 @@ class _Module:
         except SyntaxError as e:
             raise CompilationError(f"invalid syntax: {e.msg}", Loc(self.filename, e.lineno or 1, (e.offset or 1) - 1),
                                    (e.text or "").rstrip("\n") or None) from None
-        except (RecursionError, MemoryError, ValueError) as e:
-            raise CompilationError(f"cannot parse the source: {type(e).__name__}", _loc(self.filename, None), None) \
-                from None
+        except (RecursionError, MemoryError) as e:
+            # CPython's parser gives up at about 3000 levels of nesting (a RecursionError, or a
+            # MemoryError from its own stack): say where
+            deepest = _deepest_line(self.source)
+            if deepest is None:
+                if isinstance(e, MemoryError):
+                    raise
+                raise CompilationError("the source nests too deeply to parse", _loc(self.filename, None), None) \
+                    from None
+            levels, line, col = deepest
+            raise CompilationError(f"the source nests too deeply to parse (about {levels} levels here; the limit is "
+                                   f"{MAX_NESTING})", Loc(self.filename, line, col),
+                                   self.lines[line - 1] if 0 < line <= len(self.lines) else None) from None
+        except ValueError as e:
+            raise CompilationError(f"cannot parse the source: {e}", _loc(self.filename, None), None) from None
+        self.check_nesting(tree)
         for node in tree.body:
             if self.strict:
                 self.statement(node)
@@ -255,6 +276,35 @@ class _Module:
                 del self.jit_defs[n_defs:]
                 self.ignored.append(node.lineno)
         return self.finish()
+
+    def check_nesting(self, tree: ast.AST) -> None:
+        """Refuse syntax nested more than MAX_NESTING levels, at the statement where it is (before
+        anything recursive — `literal_eval`, `unparse`, the code generator — walks the tree)."""
+        level, depth = [tree], 0
+        while level:                  # level by level: the cheap way to the depth (most sources)
+            if depth > MAX_NESTING:
+                break
+            depth += 1
+            below = []
+            for node in level:
+                for field in node._fields:
+                    v = getattr(node, field, None)
+                    if isinstance(v, list):
+                        below.extend(x for x in v if isinstance(x, ast.AST))
+                    elif isinstance(v, ast.AST):
+                        below.append(v)
+            level = below
+        else:
+            return
+        stack = [(tree, 0, None)]     # too deep: find where
+        while stack:
+            node, depth, statement = stack.pop()
+            if isinstance(node, ast.stmt):
+                statement = node
+            if depth > MAX_NESTING:
+                raise self.error(statement, f"the code nests more than {MAX_NESTING} levels deep in this statement "
+                                            "(nested expressions, blocks and elif chains count); simplify it")
+            stack.extend((child, depth + 1, statement) for child in ast.iter_child_nodes(node))
 
     def statement(self, node):
         """Check one top-level statement and bind what it defines (raises CompilationError)."""
@@ -334,6 +384,43 @@ class _Module:
         if target.id in self.globals and self.globals[target.id] is None:
             raise self.error(target, f"'{target.id}' is already a @jit function")
         self.globals[target.id] = value
+
+
+_OPERATOR_WORDS = {"not", "and", "or", "if", "else", "lambda", "await", "in", "is"}
+_NOT_NESTING = {",", ":", ";", ")", "]", "}", "=", "->"}
+
+
+def _deepest_line(source: str) -> tuple[int, int, int] | None:
+    """(estimated levels, line, column) of the logical line that nests deepest, from its tokens:
+    operators, brackets and operator words on the line, plus the `elif`s that chain up to it.
+    None when no line comes near the parser's limit (then a MemoryError was a real one)."""
+    best = None
+    chains: dict[int, int] = {}     # indentation column → elifs in a row
+    count, start, at_start = 0, (1, 0), True
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type in (tokenize.NEWLINE, tokenize.ENDMARKER):
+                if best is None or count > best[0]:
+                    best = (count, *start)
+                count, at_start = 0, True
+                continue
+            if tok.type in (tokenize.NL, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT):
+                continue
+            if at_start:
+                at_start = False
+                start = tok.start
+                col = tok.start[1]
+                chains = {c: n for c, n in chains.items() if c <= col}
+                chains[col] = chains.get(col, 0) + 1 if tok.string == "elif" else 0
+                count = chains[col]
+            if (tok.type == tokenize.OP and tok.string not in _NOT_NESTING) or \
+                    (tok.type == tokenize.NAME and tok.string in _OPERATOR_WORDS):
+                count += 1
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        pass
+    if best is None or best[0] < 1000:
+        return None
+    return best
 
 
 def _is_literal_value(v, tl) -> bool:

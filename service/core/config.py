@@ -39,6 +39,20 @@ class Settings(BaseSettings):
     with_worker: bool | None = None
     interpret: bool = False
     page_size_max: int = 500
+    # submission checks (service/kernel_check.py) run in warm checker processes, never in the API's:
+    # at most `kernel_check_workers` checks at once, `kernel_check_queue` more wait (then 503 with
+    # Retry-After, as for one that waited `kernel_check_queue_wait_seconds`). Each check is limited in
+    # CPU time (RLIMIT_CPU), address space (RLIMIT_AS, MiB) and wall-clock time (then the checker is
+    # killed and replaced); one over a limit answers 422 naming it. Checkers run `nice`d, below the API.
+    kernel_check_workers: int = Field(default=2, ge=1, le=64)
+    kernel_check_queue: int = Field(default=8, ge=0, le=10_000)
+    kernel_check_cpu_seconds: int = Field(default=10, ge=1)
+    kernel_check_memory_mb: int = Field(default=1024, ge=256)
+    kernel_check_timeout_seconds: float = Field(default=20.0, gt=0)
+    kernel_check_queue_wait_seconds: float = Field(default=30.0, gt=0)
+    kernel_check_nice: int = Field(default=10, ge=0, le=19)
+    # start the checkers with the app instead of at the first submission (which then waits ~0.5 s)
+    kernel_check_prewarm: bool = False
 
     def resolved_database_url(self) -> str:
         return self.database_url or _default_database_url()

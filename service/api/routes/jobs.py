@@ -5,7 +5,8 @@ import datetime as dt
 from typing import Annotated, Any, Literal
 
 import sqlalchemy as sa
-from fastapi import APIRouter, Body, Header, HTTPException, Path, Query, Response, status
+from fastapi import APIRouter, Body, Header, HTTPException, Path, Query, Request, Response, status
+from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 from sqlalchemy.orm import Session, joinedload
@@ -13,7 +14,8 @@ from sqlalchemy.orm import Session, joinedload
 from db.models import JOB_FINAL_STATES, Job, Kernel, Trial, utcnow
 from service.api.deps import ReadAuth, SessionDep, SettingsDep, SubmitAuth
 from service.api.schemas import JobOut, JobPage, TrialOut
-from service.submit import SubmissionError, prepare_submission
+from service.kernel_check import CheckerBusy, CheckRejected
+from service.submit import Submission
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 
@@ -31,8 +33,11 @@ def _get_job(session: Session, job_id: int) -> Job:
 @router.post("", response_model=JobOut, status_code=status.HTTP_201_CREATED,
              responses={200: {"description": "a job with this Idempotency-Key already exists (returned)"},
                         409: {"description": "the Idempotency-Key was used for another spec"},
-                        422: {"description": "invalid spec, or a kernel source the compiler rejects"}})
-def submit_job(
+                        422: {"description": "invalid spec, or a kernel source the compiler rejects (also when its "
+                                             "check exceeds its CPU-time, memory or time limit)"},
+                        503: {"description": "every kernel checker is busy: retry after the Retry-After header's seconds"}})
+async def submit_job(
+    request: Request,
     response: Response,
     session: SessionDep,
     _: SubmitAuth,
@@ -42,19 +47,30 @@ def submit_job(
                                            description="tune on this GPU model only (default: the first worker's)")] = None,
 ) -> JobOut:
     """Submit a tuning job. The kernel source is only parsed and checked by blocktune's compiler
-    (never executed); expressions only go through the safe evaluator."""
+    (never executed), in a checker process with CPU-time, memory and time limits; expressions only
+    go through the safe evaluator."""
     if idempotency_key:
-        existing = session.scalar(sa.select(Job).options(joinedload(Job.kernel))
-                                  .where(Job.idempotency_key == idempotency_key))
+        existing = await run_in_threadpool(_by_idempotency_key, session, idempotency_key)
         if existing is not None:
-            return _replay(existing, spec, gpu_model, response)
-    try:
-        sub = prepare_submission(spec)
-    except ValidationError as exc:
-        raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)])
-    except SubmissionError as exc:
-        raise RequestValidationError([{"type": "value_error", "loc": ("body", *exc.loc), "msg": exc.message,
-                                       "input": None}])
+            return await run_in_threadpool(_replay, existing, spec, gpu_model, response)
+    # the check may take seconds: no database connection (or SQLite read transaction) waits with it
+    await run_in_threadpool(session.close)
+    try:   # awaited here: neither the event loop nor a threadpool thread waits on the check
+        sub = await request.app.state.kernel_checker.check(spec)
+    except CheckRejected as exc:
+        raise RequestValidationError([{"type": e["type"], "loc": ("body", *e["loc"]), "msg": e["msg"], "input": None}
+                                      for e in exc.errors])
+    except CheckerBusy as exc:
+        raise HTTPException(503, str(exc), headers={"Retry-After": str(exc.retry_after)})
+    return await run_in_threadpool(_store, session, sub, spec, idempotency_key, gpu_model, response)
+
+
+def _by_idempotency_key(session: Session, key: str) -> Job | None:
+    return session.scalar(sa.select(Job).options(joinedload(Job.kernel)).where(Job.idempotency_key == key))
+
+
+def _store(session: Session, sub: Submission, spec: dict, idempotency_key: str | None, gpu_model: str | None,
+           response: Response) -> JobOut:
     kernel = session.scalar(sa.select(Kernel).where(Kernel.fingerprint == sub.fingerprint))
     if kernel is None:
         kernel = Kernel(fingerprint=sub.fingerprint, name=sub.kernel_name, source=sub.source,
