@@ -2,9 +2,12 @@
 
 `GET /api/v1/configs/best` is what every client process asks at its kernels' first launches, so it
 is answered here without FastAPI's routing, dependency and validation machinery when the request is
-well-formed and reads need no token. Anything else (a malformed parameter, reads behind a token)
-falls through to the FastAPI route, which gives the documented answers (422 with the field and the
-reason, 401). Both use the same in-memory ConfigIndex.
+well-formed and, where reads need a token, carries one verified in the last seconds (the
+verified-token cache). Anything else (a malformed parameter, a token not in the cache, the login
+cookie) falls through to the FastAPI route, which gives the documented answers (422 with the field
+and the reason, 401) and checks tokens in the thread pool. Both answer from the same in-memory
+ConfigIndex and its memo, and refuse an over-long query string the same way (414). Nothing here
+touches the database.
 """
 from __future__ import annotations
 
@@ -50,44 +53,51 @@ def _parse(query: bytes):
     return kernel, key, gpu, cc
 
 
+def query_too_long(size: int, limit: int) -> str:
+    """The 414 detail, shared with the FastAPI route."""
+    return f"the query string is {size} bytes, over the limit of {limit} bytes for a config lookup"
+
+
+def _header_token(scope) -> str | None:
+    """The token of `Authorization: Bearer` or `X-API-Token`, as service.api.deps.token_from_request
+    reads them (no cookie: a cookie-carrying read falls through to the route)."""
+    bearer = api = None
+    for name, value in scope["headers"]:
+        if name == b"authorization" and bearer is None:
+            scheme, _, rest = value.decode("latin-1").partition(" ")
+            bearer = rest.strip() if scheme.lower() == "bearer" else ""
+        elif name == b"x-api-token" and api is None:
+            api = value.decode("latin-1")
+    return bearer or api or None
+
+
+async def _send(send, status: int, data: bytes) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": _HEADERS + [(b"content-length", str(len(data)).encode())]})
+    await send({"type": "http.response.body", "body": data})
+
+
 class LookupFastPath:
-    """Answers are also memoized by query string for as long as the index they came from is the
-    current one (a reload of best_configs starts a new memo), so a repeated question costs a dict
-    lookup."""
-
-    MEMO_MAX = 50_000
-
     def __init__(self, app, state):
         self.app = app
         self.state = state
-        self._memo: dict[bytes, tuple[int, bytes]] = {}
-        self._memo_of = None
 
     async def __call__(self, scope, receive, send):
-        if (scope["type"] != "http" or scope["path"] != PATH or scope["method"] != "GET"
-                or self.state.settings.read_requires_token):
+        if scope["type"] != "http" or scope["path"] != PATH or scope["method"] != "GET":
             return await self.app(scope, receive, send)
-        index = self.state.config_index
-        index.refresh_if_stale()
-        current = index.current
-        if self._memo_of is not current:
-            self._memo, self._memo_of = {}, current
+        state = self.state
+        settings = state.settings
+        if settings.read_requires_token:
+            snap = state.verified_tokens.fresh(_header_token(scope))
+            if snap is None or not snap.allows("read"):
+                return await self.app(scope, receive, send)
         qs = scope.get("query_string", b"")
-        hit = self._memo.get(qs)
-        if hit is None:
+        if len(qs) > settings.lookup_max_query_bytes:
+            status, data = 414, json.dumps({"detail": query_too_long(len(qs), settings.lookup_max_query_bytes)}).encode()
+        else:
             parsed = _parse(qs)
             if parsed is None:
                 return await self.app(scope, receive, send)
-            found = index.lookup(*parsed)
-            if found is None:
-                hit = 404, json.dumps({"detail": f"no tuned config for kernel {parsed[0]!r} on {parsed[2]!r}"}).encode()
-            else:
-                hit = 200, json.dumps(found).encode()
-            if len(self._memo) >= self.MEMO_MAX:
-                self._memo.clear()
-            self._memo[qs] = hit
+            status, data = state.config_index.answer(*parsed)
         scope["route"] = _ROUTE
-        status, data = hit
-        await send({"type": "http.response.start", "status": status,
-                    "headers": _HEADERS + [(b"content-length", str(len(data)).encode())]})
-        await send({"type": "http.response.body", "body": data})
+        await _send(send, status, data)

@@ -7,39 +7,110 @@ Match levels, best first:
                         to the asked one (same key names, equal non-numeric values, smallest sum of
                         |log2 a - log2 b| over the numeric values)
 
-The whole best_configs table is held in memory and reloaded when it changed (checked at most every
-`refresh_s`, and at once after a write through this process), so a lookup costs no database query.
+The whole best_configs table is held in memory as an immutable snapshot. Lookups only read the
+current snapshot: they never touch the database, so they keep answering from the last good index
+while the database is slow, locked or down. A background thread (`start()`) keeps the snapshot
+current: every `refresh_s` it compares a cheap version of the table (row count, latest update,
+highest id, GPU count); when that changed it reads the (id, updated_at, median_ms) of every row and
+fetches only the rows that differ, then swaps in a new snapshot. A write through this process
+(`apply()`, after a publish commits) is put into the snapshot at once, from the row the database
+returned, so the publisher's next lookup sees it without waiting for the thread.
 """
 from __future__ import annotations
 
 import json
+import logging
 import math
 import threading
 import time
 from dataclasses import dataclass, field
 
 import sqlalchemy as sa
+from cachetools import LRUCache
 
 from db.models import BestConfig, Gpu
 
+log = logging.getLogger("blocktune.lookup")
 
-@dataclass
+# a memoized answer's cost beyond its strings: the tuple, the bytes object, the LRU's links
+_MEMO_OVERHEAD_BYTES = 400
+# the version check is cheap but misses a row rewritten with an older updated_at (a writer's clock
+# behind another's): compare every row this often anyway
+_FULL_SCAN_EVERY_S = 30.0
+_FETCH_CHUNK = 500
+
+
+@dataclass(frozen=True, slots=True)
 class Entry:
+    id: int
+    stamp: tuple        # (updated_at, median_ms): a row whose stamp changed is fetched again
     fingerprint: str
     name: str
     key: dict
     key_str: str
     gpu_model: str
     cc: str | None
-    body: dict      # the JSON answer, less "match"
+    body: dict          # the JSON answer, less "match"
+    applied: int = 0    # the apply() sequence number that put it here; 0 when read by a refresh
 
 
-@dataclass
-class _Index:
-    by_kernel: dict[str, list[Entry]] = field(default_factory=dict)   # fingerprint → entries
-    by_name: dict[str, list[Entry]] = field(default_factory=dict)     # name → entries
+def _entry(b, applied: int = 0) -> Entry | None:
+    """An Entry from a best_configs row (ORM object or Core row); None when its key is not a JSON object."""
+    try:
+        key = json.loads(b.problem_key)
+    except ValueError:
+        return None
+    if not isinstance(key, dict):
+        return None
+    body = {"kernel_fingerprint": b.kernel_fingerprint, "kernel_name": b.kernel_name, "problem_key": key,
+            "gpu_model": b.gpu_model, "compute_capability": b.compute_capability, "config": b.config,
+            "median_ms": b.median_ms, "default_ms": b.default_ms,
+            "speedup": (b.default_ms / b.median_ms) if b.default_ms and b.median_ms else None,
+            "job_id": b.job_id}
+    return Entry(b.id, (b.updated_at, b.median_ms), b.kernel_fingerprint, b.kernel_name, key,
+                 json.dumps(key, sort_keys=True), b.gpu_model, b.compute_capability, body, applied)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One immutable state of the index: replaced, never mutated."""
+    by_id: dict[int, Entry] = field(default_factory=dict)
+    by_kernel: dict[str, tuple[Entry, ...]] = field(default_factory=dict)   # fingerprint → entries, by id
+    by_name: dict[str, tuple[Entry, ...]] = field(default_factory=dict)     # kernel name → entries, by id
     cc_of_model: dict[str, str] = field(default_factory=dict)
-    version: tuple = ()
+    gpus: tuple = ()     # (model, compute capability) of the gpus table, in id order
+
+    @classmethod
+    def build(cls, by_id: dict[int, Entry], gpus: tuple) -> "Snapshot":
+        by_kernel: dict[str, list[Entry]] = {}
+        by_name: dict[str, list[Entry]] = {}
+        cc_of_model = dict(reversed(gpus))   # the first GPU row of a model wins
+        for i in sorted(by_id):
+            e = by_id[i]
+            by_kernel.setdefault(e.fingerprint, []).append(e)
+            by_name.setdefault(e.name, []).append(e)
+            if e.cc:
+                cc_of_model.setdefault(e.gpu_model, e.cc)
+        return cls(by_id, {k: tuple(v) for k, v in by_kernel.items()}, {k: tuple(v) for k, v in by_name.items()},
+                   cc_of_model, gpus)
+
+    def with_entry(self, e: Entry) -> "Snapshot":
+        """A copy with `e` in place of the entry of the same id (copies the dicts, not the entries)."""
+        old = self.by_id.get(e.id)
+        by_kernel, by_name = dict(self.by_kernel), dict(self.by_name)
+        for index, old_k, new_k in ((by_kernel, old and old.fingerprint, e.fingerprint),
+                                    (by_name, old and old.name, e.name)):
+            if old is not None:
+                rest = tuple(x for x in index[old_k] if x.id != e.id)
+                if rest:
+                    index[old_k] = rest
+                else:
+                    del index[old_k]
+            index[new_k] = tuple(sorted(index.get(new_k, ()) + (e,), key=lambda x: x.id))
+        cc_of_model = self.cc_of_model
+        if e.cc and e.gpu_model not in cc_of_model:
+            cc_of_model = {**cc_of_model, e.gpu_model: e.cc}
+        return Snapshot({**self.by_id, e.id: e}, by_kernel, by_name, cc_of_model, self.gpus)
 
 
 def _num(v):
@@ -63,22 +134,107 @@ def key_distance(a: dict, b: dict) -> float | None:
     return d
 
 
+def _older(a: tuple, b: tuple) -> bool:
+    """Whether stamp `a` was written before stamp `b` (by updated_at)."""
+    return a[0] is not None and b[0] is not None and a[0] < b[0]
+
+
+def _answer_size(value) -> int:
+    return value[2]
+
+
+def _lookup(idx: Snapshot, kernel: str, key: dict, key_str: str, gpu_model: str,
+            compute_capability: str | None) -> dict | None:
+    entries = idx.by_kernel.get(kernel) or idx.by_name.get(kernel)
+    if not entries:
+        return None
+    cc = compute_capability or idx.cc_of_model.get(gpu_model)
+    same_cc = None
+    for e in entries:
+        if e.key_str == key_str:
+            if e.gpu_model == gpu_model:
+                return {**e.body, "match": "exact"}
+            if same_cc is None and cc and e.cc == cc:
+                same_cc = e
+    if same_cc is not None:
+        return {**same_cc.body, "match": "compute_capability"}
+    for pool in ([e for e in entries if e.gpu_model == gpu_model],
+                 [e for e in entries if cc and e.cc == cc]):
+        best, best_d = None, None
+        for e in pool:
+            d = key_distance(key, e.key)
+            if d is not None and (best_d is None or d < best_d):
+                best, best_d = e, d
+        if best is not None:
+            return {**best.body, "match": "nearest_key"}
+    return None
+
+
 class ConfigIndex:
-    def __init__(self, sessionmaker, refresh_s: float = 1.0):
+    def __init__(self, sessionmaker, refresh_s: float = 0.5, memo_bytes: int = 32 * 2**20):
         self._sessionmaker = sessionmaker
         self._refresh_s = refresh_s
-        self._index = _Index()
-        self._checked = 0.0
-        self._lock = threading.Lock()
+        self._index = Snapshot()
+        self._lock = threading.Lock()            # swaps of _index (refresh and apply)
+        self._refresh_lock = threading.Lock()    # one refresh at a time
+        self._applied = 0                        # apply() sequence
+        self._db_version: tuple | None = None
+        self._scanned_at = -math.inf
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._loaded = threading.Event()
+        # health: monotonic time of the last successful check, the failure since then
+        self.checked_at: float | None = None
+        self.error: str | None = None
+        self.failures = 0
+        # answers memoized for the current snapshot (event loop only)
+        self._memo_bytes = memo_bytes
+        self._memo: LRUCache | None = None
+        self._memo_of: Snapshot | None = None
 
     @property
-    def current(self):
-        """The index object now in use (replaced, never mutated, on reload)."""
+    def current(self) -> Snapshot:
+        """The snapshot now in use (replaced, never mutated)."""
         return self._index
 
-    def invalidate(self) -> None:
-        self._checked = 0.0
-        self._index.version = ()
+    # -- keeping it current (background thread; never the event loop) ---------------------------
+    def start(self) -> None:
+        if self._thread is None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, name="config-index-refresh", daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def wait_loaded(self, timeout: float) -> bool:
+        """Wait (in a thread) until the first load succeeded; False when it has not within `timeout`."""
+        return self._loaded.wait(timeout)
+
+    def wake(self) -> None:
+        """Ask the thread for a refresh now, without waiting for it."""
+        self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.refresh()
+            except Exception as exc:   # keep serving the last good index; say so once per outage
+                self.failures += 1
+                if self.error is None:
+                    age = "never loaded" if self.checked_at is None else \
+                        f"loaded {time.monotonic() - self.checked_at:.1f} s ago"
+                    log.warning("config index: cannot read the database (%s: %s); lookups answer from the "
+                                "index in memory (%s) until it is back", type(exc).__name__,
+                                str(exc).splitlines()[0][:300] if str(exc) else "", age)
+                self.error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+            self._wake.wait(self._refresh_s)
+            self._wake.clear()
 
     def _version(self, s) -> tuple:
         row = s.execute(sa.select(sa.func.count(BestConfig.id), sa.func.max(BestConfig.updated_at),
@@ -86,66 +242,109 @@ class ConfigIndex:
         gpus = s.scalar(sa.select(sa.func.count(Gpu.id)))
         return (row[0], str(row[1]), row[2], gpus)
 
-    def _reload(self, s, version) -> None:
-        idx = _Index(version=version)
-        for g in s.scalars(sa.select(Gpu)):
-            idx.cc_of_model.setdefault(g.model, g.compute_capability)
-        for b in s.scalars(sa.select(BestConfig).order_by(BestConfig.id)):
-            try:
-                key = json.loads(b.problem_key)
-            except ValueError:
-                continue
-            if not isinstance(key, dict):
-                continue
-            body = {"kernel_fingerprint": b.kernel_fingerprint, "kernel_name": b.kernel_name, "problem_key": key,
-                    "gpu_model": b.gpu_model, "compute_capability": b.compute_capability, "config": b.config,
-                    "median_ms": b.median_ms, "default_ms": b.default_ms,
-                    "speedup": (b.default_ms / b.median_ms) if b.default_ms and b.median_ms else None,
-                    "job_id": b.job_id}
-            e = Entry(b.kernel_fingerprint, b.kernel_name, key, json.dumps(key, sort_keys=True), b.gpu_model,
-                      b.compute_capability, body)
-            idx.by_kernel.setdefault(e.fingerprint, []).append(e)
-            idx.by_name.setdefault(e.name, []).append(e)
-            if b.compute_capability:
-                idx.cc_of_model.setdefault(b.gpu_model, b.compute_capability)
-        self._index = idx
-
-    def refresh_if_stale(self) -> None:
-        now = time.monotonic()
-        if now - self._checked < self._refresh_s:
-            return
-        with self._lock:
-            if time.monotonic() - self._checked < self._refresh_s:
-                return
+    def refresh(self) -> bool:
+        """Bring the snapshot up to the database now (in the calling thread); True when it changed.
+        Raises what the database raises (the snapshot then stays as it was)."""
+        with self._refresh_lock:
+            applied_before = self._applied
             with self._sessionmaker() as s:
-                v = self._version(s)
-                if v != self._index.version:
-                    self._reload(s, v)
-            self._checked = time.monotonic()
+                if s.get_bind().dialect.name == "postgresql":
+                    # a table lock or a stalled server holds this thread, not the lookups; give up and
+                    # say so after a while (SET LOCAL: this transaction only, not the pooled connection)
+                    s.execute(sa.text(f"SET LOCAL statement_timeout = {int(max(5.0, 4 * self._refresh_s) * 1000)}"))
+                version = self._version(s)
+                if version == self._db_version and time.monotonic() - self._scanned_at < _FULL_SCAN_EVERY_S:
+                    self._checked()
+                    return False
+                scanned_at = time.monotonic()
+                stamps = {i: (u, m) for i, u, m in s.execute(
+                    sa.select(BestConfig.id, BestConfig.updated_at, BestConfig.median_ms))}
+                have = self._index.by_id
+                stale = [i for i, st in stamps.items() if i not in have or have[i].stamp != st]
+                fetched: dict[int, Entry | None] = {}
+                cols = BestConfig.__table__.c
+                for at in range(0, len(stale), _FETCH_CHUNK):
+                    for row in s.execute(sa.select(cols).where(cols.id.in_(stale[at:at + _FETCH_CHUNK]))):
+                        fetched[row.id] = _entry(row)
+                gpus = tuple(tuple(r) for r in s.execute(sa.select(Gpu.model, Gpu.compute_capability).order_by(Gpu.id)))
+            with self._lock:
+                cur = self._index
+                by_id: dict[int, Entry] = {}
+                for i, st in stamps.items():
+                    mine = cur.by_id.get(i)
+                    if mine is not None and mine.applied > applied_before and not _older(mine.stamp, st):
+                        by_id[i] = mine          # written through this process while we read
+                    elif i in fetched:
+                        if fetched[i] is not None:
+                            by_id[i] = fetched[i]
+                    else:
+                        by_id[i] = have[i]       # unchanged since the snapshot we compared with
+                for i, mine in cur.by_id.items():    # inserted through this process after we read
+                    if i not in stamps and mine.applied > applied_before:
+                        by_id[i] = mine
+                changed = by_id != cur.by_id or gpus != cur.gpus
+                if changed:
+                    self._index = Snapshot.build(by_id, gpus)
+                self._db_version = version
+                self._scanned_at = scanned_at
+            self._checked()
+            return changed
 
-    def lookup(self, kernel: str, key: dict, gpu_model: str, compute_capability: str | None = None) -> dict | None:
+    def _checked(self) -> None:
+        if self.error is not None:
+            log.warning("config index: the database answers again; index refreshed")
+        self.checked_at = time.monotonic()
+        self.error = None
+        self._loaded.set()
+
+    def apply(self, row) -> None:
+        """Put a best_configs row just written through this process (as the database returned it)
+        into the snapshot, so that the next lookup here sees it. Pure memory."""
+        with self._lock:
+            self._applied += 1
+            e = _entry(row, applied=self._applied)
+            if e is None:
+                return
+            mine = self._index.by_id.get(e.id)
+            if mine is not None and _older(e.stamp, mine.stamp):
+                return   # the index already holds a later write of this entry
+            self._index = self._index.with_entry(e)
+
+    def health(self) -> dict:
         idx = self._index
-        entries = idx.by_kernel.get(kernel) or idx.by_name.get(kernel)
-        if not entries:
-            return None
+        age = None if self.checked_at is None else round(time.monotonic() - self.checked_at, 3)
+        return {"rows": len(idx.by_id), "checked_seconds_ago": age, "refresh_seconds": self._refresh_s,
+                "stale": age is None or age > max(5.0, 4 * self._refresh_s), "error": self.error}
+
+    # -- answering (pure memory) -----------------------------------------------------------------
+    def lookup(self, kernel: str, key: dict, gpu_model: str, compute_capability: str | None = None) -> dict | None:
+        return _lookup(self._index, kernel, key, json.dumps(key, sort_keys=True), gpu_model, compute_capability)
+
+    def answer(self, kernel: str, key: dict, gpu_model: str, compute_capability: str | None) -> tuple[int, bytes]:
+        """(HTTP status, JSON body) of a lookup, memoized by the normalized question (kernel, key
+        as canonical JSON, GPU model, compute capability) for as long as the snapshot it came from
+        is the current one, in an LRU bounded by bytes. Call it on the event loop only (the memo
+        is not locked)."""
+        idx = self._index
+        if self._memo_of is not idx:
+            self._memo = LRUCache(maxsize=self._memo_bytes, getsizeof=_answer_size) if self._memo_bytes else None
+            self._memo_of = idx
         key_str = json.dumps(key, sort_keys=True)
-        cc = compute_capability or idx.cc_of_model.get(gpu_model)
-        same_cc = None
-        for e in entries:
-            if e.key_str == key_str:
-                if e.gpu_model == gpu_model:
-                    return {**e.body, "match": "exact"}
-                if same_cc is None and cc and e.cc == cc:
-                    same_cc = e
-        if same_cc is not None:
-            return {**same_cc.body, "match": "compute_capability"}
-        for pool in ([e for e in entries if e.gpu_model == gpu_model],
-                     [e for e in entries if cc and e.cc == cc]):
-            best, best_d = None, None
-            for e in pool:
-                d = key_distance(key, e.key)
-                if d is not None and (best_d is None or d < best_d):
-                    best, best_d = e, d
-            if best is not None:
-                return {**best.body, "match": "nearest_key"}
-        return None
+        question = (kernel, key_str, gpu_model, compute_capability)
+        memo = self._memo
+        hit = memo.get(question) if memo is not None else None
+        if hit is None:
+            found = _lookup(idx, kernel, key, key_str, gpu_model, compute_capability)
+            if found is None:
+                status, body = 404, json.dumps({"detail": f"no tuned config for kernel {kernel!r} on {gpu_model!r}"}).encode()
+            else:
+                status, body = 200, json.dumps(found).encode()
+            hit = (status, body, len(kernel) + len(key_str) + len(gpu_model) + len(compute_capability or "")
+                   + len(body) + _MEMO_OVERHEAD_BYTES)
+            if memo is not None and hit[2] <= memo.maxsize:
+                memo[question] = hit
+        return hit[0], hit[1]
+
+    @property
+    def memo_bytes(self) -> int:
+        return int(self._memo.currsize) if self._memo is not None else 0

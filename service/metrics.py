@@ -46,6 +46,32 @@ class DatabaseCollector:
         yield workers
 
 
+class ConfigIndexCollector:
+    """The lookup's in-memory index: its size, how long since it was last checked against the
+    database (growing while the database is away: lookups are then answered from an older
+    state), failed refreshes, and the bytes held by the answer memo."""
+
+    def __init__(self, index):
+        self._index = index
+
+    def collect(self):
+        h = self._index.health()
+        rows = GaugeMetricFamily("blocktune_config_index_rows", "Best configs held in memory for lookups")
+        rows.add_metric([], h["rows"])
+        age = GaugeMetricFamily("blocktune_config_index_age_seconds",
+                                "Seconds since the config index was last checked against the database")
+        age.add_metric([], h["checked_seconds_ago"] if h["checked_seconds_ago"] is not None else float("inf"))
+        failures = CounterMetricFamily("blocktune_config_index_refresh_failures",
+                                       "Refreshes of the config index that failed (database unavailable)")
+        failures.add_metric([], self._index.failures)
+        memo = GaugeMetricFamily("blocktune_lookup_memo_bytes", "Bytes held by the lookup answer memo")
+        memo.add_metric([], self._index.memo_bytes)
+        yield rows
+        yield age
+        yield failures
+        yield memo
+
+
 class Metrics:
     def __init__(self):
         self.registry = CollectorRegistry(auto_describe=True)
@@ -57,6 +83,9 @@ class Metrics:
 
     def add_database(self, sessionmaker, settings) -> None:
         self.registry.register(DatabaseCollector(sessionmaker, settings))
+
+    def add_config_index(self, index) -> None:
+        self.registry.register(ConfigIndexCollector(index))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -1,15 +1,17 @@
 """FastAPI dependencies (`Annotated` style): database session, settings, token auth."""
 from __future__ import annotations
 
-import time
 from typing import Annotated, Iterator
 
+import sqlalchemy as sa
 from fastapi import Depends, HTTPException, Request, status
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from db.models import ApiToken, utcnow
 from service.core.config import Settings
 from service.core.security import find_token
+from service.core.token_cache import TokenSnapshot, VerifiedTokens
 
 
 def get_settings(request: Request) -> Settings:
@@ -44,48 +46,59 @@ def token_from_request(request: Request, *, cookie: bool = False) -> str | None:
     return request.cookies.get(TOKEN_COOKIE) if cookie else None
 
 
-_LAST_USED_EVERY_S = 60.0
-
-
-def _authenticate(request: Request, session: Session, *, cookie: bool = False) -> ApiToken:
+def _authenticate(request: Request, session: Session, *, cookie: bool = False) -> TokenSnapshot:
+    """The token's snapshot, from the verified-token cache or (on a miss) the database; raises 401.
+    Runs in the thread pool: it may query the database."""
     clear = token_from_request(request, cookie=cookie)
     if not clear:
         raise HTTPException(status.HTTP_401_UNAUTHORIZED, "an API token is required (Authorization: Bearer <token>;"
                             " create one with `blocktune token create`)", headers={"WWW-Authenticate": "Bearer"})
-    row = find_token(session, clear)
-    if row is None:
-        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "invalid or revoked API token",
-                            headers={"WWW-Authenticate": "Bearer"})
-    # record use, at most once a minute per token (a write per request would serialize SQLite)
-    seen = request.app.state.token_last_used
-    now = time.monotonic()
-    if now - seen.get(row.id, -1e9) > _LAST_USED_EVERY_S:
-        seen[row.id] = now
-        row.last_used_at = utcnow()
-        session.commit()
-    return row
+    tokens: VerifiedTokens = request.app.state.verified_tokens
+    snap = tokens.get(clear)
+    if snap is None:
+        try:
+            row = find_token(session, clear)
+        except SQLAlchemyError as exc:
+            raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, "cannot check the API token now: the database"
+                                f" is unavailable ({type(exc).__name__}); retry shortly") from exc
+        if row is None:
+            raise HTTPException(status.HTTP_401_UNAUTHORIZED, "invalid or revoked API token",
+                                headers={"WWW-Authenticate": "Bearer"})
+        snap = TokenSnapshot.of(row)
+        tokens.put(clear, snap)
+    if tokens.use_due(snap.id):
+        tokens.used(snap.id)
+        try:
+            session.execute(sa.update(ApiToken).where(ApiToken.id == snap.id).values(last_used_at=utcnow()))
+            session.commit()
+        except SQLAlchemyError:  # bookkeeping only: a database away must not refuse a verified token
+            session.rollback()
+    return snap
 
 
-def require_token(request: Request, session: SessionDep) -> ApiToken:
+def require_token(request: Request, session: SessionDep) -> TokenSnapshot:
     return _authenticate(request, session)
 
 
-def authenticate_read(request: Request) -> ApiToken:
+def authenticate_read(request: Request) -> TokenSnapshot:
     """Check a read's token (header or login cookie) in a session of its own; raises 401."""
     with request.app.state.sessionmaker() as session:
         return _authenticate(request, session, cookie=True)
 
 
-async def read_access(request: Request) -> ApiToken | None:
-    """Reads need a token only when the `read_requires_token` setting is on (then a session is
-    opened in the thread pool; otherwise this costs nothing on the event loop). The dashboard's
-    login cookie counts for reads."""
+async def read_access(request: Request) -> TokenSnapshot | None:
+    """Reads need a token only when the `read_requires_token` setting is on. A token verified in
+    the last seconds lets the read through from memory; otherwise it is checked in the thread pool
+    (never on the event loop). The dashboard's login cookie counts for reads."""
     if request.app.state.settings.read_requires_token:
+        snap = request.app.state.verified_tokens.fresh(token_from_request(request, cookie=True))
+        if snap is not None:
+            return snap
         from starlette.concurrency import run_in_threadpool
 
         return await run_in_threadpool(authenticate_read, request)
     return None
 
 
-WriteAuth = Annotated[ApiToken, Depends(require_token)]
-ReadAuth = Annotated[ApiToken | None, Depends(read_access)]
+WriteAuth = Annotated[TokenSnapshot, Depends(require_token)]
+ReadAuth = Annotated[TokenSnapshot | None, Depends(read_access)]

@@ -21,7 +21,8 @@ def healthz(request: Request) -> JSONResponse:
     ok = db == "ok"
     body = {"status": "ok" if ok else "degraded", "database": db, "version": state.version,
             "database_backend": state.engine.dialect.name,
-            "in_process_worker": bool(getattr(state, "worker", None))}
+            "in_process_worker": bool(getattr(state, "worker", None)),
+            "event_loop": state.event_loop, "config_index": state.config_index.health()}
     return JSONResponse(body, status_code=200 if ok else 503)
 
 
