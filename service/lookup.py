@@ -13,8 +13,8 @@ while the database is slow, locked or down. A background thread (`start()`) keep
 current: every `refresh_s` it compares a cheap version of the table (row count, latest update,
 highest id, GPU count); when that changed it reads the (id, updated_at, median_ms) of every row and
 fetches only the rows that differ, then swaps in a new snapshot. A write through this process
-(`apply()`, after a publish commits) is put into the snapshot at once, from the row the database
-returned, so the publisher's next lookup sees it without waiting for the thread.
+(`writing()` around the upsert, then `apply()` with the row the database returned) is put into the
+snapshot at once, so the publisher's next lookup sees it without waiting for the thread.
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ import logging
 import math
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import sqlalchemy as sa
@@ -43,18 +44,18 @@ _FETCH_CHUNK = 500
 @dataclass(frozen=True, slots=True)
 class Entry:
     id: int
-    stamp: tuple        # (updated_at, median_ms): a row whose stamp changed is fetched again
+    stamp: tuple | None  # (updated_at as the driver returns it, median_ms): a row whose stamp changed is
+                         # fetched again; None for a row put in by apply() (re-read at the next scan)
     fingerprint: str
     name: str
     key: dict
     key_str: str
     gpu_model: str
     cc: str | None
-    body: dict          # the JSON answer, less "match"
-    applied: int = 0    # the apply() sequence number that put it here; 0 when read by a refresh
+    body: dict           # the JSON answer, less "match"
 
 
-def _entry(b, applied: int = 0) -> Entry | None:
+def _entry(b, stamp: tuple | None) -> Entry | None:
     """An Entry from a best_configs row (ORM object or Core row); None when its key is not a JSON object."""
     try:
         key = json.loads(b.problem_key)
@@ -67,8 +68,8 @@ def _entry(b, applied: int = 0) -> Entry | None:
             "median_ms": b.median_ms, "default_ms": b.default_ms,
             "speedup": (b.default_ms / b.median_ms) if b.default_ms and b.median_ms else None,
             "job_id": b.job_id}
-    return Entry(b.id, (b.updated_at, b.median_ms), b.kernel_fingerprint, b.kernel_name, key,
-                 json.dumps(key, sort_keys=True), b.gpu_model, b.compute_capability, body, applied)
+    return Entry(b.id, stamp, b.kernel_fingerprint, b.kernel_name, key, json.dumps(key, sort_keys=True), b.gpu_model,
+                 b.compute_capability, body)
 
 
 @dataclass(frozen=True)
@@ -134,11 +135,6 @@ def key_distance(a: dict, b: dict) -> float | None:
     return d
 
 
-def _older(a: tuple, b: tuple) -> bool:
-    """Whether stamp `a` was written before stamp `b` (by updated_at)."""
-    return a[0] is not None and b[0] is not None and a[0] < b[0]
-
-
 def _answer_size(value) -> int:
     return value[2]
 
@@ -175,9 +171,10 @@ class ConfigIndex:
         self._sessionmaker = sessionmaker
         self._refresh_s = refresh_s
         self._index = Snapshot()
-        self._lock = threading.Lock()            # swaps of _index (refresh and apply)
-        self._refresh_lock = threading.Lock()    # one refresh at a time
-        self._applied = 0                        # apply() sequence
+        # held by a refresh from its first query to its swap, and by a write through this process
+        # from its upsert to its apply(): so the snapshot goes through the database's states in
+        # their order (a refresh cannot undo a later write, a write's row cannot undo a later refresh)
+        self._write_lock = threading.Lock()
         self._db_version: tuple | None = None
         self._scanned_at = -math.inf
         self._wake = threading.Event()
@@ -245,48 +242,38 @@ class ConfigIndex:
     def refresh(self) -> bool:
         """Bring the snapshot up to the database now (in the calling thread); True when it changed.
         Raises what the database raises (the snapshot then stays as it was)."""
-        with self._refresh_lock:
-            applied_before = self._applied
-            with self._sessionmaker() as s:
-                if s.get_bind().dialect.name == "postgresql":
-                    # a table lock or a stalled server holds this thread, not the lookups; give up and
-                    # say so after a while (SET LOCAL: this transaction only, not the pooled connection)
-                    s.execute(sa.text(f"SET LOCAL statement_timeout = {int(max(5.0, 4 * self._refresh_s) * 1000)}"))
-                version = self._version(s)
-                if version == self._db_version and time.monotonic() - self._scanned_at < _FULL_SCAN_EVERY_S:
-                    self._checked()
-                    return False
-                scanned_at = time.monotonic()
-                stamps = {i: (u, m) for i, u, m in s.execute(
-                    sa.select(BestConfig.id, BestConfig.updated_at, BestConfig.median_ms))}
-                have = self._index.by_id
-                stale = [i for i, st in stamps.items() if i not in have or have[i].stamp != st]
-                fetched: dict[int, Entry | None] = {}
-                cols = BestConfig.__table__.c
-                for at in range(0, len(stale), _FETCH_CHUNK):
-                    for row in s.execute(sa.select(cols).where(cols.id.in_(stale[at:at + _FETCH_CHUNK]))):
-                        fetched[row.id] = _entry(row)
-                gpus = tuple(tuple(r) for r in s.execute(sa.select(Gpu.model, Gpu.compute_capability).order_by(Gpu.id)))
-            with self._lock:
-                cur = self._index
-                by_id: dict[int, Entry] = {}
-                for i, st in stamps.items():
-                    mine = cur.by_id.get(i)
-                    if mine is not None and mine.applied > applied_before and not _older(mine.stamp, st):
-                        by_id[i] = mine          # written through this process while we read
-                    elif i in fetched:
-                        if fetched[i] is not None:
-                            by_id[i] = fetched[i]
-                    else:
-                        by_id[i] = have[i]       # unchanged since the snapshot we compared with
-                for i, mine in cur.by_id.items():    # inserted through this process after we read
-                    if i not in stamps and mine.applied > applied_before:
-                        by_id[i] = mine
-                changed = by_id != cur.by_id or gpus != cur.gpus
-                if changed:
-                    self._index = Snapshot.build(by_id, gpus)
-                self._db_version = version
-                self._scanned_at = scanned_at
+        with self._write_lock, self._sessionmaker() as s:
+            if s.get_bind().dialect.name == "postgresql":
+                # a table lock or a stalled server holds this thread, not the lookups; give up and
+                # say so after a while (SET LOCAL: this transaction only, not the pooled connection)
+                s.execute(sa.text(f"SET LOCAL statement_timeout = {int(max(5.0, 4 * self._refresh_s) * 1000)}"))
+            version = self._version(s)
+            if version == self._db_version and time.monotonic() - self._scanned_at < _FULL_SCAN_EVERY_S:
+                self._checked()
+                return False
+            scanned_at = time.monotonic()
+            # the driver's own values (no SQLAlchemy result processing: this runs over every row)
+            stamps = {i: (u, m) for i, u, m in s.connection().exec_driver_sql(
+                "SELECT id, updated_at, median_ms FROM best_configs")}
+            have = self._index.by_id
+            stale = [i for i, st in stamps.items() if i not in have or have[i].stamp != st]
+            cols = BestConfig.__table__.c
+            raw_updated_at = sa.type_coerce(cols.updated_at, sa.String).label("raw_updated_at")
+            fetched: dict[int, Entry | None] = {}
+            for at in range(0, len(stale), _FETCH_CHUNK):
+                for row in s.execute(sa.select(cols, raw_updated_at).where(cols.id.in_(stale[at:at + _FETCH_CHUNK]))):
+                    fetched[row.id] = _entry(row, (row.raw_updated_at, row.median_ms))
+            gpus = tuple(tuple(r) for r in s.execute(sa.select(Gpu.model, Gpu.compute_capability).order_by(Gpu.id)))
+            by_id = {}
+            for i in stamps:
+                e = fetched[i] if i in fetched else have.get(i)   # (absent: deleted since the scan)
+                if e is not None:      # None: a row whose key is not a JSON object
+                    by_id[i] = e
+            changed = by_id != have or gpus != self._index.gpus
+            if changed:
+                self._index = Snapshot.build(by_id, gpus)
+            self._db_version = version
+            self._scanned_at = scanned_at
             self._checked()
             return changed
 
@@ -297,17 +284,19 @@ class ConfigIndex:
         self.error = None
         self._loaded.set()
 
+    @contextmanager
+    def writing(self):
+        """Hold around a write of best_configs through this process and its apply(): refreshes
+        wait meanwhile. In a thread that may wait on the database, never on the event loop."""
+        with self._write_lock:
+            yield
+
     def apply(self, row) -> None:
-        """Put a best_configs row just written through this process (as the database returned it)
-        into the snapshot, so that the next lookup here sees it. Pure memory."""
-        with self._lock:
-            self._applied += 1
-            e = _entry(row, applied=self._applied)
-            if e is None:
-                return
-            mine = self._index.by_id.get(e.id)
-            if mine is not None and _older(e.stamp, mine.stamp):
-                return   # the index already holds a later write of this entry
+        """Put a best_configs row just written through this process (as the database returned it,
+        inside `writing()`) into the snapshot, so that the next lookup here sees it. Pure memory."""
+        assert self._write_lock.locked(), "apply() belongs inside writing()"
+        e = _entry(row, None)
+        if e is not None:
             self._index = self._index.with_entry(e)
 
     def health(self) -> dict:

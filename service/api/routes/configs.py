@@ -80,10 +80,13 @@ def list_configs(session: SessionDep, _: ReadAuth,
 def publish(body: PublishIn, request: Request, session: SessionDep, _: WriteAuth) -> BestConfigOut:
     """Record a config tuned by a client; an existing entry is replaced only by a faster one
     (atomically: of concurrent publishes of one entry, the fastest stays)."""
-    row = repo.upsert_best_config(session, kernel_fingerprint=body.kernel_fingerprint, kernel_name=body.kernel_name,
-                                  problem_key=canonical_key(body.problem_key), gpu_model=body.gpu_model,
-                                  compute_capability=body.compute_capability, config=body.config,
-                                  median_ms=body.median_ms, default_ms=body.default_ms, policy="faster")
-    session.commit()
-    request.app.state.config_index.apply(row)    # this process's next lookup sees it
+    index = request.app.state.config_index
+    with index.writing():
+        row = repo.upsert_best_config(session, kernel_fingerprint=body.kernel_fingerprint,
+                                      kernel_name=body.kernel_name, problem_key=canonical_key(body.problem_key),
+                                      gpu_model=body.gpu_model, compute_capability=body.compute_capability,
+                                      config=body.config, median_ms=body.median_ms, default_ms=body.default_ms,
+                                      policy="faster")
+        session.commit()
+        index.apply(row)    # this process's next lookup sees it
     return BestConfigOut.of(row)
