@@ -3,8 +3,9 @@ database query (and a lookup with a token can be answered by the fast path on th
 
 Keyed by the token's sha256 hex digest, as the database stores it: the clear token is not kept.
 Only tokens found valid are remembered, so the cache holds at most one entry per live token, and
-its size is bounded in bytes besides. A revocation therefore takes effect within the TTL
-(`token_cache_ttl_s`, 5 s by default) in every process that had seen the token.
+its size is bounded in bytes besides. A revocation takes effect at once in the process that
+revoked the token, and within the TTL (`token_cache_ttl_s`, 5 s by default) in other server
+processes that had seen it.
 """
 from __future__ import annotations
 
@@ -69,6 +70,14 @@ class VerifiedTokens:
         digest = hash_token(clear)
         with self._lock:
             self._cache[digest] = snapshot
+
+    def forget(self, token_id: int) -> None:
+        """Drop a token just revoked through this process (other processes drop it within the TTL)."""
+        if self._cache is None:
+            return
+        with self._lock:
+            for digest in [d for d, snap in self._cache.items() if snap.id == token_id]:
+                self._cache.pop(digest, None)
 
     def use_due(self, token_id: int) -> bool:
         """Whether this token's last_used_at is due to be written (then the caller writes it, in a

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import sqlalchemy as sa
-from fastapi import APIRouter, HTTPException, Path, status
+from fastapi import APIRouter, HTTPException, Path, Request, status
 
 from db.models import ApiToken
 from service.api.deps import SessionDep, WriteAuth
@@ -27,9 +27,11 @@ def new_token(body: TokenIn, session: SessionDep, _: WriteAuth) -> TokenOut:
 
 
 @router.delete("/{token_id}", response_model=TokenOut)
-def delete_token(token_id: Annotated[int, Path(ge=1, le=2**31 - 1)], session: SessionDep, _: WriteAuth) -> TokenOut:
+def delete_token(token_id: Annotated[int, Path(ge=1, le=2**31 - 1)], request: Request, session: SessionDep,
+                 _: WriteAuth) -> TokenOut:
     row = revoke_token(session, str(token_id))
     if row is None:
         raise HTTPException(404, f"no token {token_id}")
     session.commit()
+    request.app.state.verified_tokens.forget(row.id)
     return TokenOut.of(row)
