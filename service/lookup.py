@@ -303,7 +303,8 @@ class ConfigIndex:
         idx = self._index
         age = None if self.checked_at is None else round(time.monotonic() - self.checked_at, 3)
         return {"rows": len(idx.by_id), "checked_seconds_ago": age, "refresh_seconds": self._refresh_s,
-                "stale": age is None or age > max(5.0, 4 * self._refresh_s), "error": self.error}
+                "stale": age is None or self.error is not None or age > max(2.0, 4 * self._refresh_s),
+                "error": self.error}
 
     # -- answering (pure memory) -----------------------------------------------------------------
     def lookup(self, kernel: str, key: dict, gpu_model: str, compute_capability: str | None = None) -> dict | None:

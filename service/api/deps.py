@@ -59,9 +59,17 @@ def _authenticate(request: Request, session: Session, *, cookie: bool = False) -
         try:
             row = find_token(session, clear)
         except SQLAlchemyError as exc:
-            raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, "cannot check the API token now: the database"
-                                f" is unavailable ({type(exc).__name__}); retry shortly") from exc
+            session.rollback()
+            # the database is away: a token verified before still holds (revoking it would be a
+            # database write), trusted for another TTL so that the next requests do not ask again
+            snap = tokens.last_known(clear)
+            if snap is None:
+                raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, "cannot check the API token now: the "
+                                    f"database is unavailable ({type(exc).__name__}); retry shortly") from exc
+            tokens.put(clear, snap)
+            return snap
         if row is None:
+            tokens.discard(clear)
             raise HTTPException(status.HTTP_401_UNAUTHORIZED, "invalid or revoked API token",
                                 headers={"WWW-Authenticate": "Bearer"})
         snap = TokenSnapshot.of(row)

@@ -7,6 +7,7 @@ from typing import Annotated
 import sqlalchemy as sa
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
 from fastapi.exceptions import RequestValidationError
+from sqlalchemy.exc import OperationalError
 
 from db import repo
 from db.models import BestConfig
@@ -82,11 +83,16 @@ def publish(body: PublishIn, request: Request, session: SessionDep, _: WriteAuth
     (atomically: of concurrent publishes of one entry, the fastest stays)."""
     index = request.app.state.config_index
     with index.writing():
-        row = repo.upsert_best_config(session, kernel_fingerprint=body.kernel_fingerprint,
-                                      kernel_name=body.kernel_name, problem_key=canonical_key(body.problem_key),
-                                      gpu_model=body.gpu_model, compute_capability=body.compute_capability,
-                                      config=body.config, median_ms=body.median_ms, default_ms=body.default_ms,
-                                      policy="faster")
-        session.commit()
+        try:
+            row = repo.upsert_best_config(session, kernel_fingerprint=body.kernel_fingerprint,
+                                          kernel_name=body.kernel_name, problem_key=canonical_key(body.problem_key),
+                                          gpu_model=body.gpu_model, compute_capability=body.compute_capability,
+                                          config=body.config, median_ms=body.median_ms, default_ms=body.default_ms,
+                                          policy="faster")
+            session.commit()
+        except OperationalError as exc:
+            session.rollback()
+            raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, "the database is unavailable"
+                                f" ({type(exc).__name__}); publish again later (publishing twice is harmless)") from exc
         index.apply(row)    # this process's next lookup sees it
     return BestConfigOut.of(row)
