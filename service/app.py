@@ -76,7 +76,8 @@ def create_app(settings: Settings | None = None, *, database_url: str | None = N
     url = database_url or settings.resolved_database_url()
     app = FastAPI(title="blocktune", version=_version(),
                   description="Tuning jobs, best configs per GPU model, and the launch-time config lookup.",
-                  docs_url="/docs", openapi_url=f"{API_PREFIX}/openapi.json", lifespan=_lifespan)
+                  docs_url="/docs", openapi_url=f"{API_PREFIX}/openapi.json", lifespan=_lifespan,
+                  **_without_opentelemetry())
     engine = make_engine(url)
     app.state.settings = settings
     app.state.database_url = url
@@ -115,6 +116,16 @@ def create_app(settings: Settings | None = None, *, database_url: str | None = N
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
 
     return app
+
+
+def _without_opentelemetry() -> dict:
+    """FastAPI's native OpenTelemetry (newer FastAPI) asks for the global providers on every
+    request, ~10 µs of the lookup's ~40; blocktune exports Prometheus metrics instead."""
+    import inspect
+
+    if "telemetry" in inspect.signature(FastAPI.__init__).parameters:
+        return {"telemetry": {"tracing": False, "metrics": False, "logs": False}}
+    return {}
 
 
 def _version() -> str:

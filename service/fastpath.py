@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from urllib.parse import parse_qsl
+from urllib.parse import unquote_to_bytes
 
 PATH = "/api/v1/configs/best"
 _CC = re.compile(r"^\d+\.\d+$")
@@ -27,18 +27,35 @@ _ROUTE = _Route()
 _HEADERS = [(b"content-type", b"application/json")]
 
 
+def _unquote(s: str) -> str:
+    """unquote_plus(s, errors="strict"), without its generality (twice as fast)."""
+    return unquote_to_bytes(s.replace("+", " ")).decode("utf-8")
+
+
 def _parse(query: bytes):
-    """(kernel, key dict, gpu_model, cc) or None when anything is off (then FastAPI answers)."""
+    """(kernel, key dict, gpu_model, cc) or None when anything is off (then FastAPI answers).
+
+    Splits as parse_qsl does (on "&", "+" for a space, blank values kept) but unquotes only what
+    is quoted: this runs for every lookup."""
     try:
-        params = parse_qsl(query.decode("latin-1"), keep_blank_values=True, strict_parsing=False, encoding="utf-8",
-                           errors="strict")
-    except (UnicodeDecodeError, ValueError):
+        text = query.decode("ascii")          # a client's query is percent-encoded ASCII; else: the route
+    except UnicodeDecodeError:
         return None
     d = {}
-    for k, v in params:
-        if k in d or "\x00" in v:
-            return None
-        d[k] = v
+    try:
+        for part in text.split("&"):
+            if not part:
+                continue
+            k, _, v = part.partition("=")
+            if "%" in k or "+" in k:
+                k = _unquote(k)
+            if "%" in v or "+" in v:
+                v = _unquote(v)
+            if k in d or "\x00" in v:
+                return None
+            d[k] = v
+    except UnicodeDecodeError:
+        return None
     kernel, gpu, raw_key, cc = d.get("kernel"), d.get("gpu_model"), d.get("key", "{}"), d.get("compute_capability")
     if not kernel or not gpu or len(kernel) > 128 or len(gpu) > 200 or len(raw_key) > 4000:
         return None

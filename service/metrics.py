@@ -95,9 +95,24 @@ class MetricsMiddleware:
     """Pure ASGI middleware (no per-request task overhead): counts and times each request by its
     route template (so /api/v1/jobs/{job_id} is one series, not one per id)."""
 
+    # any other method is counted as "OTHER": a label value per method a client invents would
+    # be a new series each, kept forever
+    METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
     def __init__(self, app, metrics: Metrics):
         self.app = app
         self.metrics = metrics
+        self._series: dict[tuple, tuple] = {}   # (method, route, status) → its counter and histogram
+
+    def _record(self, method: str, path: str, status: int, seconds: float) -> None:
+        if method not in self.METHODS:
+            method = "OTHER"
+        series = self._series.get((method, path, status))
+        if series is None:   # labels() validates and locks: once per series, not per request
+            series = (self.metrics.requests.labels(method, path, str(status)), self.metrics.latency.labels(method, path))
+            self._series[(method, path, status)] = series
+        series[0].inc()
+        series[1].observe(seconds)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -119,5 +134,4 @@ class MetricsMiddleware:
                 path = "/static" if scope["path"].startswith("/static/") else "unmatched"
             elif scope["path"].startswith("/api/") and not path.startswith("/api/"):
                 path = "/api/v1" + path   # routes of an included router carry their own path only
-            self.metrics.requests.labels(scope["method"], path, str(status[0])).inc()
-            self.metrics.latency.labels(scope["method"], path).observe(time.perf_counter() - start)
+            self._record(scope["method"], path, status[0], time.perf_counter() - start)

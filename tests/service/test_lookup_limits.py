@@ -153,3 +153,26 @@ def test_junk_lookups_do_not_grow_the_server(sqlite_db):
     # 3000 x 60 KB would be 180 MB if kept, 3000 x 10 KB another 30 MB; allow the 4 MB memo plus slack
     print(f"server RSS {before} kB -> {after} kB, memo {memo:.0f} bytes")
     assert after - before < 40 * 1024, f"RSS grew from {before} kB to {after} kB"
+
+
+@pytest.mark.parametrize("key", ['{"n_elements": 4096}', '{"n_elements":4096}', '{"n_elements": 3000}',
+                                 '{"n_elements": 4096, "mode": "a b+c/é"}', '{}', '{"n_elements": 4096.0}'])
+def test_fast_path_parses_as_the_route_does(sqlite_db, key):
+    """The fast path's own query parser against FastAPI's: same answers ('+' and '%20' for spaces,
+    UTF-8, blank values); a repeated parameter sends a request through the route."""
+    seed(sqlite_db, key={"n_elements": 4096})
+    with _client(sqlite_db) as c:
+        for q in (urlencode({"kernel": FP, "gpu_model": H100, "key": key}),
+                  urlencode({"kernel": FP, "gpu_model": H100, "key": key}).replace("+", "%20"),
+                  urlencode({"kernel": FP, "gpu_model": H100, "key": key, "compute_capability": ""})):
+            fast = c.get("/api/v1/configs/best?" + q)
+            routed = c.get("/api/v1/configs/best?" + q + "&kernel=" + FP)
+            assert (fast.status_code, fast.json()) == (routed.status_code, routed.json()), q
+
+
+def test_invented_methods_do_not_grow_the_metrics(sqlite_db):
+    with _client(sqlite_db) as c:
+        for i in range(50):
+            c.request(f"M{i:03d}", "/api/v1/jobs")
+        text = c.get("/metrics").text
+        assert 'method="OTHER"' in text and 'method="M007"' not in text
