@@ -36,8 +36,8 @@ log = logging.getLogger("blocktune.lookup")
 # a memoized answer's cost beyond its strings: the tuple, the bytes object, the LRU's links
 _MEMO_OVERHEAD_BYTES = 400
 # the version check is cheap but misses a row rewritten with an older updated_at (a writer's clock
-# behind another's): compare every row this often anyway
-_FULL_SCAN_EVERY_S = 30.0
+# behind another's, or two writers at the same moment): compare every row this often anyway
+_FULL_SCAN_EVERY_S = 10.0
 _FETCH_CHUNK = 500
 
 
@@ -74,15 +74,23 @@ def _entry(b, stamp: tuple | None) -> Entry | None:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """One immutable state of the index: replaced, never mutated."""
+    """One immutable state of the index: replaced, never mutated.
+
+    Generations tell which memoized answers still hold: `kernel_gen[k]` is the generation in which
+    the entries of kernel k (a fingerprint or a name) last changed, `base_gen` the one in which
+    something every answer may depend on (the compute capability of GPU models) last changed."""
     by_id: dict[int, Entry] = field(default_factory=dict)
     by_kernel: dict[str, tuple[Entry, ...]] = field(default_factory=dict)   # fingerprint → entries, by id
     by_name: dict[str, tuple[Entry, ...]] = field(default_factory=dict)     # kernel name → entries, by id
     cc_of_model: dict[str, str] = field(default_factory=dict)
     gpus: tuple = ()     # (model, compute capability) of the gpus table, in id order
+    gen: int = 0
+    base_gen: int = 0
+    kernel_gen: dict[str, int] = field(default_factory=dict)
 
-    @classmethod
-    def build(cls, by_id: dict[int, Entry], gpus: tuple) -> "Snapshot":
+    def build(self, by_id: dict[int, Entry], gpus: tuple) -> "Snapshot":
+        """The next snapshot, holding `by_id` (entries unchanged since this one are the same objects)."""
+        gen = self.gen + 1
         by_kernel: dict[str, list[Entry]] = {}
         by_name: dict[str, list[Entry]] = {}
         cc_of_model = dict(reversed(gpus))   # the first GPU row of a model wins
@@ -92,11 +100,20 @@ class Snapshot:
             by_name.setdefault(e.name, []).append(e)
             if e.cc:
                 cc_of_model.setdefault(e.gpu_model, e.cc)
-        return cls(by_id, {k: tuple(v) for k, v in by_kernel.items()}, {k: tuple(v) for k, v in by_name.items()},
-                   cc_of_model, gpus)
+        kernel_gen = {k: self.kernel_gen.get(k, gen) for k in (*by_kernel, *by_name)}
+        for i in by_id.keys() | self.by_id.keys():
+            new, old = by_id.get(i), self.by_id.get(i)
+            if new is not old:
+                for e in (new, old):
+                    if e is not None:
+                        kernel_gen[e.fingerprint] = kernel_gen[e.name] = gen
+        base_gen = self.base_gen if cc_of_model == self.cc_of_model else gen
+        return Snapshot(by_id, {k: tuple(v) for k, v in by_kernel.items()}, {k: tuple(v) for k, v in by_name.items()},
+                        cc_of_model, gpus, gen, base_gen, kernel_gen)
 
     def with_entry(self, e: Entry) -> "Snapshot":
         """A copy with `e` in place of the entry of the same id (copies the dicts, not the entries)."""
+        gen = self.gen + 1
         old = self.by_id.get(e.id)
         by_kernel, by_name = dict(self.by_kernel), dict(self.by_name)
         for index, old_k, new_k in ((by_kernel, old and old.fingerprint, e.fingerprint),
@@ -108,10 +125,13 @@ class Snapshot:
                 else:
                     del index[old_k]
             index[new_k] = tuple(sorted(index.get(new_k, ()) + (e,), key=lambda x: x.id))
-        cc_of_model = self.cc_of_model
+        kernel_gen = {**self.kernel_gen, e.fingerprint: gen, e.name: gen}
+        if old is not None:
+            kernel_gen[old.fingerprint] = kernel_gen[old.name] = gen
+        cc_of_model, base_gen = self.cc_of_model, self.base_gen
         if e.cc and e.gpu_model not in cc_of_model:
-            cc_of_model = {**cc_of_model, e.gpu_model: e.cc}
-        return Snapshot({**self.by_id, e.id: e}, by_kernel, by_name, cc_of_model, self.gpus)
+            cc_of_model, base_gen = {**cc_of_model, e.gpu_model: e.cc}, gen
+        return Snapshot({**self.by_id, e.id: e}, by_kernel, by_name, cc_of_model, self.gpus, gen, base_gen, kernel_gen)
 
 
 def _num(v):
@@ -185,10 +205,8 @@ class ConfigIndex:
         self.checked_at: float | None = None
         self.error: str | None = None
         self.failures = 0
-        # answers memoized for the current snapshot (event loop only)
-        self._memo_bytes = memo_bytes
-        self._memo: LRUCache | None = None
-        self._memo_of: Snapshot | None = None
+        # answers memoized (event loop only)
+        self._memo = LRUCache(maxsize=memo_bytes, getsizeof=_answer_size) if memo_bytes > 0 else None
 
     @property
     def current(self) -> Snapshot:
@@ -233,11 +251,14 @@ class ConfigIndex:
             self._wake.wait(self._refresh_s)
             self._wake.clear()
 
-    def _version(self, s) -> tuple:
+    @staticmethod
+    def version(s) -> tuple:
+        """(rows, latest updated_at, highest id, GPU rows) of the database: a change of
+        best_configs changes it (but for a row rewritten with an older updated_at: a full scan
+        every _FULL_SCAN_EVERY_S catches that)."""
         row = s.execute(sa.select(sa.func.count(BestConfig.id), sa.func.max(BestConfig.updated_at),
                                   sa.func.max(BestConfig.id))).one()
-        gpus = s.scalar(sa.select(sa.func.count(Gpu.id)))
-        return (row[0], str(row[1]), row[2], gpus)
+        return (row[0], row[1], row[2], s.scalar(sa.select(sa.func.count(Gpu.id))))
 
     def refresh(self) -> bool:
         """Bring the snapshot up to the database now (in the calling thread); True when it changed.
@@ -247,7 +268,7 @@ class ConfigIndex:
                 # a table lock or a stalled server holds this thread, not the lookups; give up and
                 # say so after a while (SET LOCAL: this transaction only, not the pooled connection)
                 s.execute(sa.text(f"SET LOCAL statement_timeout = {int(max(5.0, 4 * self._refresh_s) * 1000)}"))
-            version = self._version(s)
+            version = self.version(s)
             if version == self._db_version and time.monotonic() - self._scanned_at < _FULL_SCAN_EVERY_S:
                 self._checked()
                 return False
@@ -271,7 +292,7 @@ class ConfigIndex:
                     by_id[i] = e
             changed = by_id != have or gpus != self._index.gpus
             if changed:
-                self._index = Snapshot.build(by_id, gpus)
+                self._index = self._index.build(by_id, gpus)
             self._db_version = version
             self._scanned_at = scanned_at
             self._checked()
@@ -291,13 +312,29 @@ class ConfigIndex:
         with self._write_lock:
             yield
 
-    def apply(self, row) -> None:
+    def in_step(self, db_version: tuple | None) -> bool:
+        """Whether the index holds the database state of this version() (read inside `writing()`)."""
+        return db_version is not None and db_version == self._db_version
+
+    def apply(self, row, before: bool = False, after: tuple | None = None) -> None:
         """Put a best_configs row just written through this process (as the database returned it,
-        inside `writing()`) into the snapshot, so that the next lookup here sees it. Pure memory."""
+        inside `writing()`) into the snapshot, so that the next lookup here sees it. Pure memory.
+
+        `before`: in_step() just before the write; `after`: version() just after its commit. When
+        the index was in step and `after` is that state plus this row, nobody else wrote in
+        between (short of a row rewritten with an older updated_at, which the periodic full scan
+        catches), and the refresh thread need not read the table again for this write."""
         assert self._write_lock.locked(), "apply() belongs inside writing()"
         e = _entry(row, None)
-        if e is not None:
-            self._index = self._index.with_entry(e)
+        if e is None:
+            return
+        self._index = idx = self._index.with_entry(e)
+        was = self._db_version
+        if before and after is not None:
+            expected = (len(idx.by_id), max(was[1], row.updated_at) if was[1] is not None else row.updated_at,
+                        max(was[2] or 0, row.id), was[3])
+            if after == expected:
+                self._db_version = after
 
     def health(self) -> dict:
         idx = self._index
@@ -312,25 +349,24 @@ class ConfigIndex:
 
     def answer(self, kernel: str, key: dict, gpu_model: str, compute_capability: str | None) -> tuple[int, bytes]:
         """(HTTP status, JSON body) of a lookup, memoized by the normalized question (kernel, key
-        as canonical JSON, GPU model, compute capability) for as long as the snapshot it came from
-        is the current one, in an LRU bounded by bytes. Call it on the event loop only (the memo
-        is not locked)."""
+        as canonical JSON, GPU model, compute capability) in an LRU bounded by bytes. A memoized
+        answer holds while its kernel's entries (and the GPU models' compute capabilities) are
+        unchanged: a publish recomputes the answers about one kernel, not all. Call it on the
+        event loop only (the memo is not locked)."""
         idx = self._index
-        if self._memo_of is not idx:
-            self._memo = LRUCache(maxsize=self._memo_bytes, getsizeof=_answer_size) if self._memo_bytes else None
-            self._memo_of = idx
         key_str = json.dumps(key, sort_keys=True)
         question = (kernel, key_str, gpu_model, compute_capability)
+        valid = (idx.kernel_gen.get(kernel, 0), idx.base_gen)
         memo = self._memo
         hit = memo.get(question) if memo is not None else None
-        if hit is None:
+        if hit is None or hit[3] != valid:
             found = _lookup(idx, kernel, key, key_str, gpu_model, compute_capability)
             if found is None:
                 status, body = 404, json.dumps({"detail": f"no tuned config for kernel {kernel!r} on {gpu_model!r}"}).encode()
             else:
                 status, body = 200, json.dumps(found).encode()
             hit = (status, body, len(kernel) + len(key_str) + len(gpu_model) + len(compute_capability or "")
-                   + len(body) + _MEMO_OVERHEAD_BYTES)
+                   + len(body) + _MEMO_OVERHEAD_BYTES, valid)
             if memo is not None and hit[2] <= memo.maxsize:
                 memo[question] = hit
         return hit[0], hit[1]

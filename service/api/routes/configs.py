@@ -84,6 +84,9 @@ def publish(body: PublishIn, request: Request, session: SessionDep, _: WriteAuth
     index = request.app.state.config_index
     with index.writing():
         try:
+            # versions of the table around the write let the index skip re-reading it (lookup.py)
+            before = index.in_step(index.version(session))
+            session.rollback()
             row = repo.upsert_best_config(session, kernel_fingerprint=body.kernel_fingerprint,
                                           kernel_name=body.kernel_name, problem_key=canonical_key(body.problem_key),
                                           gpu_model=body.gpu_model, compute_capability=body.compute_capability,
@@ -94,5 +97,9 @@ def publish(body: PublishIn, request: Request, session: SessionDep, _: WriteAuth
             session.rollback()
             raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, "the database is unavailable"
                                 f" ({type(exc).__name__}); publish again later (publishing twice is harmless)") from exc
-        index.apply(row)    # this process's next lookup sees it
+        try:
+            after = index.version(session)
+        except OperationalError:   # stored all the same; the refresh thread will catch up
+            after = None
+        index.apply(row, before, after)    # this process's next lookup sees it
     return BestConfigOut.of(row)
