@@ -161,18 +161,26 @@ def _loadgen(port, reqs, seconds, connections, q):
         pass
 
     async def main():
-        lat, status = [], {}
+        lat, status, warm = [], {}, []
         # warm-up
-        await asyncio.gather(*[_conn(port, reqs, time.perf_counter() + 1.0, [], {}, i * 97) for i in range(connections)])
+        await asyncio.gather(*[_conn(port, reqs, time.perf_counter() + 1.0, warm, {}, i * 97) for i in range(connections)])
         t0 = time.perf_counter()
         deadline = t0 + seconds
         await asyncio.gather(*[_conn(port, reqs, deadline, lat, status, i * 131) for i in range(connections)])
-        return lat, status, time.perf_counter() - t0
+        return lat, status, time.perf_counter() - t0, len(warm)
 
-    lat, status, elapsed = asyncio.run(main())
+    lat, status, elapsed, warm = asyncio.run(main())
     lat.sort()
     q.put({"requests": len(lat), "rps": len(lat) / elapsed, "p50_ms": lat[len(lat) // 2] * 1e3,
-           "p99_ms": lat[int(len(lat) * 0.99)] * 1e3, "max_ms": lat[-1] * 1e3, "status": status})
+           "p99_ms": lat[int(len(lat) * 0.99)] * 1e3, "max_ms": lat[-1] * 1e3, "status": status,
+           "all_requests": warm + len(lat)})
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def start_server(url: str, port: int, env: dict | None = None) -> subprocess.Popen:
@@ -263,9 +271,13 @@ def run_scenario(url: str, rows, scenario: str, seconds: float, connections: int
         q = ctx.Queue()
         reqs = _requests(rows, token=token if scenario == "token" else None)
         proc = ctx.Process(target=_loadgen, args=(port, reqs, seconds, connections, q))
+        cpu0 = cpu_seconds(server.pid)
         proc.start()
         res = q.get(timeout=seconds + 120)
         proc.join()
+        # the server's CPU per request (warm-up included): what its throughput would be on a core of
+        # its own, whatever else the machine runs
+        res["cpu_us"] = (cpu_seconds(server.pid) - cpu0) / res["all_requests"] * 1e6
     finally:
         if publisher is not None:
             publisher.stop.set()
@@ -295,7 +307,8 @@ def bench_backend(url: str, seconds: float, connections: int, scenarios, pg: "Po
         out[scenario] = run_scenario(url, rows, scenario, seconds, connections, pg)
         r = out[scenario]
         print(f"  {url.split(':')[0]:<10} {scenario:<11} {r['rps']:>8.0f} req/s  p50 {r['p50_ms']:.2f} ms  "
-              f"p99 {r['p99_ms']:.2f} ms  max {r['max_ms']:.1f} ms  {r['status']}", flush=True)
+              f"p99 {r['p99_ms']:.2f} ms  max {r['max_ms']:.1f} ms  server CPU {r['cpu_us']:.0f} µs/request  "
+              f"{r['status']}", flush=True)
     return out
 
 
@@ -404,11 +417,11 @@ def main() -> int:
     print(f"\nconfig lookup under load: {args.connections} keep-alive connections from a separate process, "
           f"{args.seconds:.0f} s per scenario, {os.cpu_count()} CPU cores, load average {os.getloadavg()[0]:.1f}")
     print(f"{'backend':<10} {'scenario':<11} {'rows':>6} {'requests':>9} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7} "
-          f"{'max ms':>7}  status")
+          f"{'max ms':>7} {'CPU µs':>7}  status")
     for name, by_scenario in results.items():
         for scenario, r in by_scenario.items():
             print(f"{name:<10} {scenario:<11} {r['rows']:>6} {r['requests']:>9} {r['rps']:>8.0f} {r['p50_ms']:>7.2f} "
-                  f"{r['p99_ms']:>7.2f} {r['max_ms']:>7.1f}  {r['status']}")
+                  f"{r['p99_ms']:>7.2f} {r['max_ms']:>7.1f} {r['cpu_us']:>7.0f}  {r['status']}")
             if "publishes" in r:
                 p = r["publishes"]
                 print(f"{'':<10} {'':<11} publishes: {p['count']} ({p['status']}), p50 {p['p50_ms']:.1f} ms, "
