@@ -94,6 +94,8 @@ def create_app(settings: Settings | None = None, *, database_url: str | None = N
     app.state.metrics.add_config_index(app.state.config_index)
 
     from service.api.routes import configs, gpus, health, jobs, kernels, tokens
+
+    app.state.database_probe = health.DatabaseProbe(engine)
     from service.dashboard import login
     from service.dashboard import routes as dashboard
 

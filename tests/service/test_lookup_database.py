@@ -256,3 +256,63 @@ def test_lookups_answer_from_memory_while_the_database_is_down(cluster):
         out = server.stop()
     assert out.count("config index: cannot read the database") == 1, out   # said once per outage
     assert "config index: the database answers again" in out
+
+
+def _cluster_pids(data_dir: str) -> list[int]:
+    """The postmaster of a cluster (first line of postmaster.pid) and its children."""
+    with open(os.path.join(data_dir, "postmaster.pid")) as f:
+        main = int(f.readline())
+    children = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == main:
+                        children.append(int(d))
+            except OSError:
+                continue
+    return [main, *children]
+
+
+def test_healthz_and_lookups_answer_while_the_database_hangs(cluster):
+    """A database that accepts connections and never answers (its processes stopped): lookups
+    answer from memory, /healthz within its probe's bound (503, saying so) however often it is
+    asked, and all is well again when the database resumes."""
+    import signal
+
+    upgrade(cluster.url)
+    params = fill(cluster.url, kernels=3)
+    server = LiveServer(cluster.url, env={"BLOCKTUNE_LOOKUP_REFRESH_S": "0.2"})
+    pids = _cluster_pids(cluster.data)
+    try:
+        c = httpx.Client(base_url=server.base, timeout=30)
+        assert c.get("/healthz").status_code == 200
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            t_end, worst_lookup, worst_health, n = time.monotonic() + 6.0, 0.0, 0.0, 0
+            while time.monotonic() < t_end:
+                r, dt = _timed_get(c, "/api/v1/configs/best", params=params[n % len(params)])
+                assert r.status_code == 200
+                worst_lookup = max(worst_lookup, dt)
+                if n % 20 == 0:
+                    h, dh = _timed_get(c, "/healthz")
+                    worst_health = max(worst_health, dh)
+                    assert h.status_code in (200, 503)
+                n += 1
+            h = c.get("/healthz")
+            assert h.status_code == 503 and "no answer within" in h.json()["database"], h.text
+            assert h.json()["config_index"]["stale"] is True
+        finally:
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+        deadline = time.monotonic() + 20
+        while (h := c.get("/healthz")).status_code != 200 or h.json()["config_index"]["stale"]:
+            assert time.monotonic() < deadline, h.text
+            time.sleep(0.2)
+        c.close()
+    finally:
+        server.stop()
+    print(f"{n} lookups while the database hung: slowest {worst_lookup * 1e3:.1f} ms; slowest /healthz "
+          f"{worst_health:.2f} s")
+    assert worst_lookup < 1.0 and worst_health < 3.0
