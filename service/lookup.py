@@ -197,7 +197,6 @@ class ConfigIndex:
         self._write_lock = threading.Lock()
         self._db_version: tuple | None = None
         self._scanned_at = -math.inf
-        self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._loaded = threading.Event()
@@ -208,11 +207,6 @@ class ConfigIndex:
         # answers memoized (event loop only)
         self._memo = LRUCache(maxsize=memo_bytes, getsizeof=_answer_size) if memo_bytes > 0 else None
 
-    @property
-    def current(self) -> Snapshot:
-        """The snapshot now in use (replaced, never mutated)."""
-        return self._index
-
     # -- keeping it current (background thread; never the event loop) ---------------------------
     def start(self) -> None:
         if self._thread is None:
@@ -222,7 +216,6 @@ class ConfigIndex:
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
-        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
@@ -230,10 +223,6 @@ class ConfigIndex:
     def wait_loaded(self, timeout: float) -> bool:
         """Wait (in a thread) until the first load succeeded; False when it has not within `timeout`."""
         return self._loaded.wait(timeout)
-
-    def wake(self) -> None:
-        """Ask the thread for a refresh now, without waiting for it."""
-        self._wake.set()
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -248,8 +237,7 @@ class ConfigIndex:
                                 "index in memory (%s) until it is back", type(exc).__name__,
                                 str(exc).splitlines()[0][:300] if str(exc) else "", age)
                 self.error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
-            self._wake.wait(self._refresh_s)
-            self._wake.clear()
+            self._stop.wait(self._refresh_s)
 
     @staticmethod
     def version(s) -> tuple:
@@ -344,9 +332,6 @@ class ConfigIndex:
                 "error": self.error}
 
     # -- answering (pure memory) -----------------------------------------------------------------
-    def lookup(self, kernel: str, key: dict, gpu_model: str, compute_capability: str | None = None) -> dict | None:
-        return _lookup(self._index, kernel, key, json.dumps(key, sort_keys=True), gpu_model, compute_capability)
-
     def answer(self, kernel: str, key: dict, gpu_model: str, compute_capability: str | None) -> tuple[int, bytes]:
         """(HTTP status, JSON body) of a lookup, memoized by the normalized question (kernel, key
         as canonical JSON, GPU model, compute capability) in an LRU bounded by bytes. A memoized
