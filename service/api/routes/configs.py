@@ -77,7 +77,8 @@ def list_configs(session: SessionDep, _: ReadAuth,
     return [BestConfigOut.of(b) for b in rows]
 
 
-@router.post("", response_model=BestConfigOut)
+@router.post("", response_model=BestConfigOut,
+             responses={503: {"description": "the database is unavailable: nothing to do but publish again later"}})
 def publish(body: PublishIn, request: Request, session: SessionDep, _: WriteAuth) -> BestConfigOut:
     """Record a config tuned by a client; an existing entry is replaced only by a faster one
     (atomically: of concurrent publishes of one entry, the fastest stays)."""
