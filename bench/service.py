@@ -1,11 +1,22 @@
 """Benchmark of the launch-time config lookup (GET /api/v1/configs/best) under load.
 
-    .venv/bin/python bench/service.py [--seconds 10] [--connections 32] [--backend sqlite|postgres|both]
+    .venv/bin/python bench/service.py [--seconds 10] [--connections 16] [--backend sqlite|postgres|both]
+                                      [--scenario NAME ...] [--skip-launches]
 
 Starts `blocktune serve` (one uvicorn process, as a user runs it) on a fresh database filled with
 best configs, then drives it from a separate process: an asyncio load generator on raw keep-alive
 HTTP/1.1 connections (so the client's own cost stays small on a 2-core machine), cycling over hits,
-nearest-key matches and misses. Prints requests per second and p50 / p99 latency per backend.
+nearest-key matches and misses. Prints requests per second and p50 / p99 latency per backend and
+scenario:
+
+  lookups        the lookups alone
+  publishing     while configs are published (POST /api/v1/configs, ~5 a second, each a faster
+                 config for an entry the lookups ask for)
+  token          with reads behind a token (`read_requires_token`): every lookup carries one
+  db-locked      PostgreSQL only: another connection holds LOCK TABLE best_configs IN ACCESS
+                 EXCLUSIVE MODE for the whole run
+  db-down        PostgreSQL only: the server is stopped for the whole run (SQLite is embedded: there
+                 is no server to stop, and a writer's lock does not block WAL readers)
 
 Then checks the launch path: with BLOCKTUNE_SERVICE_URL set, one process launches an @autotune
 kernel (interpret mode) 10 000 times over two key values and the server's /metrics must show
@@ -25,6 +36,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -55,9 +67,16 @@ class Postgres:
             shutil.chown(self.root, "postgres", "postgres")
         self.port = free_port()
         self._run([f"{self.bindir}/initdb", "-D", self.data, "-U", "postgres", "--auth=trust", "-E", "UTF8"])
+        self.start()
+        self.url = f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
+
+    def start(self):
         self._run([f"{self.bindir}/pg_ctl", "-D", self.data, "-l", os.path.join(self.root, "log"), "-w", "-o",
                    f"-h 127.0.0.1 -p {self.port} -k {self.root} -F", "start"])
-        self.url = f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
+
+    def pause(self):
+        """Stop the server, keeping its data (start() again)."""
+        self._run([f"{self.bindir}/pg_ctl", "-D", self.data, "-m", "fast", "-w", "stop"])
 
     def _run(self, cmd):
         if os.geteuid() == 0:
@@ -96,10 +115,11 @@ def fill(url: str, kernels: int = 50, keys: int = 20) -> list[tuple[str, dict, s
 
 
 # -- the load generator (a separate process) --------------------------------------------------------
-def _requests(rows, n=4000, seed=0) -> list[bytes]:
+def _requests(rows, n=4000, seed=0, token: str | None = None) -> list[bytes]:
     from urllib.parse import urlencode
 
     rnd = random.Random(seed)
+    auth = f"Authorization: Bearer {token}\r\n" if token else ""
     out = []
     for i in range(n):
         fp, key, model = rnd.choice(rows)
@@ -109,7 +129,7 @@ def _requests(rows, n=4000, seed=0) -> list[bytes]:
         elif r < 0.15:   # miss: unknown GPU
             model = "Unknown GPU"
         q = urlencode({"kernel": fp, "key": json.dumps(key), "gpu_model": model})
-        out.append(f"GET /api/v1/configs/best?{q} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+        out.append(f"GET /api/v1/configs/best?{q} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}\r\n".encode())
     return out
 
 
@@ -141,18 +161,26 @@ def _loadgen(port, reqs, seconds, connections, q):
         pass
 
     async def main():
-        lat, status = [], {}
+        lat, status, warm = [], {}, []
         # warm-up
-        await asyncio.gather(*[_conn(port, reqs, time.perf_counter() + 1.0, [], {}, i * 97) for i in range(connections)])
+        await asyncio.gather(*[_conn(port, reqs, time.perf_counter() + 1.0, warm, {}, i * 97) for i in range(connections)])
         t0 = time.perf_counter()
         deadline = t0 + seconds
         await asyncio.gather(*[_conn(port, reqs, deadline, lat, status, i * 131) for i in range(connections)])
-        return lat, status, time.perf_counter() - t0
+        return lat, status, time.perf_counter() - t0, len(warm)
 
-    lat, status, elapsed = asyncio.run(main())
+    lat, status, elapsed, warm = asyncio.run(main())
     lat.sort()
     q.put({"requests": len(lat), "rps": len(lat) / elapsed, "p50_ms": lat[len(lat) // 2] * 1e3,
-           "p99_ms": lat[int(len(lat) * 0.99)] * 1e3, "max_ms": lat[-1] * 1e3, "status": status})
+           "p99_ms": lat[int(len(lat) * 0.99)] * 1e3, "max_ms": lat[-1] * 1e3, "status": status,
+           "all_requests": warm + len(lat)})
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def start_server(url: str, port: int, env: dict | None = None) -> subprocess.Popen:
@@ -172,21 +200,116 @@ def start_server(url: str, port: int, env: dict | None = None) -> subprocess.Pop
     raise RuntimeError("server did not start")
 
 
-def bench_backend(url: str, seconds: float, connections: int) -> dict:
-    rows = fill(url)
+SCENARIOS = ("lookups", "publishing", "token", "db-locked", "db-down")
+POSTGRES_ONLY = ("db-locked", "db-down")
+
+
+class Publisher(threading.Thread):
+    """POST /api/v1/configs about `per_second` times a second, each a faster config for a random
+    entry of `rows` (so that every publish changes what the lookups are answered)."""
+
+    def __init__(self, port: int, token: str, rows, per_second: float = 5.0):
+        super().__init__(daemon=True)
+        self.port, self.token, self.rows, self.period = port, token, rows, 1.0 / per_second
+        self.stop = threading.Event()
+        self.latencies: list[float] = []
+        self.status: dict[int, int] = {}
+
+    def run(self):
+        import httpx
+
+        rnd = random.Random(1)
+        with httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=30,
+                          headers={"Authorization": f"Bearer {self.token}"}) as c:
+            n = 0
+            next_at = time.perf_counter()
+            while not self.stop.is_set():
+                fp, key, model = rnd.choice(self.rows)
+                n += 1
+                body = {"kernel_fingerprint": fp, "kernel_name": "bench", "problem_key": key, "gpu_model": model,
+                        "compute_capability": dict(GPUS)[model], "config": {"BLOCK_SIZE": 64, "num_warps": 2},
+                        "median_ms": 0.05 / n}
+                t0 = time.perf_counter()
+                r = c.post("/api/v1/configs", json=body)
+                self.latencies.append(time.perf_counter() - t0)
+                self.status[r.status_code] = self.status.get(r.status_code, 0) + 1
+                next_at += self.period
+                self.stop.wait(max(0.0, next_at - time.perf_counter()))
+
+
+def make_token(url: str) -> str:
+    from db.engine import make_engine, session_factory
+    from service.core.security import create_token
+
+    eng = make_engine(url)
+    with session_factory(eng)() as s:
+        _, clear = create_token(s, "bench")
+        s.commit()
+    eng.dispose()
+    return clear
+
+
+def run_scenario(url: str, rows, scenario: str, seconds: float, connections: int, pg: "Postgres | None" = None) -> dict:
+    """One server, set up for `scenario`; the load generator in a process of its own."""
+    import sqlalchemy as sa
+
+    token = make_token(url)
+    env = {"BLOCKTUNE_READ_REQUIRES_TOKEN": "1"} if scenario == "token" else {}
     port = free_port()
-    server = start_server(url, port)
+    server = start_server(url, port, env)
+    publisher = locker = None
     try:
-        q = mp.get_context("spawn").Queue()
-        proc = mp.get_context("spawn").Process(target=_loadgen, args=(port, _requests(rows), seconds, connections, q))
+        if scenario == "publishing":
+            publisher = Publisher(port, token, rows)
+            publisher.start()
+        elif scenario == "db-locked":
+            locker = sa.create_engine(url).connect()
+            locker.execute(sa.text("LOCK TABLE best_configs IN ACCESS EXCLUSIVE MODE"))
+        elif scenario == "db-down":
+            pg.pause()
+        ctx = mp.get_context("spawn")
+        q = ctx.Queue()
+        reqs = _requests(rows, token=token if scenario == "token" else None)
+        proc = ctx.Process(target=_loadgen, args=(port, reqs, seconds, connections, q))
+        cpu0 = cpu_seconds(server.pid)
         proc.start()
         res = q.get(timeout=seconds + 120)
         proc.join()
-        res["rows"] = len(rows)
-        return res
+        # the server's CPU per request (warm-up included): what its throughput would be on a core of
+        # its own, whatever else the machine runs
+        res["cpu_us"] = (cpu_seconds(server.pid) - cpu0) / res["all_requests"] * 1e6
     finally:
+        if publisher is not None:
+            publisher.stop.set()
+            publisher.join(30)
+        if locker is not None:
+            locker.rollback()
+            locker.close()
+        if scenario == "db-down":
+            pg.start()
         server.terminate()
         server.wait(10)
+    res["rows"] = len(rows)
+    if publisher is not None:
+        lat = sorted(publisher.latencies)
+        res["publishes"] = {"count": len(lat), "status": publisher.status,
+                            "p50_ms": lat[len(lat) // 2] * 1e3 if lat else None,
+                            "max_ms": lat[-1] * 1e3 if lat else None}
+    return res
+
+
+def bench_backend(url: str, seconds: float, connections: int, scenarios, pg: "Postgres | None" = None) -> dict:
+    rows = fill(url)
+    out = {}
+    for scenario in scenarios:
+        if scenario in POSTGRES_ONLY and pg is None:
+            continue
+        out[scenario] = run_scenario(url, rows, scenario, seconds, connections, pg)
+        r = out[scenario]
+        print(f"  {url.split(':')[0]:<10} {scenario:<11} {r['rps']:>8.0f} req/s  p50 {r['p50_ms']:.2f} ms  "
+              f"p99 {r['p99_ms']:.2f} ms  max {r['max_ms']:.1f} ms  server CPU {r['cpu_us']:.0f} µs/request  "
+              f"{r['status']}", flush=True)
+    return out
 
 
 # -- one lookup per key from a kernel launched 10 000 times ---------------------------------------
@@ -276,24 +399,33 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--connections", type=int, default=16)
     ap.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
+    ap.add_argument("--scenario", choices=SCENARIOS, action="append",
+                    help="run only these (repeatable); default: all")
     ap.add_argument("--skip-launches", action="store_true")
     args = ap.parse_args()
+    scenarios = args.scenario or SCENARIOS
     results = {}
     tmp = tempfile.mkdtemp(prefix="bench-service-")
     if args.backend in ("sqlite", "both"):
-        results["sqlite"] = bench_backend(f"sqlite:///{tmp}/bench.db", args.seconds, args.connections)
+        results["sqlite"] = bench_backend(f"sqlite:///{tmp}/bench.db", args.seconds, args.connections, scenarios)
     if args.backend in ("postgres", "both"):
         pg = Postgres()
         try:
-            results["postgres"] = bench_backend(pg.url, args.seconds, args.connections)
+            results["postgres"] = bench_backend(pg.url, args.seconds, args.connections, scenarios, pg)
         finally:
             pg.stop()
     print(f"\nconfig lookup under load: {args.connections} keep-alive connections from a separate process, "
-          f"{args.seconds:.0f} s, {os.cpu_count()} CPU cores")
-    print(f"{'backend':<10} {'rows':>6} {'requests':>9} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7}  status")
-    for name, r in results.items():
-        print(f"{name:<10} {r['rows']:>6} {r['requests']:>9} {r['rps']:>8.0f} {r['p50_ms']:>7.2f} {r['p99_ms']:>7.2f} "
-              f"{r['max_ms']:>7.1f}  {r['status']}")
+          f"{args.seconds:.0f} s per scenario, {os.cpu_count()} CPU cores, load average {os.getloadavg()[0]:.1f}")
+    print(f"{'backend':<10} {'scenario':<11} {'rows':>6} {'requests':>9} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7} "
+          f"{'max ms':>7} {'CPU µs':>7}  status")
+    for name, by_scenario in results.items():
+        for scenario, r in by_scenario.items():
+            print(f"{name:<10} {scenario:<11} {r['rows']:>6} {r['requests']:>9} {r['rps']:>8.0f} {r['p50_ms']:>7.2f} "
+                  f"{r['p99_ms']:>7.2f} {r['max_ms']:>7.1f} {r['cpu_us']:>7.0f}  {r['status']}")
+            if "publishes" in r:
+                p = r["publishes"]
+                print(f"{'':<10} {'':<11} publishes: {p['count']} ({p['status']}), p50 {p['p50_ms']:.1f} ms, "
+                      f"max {p['max_ms']:.1f} ms")
     if not args.skip_launches:
         r = bench_launches(f"sqlite:///{tmp}/launch.db")
         print(r["stdout"].strip())

@@ -130,14 +130,25 @@ def record_trial(session: Session, *, job_id: int, number: int, config: dict[str
 
 # --- best configs -----------------------------------------------------------------------------
 
+UPSERT_POLICIES = ("latest", "faster")
+
+
 def upsert_best_config(session: Session, *, kernel_fingerprint: str, kernel_name: str, problem_key: str,
                        gpu_model: str, compute_capability: str, config: dict[str, Any], median_ms: float,
-                       default_ms: float | None = None, job_id: int | None = None) -> None:
-    """Store the winner of a job for (kernel fingerprint, problem key, GPU model).
+                       default_ms: float | None = None, job_id: int | None = None,
+                       policy: str = "latest") -> BestConfig:
+    """Store a best config for (kernel fingerprint, problem key, GPU model); returns the row as stored.
 
-    The latest job wins: it measured the previous winner too (it is enqueued first), so its choice
-    was made knowing it. One atomic INSERT … ON CONFLICT DO UPDATE on both SQLite and PostgreSQL.
+    One atomic INSERT … ON CONFLICT DO UPDATE on both SQLite and PostgreSQL, so concurrent writers
+    of the same entry cannot lose each other's result. `policy` says which result an existing
+    entry keeps:
+      "latest"  the new one (a tuning job's winner: the job measured the previous winner too — it
+                is enqueued first — so its choice was made knowing it)
+      "faster"  the new one only when its median is lower (a result published by a client, measured
+                elsewhere: the comparison is all there is); a missing default_ms keeps the stored one
     """
+    if policy not in UPSERT_POLICIES:
+        raise ValueError(f"unknown upsert policy {policy!r} (one of {', '.join(UPSERT_POLICIES)})")
     values = dict(kernel_fingerprint=kernel_fingerprint, kernel_name=kernel_name, problem_key=problem_key,
                   gpu_model=gpu_model, compute_capability=compute_capability, config=config,
                   median_ms=float(median_ms), default_ms=_finite(default_ms), job_id=job_id, updated_at=utcnow())
@@ -149,10 +160,24 @@ def upsert_best_config(session: Session, *, kernel_fingerprint: str, kernel_name
     else:  # pragma: no cover - only SQLite and PostgreSQL are supported
         raise NotImplementedError(dialect)
     stmt = insert(BestConfig).values(**values)
-    update = {k: stmt.excluded[k] for k in ("kernel_name", "compute_capability", "config", "median_ms",
-                                             "default_ms", "job_id", "updated_at")}
-    session.execute(stmt.on_conflict_do_update(
-        index_elements=["kernel_fingerprint", "problem_key", "gpu_model"], set_=update))
+    new = stmt.excluded
+    table = BestConfig.__table__.c
+    if policy == "latest":
+        update = {k: new[k] for k in ("kernel_name", "compute_capability", "config", "median_ms",
+                                      "default_ms", "job_id", "updated_at")}
+        where = None
+    else:
+        update = {k: new[k] for k in ("compute_capability", "config", "median_ms", "job_id", "updated_at")}
+        update["default_ms"] = sa.func.coalesce(new.default_ms, table.default_ms)
+        where = new.median_ms < table.median_ms
+    stmt = stmt.on_conflict_do_update(index_elements=["kernel_fingerprint", "problem_key", "gpu_model"],
+                                      set_=update, where=where).returning(BestConfig)
+    row = session.scalars(stmt, execution_options={"populate_existing": True}).first()
+    if row is None:  # "faster" and the stored entry is at least as fast: it stays, and is the answer
+        row = session.scalars(sa.select(BestConfig).where(
+            BestConfig.kernel_fingerprint == kernel_fingerprint, BestConfig.problem_key == problem_key,
+            BestConfig.gpu_model == gpu_model).execution_options(populate_existing=True)).one()
+    return row
 
 
 def get_best_config(session: Session, *, kernel_fingerprint: str, problem_key: str,

@@ -74,11 +74,31 @@ def cmd_serve(args) -> int:
         print("blocktune: no worker in this process" + ("" if gpu else " (no CUDA GPU found)") +
               ": jobs will wait for a worker (`blocktune worker --device N --server-db URL`)", file=sys.stderr)
     app = create_app(settings, database_url=url, worker=worker)
-    print(f"blocktune: serving on http://{settings.host}:{settings.port} (dashboard at /, API at /api/v1, docs at /docs)",
-          file=sys.stderr)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level,
-                access_log=args.access_log, loop="auto", http="auto")
+    config = server_config(app, settings, log_level=args.log_level, access_log=args.access_log)
+    print(f"blocktune: serving on http://{settings.host}:{settings.port} (dashboard at /, API at /api/v1, docs at /docs;"
+          f" {server_implementation(config)})", file=sys.stderr)
+    uvicorn.Server(config).run()
     return 0
+
+
+def server_config(app, settings, *, log_level: str = "info", access_log: bool = False):
+    """The loaded uvicorn config `blocktune serve` runs: uvloop and httptools (uvicorn[standard],
+    a dependency) where they are installed, which uvicorn's "auto" picks."""
+    import uvicorn
+
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level, access_log=access_log,
+                            loop="auto", http="auto")
+    config.load()
+    return config
+
+
+def server_implementation(config) -> str:
+    """"<event loop>, <HTTP parser>" of a loaded uvicorn config, e.g. "uvloop, httptools"."""
+    factory = config.get_loop_factory()
+    loop = getattr(factory, "__module__", None) or "asyncio"
+    http = {"HttpToolsProtocol": "httptools", "H11Protocol": "h11"}.get(config.http_protocol_class.__name__,
+                                                                        config.http_protocol_class.__name__)
+    return f"{loop.split('.')[0]}, {http}"
 
 
 # -- worker --------------------------------------------------------------------------------------

@@ -46,6 +46,32 @@ class DatabaseCollector:
         yield workers
 
 
+class ConfigIndexCollector:
+    """The lookup's in-memory index: its size, how long since it was last checked against the
+    database (growing while the database is away: lookups are then answered from an older
+    state), failed refreshes, and the bytes held by the answer memo."""
+
+    def __init__(self, index):
+        self._index = index
+
+    def collect(self):
+        h = self._index.health()
+        rows = GaugeMetricFamily("blocktune_config_index_rows", "Best configs held in memory for lookups")
+        rows.add_metric([], h["rows"])
+        age = GaugeMetricFamily("blocktune_config_index_age_seconds",
+                                "Seconds since the config index was last checked against the database")
+        age.add_metric([], h["checked_seconds_ago"] if h["checked_seconds_ago"] is not None else float("inf"))
+        failures = CounterMetricFamily("blocktune_config_index_refresh_failures",
+                                       "Refreshes of the config index that failed (database unavailable)")
+        failures.add_metric([], self._index.failures)
+        memo = GaugeMetricFamily("blocktune_lookup_memo_bytes", "Bytes held by the lookup answer memo")
+        memo.add_metric([], self._index.memo_bytes)
+        yield rows
+        yield age
+        yield failures
+        yield memo
+
+
 class Metrics:
     def __init__(self):
         self.registry = CollectorRegistry(auto_describe=True)
@@ -58,6 +84,9 @@ class Metrics:
     def add_database(self, sessionmaker, settings) -> None:
         self.registry.register(DatabaseCollector(sessionmaker, settings))
 
+    def add_config_index(self, index) -> None:
+        self.registry.register(ConfigIndexCollector(index))
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
@@ -66,9 +95,24 @@ class MetricsMiddleware:
     """Pure ASGI middleware (no per-request task overhead): counts and times each request by its
     route template (so /api/v1/jobs/{job_id} is one series, not one per id)."""
 
+    # any other method is counted as "OTHER": a label value per method a client invents would
+    # be a new series each, kept forever
+    METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
     def __init__(self, app, metrics: Metrics):
         self.app = app
         self.metrics = metrics
+        self._series: dict[tuple, tuple] = {}   # (method, route, status) → its counter and histogram
+
+    def _record(self, method: str, path: str, status: int, seconds: float) -> None:
+        if method not in self.METHODS:
+            method = "OTHER"
+        series = self._series.get((method, path, status))
+        if series is None:   # labels() validates and locks: once per series, not per request
+            series = (self.metrics.requests.labels(method, path, str(status)), self.metrics.latency.labels(method, path))
+            self._series[(method, path, status)] = series
+        series[0].inc()
+        series[1].observe(seconds)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -90,5 +134,4 @@ class MetricsMiddleware:
                 path = "/static" if scope["path"].startswith("/static/") else "unmatched"
             elif scope["path"].startswith("/api/") and not path.startswith("/api/"):
                 path = "/api/v1" + path   # routes of an included router carry their own path only
-            self.metrics.requests.labels(scope["method"], path, str(status[0])).inc()
-            self.metrics.latency.labels(scope["method"], path).observe(time.perf_counter() - start)
+            self._record(scope["method"], path, status[0], time.perf_counter() - start)

@@ -5,16 +5,18 @@ is on), publishing configs `publish`, submitting and cancelling jobs `submit`, m
 `admin`. No token or a bad one: 401; a token without the scope: 403 naming it."""
 from __future__ import annotations
 
-import time
 from typing import Annotated, Iterator
 
+import sqlalchemy as sa
 from fastapi import Depends, HTTPException, Request, status
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from db.models import TOKEN_SCOPES, ApiToken, utcnow
 from service.api.schemas import ErrorOut
 from service.core.config import Settings
 from service.core.security import find_session_token, find_token, scopes_text
+from service.core.token_cache import TokenSnapshot, VerifiedTokens
 
 
 def get_settings(request: Request) -> Settings:
@@ -52,44 +54,71 @@ def session_from_request(request: Request) -> str | None:
     return request.cookies.get(SESSION_COOKIE) or None
 
 
-_LAST_USED_EVERY_S = 60.0
 _BEARER = {"WWW-Authenticate": "Bearer"}
 
 
-def _authenticate(request: Request, session: Session, *, cookie: bool = False) -> ApiToken:
+def _verify_header_token(request: Request, session: Session, clear: str) -> TokenSnapshot:
+    """The snapshot of a header token, from the verified-token cache or (on a miss) the database;
+    raises 401, or 503 when the database is away and the token was never seen."""
+    tokens: VerifiedTokens = request.app.state.verified_tokens
+    snap = tokens.get(clear)
+    if snap is not None:
+        return snap
+    try:
+        row = find_token(session, clear)
+    except SQLAlchemyError as exc:
+        session.rollback()
+        # the database is away: a token verified before still holds (revoking it would be a
+        # database write), trusted for another TTL so that the next requests do not ask again
+        snap = tokens.last_known(clear)
+        if snap is None:
+            raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, "cannot check the API token now: the "
+                                f"database is unavailable ({type(exc).__name__}); retry shortly") from exc
+        tokens.put(clear, snap)
+        return snap
+    if row is None:
+        tokens.discard(clear)
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "invalid or revoked API token", headers=_BEARER)
+    snap = TokenSnapshot.of(row)
+    tokens.put(clear, snap)
+    return snap
+
+
+def _authenticate(request: Request, session: Session, *, cookie: bool = False) -> TokenSnapshot:
     """The live token of the request's headers, or with cookie=True (reads) the token of its
-    dashboard session when it has no such header; raises 401. Callers check its `.scopes`."""
+    dashboard session when it has no such header; raises 401. Callers check its `.scopes`.
+    Runs in the thread pool: it may query the database."""
     clear = token_from_request(request)
     if clear:
-        row = find_token(session, clear)
-        if row is None:
-            raise HTTPException(status.HTTP_401_UNAUTHORIZED, "invalid or revoked API token", headers=_BEARER)
+        snap = _verify_header_token(request, session, clear)
     elif cookie and (sid := session_from_request(request)):
         row = find_session_token(session, sid)
         if row is None:
             raise HTTPException(status.HTTP_401_UNAUTHORIZED, "the dashboard session has ended (it expired, was "
                                 "logged out, or its token was revoked): log in again at /login", headers=_BEARER)
+        snap = TokenSnapshot.of(row)
     else:
         raise HTTPException(status.HTTP_401_UNAUTHORIZED, "an API token is required (Authorization: Bearer <token>;"
                             " create one with `blocktune token create`)", headers=_BEARER)
-    # record use, at most once a minute per token (a write per request would serialize SQLite)
-    seen = request.app.state.token_last_used
-    now = time.monotonic()
-    if now - seen.get(row.id, -1e9) > _LAST_USED_EVERY_S:
-        seen[row.id] = now
-        row.last_used_at = utcnow()
-        session.commit()
-    return row
+    tokens: VerifiedTokens = request.app.state.verified_tokens
+    if tokens.use_due(snap.id):
+        tokens.used(snap.id)
+        try:
+            session.execute(sa.update(ApiToken).where(ApiToken.id == snap.id).values(last_used_at=utcnow()))
+            session.commit()
+        except SQLAlchemyError:  # bookkeeping only: a database away must not refuse a verified token
+            session.rollback()
+    return snap
 
 
-def require_token(request: Request, session: SessionDep) -> ApiToken:
+def require_token(request: Request, session: SessionDep) -> TokenSnapshot:
     """A valid token in the headers (any scope); raises 401."""
     return _authenticate(request, session)
 
 
-def check_scope(token: ApiToken, scope: str) -> None:
-    """403 naming the scope when `token` (a row, or anything with `.scopes`) lacks it."""
-    if scope not in token.scopes:
+def check_scope(token: TokenSnapshot, scope: str) -> None:
+    """403 naming the scope when `token` lacks it."""
+    if not token.allows(scope):
         raise HTTPException(
             status.HTTP_403_FORBIDDEN,
             f"this API token lacks the '{scope}' scope (it has: {scopes_text(token.scopes) or 'none'}); "
@@ -102,7 +131,7 @@ def require_scope(scope: str):
     if scope not in TOKEN_SCOPES:
         raise ValueError(f"unknown scope {scope!r}")
 
-    async def dependency(token: Annotated[ApiToken, Depends(require_token)]) -> ApiToken:
+    async def dependency(token: Annotated[TokenSnapshot, Depends(require_token)]) -> TokenSnapshot:
         check_scope(token, scope)
         return token
 
@@ -110,18 +139,23 @@ def require_scope(scope: str):
     return dependency
 
 
-def authenticate_read(request: Request) -> ApiToken:
+def authenticate_read(request: Request) -> TokenSnapshot:
     """Check a read's token (header or login session) in a session of its own; raises 401. The
     caller checks the `read` scope."""
     with request.app.state.sessionmaker() as session:
         return _authenticate(request, session, cookie=True)
 
 
-async def read_access(request: Request) -> ApiToken | None:
-    """Reads need a token with the `read` scope only when the `read_requires_token` setting is on
-    (then a session is opened in the thread pool; otherwise this costs nothing on the event loop).
-    The dashboard's login session counts for reads."""
+async def read_access(request: Request) -> TokenSnapshot | None:
+    """Reads need a token with the `read` scope only when the `read_requires_token` setting is on.
+    A header token verified in the last seconds lets the read through from memory; otherwise it
+    is checked in the thread pool (never on the event loop). The dashboard's login session counts
+    for reads."""
     if request.app.state.settings.read_requires_token:
+        snap = request.app.state.verified_tokens.fresh(token_from_request(request))
+        if snap is not None:
+            check_scope(snap, "read")
+            return snap
         from starlette.concurrency import run_in_threadpool
 
         token = await run_in_threadpool(authenticate_read, request)
@@ -130,10 +164,10 @@ async def read_access(request: Request) -> ApiToken | None:
     return None
 
 
-ReadAuth = Annotated[ApiToken | None, Depends(read_access)]
-PublishAuth = Annotated[ApiToken, Depends(require_scope("publish"))]
-SubmitAuth = Annotated[ApiToken, Depends(require_scope("submit"))]
-AdminAuth = Annotated[ApiToken, Depends(require_scope("admin"))]
+ReadAuth = Annotated[TokenSnapshot | None, Depends(read_access)]
+PublishAuth = Annotated[TokenSnapshot, Depends(require_scope("publish"))]
+SubmitAuth = Annotated[TokenSnapshot, Depends(require_scope("submit"))]
+AdminAuth = Annotated[TokenSnapshot, Depends(require_scope("admin"))]
 
 # what every /api/v1 operation may answer besides its own codes (reads: when they need a token)
 AUTH_RESPONSES: dict[int | str, dict] = {

@@ -53,6 +53,16 @@ class Settings(BaseSettings):
     kernel_check_nice: int = Field(default=10, ge=0, le=19)
     # start the checkers with the app instead of at the first submission (which then waits ~0.5 s)
     kernel_check_prewarm: bool = False
+    # the config lookup: its in-memory index is re-read from the database by a background thread
+    # this often (lookups never wait on the database); answers are memoized in an LRU of at most
+    # this many bytes; a longer query string than this gets 414
+    lookup_refresh_s: float = Field(default=0.5, gt=0, le=3600)
+    lookup_cache_bytes: int = Field(default=32 * 2**20, ge=0)
+    lookup_max_query_bytes: int = Field(default=16 * 1024, ge=1024)
+    # a token found valid is trusted without asking the database again for this long, so a
+    # revocation takes effect within it; 0 checks the database on every request
+    token_cache_ttl_s: float = Field(default=5.0, ge=0, le=300)
+    token_cache_bytes: int = Field(default=2**20, ge=0)
 
     def resolved_database_url(self) -> str:
         return self.database_url or _default_database_url()

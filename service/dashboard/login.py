@@ -28,6 +28,7 @@ from starlette.concurrency import run_in_threadpool
 from db.models import ApiToken
 from service.api.deps import SESSION_COOKIE, authenticate_read, check_scope, session_from_request, token_from_request
 from service.core.security import end_session, find_token, start_session
+from service.core.token_cache import TokenSnapshot
 from service.dashboard.templates import TEMPLATES
 
 # before sessions, the login cookie held the raw token: dropped wherever a browser still sends it
@@ -78,7 +79,7 @@ def _clear_cookies(response: Response, request: Request, names=(SESSION_COOKIE, 
             response.delete_cookie(name, path="/", secure=_secure(request), httponly=True, samesite="strict")
 
 
-async def page_access(request: Request) -> ApiToken | None:
+async def page_access(request: Request) -> TokenSnapshot | None:
     """ReadAuth for HTML pages: a redirect to the login page instead of a 401/403."""
     if not request.app.state.settings.read_requires_token:
         return None
@@ -94,7 +95,7 @@ async def page_access(request: Request) -> ApiToken | None:
     return token
 
 
-PageAuth = Annotated[ApiToken | None, Depends(page_access)]
+PageAuth = Annotated[TokenSnapshot | None, Depends(page_access)]
 
 
 async def login_redirect(request: Request, exc: LoginRequired) -> RedirectResponse:

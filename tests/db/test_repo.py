@@ -77,3 +77,60 @@ def test_finish_job_does_not_override_cancel(Session):
     with Session.begin() as s:
         assert repo.finish_job(s, job_id, "succeeded") is False
         assert repo.job_state(s, job_id) == "cancelled"
+
+
+def test_upsert_faster_policy_keeps_the_fastest_under_concurrency(Session):
+    """Writers of one entry released together by a barrier, 30 rounds: the fastest always stays,
+    and each writer gets back the row as stored (never slower than what it sent)."""
+    import random
+    import threading
+
+    key = repo.canonical_key({"n": 1})
+    rnd = random.Random(7)
+    writers = 6
+    for rnd_no in range(30):
+        fp = f"race{rnd_no}"
+        medians = [round(rnd.uniform(0.1, 2.0), 6) for _ in range(writers)]
+        barrier = threading.Barrier(writers)
+        got, errors = [None] * writers, []
+
+        def write(i):
+            try:
+                barrier.wait(10)
+                with Session.begin() as s:
+                    row = repo.upsert_best_config(s, kernel_fingerprint=fp, kernel_name="k", problem_key=key,
+                                                  gpu_model="G", compute_capability="9.0",
+                                                  config={"BLOCK": i}, median_ms=medians[i], policy="faster")
+                    got[i] = row.median_ms
+            except Exception as exc:   # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=write, args=(i,)) for i in range(writers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert not errors, errors
+        assert all(g <= m for g, m in zip(got, medians)), (got, medians)
+        with Session() as s:
+            best = repo.get_best_config(s, kernel_fingerprint=fp, problem_key=key, gpu_model="G")
+            assert best.median_ms == min(medians) and best.config == {"BLOCK": medians.index(min(medians))}
+
+
+def test_upsert_policies(Session):
+    key = repo.canonical_key({"n": 2})
+    common = dict(kernel_fingerprint="p", kernel_name="k", problem_key=key, gpu_model="G", compute_capability="9.0")
+    with Session.begin() as s:
+        repo.upsert_best_config(s, **common, config={"B": 1}, median_ms=1.0, default_ms=2.0, policy="faster")
+    with Session.begin() as s:     # slower: kept out, and the stored row is the answer
+        row = repo.upsert_best_config(s, **common, config={"B": 2}, median_ms=1.5, policy="faster")
+        assert (row.config, row.median_ms, row.default_ms) == ({"B": 1}, 1.0, 2.0)
+    with Session.begin() as s:     # faster without a default: the stored default stays
+        row = repo.upsert_best_config(s, **common, config={"B": 3}, median_ms=0.5, policy="faster")
+        assert (row.config, row.median_ms, row.default_ms) == ({"B": 3}, 0.5, 2.0)
+    with Session.begin() as s:     # a tuning job's winner replaces it even when slower
+        row = repo.upsert_best_config(s, **common, config={"B": 4}, median_ms=0.9)
+        assert (row.config, row.median_ms, row.default_ms) == ({"B": 4}, 0.9, None)
+    with pytest.raises(ValueError, match="policy"):
+        with Session.begin() as s:
+            repo.upsert_best_config(s, **common, config={}, median_ms=1.0, policy="slower")

@@ -108,6 +108,7 @@ def test_config_lookup_match_levels(api, db_url):
     seed(db_url, key={"n_elements": 4096}, gpu_model="NVIDIA H100 80GB HBM3", cc="9.0")
     seed(db_url, key={"n_elements": 1 << 20}, gpu_model="NVIDIA H100 80GB HBM3", cc="9.0")
     seed(db_url, key={"n_elements": 4096}, gpu_model="NVIDIA A100-SXM4-80GB", cc="8.0")
+    api.app.state.config_index.refresh()      # rows written by another connection: reload now
 
     def look(**params):
         params = {"kernel": "f" * 64, **params}
@@ -246,6 +247,7 @@ def test_nothing_a_client_sends_gives_a_500(api, token, method, path, body):
 
 def test_lookup_fast_path_and_route_agree(api, db_url):
     seed(db_url, key={"n_elements": 4096})
+    api.app.state.config_index.refresh()
     q = {"kernel": "f" * 64, "gpu_model": "NVIDIA H100 80GB HBM3", "key": '{"n_elements": 3000}'}
     fast = api.get("/api/v1/configs/best", params=q)
     # a repeated parameter is not for the fast path: FastAPI's route answers (it takes the last)

@@ -40,3 +40,20 @@ def test_serve_with_in_process_worker(tmp_path):
     finally:
         out = server.stop()
     assert "running a worker on device 0 (interpret mode)" in out
+
+
+def test_serve_runs_on_uvloop_and_httptools(tmp_path):
+    """uvicorn[standard] is a dependency, and `blocktune serve` runs on what it brings."""
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    from service.commands import server_config, server_implementation
+    from service.core.config import Settings
+
+    config = server_config(lambda scope, receive, send: None, Settings())
+    assert config.http_protocol_class is HttpToolsProtocol and server_implementation(config) == "uvloop, httptools"
+    server = LiveServer(f"sqlite:///{tmp_path / 'loop.db'}")
+    try:
+        assert httpx.get(server.base + "/healthz").json()["event_loop"] == "uvloop"   # what the process runs on
+    finally:
+        out = server.stop()
+    assert "uvloop, httptools)" in out

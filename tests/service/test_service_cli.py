@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 from fastapi.testclient import TestClient
 
 from service.app import create_app
+from service.core.config import Settings
 from svc_helpers import ROOT
 
 
@@ -27,11 +29,18 @@ def test_migrate_and_token_lifecycle(tmp_path):
     assert r.returncode == 0 and "\tci\tactive\tread,admin\t" in r.stdout and token not in r.stdout
     prefix = r.stdout.split("\t")[1]
     assert token.startswith(prefix)
-    with TestClient(create_app(database_url=url)) as c:
+    # a server trusts a verified token for token_cache_ttl_s: a revocation by the CLI (another
+    # process) takes effect within it
+    settings = Settings(database_url=url, token_cache_ttl_s=0.5)
+    with TestClient(create_app(settings, database_url=url)) as c:
         ok = c.get("/api/v1/tokens", headers={"Authorization": f"Bearer {token}"})
         assert ok.status_code == 200 and ok.json()[0]["name"] == "ci"
         r = blocktune("token", "revoke", prefix, "--database-url", url)
         assert r.returncode == 0 and "revoked" in r.stderr
+        deadline = time.monotonic() + settings.token_cache_ttl_s + 5
+        while c.get("/api/v1/tokens", headers={"Authorization": f"Bearer {token}"}).status_code == 200:
+            assert time.monotonic() < deadline, "the revoked token still works well past the TTL"
+            time.sleep(0.05)
         assert c.get("/api/v1/tokens", headers={"Authorization": f"Bearer {token}"}).status_code == 401
     assert blocktune("token", "revoke", "nope", "--database-url", url).returncode == 1
     r = blocktune("token", "--database-url", url, "list")

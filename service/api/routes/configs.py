@@ -5,12 +5,15 @@ import json
 from typing import Annotated
 
 import sqlalchemy as sa
-from fastapi import APIRouter, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
 from fastapi.exceptions import RequestValidationError
+from sqlalchemy.exc import OperationalError
 
-from db.models import BestConfig, utcnow
+from db import repo
+from db.models import BestConfig
 from service.api.deps import PublishAuth, ReadAuth, SessionDep
 from service.api.schemas import BestConfigOut, PublishIn, canonical_key
+from service.fastpath import query_too_long
 
 router = APIRouter(prefix="/configs", tags=["configs"])
 
@@ -31,10 +34,20 @@ def _parse_key(raw: str) -> dict:
     return key
 
 
-@router.get("/best", response_model=BestConfigOut, responses={404: {"description": "no tuned config fits"}})
+async def query_within_limit(request: Request) -> None:
+    """414 for an over-long query string, before the parameters are validated (as the fast path)."""
+    size, limit = len(request.scope.get("query_string", b"")), request.app.state.settings.lookup_max_query_bytes
+    if size > limit:
+        raise HTTPException(status.HTTP_414_URI_TOO_LONG, query_too_long(size, limit))
+
+
+@router.get("/best", response_model=BestConfigOut,
+            responses={404: {"description": "no tuned config fits"},
+                       414: {"description": "the query string is over `lookup_max_query_bytes`"}})
 async def best_config(
     request: Request,
     _: ReadAuth,
+    __: Annotated[None, Depends(query_within_limit)],
     kernel: Annotated[str, Query(min_length=1, max_length=128, pattern=NoNul,
                                  description="kernel fingerprint, or kernel name")],
     gpu_model: Annotated[str, Query(min_length=1, max_length=200, pattern=NoNul)],
@@ -42,14 +55,10 @@ async def best_config(
     compute_capability: Annotated[str | None, Query(max_length=16, pattern=r"^\d+\.\d+$")] = None,
 ) -> Response:
     """Best config for (kernel, key values, GPU model) with its match level:
-    `exact`, else `compute_capability`, else `nearest_key`; 404 when nothing fits."""
-    index = request.app.state.config_index
-    index.refresh_if_stale()
-    found = index.lookup(kernel, _parse_key(key), gpu_model, compute_capability)
-    if found is None:
-        return Response(json.dumps({"detail": f"no tuned config for kernel {kernel!r} on {gpu_model!r}"}).encode(),
-                        status_code=404, media_type="application/json")
-    return Response(json.dumps(found).encode(), media_type="application/json")
+    `exact`, else `compute_capability`, else `nearest_key`; 404 when nothing fits. Answered from
+    memory (the config index), also while the database is unavailable."""
+    code, body = request.app.state.config_index.answer(kernel, _parse_key(key), gpu_model, compute_capability)
+    return Response(body, status_code=code, media_type="application/json")
 
 
 @router.get("", response_model=list[BestConfigOut])
@@ -68,25 +77,30 @@ def list_configs(session: SessionDep, _: ReadAuth,
     return [BestConfigOut.of(b) for b in rows]
 
 
-@router.post("", response_model=BestConfigOut)
+@router.post("", response_model=BestConfigOut,
+             responses={503: {"description": "the database is unavailable: nothing to do but publish again later"}})
 def publish(body: PublishIn, request: Request, session: SessionDep, _: PublishAuth) -> BestConfigOut:
-    """Record a config tuned by a client; an existing entry is replaced only by a faster one."""
-    pk = canonical_key(body.problem_key)
-    row = session.scalar(sa.select(BestConfig).where(BestConfig.kernel_fingerprint == body.kernel_fingerprint,
-                                                     BestConfig.problem_key == pk,
-                                                     BestConfig.gpu_model == body.gpu_model))
-    if row is None:
-        row = BestConfig(kernel_fingerprint=body.kernel_fingerprint, kernel_name=body.kernel_name, problem_key=pk,
-                         gpu_model=body.gpu_model, compute_capability=body.compute_capability, config=body.config,
-                         median_ms=body.median_ms, default_ms=body.default_ms, updated_at=utcnow())
-        session.add(row)
-    elif body.median_ms < row.median_ms:
-        row.config, row.median_ms, row.default_ms = body.config, body.median_ms, body.default_ms or row.default_ms
-        row.compute_capability, row.job_id, row.updated_at = body.compute_capability, None, utcnow()
-    try:
-        session.commit()
-    except sa.exc.IntegrityError:  # a concurrent publish of the same entry won the insert
-        session.rollback()
-        raise HTTPException(409, "a concurrent publish of the same config; retry")
-    request.app.state.config_index.invalidate()
+    """Record a config tuned by a client; an existing entry is replaced only by a faster one
+    (atomically: of concurrent publishes of one entry, the fastest stays)."""
+    index = request.app.state.config_index
+    with index.writing():
+        try:
+            # versions of the table around the write let the index skip re-reading it (lookup.py)
+            before = index.in_step(index.version(session))
+            session.rollback()
+            row = repo.upsert_best_config(session, kernel_fingerprint=body.kernel_fingerprint,
+                                          kernel_name=body.kernel_name, problem_key=canonical_key(body.problem_key),
+                                          gpu_model=body.gpu_model, compute_capability=body.compute_capability,
+                                          config=body.config, median_ms=body.median_ms, default_ms=body.default_ms,
+                                          policy="faster")
+            session.commit()
+        except OperationalError as exc:
+            session.rollback()
+            raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, "the database is unavailable"
+                                f" ({type(exc).__name__}); publish again later (publishing twice is harmless)") from exc
+        try:
+            after = index.version(session)
+        except OperationalError:   # stored all the same; the refresh thread will catch up
+            after = None
+        index.apply(row, before, after)    # this process's next lookup sees it
     return BestConfigOut.of(row)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import sqlalchemy as sa
-from fastapi import APIRouter, HTTPException, Path, status
+from fastapi import APIRouter, HTTPException, Path, Request, status
 
 from db.models import ApiToken
 from service.api.deps import AdminAuth, SessionDep
@@ -35,10 +35,12 @@ def new_token(body: TokenIn, session: SessionDep, caller: AdminAuth) -> TokenOut
 
 
 @router.delete("/{token_id}", response_model=TokenOut, responses={404: {"description": "no such token"}})
-def delete_token(token_id: Annotated[int, Path(ge=1, le=2**31 - 1)], session: SessionDep, _: AdminAuth) -> TokenOut:
+def delete_token(token_id: Annotated[int, Path(ge=1, le=2**31 - 1)], request: Request, session: SessionDep,
+                 _: AdminAuth) -> TokenOut:
     """Revoke a token; its dashboard sessions end with it."""
     row = revoke_token(session, str(token_id))
     if row is None:
         raise HTTPException(404, f"no token {token_id}")
     session.commit()
+    request.app.state.verified_tokens.forget(row.id)
     return TokenOut.of(row)
