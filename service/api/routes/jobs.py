@@ -12,10 +12,11 @@ from sqlalchemy.orm import Session, joinedload
 
 from db.models import JOB_FINAL_STATES, Job, Kernel, Trial, utcnow
 from service.api.deps import ReadAuth, SessionDep, SettingsDep, WriteAuth
+from service.api.routing import StandardJSONRoute
 from service.api.schemas import JobOut, JobPage, TrialOut
 from service.submit import SubmissionError, prepare_submission
 
-router = APIRouter(prefix="/jobs", tags=["jobs"])
+router = APIRouter(prefix="/jobs", tags=["jobs"], route_class=StandardJSONRoute)
 
 JobId = Annotated[int, Path(ge=1, le=2**31 - 1)]
 State = Literal["queued", "running", "succeeded", "failed", "cancelled"]

@@ -1,0 +1,54 @@
+"""The API's route class: JSON request bodies are standard JSON (service.core.json_input).
+
+FastAPI reads a JSON body with Python's lenient json module; this route reads it first with
+`json_input.loads`, and answers 422 naming the place (`body.config.BLOCK`) for NaN, Infinity,
+numbers out of range, lone surrogates, deep nesting or bytes that are not UTF-8 — instead of
+storing them, or answering 500 or an undocumented 400. Routers take it with
+`APIRouter(route_class=StandardJSONRoute)`.
+"""
+from __future__ import annotations
+
+from email.message import Message
+
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
+
+from service.core.json_input import JSONInputError, loads
+
+
+def _is_json(content_type: str | None) -> bool:
+    if not content_type:
+        return False
+    m = Message()
+    m["content-type"] = content_type
+    return m.get_content_maintype() == "application" and (
+        m.get_content_subtype() == "json" or m.get_content_subtype().endswith("+json"))
+
+
+class StandardJSONRequest(Request):
+    async def json(self):
+        if not hasattr(self, "_standard_json"):
+            self._standard_json = loads(await self.body())
+        return self._standard_json
+
+
+class StandardJSONRoute(APIRoute):
+    """FastAPI's documented way to change how a request is read: a custom Request and APIRoute."""
+
+    def get_route_handler(self):
+        handler = super().get_route_handler()
+        if self.body_field is None:
+            return handler
+
+        async def standard_json_handler(request: Request):
+            request = StandardJSONRequest(request.scope, request.receive)
+            if _is_json(request.headers.get("content-type")) and await request.body():
+                try:
+                    await request.json()   # parsed once, here; FastAPI gets the same value
+                except JSONInputError as exc:
+                    raise RequestValidationError([{"type": "json_invalid", "loc": ("body", *exc.loc),
+                                                   "msg": exc.message, "input": None}]) from None
+            return await handler(request)
+
+        return standard_json_handler
