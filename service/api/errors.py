@@ -17,7 +17,10 @@ import sqlalchemy as sa
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+from starlette.routing import compile_path
 
+from service.api.routing import api_routes
 from service.api.schemas import FieldError, ValidationErrorOut
 
 log = logging.getLogger("blocktune.api")
@@ -44,6 +47,24 @@ async def validation_error(request: Request, exc: RequestValidationError) -> JSO
             reason = f"{reason}: {error}"
         detail.append(FieldError(field=_field(loc), reason=reason, type=str(e.get("type") or "value_error"), loc=loc))
     return JSONResponse(ValidationErrorOut(detail=detail).model_dump(), status_code=422)
+
+
+def _allowed_methods(app, path: str) -> set[str]:
+    index = getattr(app.state, "methods_by_path", None)
+    if index is None:
+        by_template: dict[str, set[str]] = {}
+        for template, route in api_routes(app):
+            by_template.setdefault(template, set()).update(route.methods or ())
+        index = app.state.methods_by_path = [(compile_path(t)[0], m) for t, m in by_template.items()]
+    return set().union(*(methods for regex, methods in index if regex.match(path)))
+
+
+async def method_not_allowed(request: Request, exc: HTTPException) -> JSONResponse:
+    """405 whose Allow lists every method of the path: Starlette lists only those of the first route
+    that matched it (GET /configs, not also POST /configs)."""
+    allowed = _allowed_methods(request.app, request.url.path)
+    headers = {"Allow": ", ".join(sorted(allowed))} if allowed else (exc.headers or {})
+    return JSONResponse({"detail": exc.detail}, status_code=405, headers=headers)
 
 
 # SQLSTATE classes of a database that is down or going away, not of a bad statement:

@@ -13,6 +13,8 @@ cannot see, this adds from the application itself (FastAPI's documented "extendi
 - a query parameter declared as a string holding JSON (`contentMediaType: application/json` with
   a `contentSchema`) becomes an OpenAPI parameter with `content`, so that clients and test tools
   send the JSON the parameter takes;
+- schemas of bodies that a route validates itself (the job spec: a route's `openapi_extra` refers
+  to it, `install(models=…)` adds it);
 - a documented success status without a body schema (a replayed idempotent submission: 200) gets
   the operation's success schema.
 """
@@ -22,12 +24,12 @@ import types
 import typing
 from typing import Any
 
-import fastapi.routing
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 
 from db.models import ApiToken
+from service.api.routing import api_routes
 from service.api.schemas import ErrorOut, ValidationErrorOut
 
 REF = "#/components/schemas/{model}"
@@ -40,19 +42,6 @@ TOKEN_SCHEMES = {
 COOKIE_SCHEME = {"loginCookie": {"type": "apiKey", "in": "cookie", "name": "blocktune_token",
                                  "description": "the dashboard's login cookie (reads only)"}}
 WITH_BODY = ("post", "put", "patch", "delete")
-
-
-def _api_routes(app: FastAPI):
-    """(path as documented, APIRoute) for every route, also those of included routers."""
-    iter_contexts = getattr(fastapi.routing, "iter_route_contexts", None)
-    if iter_contexts is None:   # FastAPI before lazily included routers: routes are copied with their paths
-        for r in app.routes:
-            if isinstance(r, APIRoute):
-                yield r.path_format, r
-        return
-    for ctx in iter_contexts(app.routes):
-        if isinstance(ctx.original_route, APIRoute) and ctx.path_format:
-            yield ctx.path_format, ctx.original_route
 
 
 def _returns_token(call) -> str | None:
@@ -96,24 +85,24 @@ def _json_content_parameter(param: dict) -> None:
         del param["schema"]
 
 
-def _models() -> dict:
+def _models(extra: tuple) -> dict:
     out = {}
-    for model in (ErrorOut, ValidationErrorOut):
+    for model in (ErrorOut, ValidationErrorOut, *extra):
         schema = model.model_json_schema(ref_template=REF)
         out.update(schema.pop("$defs", {}))
         out[model.__name__] = schema
     return out
 
 
-def _truthful(app: FastAPI, doc: dict, api_prefix: str) -> dict:
+def _truthful(app: FastAPI, doc: dict, api_prefix: str, models: tuple) -> dict:
     reads_need_token = app.state.settings.read_requires_token
     components = doc.setdefault("components", {})
     schemas = components.setdefault("schemas", {})
     for stale in ("HTTPValidationError", "ValidationError"):
         schemas.pop(stale, None)
-    schemas.update(_models())
+    schemas.update(_models(models))
     uses_cookie = False
-    for path, route in _api_routes(app):
+    for path, route in api_routes(app):
         if not route.include_in_schema:
             continue
         for method in sorted(route.methods - {"HEAD"}):
@@ -154,14 +143,15 @@ def _truthful(app: FastAPI, doc: dict, api_prefix: str) -> dict:
     return doc
 
 
-def install(app: FastAPI, api_prefix: str) -> None:
-    """Serve the truthful document at app.openapi_url (built once, on first request)."""
+def install(app: FastAPI, api_prefix: str, models: tuple = ()) -> None:
+    """Serve the truthful document at app.openapi_url (built once, on first request). `models`:
+    schemas that routes refer to (`openapi_extra`) for bodies they validate themselves."""
 
     def openapi() -> dict:
         if app.openapi_schema is None:
             doc = get_openapi(title=app.title, version=app.version, openapi_version=app.openapi_version,
                               description=app.description, routes=app.routes)
-            app.openapi_schema = _truthful(app, doc, api_prefix)
+            app.openapi_schema = _truthful(app, doc, api_prefix, models)
         return app.openapi_schema
 
     app.openapi = openapi

@@ -11,18 +11,22 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, Field, StringConstraints, TypeAdapter, ValidationError
+from pydantic import AfterValidator, Field, Strict, StringConstraints, TypeAdapter, ValidationError
 
 from db.repo import canonical_key
-from service.core.json_input import INT_MAX, INT_MIN, JSONInputError, loads
+from service.core.json_input import JSONInputError, loads
 
 MAX_KEY_BYTES = 1024
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1   # a size fits in 64 bits; so the nearest-key distance stays a float
 
 KeyName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,31}$")]
-KeyValue = (Annotated[int, Field(ge=INT_MIN, le=INT_MAX)]
-            | Annotated[float, Field(ge=INT_MIN, le=INT_MAX, allow_inf_nan=False)]
-            | Annotated[str, StringConstraints(max_length=32, pattern=r"^[\x20-\x7e]*$")]
-            | bool | None)
+# strict: a value keeps its JSON type ("0000" stays a string, and is refused when too long, rather
+# than becoming the integer 0)
+KeyValue = (Annotated[int, Strict(), Field(ge=INT_MIN, le=INT_MAX)]
+            # open bounds: an integer beyond the int range, taken as a float, is at least 2**63 in size
+            | Annotated[float, Strict(), Field(gt=INT_MIN, lt=-INT_MIN, allow_inf_nan=False)]
+            | Annotated[str, Strict(), StringConstraints(max_length=32, pattern=r"^[\x20-\x7e]*$")]
+            | Annotated[bool, Strict()] | None)
 
 
 def _fits(key: dict[str, Any]) -> dict[str, Any]:

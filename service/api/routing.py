@@ -1,4 +1,5 @@
-"""The API's route class: JSON request bodies are standard JSON (service.core.json_input).
+"""The API's routes: their class (JSON request bodies are standard JSON, service.core.json_input),
+and the list of an app's routes with the paths they answer.
 
 FastAPI reads a JSON body with Python's lenient json module; this route reads it first with
 `json_input.loads`, and answers 422 naming the place (`body.config.BLOCK`) for NaN, Infinity,
@@ -10,7 +11,8 @@ from __future__ import annotations
 
 from email.message import Message
 
-from fastapi import Request
+import fastapi.routing
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 
@@ -52,3 +54,16 @@ class StandardJSONRoute(APIRoute):
             return await handler(request)
 
         return standard_json_handler
+
+
+def api_routes(app: FastAPI):
+    """(full path template, APIRoute) for every route of `app`, also those of included routers."""
+    iter_contexts = getattr(fastapi.routing, "iter_route_contexts", None)
+    if iter_contexts is None:   # FastAPI before lazily included routers: included routes are copies with full paths
+        for r in app.routes:
+            if isinstance(r, APIRoute):
+                yield r.path_format, r
+        return
+    for ctx in iter_contexts(app.routes):
+        if isinstance(ctx.original_route, APIRoute) and ctx.path_format:
+            yield ctx.path_format, ctx.original_route

@@ -18,7 +18,9 @@ def _no_nul(value: str) -> str:
     return value
 
 
-SafeStr = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_no_nul)]   # a String(200) column
+# a String(200) column; the pattern is for the document (the validator gives the clearer reason)
+SafeStr = Annotated[str, Field(min_length=1, max_length=200, json_schema_extra={"pattern": r"^[^\x00]*$"}),
+                    AfterValidator(_no_nul)]
 
 
 class Out(BaseModel):
@@ -175,7 +177,8 @@ class BestConfigOut(Out):
 
 class PublishIn(BaseModel):
     """A best config tuned elsewhere (a client's local autotune), sent with BLOCKTUNE_PUBLISH=1."""
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    # strict: JSON types as declared ("0.5" is no number), nothing converted on the way in
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
     kernel_fingerprint: Annotated[SafeStr, Field(max_length=128)]   # kernels.fingerprint is a String(128)
     kernel_name: SafeStr
     problem_key: ProblemKey
@@ -187,7 +190,7 @@ class PublishIn(BaseModel):
 
 
 class TokenIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     name: SafeStr
 
 

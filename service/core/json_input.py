@@ -1,10 +1,10 @@
 """Standard JSON in: what the API accepts as a JSON request body or a JSON query parameter.
 
 Python's json module is lenient where our databases and responses are not: it reads `NaN`,
-`Infinity` and `-Infinity`, turns `1e309` into inf, keeps integers of thousands of digits, and
-turns a `"\\ud800"` escape into a lone surrogate that no UTF-8 encoder (psycopg's, a response's)
-can write back. Such input was stored and then made every read of it fail. `loads` refuses all
-of it with the reason and where it is, so nothing is accepted that cannot be stored and sent back.
+`Infinity` and `-Infinity`, turns `1e309` into inf, and turns a `"\\ud800"` escape into a lone
+surrogate that no UTF-8 encoder (psycopg's, a response's) can write back. Such input was stored,
+and then made every read of it fail. `loads` refuses all of it with the reason and where it is, so
+nothing is accepted that cannot be stored and sent back.
 """
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import re
 from typing import Any
 
 MAX_DEPTH = 32                      # arrays/objects inside each other; a job spec uses about 6
-INT_MIN, INT_MAX = -(2**63), 2**63 - 1   # what a 64-bit integer column and a float both hold
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -45,8 +44,9 @@ def _float(text: str) -> float | _NotStandard:
 
 
 def check(value: Any) -> Any:
-    """Refuse lone surrogates (in keys and strings), integers beyond 64 bits and nesting deeper
-    than MAX_DEPTH anywhere in an already parsed document; returns it unchanged."""
+    """Refuse values JSON has not (NaN, Infinity, numbers beyond a double's range), lone surrogates
+    (in keys and strings) and nesting deeper than MAX_DEPTH anywhere in a parsed document; returns
+    it unchanged. (Integers of any size are JSON; where one is stored in a column, its field bounds it.)"""
     stack: list[tuple[Any, tuple, int]] = [(value, (), 0)]
     while stack:
         v, loc, depth = stack.pop()
@@ -56,11 +56,6 @@ def check(value: Any) -> Any:
             if not v.isascii() and _SURROGATE.search(v):
                 raise JSONInputError("text with a lone surrogate (an unpaired \\ud800-\\udfff escape) is not valid "
                                      "Unicode", loc)
-        elif isinstance(v, bool) or v is None or isinstance(v, float):
-            continue
-        elif isinstance(v, int):
-            if not INT_MIN <= v <= INT_MAX:
-                raise JSONInputError(f"integer out of range: it must fit in 64 bits ({INT_MIN} to {INT_MAX})", loc)
         elif isinstance(v, (dict, list)):
             if depth >= MAX_DEPTH:
                 raise JSONInputError(f"nested deeper than {MAX_DEPTH} levels", loc)

@@ -66,7 +66,8 @@ def list_configs(session: SessionDep, _: ReadAuth,
     return [BestConfigOut.of(b) for b in rows]
 
 
-@router.post("", response_model=BestConfigOut)
+@router.post("", response_model=BestConfigOut,
+             responses={409: {"description": "a concurrent publish of the same config; retry"}})
 def publish(body: PublishIn, request: Request, session: SessionDep, _: WriteAuth) -> BestConfigOut:
     """Record a config tuned by a client; an existing entry is replaced only by a faster one."""
     pk = canonical_key(body.problem_key)

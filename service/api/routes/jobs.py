@@ -32,7 +32,9 @@ def _get_job(session: Session, job_id: int) -> Job:
 @router.post("", response_model=JobOut, status_code=status.HTTP_201_CREATED,
              responses={200: {"description": "a job with this Idempotency-Key already exists (returned)"},
                         409: {"description": "the Idempotency-Key was used for another spec"},
-                        422: {"description": "invalid spec, or a kernel source the compiler rejects"}})
+                        422: {"description": "invalid spec, or a kernel source the compiler rejects"}},
+             openapi_extra={"requestBody": {"content": {"application/json": {
+                 "schema": {"$ref": "#/components/schemas/JobSpec"}}}}})   # validated in the body (prepare_submission)
 def submit_job(
     response: Response,
     session: SessionDep,
@@ -119,13 +121,14 @@ def list_jobs(session: SessionDep, settings: SettingsDep, _: ReadAuth,
     return JobPage(items=[JobOut.of(j, with_spec=False) for j in rows], total=total, limit=limit, offset=offset)
 
 
-@router.get("/{job_id}", response_model=JobOut)
+@router.get("/{job_id}", response_model=JobOut, responses={404: {"description": "no such job"}})
 def get_job(job_id: JobId, session: SessionDep, _: ReadAuth) -> JobOut:
     """A job with its progress (trials done / budget) and the best config so far."""
     return JobOut.of(_get_job(session, job_id))
 
 
-@router.post("/{job_id}/cancel", response_model=JobOut)
+@router.post("/{job_id}/cancel", response_model=JobOut,
+             responses={404: {"description": "no such job"}, 409: {"description": "the job is already finished"}})
 def cancel_job(job_id: JobId, session: SessionDep, _: WriteAuth) -> JobOut:
     """Cancel a queued or running job (a worker running it stops after its current trial)."""
     now = utcnow()
@@ -138,7 +141,7 @@ def cancel_job(job_id: JobId, session: SessionDep, _: WriteAuth) -> JobOut:
     return JobOut.of(job)
 
 
-@router.get("/{job_id}/trials", response_model=list[TrialOut])
+@router.get("/{job_id}/trials", response_model=list[TrialOut], responses={404: {"description": "no such job"}})
 def job_trials(job_id: JobId, session: SessionDep, _: ReadAuth,
                status_: Annotated[Literal["ok", "compile-error", "runtime-error", "wrong-result", "timeout", "invalid"] | None,
                                   Query(alias="status")] = None) -> list[TrialOut]:

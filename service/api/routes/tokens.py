@@ -27,7 +27,7 @@ def new_token(body: TokenIn, session: SessionDep, _: WriteAuth) -> TokenOut:
     return TokenOut.of(row, clear)
 
 
-@router.delete("/{token_id}", response_model=TokenOut)
+@router.delete("/{token_id}", response_model=TokenOut, responses={404: {"description": "no such token"}})
 def delete_token(token_id: Annotated[int, Path(ge=1, le=2**31 - 1)], session: SessionDep, _: WriteAuth) -> TokenOut:
     row = revoke_token(session, str(token_id))
     if row is None:
