@@ -4,11 +4,12 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.exceptions import RequestValidationError
 from fastapi.staticfiles import StaticFiles
 
 from service.api import errors, openapi
+from service.api.routing import one_value_per_query_parameter
 from service.core.config import Settings, get_settings
 from service.core.limits import BodySizeLimitMiddleware
 from service.metrics import Metrics, MetricsMiddleware
@@ -59,7 +60,7 @@ def create_app(settings: Settings | None = None, *, database_url: str | None = N
     from service.dashboard import routes as dashboard
 
     for r in (jobs.router, configs.router, kernels.router, gpus.router, tokens.router):
-        app.include_router(r, prefix=API_PREFIX)
+        app.include_router(r, prefix=API_PREFIX, dependencies=[Depends(one_value_per_query_parameter)])
     app.include_router(health.router)
     app.include_router(dashboard.router)
     app.include_router(login.router)

@@ -17,14 +17,16 @@ from db.repo import canonical_key
 from service.core.json_input import JSONInputError, loads
 
 MAX_KEY_BYTES = 1024
-INT_MIN, INT_MAX = -(2**63), 2**63 - 1   # a size fits in 64 bits; so the nearest-key distance stays a float
+# I-JSON's integer range (RFC 7493): exact in a double, so every JSON reader (and JSON Schema
+# validator) agrees on the value, and the nearest-key distance stays a finite float
+INT_MIN, INT_MAX = -(2**53 - 1), 2**53 - 1
 
 KeyName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,31}$")]
 # strict: a value keeps its JSON type ("0000" stays a string, and is refused when too long, rather
 # than becoming the integer 0)
 KeyValue = (Annotated[int, Strict(), Field(ge=INT_MIN, le=INT_MAX)]
-            # open bounds: an integer beyond the int range, taken as a float, is at least 2**63 in size
-            | Annotated[float, Strict(), Field(gt=INT_MIN, lt=-INT_MIN, allow_inf_nan=False)]
+            # open bounds: an integer beyond the int range, taken as a float, is at least 2**53 in size
+            | Annotated[float, Strict(), Field(gt=-(2**53), lt=2**53, allow_inf_nan=False)]
             | Annotated[str, Strict(), StringConstraints(max_length=32, pattern=r"^[\x20-\x7e]*$")]
             | Annotated[bool, Strict()] | None)
 
@@ -38,7 +40,8 @@ def _fits(key: dict[str, Any]) -> dict[str, Any]:
 
 ProblemKey = Annotated[
     dict[KeyName, KeyValue],
-    Field(max_length=8, description="key names (identifiers) to numbers, short printable-ASCII strings, booleans "
+    Field(max_length=8, description="key names (identifiers) to numbers (integers within ±(2**53 - 1)), short "
+                                    "printable-ASCII strings, booleans "
                                     f"or null; at most 8, canonical JSON at most {MAX_KEY_BYTES} bytes",
           json_schema_extra={"additionalProperties": False}),   # patternProperties names the only keys allowed
     AfterValidator(_fits),

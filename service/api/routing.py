@@ -1,5 +1,5 @@
-"""The API's routes: their class (JSON request bodies are standard JSON, service.core.json_input),
-and the list of an app's routes with the paths they answer.
+"""How the API's routes read requests — JSON bodies are standard JSON (service.core.json_input), a
+query parameter has one value — and the list of an app's routes with the paths they answer.
 
 FastAPI reads a JSON body with Python's lenient json module; this route reads it first with
 `json_input.loads`, and answers 422 naming the place (`body.config.BLOCK`) for NaN, Infinity,
@@ -26,6 +26,16 @@ def _is_json(content_type: str | None) -> bool:
     m["content-type"] = content_type
     return m.get_content_maintype() == "application" and (
         m.get_content_subtype() == "json" or m.get_content_subtype().endswith("+json"))
+
+
+def one_value_per_query_parameter(request: Request) -> None:
+    """A router dependency: `?kernel=a&kernel=b` is a 422 (FastAPI would take the last value and
+    answer as if the other were not there); the same value twice is no ambiguity."""
+    params = request.query_params
+    for name in params:
+        if len(set(params.getlist(name))) > 1:
+            raise RequestValidationError([{"type": "value_error", "loc": ("query", name),
+                                           "msg": "given more than once, with different values", "input": None}])
 
 
 class StandardJSONRequest(Request):

@@ -29,7 +29,7 @@ from svc_helpers import LiveServer, make_token
 # Hypothesis examples per operation in the fuzzing phase (the examples and coverage phases add
 # their own): about 1,400 requests per server and token variant, about 1.5 min for the six on 2 cores
 EXAMPLES = int(os.environ.get("BLOCKTUNE_CONTRACT_EXAMPLES", "40"))
-SEED = 20240909
+SEED = int(os.environ.get("BLOCKTUNE_CONTRACT_SEED", "20240909"))
 MIN_CASES = 1000
 
 

@@ -75,9 +75,36 @@ def test_lookup_key_limits_are_the_publish_limits(api, db_url):
     too_many = json.dumps({f"k{i}": i for i in range(9)})
     not_a_name = json.dumps({"n elements": 1})
     long_text = json.dumps({"dtype": "x" * 33})
-    for key in (too_many, not_a_name, long_text):
+    beyond_exact = json.dumps({"n_elements": 2**53})      # a double cannot tell it from 2**53 + 1
+    a_number_as_text = json.dumps({"n_elements": "0" * 33})
+    for key in (too_many, not_a_name, long_text, beyond_exact, a_number_as_text):
         r = api.get(BEST, params={"kernel": "f" * 64, "gpu_model": H100, "key": key})
         assert r.status_code == 422 and all(f.startswith("query.key") for f in fields(r)), r.text
+    r = api.get(BEST, params={"kernel": "f" * 64, "gpu_model": H100, "key": json.dumps({"n_elements": 2**53 - 1})})
+    assert r.status_code == 200 and r.json()["match"] == "nearest_key"
+
+
+def test_a_query_parameter_given_twice_with_different_values_is_refused(api, db_url):
+    seed(db_url, key={"n_elements": 4096})
+    r = api.get("/api/v1/jobs", params=[("kernel", "add_kernel"), ("kernel", "other")])
+    assert r.status_code == 422 and fields(r) == {"query.kernel"}, r.text      # was: the last one, silently
+    q = [("kernel", "f" * 64), ("gpu_model", H100), ("key", '{"n_elements": 4096}')]
+    r = api.get(BEST, params=q + [("gpu_model", "NVIDIA A100")])
+    assert r.status_code == 422 and fields(r) == {"query.gpu_model"}, r.text
+    assert api.get(BEST, params=q + [("gpu_model", H100)]).json()["match"] == "exact"   # the same twice is no doubt
+    assert api.get("/api/v1/jobs", params=[("limit", "5"), ("limit", "5")]).json()["limit"] == 5
+
+
+def test_publish_keeps_the_json_types(api, db_url, token):
+    """Values were converted on the way in: a 33-character "000…0" key value was stored as the
+    integer 0, an integer below -2**63 as a float, "0.5" was a number."""
+    for change, field in (({"problem_key": {"n": "0" * 33}}, "body.problem_key.n"),
+                          ({"problem_key": {"n": -(2**63) - 1}}, "body.problem_key.n"),
+                          ({"median_ms": "0.5"}, "body.median_ms"),
+                          ({"config": {"BLOCK": 128}, "compute_capability": 8.9}, "body.compute_capability")):
+        r = api.post("/api/v1/configs", json=publish_body(**change), headers=auth(token))
+        assert r.status_code == 422 and any(f.startswith(field) for f in fields(r)), (change, r.text)
+    assert stored_configs(db_url) == 0
 
 
 # -- lone surrogates -----------------------------------------------------------------------------
