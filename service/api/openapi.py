@@ -8,8 +8,8 @@ cannot see, this adds from the application itself (FastAPI's documented "extendi
 - authentication: an operation needs a token when one of its dependencies returns an `ApiToken`
   (service/api/deps.py), and its reads need one when a dependency returns `ApiToken | None` and this
   server runs with `read_requires_token`. Those operations get the security schemes and 401/403;
-- 413 (service.core.limits) on operations that take a body, 503 while the database is
-  unreachable (service/api/errors.py) on every /api/v1 operation;
+- 413 (service.core.limits) on operations that take a body; 422 and 503 (the database is
+  unreachable, service/api/errors.py) on every /api/v1 operation;
 - a query parameter declared as a string holding JSON (`contentMediaType: application/json` with
   a `contentSchema`) becomes an OpenAPI parameter with `content`, so that clients and test tools
   send the JSON the parameter takes;
@@ -112,7 +112,8 @@ def _truthful(app: FastAPI, doc: dict, api_prefix: str, models: tuple) -> dict:
             responses = op.setdefault("responses", {})
             for param in op.get("parameters", []):
                 _json_content_parameter(param)
-            if op.get("parameters") or "requestBody" in op:
+            # API operations also refuse a query parameter given twice (routing.one_value_per_query_parameter)
+            if op.get("parameters") or "requestBody" in op or path.startswith(api_prefix):
                 responses["422"] = _error(responses.get("422", {}).get("description") or "invalid input: each "
                                           "field with the reason", "ValidationErrorOut")
             need = token_requirement(route)
