@@ -4,36 +4,18 @@ from __future__ import annotations
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from service.api import errors, openapi
+from service.api.routing import one_value_per_query_parameter
 from service.core.config import Settings, get_settings
 from service.core.limits import BodySizeLimitMiddleware
 from service.metrics import Metrics, MetricsMiddleware
 
 API_PREFIX = "/api/v1"
 HERE = Path(__file__).resolve().parent
-
-
-def _field(loc) -> str:
-    parts = [str(p) for p in loc]
-    if parts and parts[0] in ("body", "query", "path", "header", "cookie"):
-        where, rest = parts[0], parts[1:]
-        return f"{where}.{'.'.join(rest)}" if rest else where
-    return ".".join(parts)
-
-
-async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-    """422 naming the field and the reason; the input is echoed only when it is small."""
-    detail = []
-    for e in exc.errors():
-        item = {"field": _field(e.get("loc", ())), "reason": e.get("msg", "invalid"), "type": e.get("type"),
-                "loc": list(e.get("loc", ()))}
-        detail.append(item)
-    return JSONResponse({"detail": detail}, status_code=422)
 
 
 # how long startup waits for the config index's first load before serving anyway (from an empty
@@ -107,24 +89,28 @@ def create_app(settings: Settings | None = None, *, database_url: str | None = N
     from service.dashboard import login
     from service.dashboard import routes as dashboard
 
-    from service.api.deps import AUTH_RESPONSES
-
     for r in (jobs.router, configs.router, kernels.router, gpus.router, tokens.router):
-        app.include_router(r, prefix=API_PREFIX, responses=AUTH_RESPONSES)
+        app.include_router(r, prefix=API_PREFIX, dependencies=[Depends(one_value_per_query_parameter)])
     app.include_router(health.router)
     app.include_router(dashboard.router)
     app.include_router(login.router)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
 
-    app.add_exception_handler(RequestValidationError, _validation_error)
+    from tuner.spec import JobSpec
+
+    openapi.install(app, API_PREFIX, models=(JobSpec,))   # the body of POST /jobs
+    app.add_exception_handler(RequestValidationError, errors.validation_error)
+    app.add_exception_handler(405, errors.method_not_allowed)
     app.add_exception_handler(login.LoginRequired, login.login_redirect)   # pages: 303 to /login
 
-    # added last = outermost: metrics see everything; the lookup's fast path and the body size
-    # limit run before routing
+    # added last = outermost: metrics see everything (a 500 too); a failure anywhere inside is
+    # answered by InternalErrorMiddleware; the lookup's fast path and the body size limit run
+    # before routing
     from service.fastpath import LookupFastPath
 
     app.add_middleware(LookupFastPath, state=app.state)
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(errors.InternalErrorMiddleware)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
 
     return app

@@ -15,6 +15,8 @@ import json
 import re
 from urllib.parse import unquote_to_bytes
 
+from service.api.problem_key import InvalidProblemKey, parse_problem_key
+
 PATH = "/api/v1/configs/best"
 _CC = re.compile(r"^\d+\.\d+$")
 
@@ -62,10 +64,8 @@ def _parse(query: bytes):
     if cc is not None and (len(cc) > 16 or not _CC.match(cc)):
         return None
     try:
-        key = json.loads(raw_key)
-    except ValueError:
-        return None
-    if not isinstance(key, dict) or not all(isinstance(v, (int, float, str, bool)) or v is None for v in key.values()):
+        key = parse_problem_key(raw_key)   # the route's validator: what it refuses, FastAPI answers with a 422
+    except InvalidProblemKey:
         return None
     return kernel, key, gpu, cc
 

@@ -13,7 +13,6 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from db.models import TOKEN_SCOPES, ApiToken, utcnow
-from service.api.schemas import ErrorOut
 from service.core.config import Settings
 from service.core.security import find_session_token, find_token, scopes_text
 from service.core.token_cache import TokenSnapshot, VerifiedTokens
@@ -168,10 +167,3 @@ ReadAuth = Annotated[TokenSnapshot | None, Depends(read_access)]
 PublishAuth = Annotated[TokenSnapshot, Depends(require_scope("publish"))]
 SubmitAuth = Annotated[TokenSnapshot, Depends(require_scope("submit"))]
 AdminAuth = Annotated[TokenSnapshot, Depends(require_scope("admin"))]
-
-# what every /api/v1 operation may answer besides its own codes (reads: when they need a token)
-AUTH_RESPONSES: dict[int | str, dict] = {
-    401: {"model": ErrorOut, "description": "no API token, or an unknown or revoked one"},
-    403: {"model": ErrorOut, "description": "the API token lacks the scope this operation needs "
-                                            "(reads: `read`; publishing: `publish`; jobs: `submit`; tokens: `admin`)"},
-}

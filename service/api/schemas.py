@@ -5,9 +5,11 @@ import datetime as dt
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SerializationInfo, model_serializer
 
 from db.models import TOKEN_SCOPES, ApiToken, BestConfig, Gpu, Job, Kernel, Trial, Worker
+from service.api.problem_key import ProblemKey
+from service.core.json_input import encodable
 from service.core.security import DEFAULT_SCOPES, scopes_text
 
 
@@ -17,10 +19,40 @@ def _no_nul(value: str) -> str:
     return value
 
 
-SafeStr = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_no_nul)]
+# a String(200) column; the pattern is for the document (the validator gives the clearer reason)
+SafeStr = Annotated[str, Field(min_length=1, max_length=200, json_schema_extra={"pattern": r"^[^\x00]*$"}),
+                    AfterValidator(_no_nul)]
 
 
-class JobOut(BaseModel):
+class Out(BaseModel):
+    """A response model. Input is refused when it is not valid Unicode (service.core.json_input),
+    but a row stored before that (a lone surrogate in a published config) must not make every
+    read of it fail: JSON answers carry U+FFFD in its place."""
+
+    @model_serializer(mode="wrap")
+    def _serialize(self, handler, info: SerializationInfo):
+        data = handler(self)
+        return encodable(data) if info.mode_is_json() else data
+
+
+class ErrorOut(BaseModel):
+    """Every error answer: what went wrong and what to do."""
+    detail: str
+
+
+class FieldError(BaseModel):
+    field: str = Field(description='where: "body.config.BLOCK", "query.limit", "path.job_id", …')
+    reason: str
+    type: str = Field(description="the kind of error (pydantic's error type)")
+    loc: list[str | int] = Field(description="`field` as a list")
+
+
+class ValidationErrorOut(BaseModel):
+    """A 422: each invalid field with the reason."""
+    detail: list[FieldError]
+
+
+class JobOut(Out):
     id: int
     state: str
     kernel_id: int
@@ -55,14 +87,14 @@ class JobOut(BaseModel):
                    finished_at=job.finished_at, updated_at=job.updated_at, spec=job.spec if with_spec else None)
 
 
-class JobPage(BaseModel):
+class JobPage(Out):
     items: list[JobOut]
     total: int
     limit: int
     offset: int
 
 
-class TrialOut(BaseModel):
+class TrialOut(Out):
     model_config = ConfigDict(from_attributes=True)
     id: int
     job_id: int
@@ -77,7 +109,7 @@ class TrialOut(BaseModel):
     created_at: dt.datetime
 
 
-class KernelOut(BaseModel):
+class KernelOut(Out):
     id: int
     fingerprint: str
     name: str
@@ -92,7 +124,7 @@ class KernelOut(BaseModel):
                    created_at=k.created_at, jobs=jobs, source=k.source if with_source else None)
 
 
-class WorkerOut(BaseModel):
+class WorkerOut(Out):
     id: int
     name: str
     gpu_id: int | None
@@ -110,7 +142,7 @@ class WorkerOut(BaseModel):
                    last_heartbeat_at=w.last_heartbeat_at, alive=alive)
 
 
-class GpuOut(BaseModel):
+class GpuOut(Out):
     id: int
     model: str
     compute_capability: str
@@ -122,7 +154,7 @@ class GpuOut(BaseModel):
     alive_workers: int
 
 
-class BestConfigOut(BaseModel):
+class BestConfigOut(Out):
     kernel_fingerprint: str
     kernel_name: str
     problem_key: dict[str, Any]
@@ -146,10 +178,11 @@ class BestConfigOut(BaseModel):
 
 class PublishIn(BaseModel):
     """A best config tuned elsewhere (a client's local autotune), sent with BLOCKTUNE_PUBLISH=1."""
-    model_config = ConfigDict(extra="forbid")
-    kernel_fingerprint: SafeStr
+    # strict: JSON types as declared ("0.5" is no number), nothing converted on the way in
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
+    kernel_fingerprint: Annotated[SafeStr, Field(max_length=128)]   # kernels.fingerprint is a String(128)
     kernel_name: SafeStr
-    problem_key: dict[str, Annotated[int | float | str | bool | None, Field()]]
+    problem_key: ProblemKey
     gpu_model: SafeStr
     compute_capability: Annotated[str, Field(max_length=16, pattern=r"^\d+\.\d+$")]
     config: dict[str, Annotated[int | float | str | bool | None, Field()]]
@@ -157,23 +190,25 @@ class PublishIn(BaseModel):
     default_ms: float | None = Field(default=None, gt=0, lt=1e9)
 
 
-class ErrorOut(BaseModel):
-    """An error with a message for people (FastAPI's HTTPException body)."""
-    detail: str
-
-
 Scope = Literal[TOKEN_SCOPES]  # type: ignore[valid-type]
 
 
+def _no_repeats(scopes: list[str]) -> list[str]:
+    # the document says uniqueItems: a repeated scope is refused, not silently merged
+    if len(set(scopes)) != len(scopes):
+        raise ValueError("a scope is named twice")
+    return scopes
+
+
 class TokenIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     name: SafeStr
-    scopes: set[Scope] = Field(default_factory=lambda: set(DEFAULT_SCOPES), min_length=1,
-                               description="what the token may do; only scopes the creating token holds "
-                                           f"(default: {scopes_text(DEFAULT_SCOPES)})")
+    scopes: Annotated[list[Scope], AfterValidator(_no_repeats)] = Field(
+        default_factory=lambda: sorted(DEFAULT_SCOPES), min_length=1, json_schema_extra={"uniqueItems": True},
+        description=f"what the token may do; only scopes the creating token holds (default: {scopes_text(DEFAULT_SCOPES)})")
 
 
-class TokenOut(BaseModel):
+class TokenOut(Out):
     id: int
     name: str
     prefix: str

@@ -43,13 +43,21 @@ def test_memo_is_keyed_by_the_normalized_question(sqlite_db):
         assert index.memo_bytes > one          # another question is another entry
 
 
+def _largest_key(i: int, **fixed) -> dict:
+    """A distinct problem key for each i, at the API's limits (8 names, 32-character strings)."""
+    key = dict(fixed)
+    for j in range(8 - len(fixed)):
+        key[f"pad{j}"] = f"{i:08d}" + "p" * 24
+    return key
+
+
 def test_memo_is_bounded_by_bytes(sqlite_db):
     seed(sqlite_db, key={"n": 4096, "pad": "a"})
     budget = 64 * 1024
     with _client(sqlite_db, lookup_cache_bytes=budget) as c:
         index = c.app.state.config_index
-        for i in range(600):                   # ~3.6 KB questions: 2 MB of them through a 64 KB memo
-            q = {"kernel": FP, "gpu_model": H100, "key": json.dumps({"n": 4096, "pad": f"{i:06d}" + "p" * 3500})}
+        for i in range(600):                   # the largest valid questions (~0.5 KB): 300 KB through a 64 KB memo
+            q = {"kernel": FP, "gpu_model": H100, "key": json.dumps(_largest_key(i, n=4096))}
             r = c.get("/api/v1/configs/best", params=q)
             assert r.status_code == 404
             assert index.memo_bytes <= budget
@@ -122,8 +130,8 @@ class _RawClient:
 def test_junk_lookups_do_not_grow_the_server(sqlite_db):
     """The issue's attack: 10,000 lookups with 90 KB junk parameters took a server from 331 MB to
     1.2 GB. Here 3000 with 60 KB junk (each a different value; httptools itself refuses a request
-    line over ~80 KB with 400) and 3000 with a different 3.5 KB key each (under the query limit:
-    every one a new question for the memo), against a real uvicorn with a 4 MB memo: the server's
+    line over ~80 KB with 400) and 3000 with a different key each, as large as a key may be (8 names,
+    32-character values: every one a new question for the memo), against a real uvicorn with a 4 MB memo: the server's
     resident memory must stay within a bound."""
     seed(sqlite_db, key={"n_elements": 4096})
     server = LiveServer(sqlite_db, env={"BLOCKTUNE_LOOKUP_CACHE_BYTES": str(4 * 2**20)})
@@ -139,7 +147,7 @@ def test_junk_lookups_do_not_grow_the_server(sqlite_db):
             code = c.get(path + urlencode({**good, "junk": f"{i:08d}" + "z" * (60 * 1024)}))
             statuses[code] = statuses.get(code, 0) + 1
         for i in range(3000):
-            code = c.get(path + urlencode({**good, "key": json.dumps({"n_elements": 4096, "pad": f"{i:08d}" + "q" * 3500})}))
+            code = c.get(path + urlencode({**good, "key": json.dumps(_largest_key(i, n_elements=4096))}))
             statuses[code] = statuses.get(code, 0) + 1
         after = _rss_kb(server.proc.pid)
         assert statuses == {414: 3000, 404: 3000}, statuses

@@ -165,10 +165,11 @@ def test_a_token_grants_only_scopes_it_holds(locked):
 
 def test_scopes_are_validated(locked):
     admin = make_token(locked.db, "root")
-    for bad in ([], ["root"], "read", ["read", "nope"]):
+    # a repeated scope too: the document says the items are unique, so it is refused, not merged
+    for bad in ([], ["root"], "read", ["read", "nope"], ["read", "read", "submit"]):
         r = locked.post("/api/v1/tokens", json={"name": "x", "scopes": bad}, headers=auth(admin))
         assert r.status_code == 422 and r.json()["detail"][0]["field"].startswith("body.scopes"), (bad, r.text)
-    r = locked.post("/api/v1/tokens", json={"name": "x", "scopes": ["read", "read", "submit"]}, headers=auth(admin))
+    r = locked.post("/api/v1/tokens", json={"name": "x", "scopes": ["submit", "read"]}, headers=auth(admin))
     assert r.status_code == 201 and r.json()["scopes"] == ["read", "submit"]
 
 

@@ -11,27 +11,23 @@ from sqlalchemy.exc import OperationalError
 
 from db import repo
 from db.models import BestConfig
+from service.api import problem_key
 from service.api.deps import PublishAuth, ReadAuth, SessionDep
+from service.api.routing import StandardJSONRoute
 from service.api.schemas import BestConfigOut, PublishIn, canonical_key
 from service.fastpath import query_too_long
 
-router = APIRouter(prefix="/configs", tags=["configs"])
+router = APIRouter(prefix="/configs", tags=["configs"], route_class=StandardJSONRoute)
 
 NoNul = r"^[^\x00]*$"
 
 
 def _parse_key(raw: str) -> dict:
     try:
-        key = json.loads(raw)
-    except ValueError as exc:
-        raise RequestValidationError([{"type": "json_invalid", "loc": ("query", "key"),
-                                       "msg": f"key must be a JSON object: {exc}", "input": raw[:200]}])
-    if not isinstance(key, dict) or not all(
-            isinstance(v, (int, float, str, bool)) or v is None for v in key.values()):
-        raise RequestValidationError([{"type": "value_error", "loc": ("query", "key"),
-                                       "msg": "key must be a JSON object of numbers, strings or booleans",
-                                       "input": raw[:200]}])
-    return key
+        return problem_key.parse_problem_key(raw)
+    except problem_key.InvalidProblemKey as exc:
+        raise RequestValidationError([{"type": t, "loc": ("query", "key", *loc), "msg": reason, "input": None}
+                                      for loc, reason, t in exc.errors]) from None
 
 
 async def query_within_limit(request: Request) -> None:
@@ -51,7 +47,9 @@ async def best_config(
     kernel: Annotated[str, Query(min_length=1, max_length=128, pattern=NoNul,
                                  description="kernel fingerprint, or kernel name")],
     gpu_model: Annotated[str, Query(min_length=1, max_length=200, pattern=NoNul)],
-    key: Annotated[str, Query(max_length=4000, description='problem key values as a JSON object, e.g. {"n": 4096}')] = "{}",
+    key: Annotated[str, Query(max_length=4000, description='problem key values as a JSON object, e.g. {"n": 4096}',
+                              json_schema_extra={"contentMediaType": "application/json",
+                                                 "contentSchema": problem_key.JSON_SCHEMA})] = "{}",
     compute_capability: Annotated[str | None, Query(max_length=16, pattern=r"^\d+\.\d+$")] = None,
 ) -> Response:
     """Best config for (kernel, key values, GPU model) with its match level:

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Literal
 
 import sqlalchemy as sa
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
+from pydantic import BaseModel, Field
 
 router = APIRouter(tags=["health"])
 
@@ -38,7 +40,29 @@ class DatabaseProbe:
             return f"error: no answer within {self.timeout_s:g} s"
 
 
-@router.get("/healthz")
+class ConfigIndexHealth(BaseModel):
+    """How current the lookups' in-memory index is (they answer from it whatever the database does)."""
+    rows: int
+    checked_seconds_ago: float | None
+    refresh_seconds: float
+    stale: bool
+    error: str | None
+
+
+class Health(BaseModel):
+    status: Literal["ok", "degraded"]
+    database: str = Field(description='"ok", or "error: <exception type>"')
+    version: str
+    database_backend: str
+    in_process_worker: bool
+    event_loop: str | None = Field(description='the event loop implementation ("uvloop" under `blocktune serve`)')
+    config_index: ConfigIndexHealth
+
+
+
+
+@router.get("/healthz", response_model=Health,
+            responses={503: {"model": Health, "description": "degraded: the database does not answer"}})
 async def healthz(request: Request) -> JSONResponse:
     """200 when the database answers, else 503; `config_index` tells how current the lookups'
     in-memory index is (they answer from it either way)."""
@@ -52,6 +76,8 @@ async def healthz(request: Request) -> JSONResponse:
     return JSONResponse(body, status_code=200 if ok else 503)
 
 
-@router.get("/metrics")
+@router.get("/metrics", response_class=Response, responses={
+    200: {"description": "Prometheus text exposition format",
+          "content": {CONTENT_TYPE_LATEST.split(";")[0]: {"schema": {"type": "string"}}}}})
 def metrics(request: Request) -> Response:
     return Response(request.app.state.metrics.render(), media_type=CONTENT_TYPE_LATEST)

@@ -13,11 +13,12 @@ from sqlalchemy.orm import Session, joinedload
 
 from db.models import JOB_FINAL_STATES, Job, Kernel, Trial, utcnow
 from service.api.deps import ReadAuth, SessionDep, SettingsDep, SubmitAuth
+from service.api.routing import StandardJSONRoute
 from service.api.schemas import JobOut, JobPage, TrialOut
 from service.kernel_check import CheckerBusy, CheckRejected
 from service.submit import Submission
 
-router = APIRouter(prefix="/jobs", tags=["jobs"])
+router = APIRouter(prefix="/jobs", tags=["jobs"], route_class=StandardJSONRoute)
 
 JobId = Annotated[int, Path(ge=1, le=2**31 - 1)]
 State = Literal["queued", "running", "succeeded", "failed", "cancelled"]
@@ -35,7 +36,9 @@ def _get_job(session: Session, job_id: int) -> Job:
                         409: {"description": "the Idempotency-Key was used for another spec"},
                         422: {"description": "invalid spec, or a kernel source the compiler rejects (also when its "
                                              "check exceeds its CPU-time, memory or time limit)"},
-                        503: {"description": "every kernel checker is busy: retry after the Retry-After header's seconds"}})
+                        503: {"description": "every kernel checker is busy: retry after the Retry-After header's seconds"}},
+             openapi_extra={"requestBody": {"content": {"application/json": {
+                 "schema": {"$ref": "#/components/schemas/JobSpec"}}}}})   # validated in the body (prepare_submission)
 async def submit_job(
     request: Request,
     response: Response,
@@ -134,13 +137,14 @@ def list_jobs(session: SessionDep, settings: SettingsDep, _: ReadAuth,
     return JobPage(items=[JobOut.of(j, with_spec=False) for j in rows], total=total, limit=limit, offset=offset)
 
 
-@router.get("/{job_id}", response_model=JobOut)
+@router.get("/{job_id}", response_model=JobOut, responses={404: {"description": "no such job"}})
 def get_job(job_id: JobId, session: SessionDep, _: ReadAuth) -> JobOut:
     """A job with its progress (trials done / budget) and the best config so far."""
     return JobOut.of(_get_job(session, job_id))
 
 
-@router.post("/{job_id}/cancel", response_model=JobOut)
+@router.post("/{job_id}/cancel", response_model=JobOut,
+             responses={404: {"description": "no such job"}, 409: {"description": "the job is already finished"}})
 def cancel_job(job_id: JobId, session: SessionDep, _: SubmitAuth) -> JobOut:
     """Cancel a queued or running job (a worker running it stops after its current trial)."""
     now = utcnow()
@@ -153,7 +157,7 @@ def cancel_job(job_id: JobId, session: SessionDep, _: SubmitAuth) -> JobOut:
     return JobOut.of(job)
 
 
-@router.get("/{job_id}/trials", response_model=list[TrialOut])
+@router.get("/{job_id}/trials", response_model=list[TrialOut], responses={404: {"description": "no such job"}})
 def job_trials(job_id: JobId, session: SessionDep, _: ReadAuth,
                status_: Annotated[Literal["ok", "compile-error", "runtime-error", "wrong-result", "timeout", "invalid"] | None,
                                   Query(alias="status")] = None) -> list[TrialOut]:

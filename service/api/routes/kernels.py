@@ -19,7 +19,7 @@ def list_kernels(session: SessionDep, _: ReadAuth) -> list[KernelOut]:
     return [KernelOut.of(k, counts.get(k.id, 0)) for k in session.scalars(sa.select(Kernel).order_by(Kernel.id))]
 
 
-@router.get("/{ident}", response_model=KernelOut)
+@router.get("/{ident}", response_model=KernelOut, responses={404: {"description": "no such kernel"}})
 def get_kernel(ident: Annotated[str, Path(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")],
                session: SessionDep, _: ReadAuth) -> KernelOut:
     """A kernel by id, fingerprint or name (the latest of that name), with its source."""

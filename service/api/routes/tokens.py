@@ -9,10 +9,11 @@ from fastapi import APIRouter, HTTPException, Path, Request, status
 
 from db.models import ApiToken
 from service.api.deps import AdminAuth, SessionDep
+from service.api.routing import StandardJSONRoute
 from service.api.schemas import TokenIn, TokenOut
 from service.core.security import create_token, revoke_token, scopes_text
 
-router = APIRouter(prefix="/tokens", tags=["tokens"])
+router = APIRouter(prefix="/tokens", tags=["tokens"], route_class=StandardJSONRoute)
 
 
 @router.get("", response_model=list[TokenOut])
