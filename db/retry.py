@@ -89,8 +89,7 @@ class Outage:
 
     def recovered(self) -> None:
         if self.started is not None:
-            self.log.warning("database reachable again after %.1f s; %s goes on", time.monotonic() - self.started,
-                             self.what)
+            self.log.warning("database reachable again after %.1f s (%s)", time.monotonic() - self.started, self.what)
             self.started = None
 
 
