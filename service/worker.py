@@ -104,9 +104,9 @@ class Worker:
         self.jobs_run: list[int] = []
         self._stop = threading.Event()
         self._joined = False
-        # set by the heartbeat when the job this worker claimed was claimed by another worker
-        # (this one's lease expired, e.g. through a long database outage): the tuner stops
-        self._lost_job = threading.Event()
+        # the job this worker claimed and another worker claimed since (this one's lease expired,
+        # e.g. through a long database outage), set by the heartbeat: the tuner stops
+        self._lost_job: int | None = None
         self._thread: threading.Thread | None = None
         self._hb_thread: threading.Thread | None = None
         self._finished_joins: set[int] = set()
@@ -148,16 +148,17 @@ class Worker:
 
     def heartbeat(self) -> None:
         """Mark this worker alive and renew the lease of the job it works on."""
-        job, joined = self.current_job, self._joined
+        job = self.current_job
+        joined = self._joined          # written before current_job (run_one): this job's
         self._set_state("busy" if job is not None else "idle")
         if job is None or renew_lease(self.engine, job, self.lease_seconds, holder=None if joined else self.name):
             return
         with self.engine.connect() as c:
             row = c.execute(sa.select(Job.state, Job.claimed_by).where(Job.id == job)).first()
-        if row is not None and row.state == "running" and self.current_job == job and not self._lost_job.is_set():
+        if row is not None and row.state == "running" and self._lost_job != job:
             log.warning("worker %s lost job %d: its lease expired and worker %s claimed it; stopping work on it",
                         self.name, job, row.claimed_by)
-            self._lost_job.set()
+            self._lost_job = job
 
     def _heartbeat_loop(self) -> None:
         """Every `heartbeat_seconds`; while the database is unreachable, every second or two, so
@@ -184,7 +185,7 @@ class Worker:
     def should_stop(self) -> bool:
         """Whether the tuner should stop after its current trial: the worker stops, or it lost
         the job it claimed."""
-        return self._stop.is_set() or self._lost_job.is_set()
+        return self._stop.is_set() or (self._lost_job is not None and self._lost_job == self.current_job)
 
     def stop(self) -> None:
         self._stop.set()
@@ -211,8 +212,9 @@ class Worker:
         run_job = self._run_job
         if run_job is None:
             from tuner.engine import run_job
-        self.current_job, self._joined = job_id, joined
-        self._lost_job.clear()
+        self._lost_job = None
+        self._joined = joined
+        self.current_job = job_id
         self.jobs_run.append(job_id)
         log.info("worker %s %s job %d", self.name, "joins" if joined else "claimed", job_id)
         try:

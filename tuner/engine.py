@@ -38,6 +38,7 @@ import logging
 import math
 import os
 import random
+import threading
 import time
 import traceback
 import warnings
@@ -527,8 +528,6 @@ class Tuner:
         they beat, no other worker takes them for a dead worker's."""
         if not self._maybe_shared or self._beat_stop is not None:
             return
-        import threading
-
         self._beat_stop = stop = threading.Event()
 
         def beat() -> None:
