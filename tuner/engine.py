@@ -503,7 +503,12 @@ class Tuner:
 
     def _retry(self, fn: Callable[[], Any], what: str) -> Any:
         """`fn()`, retried through database outages (db.retry) until it succeeds; gives up
-        (DatabaseUnavailable) only when the run is asked to stop meanwhile."""
+        (DatabaseUnavailable) only when the run is asked to stop meanwhile. Inside the job's lock
+        it is called once: the outage that failed it may have dropped the lock (a PostgreSQL
+        restart ends the session holding it), so the retry around the whole locked section
+        takes it again."""
+        if self._lock_depth > 0 and self._maybe_shared:
+            return fn()
         return retry(fn, f"job {self.job_id}: {what}", log=log, give_up=self.should_stop)
 
     @contextlib.contextmanager
@@ -599,12 +604,15 @@ class Tuner:
         re-claimed, or its heartbeats stopped for TRIAL_GRACE_S): its config was re-queued, and
         recording the result too would count it twice."""
         with self._shared_section():
-            if not r.stored:
-                if trial is not None and self._maybe_shared and not self._still_running(trial):
-                    self._live.discard(trial._trial_id)
+            if not r.stored and trial is not None and self._maybe_shared and not self._still_running(trial):
+                self._live.discard(trial._trial_id)
+                if self._recorded_here(r.number):
+                    r.stored = r.told = True      # an outage cut off the answer to our own tell
+                else:
                     log.warning("job %d: trial %d was failed by another worker while this one ran it (this "
                                 "worker was taken for dead); its result is dropped", self.job_id, r.number)
                     return False
+            if not r.stored:
                 with self.Session.begin() as s:
                     repo.store_trial(s, job_id=self.job_id, number=r.number, config=r.config, status=r.status,
                                      samples_ms=r.samples_ms, median_ms=r.median_ms, spread=r.spread,
@@ -627,6 +635,11 @@ class Tuner:
 
     def _still_running(self, trial: optuna.trial.Trial) -> bool:
         return self.storage.get_trial(trial._trial_id).state == optuna.trial.TrialState.RUNNING
+
+    def _recorded_here(self, number: int) -> bool:
+        with self.Session() as s:
+            return s.scalar(sa.select(Trial.worker).where(Trial.job_id == self.job_id, Trial.number == number)) \
+                == self.worker_id
 
     def _progress(self) -> float:
         b = self.spec.budget
