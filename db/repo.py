@@ -101,6 +101,22 @@ def finish_job(session: Session, job_id: int, state: str, *, error: str | None =
 
 # --- trials -----------------------------------------------------------------------------------
 
+# a trial refused by a constraint of the search space is recorded (status "invalid", its error
+# starting with this) but does not count against the trial budget; every other trial does
+UNCOUNTED_ERROR_PREFIX = "constraint violated: "
+
+
+def counted_trials(job_id):
+    """WHERE clause of the job's trials that count against its budget (`jobs.trials_done`)."""
+    return sa.and_(Trial.job_id == job_id,
+                   sa.or_(Trial.status != "invalid", Trial.error.is_(None),
+                          ~Trial.error.startswith(UNCOUNTED_ERROR_PREFIX)))
+
+
+def count_trials(session: Session, job_id: int) -> int:
+    return int(session.scalar(sa.select(sa.func.count()).select_from(Trial).where(counted_trials(job_id))) or 0)
+
+
 def _finite(x: float | None) -> float | None:
     if x is None:
         return None
@@ -125,6 +141,19 @@ def record_trial(session: Session, *, job_id: int, number: int, config: dict[str
         for k, v in values.items():
             setattr(t, k, v)
     session.flush()
+    return t
+
+
+def store_trial(session: Session, *, job_id: int, **trial) -> Trial:
+    """`record_trial`, and `jobs.trials_done` set to the count of the job's counted trials, in the
+    caller's transaction. The job's row is locked first (an UPDATE: a row lock on PostgreSQL, the
+    write lock on SQLite), so when two workers record at once the second one's count sees the
+    first one's trial: trials_done always equals the recorded trials, also after the job has
+    finished (a sharing worker's last trial)."""
+    session.execute(sa.update(Job).where(Job.id == job_id).values(updated_at=utcnow()))
+    t = record_trial(session, job_id=job_id, **trial)
+    count = sa.select(sa.func.count()).select_from(Trial).where(counted_trials(job_id)).scalar_subquery()
+    session.execute(sa.update(Job).where(Job.id == job_id).values(trials_done=count))
     return t
 
 

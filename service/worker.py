@@ -7,6 +7,11 @@ job's lease by heartbeat, and runs the tuner (`tuner.engine.run_job`) on the job
   shared; Optuna's `constant_liar` keeps the workers from proposing the same config).
 - shutdown (SIGTERM/SIGINT or stop()): the tuner is asked to stop after the current trial, and a job
   this worker holds goes back to the queue.
+- database outages: claiming, heartbeats and the tuner's writes are retried with capped
+  exponential backoff (db.retry) until the database is back; the heartbeat retries within a
+  second or two, so the lease is renewed as soon as it can be. If the lease expired meanwhile and
+  another worker claimed the job, this worker stops working on it (its unrecorded trials were
+  failed and re-queued by the new holder).
 """
 from __future__ import annotations
 
@@ -21,7 +26,8 @@ from typing import Any, Callable
 import sqlalchemy as sa
 
 from db.models import Job, Worker as WorkerRow, utcnow
-from service.claim import claim_job, find_joinable_job, release_job, renew_lease
+from db.retry import Backoff, DatabaseUnavailable, Outage, is_unavailable, retry
+from service.claim import claim, find_joinable_job, release_job, renew_lease
 
 log = logging.getLogger("blocktune.worker")
 
@@ -97,12 +103,24 @@ class Worker:
         self.current_job: int | None = None
         self.jobs_run: list[int] = []
         self._stop = threading.Event()
+        self._joined = False
+        # the job this worker claimed and another worker claimed since (this one's lease expired,
+        # e.g. through a long database outage), set by the heartbeat: the tuner stops
+        self._lost_job: int | None = None
         self._thread: threading.Thread | None = None
         self._hb_thread: threading.Thread | None = None
         self._finished_joins: set[int] = set()
 
+    def _db(self, fn: Callable[[], Any], what: str, *, give_up: Callable[[], bool] | None = None) -> Any:
+        """`fn()`, retried through database outages until it succeeds or the worker stops."""
+        return retry(fn, what, log=log, give_up=give_up or self._stop.is_set, sleep=self._stop.wait)
+
     # -- registration and heartbeat ----------------------------------------------------------
     def register(self) -> None:
+        self._db(self._register, f"registering worker {self.name}")
+        log.info("worker %s registered on %s (device %d)", self.name, self.gpu_model, self.device)
+
+    def _register(self) -> None:
         from db.repo import get_or_create_gpu
         from db.engine import session_factory
 
@@ -122,7 +140,6 @@ class Worker:
                 row.started_at, row.last_heartbeat_at = now, now
             s.commit()
             self.gpu_model, self.worker_id = gpu.model, row.id
-        log.info("worker %s registered on %s (device %d)", self.name, self.gpu_model, self.device)
 
     def _set_state(self, state: str) -> None:
         with self.engine.begin() as c:
@@ -131,73 +148,136 @@ class Worker:
 
     def heartbeat(self) -> None:
         """Mark this worker alive and renew the lease of the job it works on."""
-        self._set_state("busy" if self.current_job is not None else "idle")
         job = self.current_job
-        if job is not None:
-            renew_lease(self.engine, job, self.lease_seconds)
+        joined = self._joined          # written before current_job (run_one): this job's
+        self._set_state("busy" if job is not None else "idle")
+        if job is None or renew_lease(self.engine, job, self.lease_seconds, holder=None if joined else self.name):
+            return
+        with self.engine.connect() as c:
+            row = c.execute(sa.select(Job.state, Job.claimed_by).where(Job.id == job)).first()
+        if row is not None and row.state == "running" and self._lost_job != job:
+            log.warning("worker %s lost job %d: its lease expired and worker %s claimed it; stopping work on it",
+                        self.name, job, row.claimed_by)
+            self._lost_job = job
 
     def _heartbeat_loop(self) -> None:
-        while not self._stop.wait(self.heartbeat_seconds):
+        """Every `heartbeat_seconds`; while the database is unreachable, every second or two, so
+        that the lease is renewed as soon as it is back."""
+        backoff = Backoff(initial=0.2, cap=min(2.0, self.heartbeat_seconds))
+        outage = Outage(log, f"renewing worker {self.name}'s heartbeat and lease")
+        wait = self.heartbeat_seconds
+        while not self._stop.wait(wait):
             try:
                 self.heartbeat()
-            except Exception:  # a database hiccup must not kill the heartbeat
-                log.exception("heartbeat failed")
+            except Exception as exc:  # a database hiccup must not kill the heartbeat
+                if is_unavailable(exc):
+                    wait = backoff.next()
+                    outage.failed(exc, wait)
+                else:
+                    log.exception("heartbeat failed")
+                    wait = self.heartbeat_seconds
+                continue
+            outage.recovered()
+            backoff.reset()
+            wait = self.heartbeat_seconds
 
     # -- the loop ----------------------------------------------------------------------------
     def should_stop(self) -> bool:
-        return self._stop.is_set()
+        """Whether the tuner should stop after its current trial: the worker stops, or it lost
+        the job it claimed."""
+        return self._stop.is_set() or (self._lost_job is not None and self._lost_job == self.current_job)
 
     def stop(self) -> None:
         self._stop.set()
 
-    def next_job(self) -> tuple[int, bool] | None:
-        """(job id, joined) or None."""
-        job = claim_job(self.engine, self.name, self.gpu_model, self.lease_seconds)
-        if job is not None:
-            self._finished_joins.discard(job)
-            return job, False
+    def next_job(self) -> tuple[int, bool, bool] | None:
+        """(job id, joined, re-claimed after its lease expired) or None."""
+        return self._db(self._next_job, f"worker {self.name} claiming a job")
+
+    def _next_job(self) -> tuple[int, bool, bool] | None:
+        got = claim(self.engine, self.name, self.gpu_model, self.lease_seconds)
+        if got is not None:
+            self._finished_joins.discard(got.job_id)
+            if got.reclaimed:
+                log.warning("worker %s re-claims job %d: the lease of %s expired", self.name, got.job_id,
+                            got.previous_holder or "its previous worker")
+            return got.job_id, False, got.reclaimed
         if self.join_jobs:
             job = find_joinable_job(self.engine, self.name, self.gpu_model)
             if job is not None and job not in self._finished_joins:
-                return job, True
+                return job, True, False
         return None
 
-    def run_one(self, job_id: int, joined: bool) -> None:
+    def run_one(self, job_id: int, joined: bool, reclaimed: bool = False) -> None:
         run_job = self._run_job
         if run_job is None:
             from tuner.engine import run_job
+        self._lost_job = None
+        self._joined = joined
         self.current_job = job_id
         self.jobs_run.append(job_id)
         log.info("worker %s %s job %d", self.name, "joins" if joined else "claimed", job_id)
         try:
-            self.heartbeat()
+            self._db(self.heartbeat, f"worker {self.name} starting job {job_id}")
             run_job(self.database_url, job_id, device=self.device, interpret=self.interpret, worker_id=self.name,
-                    should_stop=self.should_stop)
+                    should_stop=self.should_stop, reclaimed=reclaimed)
         except Exception as exc:
-            log.exception("job %d failed in worker %s", job_id, self.name)
-            now = utcnow()
-            with self.engine.begin() as c:
-                c.execute(sa.update(Job).where(Job.id == job_id, Job.state == "running")
-                          .values(state="failed", finished_at=now, updated_at=now, lease_expires_at=None,
-                                  error=f"worker {self.name}: {type(exc).__name__}: {exc}\n{traceback.format_exc()[-4000:]}"))
+            if is_unavailable(exc):
+                log.warning("worker %s stopped job %d while the database is unavailable; it stays running and "
+                            "resumes once claimed again", self.name, job_id)
+            else:
+                log.exception("job %d failed in worker %s", job_id, self.name)
+                self._mark_failed(job_id, exc)
         finally:
             self.current_job = None
-            if self._stop.is_set() and release_job(self.engine, job_id, self.name):
+            if self._stop.is_set() and self._release(job_id):
                 log.info("worker %s returned job %d to the queue", self.name, job_id)
             else:
                 # don't join this job again right away: the tuner returned, so this worker's
                 # share of it is done (another worker still finishing a trial may hold it)
                 self._finished_joins.add(job_id)
 
+    def _mark_failed(self, job_id: int, exc: BaseException) -> None:
+        error = f"worker {self.name}: {type(exc).__name__}: {exc}\n{traceback.format_exc()[-4000:]}"
+
+        def mark() -> None:
+            now = utcnow()
+            with self.engine.begin() as c:
+                c.execute(sa.update(Job).where(Job.id == job_id, Job.state == "running")
+                          .values(state="failed", finished_at=now, updated_at=now, lease_expires_at=None, error=error))
+        try:
+            self._db(mark, f"marking job {job_id} failed")
+        except DatabaseUnavailable:
+            log.warning("could not mark job %d failed (the database is unavailable)", job_id)
+
+    def _release(self, job_id: int) -> bool:
+        """Give the job back on shutdown; one try: a worker stopping during an outage leaves the
+        job to its lease."""
+        try:
+            return self._db(lambda: release_job(self.engine, job_id, self.name), f"returning job {job_id}",
+                            give_up=lambda: True)
+        except DatabaseUnavailable:
+            log.warning("could not return job %d to the queue (the database is unavailable); it is claimable "
+                        "again when its lease expires", job_id)
+            return False
+
     def run(self) -> None:
         """Register, then claim and run jobs until stopped (or idle with exit_when_idle)."""
-        if self.worker_id is None:
-            self.register()
+        try:
+            if self.worker_id is None:
+                self.register()
+        except DatabaseUnavailable:
+            log.warning("worker %s stopped before it could register (the database is unavailable)", self.name)
+            self.engine.dispose()
+            return
         self._hb_thread = threading.Thread(target=self._heartbeat_loop, name=f"heartbeat-{self.name}", daemon=True)
         self._hb_thread.start()
         try:
             while not self._stop.is_set():
-                nxt = self.next_job()
+                try:
+                    nxt = self.next_job()
+                except DatabaseUnavailable:
+                    break    # stopped while the database was unreachable
                 if nxt is None:
                     if self.exit_when_idle:
                         break
@@ -208,8 +288,11 @@ class Worker:
             self._stop.set()
             try:
                 self._set_state("stopped")
-            except Exception:
-                log.exception("could not mark worker %s stopped", self.name)
+            except Exception as exc:
+                if not is_unavailable(exc):
+                    log.exception("could not mark worker %s stopped", self.name)
+                else:
+                    log.warning("could not mark worker %s stopped (the database is unavailable)", self.name)
             self.engine.dispose()
             log.info("worker %s stopped", self.name)
 

@@ -20,15 +20,24 @@ One run of a job:
   5. re-measures the best few configs and the default one in interleaved rounds, and stores the
      winner (jobs.best_config / best_time_ms and best_configs).
 Where the time went (tuner/timeline.py) is logged at the end and sent with the "done" event.
+
+Workers sharing a job (service workers, `worker_id` given) take the job's lock (db.job_lock) to
+count the trials recorded and in flight (RUNNING in the study) before asking for one more, so the
+trial budget is exact; they record a result under the same lock, only while its trial is still
+theirs (RUNNING); their in-flight trials carry Optuna heartbeats, and a trial whose heartbeat
+stopped (its worker died) is failed and its config re-queued. Every database call of a run is
+retried through outages (db.retry): a measured result waits in memory until it is written.
 """
 from __future__ import annotations
 
 import collections
+import contextlib
 import datetime
 import hashlib
 import logging
 import math
 import random
+import threading
 import time
 import traceback
 import warnings
@@ -42,6 +51,8 @@ import sqlalchemy as sa
 
 from db import repo
 from db.engine import install_sqlite_pragmas, make_engine, normalize_url, session_factory, sqlite_connect_args
+from db.job_lock import job_lock
+from db.retry import is_unavailable, retry
 from db.models import Job, Trial, utcnow
 from tuner.child import INTERPRETER_PROPS, child_main, device_env, split_config
 from tuner.isolation import ChildCrashed, ChildError, ChildTimeout, CompilePool, CompilerCrashed, IsolatedChild
@@ -54,7 +65,12 @@ log = logging.getLogger("blocktune.tuner")
 
 MAX_ENUMERATE = 200_000
 MAX_REPEATS = 25          # proposals of known configs in a row before an untried one is handed over
-CONSTRAINT_PREFIX = "constraint violated: "
+CONSTRAINT_PREFIX = repo.UNCOUNTED_ERROR_PREFIX
+# Optuna heartbeats of the trials a sharing worker has in flight, and how long a trial may go
+# without one before another worker fails it (its worker died). Longer than a database outage a
+# worker rides out, so that the trials of a worker that only lost the database stay its own.
+TRIAL_HEARTBEAT_S = 5
+TRIAL_GRACE_S = 60
 EventFn = Callable[[str, dict[str, Any]], None]
 
 
@@ -63,17 +79,27 @@ def interpreter_device_properties() -> dict[str, Any]:
     return dict(INTERPRETER_PROPS)
 
 
-def optuna_storage(db_url: str) -> optuna.storages.RDBStorage:
-    """Optuna's RDBStorage on our database (`optuna-dashboard <db_url>` opens the studies)."""
+def optuna_storage(db_url: str, *, heartbeat: bool = False,
+                   on_stale: Callable[[optuna.Study, optuna.trial.FrozenTrial], None] | None = None,
+                   ) -> optuna.storages.RDBStorage:
+    """Optuna's RDBStorage on our database (`optuna-dashboard <db_url>` opens the studies).
+    `heartbeat`: trials carry heartbeats (TRIAL_HEARTBEAT_S, TRIAL_GRACE_S) and
+    `optuna.storages.fail_stale_trials` fails those whose heartbeat stopped, calling `on_stale`."""
     url = normalize_url(db_url)
     kwargs: dict[str, Any] = {}
+    beat: dict[str, Any] = {}
+    if heartbeat:
+        beat = dict(heartbeat_interval=TRIAL_HEARTBEAT_S, grace_period=TRIAL_GRACE_S,
+                    heartbeat_stale_trial_callback=on_stale)
     if url.startswith("sqlite"):
         kwargs["connect_args"] = sqlite_connect_args()
     else:
         kwargs["pool_pre_ping"] = True
     for attempt in range(5):
         try:
-            storage = optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                storage = optuna.storages.RDBStorage(url, engine_kwargs=kwargs, **beat)
             if url.startswith("sqlite"):
                 # the pragmas our own engine uses (db.engine): WAL with synchronous=NORMAL, i.e. no
                 # fsync per commit — Optuna commits several times per trial (each suggest, each attr)
@@ -96,6 +122,9 @@ class Result:
     samples_ms: list[float] = field(default_factory=list)
     error: str | None = None
     counted: bool = True        # counts against the trial budget (constraint violations do not)
+    # how far recording it got (a retry after a database outage goes on from there)
+    stored: bool = field(default=False, repr=False, compare=False)
+    told: bool = field(default=False, repr=False, compare=False)
 
     @property
     def median_ms(self) -> float | None:
@@ -129,7 +158,7 @@ class _InFlight:
 class Tuner:
     def __init__(self, db_url: str, job_id: int, *, device: int = 0, interpret: bool = False,
                  worker_id: str | None = None, should_stop: Callable[[], bool] | None = None,
-                 on_event: EventFn | None = None, compile_workers: int | None = None):
+                 on_event: EventFn | None = None, compile_workers: int | None = None, reclaimed: bool = False):
         self.db_url = normalize_url(db_url)
         self.job_id = job_id
         self.device = device
@@ -152,6 +181,15 @@ class Tuner:
         self._rng = random.Random(job_id)
         self.run_name = worker_id or "local"
         self._maybe_shared = worker_id is not None   # only service workers share jobs
+        # the job was claimed after its lease expired: the RUNNING trials of its study belong to
+        # workers that died (a live worker on the job would have renewed the lease)
+        self.reclaimed = reclaimed
+        self._live: set[int] = set()                 # ids of the trials this run asked and has not told
+        self._unclassified = None                    # a trial asked whose config is not settled yet
+        self._lock_depth = 0
+        self._budget_elsewhere = False               # no trial left to ask: the rest is in flight elsewhere
+        self._stale_checked = -math.inf
+        self._beat_stop = None
         self.props: dict[str, Any] | None = None
         self.ptxas: str | None = None
         self._cubin_disabled: str | None = None      # why cubins are off (the child refused one)
@@ -285,6 +323,8 @@ class Tuner:
     def _open_study(self) -> None:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+        # heartbeats are recorded by this engine (_beat), not by study.optimize's thread
+        warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
         self.space = SearchSpace.from_spec(self.spec)
         self.env = {**self.spec.scalar_env(), **self.spec.constants, **device_env(self.props)}
         if self.space.size <= MAX_ENUMERATE:
@@ -295,7 +335,7 @@ class Tuner:
             self.n_valid = self.space.size
         budget = self.spec.budget
         self.trials_total = min(budget.trials, self.n_valid) if budget.trials else None
-        self.storage = optuna_storage(self.db_url)
+        self.storage = optuna_storage(self.db_url, heartbeat=self._maybe_shared, on_stale=self._on_stale_trial)
         try:
             existing = optuna.load_study(study_name=self.study_name, storage=self.storage)
             kind = existing.user_attrs.get("sampler_kind")
@@ -338,6 +378,10 @@ class Tuner:
 
     def _resume_state(self) -> None:
         """Results already recorded (a resumed or shared job) and trials a killed run left behind."""
+        with self._shared_section():
+            self._resume_state_locked()
+
+    def _resume_state_locked(self) -> None:
         self._sync_seen()
         recorded = {r.number for r in self.seen.values()}
         states = (optuna.trial.TrialState.RUNNING,)
@@ -363,7 +407,7 @@ class Tuner:
             age = (datetime.datetime.now() - started).total_seconds()
             # a trial without an owner was killed between ask() and its first attribute (a
             # millisecond window): an orphan for a local run, or once it is a minute old
-            orphan = (owner == self.run_name or age >= self._stale_after_s()
+            orphan = (self.reclaimed or owner == self.run_name or age >= self._stale_after_s()
                       or (owner is None and (not self._maybe_shared or age >= 60.0)))
             if not orphan:
                 continue
@@ -371,10 +415,28 @@ class Tuner:
                 self.storage.set_trial_state_values(ft._trial_id, optuna.trial.TrialState.FAIL)
             except optuna.exceptions.UpdateFinishedTrialError:
                 continue   # its worker finished it meanwhile
-            cfg = ft.user_attrs.get("config")
-            if cfg is not None and config_key(cfg) not in self.seen:
-                self.study.enqueue_trial(self.space.encode(cfg), user_attrs={"requeued_from": ft.number},
-                                         skip_if_exists=True)
+            if self.reclaimed and owner != self.run_name:
+                log.info("job %d: trial %d of %s failed (its worker's lease expired)", self.job_id, ft.number, owner)
+            self._requeue(ft.user_attrs.get("config"), ft.number)
+
+    def _requeue(self, config: dict[str, Any] | None, number: int) -> None:
+        """Put the config of a trial failed before its result (a stop, a dead worker) back in the
+        queue, unless it has a result or is queued already. (Optuna's skip_if_exists would always
+        skip it: the failed trial itself has these params.)"""
+        if config is None or config_key(config) in self.seen:
+            return
+        params = self.space.encode(config)
+        for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
+            if t.system_attrs.get("fixed_params") == params:
+                return
+        self.study.enqueue_trial(params, user_attrs={"requeued_from": number})
+
+    def _on_stale_trial(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        """Optuna failed a trial whose heartbeat stopped (fail_stale_trials): its worker died."""
+        log.warning("job %d: trial %d of %s failed: no heartbeat for %d s", self.job_id, trial.number,
+                    trial.user_attrs.get("worker", "an unknown worker"), TRIAL_GRACE_S)
+        self._sync_seen()
+        self._requeue(trial.user_attrs.get("config"), trial.number)
 
     def _stale_after_s(self) -> float:
         m = self.spec.measure
@@ -432,10 +494,84 @@ class Tuner:
 
     def counted_done(self) -> int:
         with self.Session() as s:
-            q = sa.select(sa.func.count()).select_from(Trial).where(
-                Trial.job_id == self.job_id,
-                sa.or_(Trial.status != "invalid", Trial.error.is_(None), ~Trial.error.startswith(CONSTRAINT_PREFIX)))
-            return int(s.scalar(q) or 0)
+            return repo.count_trials(s, self.job_id)
+
+    # --- sharing the job, riding out outages --------------------------------------------------
+
+    def _retry(self, fn: Callable[[], Any], what: str) -> Any:
+        """`fn()`, retried through database outages (db.retry) until it succeeds; gives up
+        (DatabaseUnavailable) only when the run is asked to stop meanwhile. Inside the job's lock
+        it is called once: the outage that failed it may have dropped the lock (a PostgreSQL
+        restart ends the session holding it), so the retry around the whole locked section
+        takes it again."""
+        if self._lock_depth > 0 and self._maybe_shared:
+            return fn()
+        return retry(fn, f"job {self.job_id}: {what}", log=log, give_up=self.should_stop)
+
+    @contextlib.contextmanager
+    def _shared_section(self):
+        """The job's lock (db.job_lock) when other workers may share the job; reentrant."""
+        if not self._maybe_shared or self._lock_depth > 0:
+            self._lock_depth += 1
+            try:
+                yield
+            finally:
+                self._lock_depth -= 1
+            return
+        with job_lock(self.engine, self.job_id):
+            self._lock_depth += 1
+            try:
+                yield
+            finally:
+                self._lock_depth -= 1
+
+    def _start_heartbeats(self) -> None:
+        """Optuna heartbeats for the trials this run has in flight (a sharing worker's): while
+        they beat, no other worker takes them for a dead worker's."""
+        if not self._maybe_shared or self._beat_stop is not None:
+            return
+        self._beat_stop = stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(TRIAL_HEARTBEAT_S):
+                for trial_id in list(self._live):
+                    try:
+                        self.storage.record_heartbeat(trial_id)
+                    except Exception as exc:  # noqa: BLE001 - an outage: the next round tries again
+                        log.debug("job %d: heartbeat of trial id %d failed: %s", self.job_id, trial_id, exc)
+                        break
+
+        threading.Thread(target=beat, name=f"trial-heartbeats-{self.job_id}", daemon=True).start()
+
+    def _fail_stale(self) -> None:
+        """Fail the trials whose heartbeat stopped (Optuna's fail_stale_trials; _on_stale_trial
+        re-queues their configs). At most once per heartbeat period; under the job's lock."""
+        now = time.monotonic()
+        if now - self._stale_checked < TRIAL_HEARTBEAT_S:
+            return
+        self._stale_checked = now
+        optuna.storages.fail_stale_trials(self.study)
+
+    def _budget_has_room(self, mine: int) -> bool:
+        """Whether one more trial fits the trial budget; `mine` are asked by this run and not yet
+        recorded. A sharing worker counts, under the job's lock, the trials recorded and those in
+        flight anywhere (RUNNING in the study and not recorded), its own included."""
+        budget = self.spec.budget.trials
+        if budget is None:
+            return True
+        if not self._maybe_shared:
+            return self.done + mine < budget
+        self._fail_stale()
+        with self.Session() as s:
+            recorded = set(s.scalars(sa.select(Trial.number).where(Trial.job_id == self.job_id)))
+            self.done = repo.count_trials(s, self.job_id)
+        running = [t for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+                   if t.number not in recorded]
+        if self.done + len(running) < budget:
+            return True
+        # nothing of this run in flight and the rest of the budget is in other workers' hands
+        self._budget_elsewhere = mine == 0 and any(t._trial_id not in self._live for t in running)
+        return False
 
     def _elapsed(self) -> float:
         return self.elapsed_before + (time.monotonic() - self.t0)
@@ -445,31 +581,62 @@ class Tuner:
             self._record_untimed(r, trial)
 
     def _record_untimed(self, r: Result, trial: optuna.trial.Trial | None) -> None:
-        with self.Session.begin() as s:
-            repo.record_trial(s, job_id=self.job_id, number=r.number, config=r.config, status=r.status,
-                              samples_ms=r.samples_ms, median_ms=r.median_ms, spread=r.spread, error=r.error,
-                              worker=self.worker_id)
-        if trial is not None:
-            ok = r.status == "ok" and r.median_ms is not None
-            try:
-                mark(trial, ok)
-                trial.set_user_attr("status", r.status)
-                if r.error:
-                    trial.set_user_attr("error", r.error[:1000])
-                self.study.tell(trial, r.median_ms if ok else math.inf)
-            except optuna.exceptions.UpdateFinishedTrialError:
-                # another runner of this job took it for an orphan; the result is recorded anyway
-                log.warning("trial %d was finished by another runner; result kept in tuning_trials", r.number)
+        if not self._retry(lambda: self._store(r, trial), f"recording trial {r.number}"):
+            return
         self.seen[config_key(r.config)] = r
         improved = self._note_best(r)
         if r.counted:
             self.since_improvement = 0 if improved else self.since_improvement + 1
-        self._update_job()
+        self._retry(self._update_job, "updating the job's progress")
         self.on_event("trial", {"number": r.number, "config": r.config, "status": r.status,
                                 "median_ms": r.median_ms, "error": r.error,
                                 "best_ms": self.best.median_ms if self.best else None,
                                 "best_config": self.best.config if self.best else None,
                                 "done": self.done, "total": self.trials_total, "elapsed_s": self._elapsed()})
+
+    def _store(self, r: Result, trial: optuna.trial.Trial | None) -> bool:
+        """Write the result to tuning_trials (with the job's trials_done) and tell Optuna; each step
+        once, so that a retry after an outage goes on where the last attempt stopped. False when
+        another worker failed the trial meanwhile (this worker's lease had expired and the job was
+        re-claimed, or its heartbeats stopped for TRIAL_GRACE_S): its config was re-queued, and
+        recording the result too would count it twice."""
+        with self._shared_section():
+            if not r.stored and trial is not None and self._maybe_shared and not self._still_running(trial):
+                self._live.discard(trial._trial_id)
+                if self._recorded_here(r.number):
+                    r.stored = r.told = True      # an outage cut off the answer to our own tell
+                else:
+                    log.warning("job %d: trial %d was failed by another worker while this one ran it (this "
+                                "worker was taken for dead); its result is dropped", self.job_id, r.number)
+                    return False
+            if not r.stored:
+                with self.Session.begin() as s:
+                    repo.store_trial(s, job_id=self.job_id, number=r.number, config=r.config, status=r.status,
+                                     samples_ms=r.samples_ms, median_ms=r.median_ms, spread=r.spread,
+                                     error=r.error, worker=self.worker_id)
+                r.stored = True
+            if trial is not None and not r.told:
+                ok = r.status == "ok" and r.median_ms is not None
+                try:
+                    mark(trial, ok)
+                    trial.set_user_attr("status", r.status)
+                    if r.error:
+                        trial.set_user_attr("error", r.error[:1000])
+                    self.study.tell(trial, r.median_ms if ok else math.inf)
+                except optuna.exceptions.UpdateFinishedTrialError:
+                    # told before an outage cut the answer off, or (a local run) taken for an orphan
+                    log.info("trial %d was already finished in the study; its result is in tuning_trials", r.number)
+                r.told = True
+                self._live.discard(trial._trial_id)
+        return True
+
+    def _still_running(self, trial: optuna.trial.Trial) -> bool:
+        return self.storage.get_trial(trial._trial_id).state == optuna.trial.TrialState.RUNNING
+
+    def _recorded_here(self, number: int) -> bool:
+        with self.Session() as s:
+            return s.scalar(sa.select(Trial.worker).where(Trial.job_id == self.job_id, Trial.number == number)) \
+                == self.worker_id
 
     def _progress(self) -> float:
         b = self.spec.budget
@@ -491,8 +658,9 @@ class Tuner:
     def _update_job(self) -> None:
         self.done = self.counted_done()
         self._save_elapsed()
-        values: dict[str, Any] = dict(trials_done=self.done, trials_total=self.trials_total, progress=self._progress(),
-                                      updated_at=utcnow())
+        # trials_done is not written here: store_trial keeps it equal to the recorded trials (a
+        # count made here could be overtaken by another worker's record)
+        values: dict[str, Any] = dict(trials_total=self.trials_total, progress=self._progress(), updated_at=utcnow())
         if self.best is not None:
             values.update(best_time_ms=self.best.median_ms, best_config=self.best.config)
         with self.Session.begin() as s:
@@ -680,12 +848,18 @@ class Tuner:
         """Trials asked but not run (a stop): failed in Optuna and put back in the queue."""
         for trial, config, task in pending:
             try:
-                self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
-                if config_key(config) not in self.seen:
-                    self.study.enqueue_trial(self.space.encode(config), user_attrs={"requeued_from": trial.number},
-                                             skip_if_exists=True)
-            except Exception:  # noqa: BLE001
-                log.exception("could not put trial %d back", trial.number)
+                try:
+                    self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                finally:
+                    self._live.discard(trial._trial_id)
+                self._requeue(config, trial.number)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                pass   # failed already by the worker that re-claimed the job, which re-queued it
+            except Exception as exc:  # noqa: BLE001
+                if is_unavailable(exc):   # a dead trial fails by its heartbeat, or when the job is re-claimed
+                    log.warning("could not put trial %d back (the database is unavailable)", trial.number)
+                else:
+                    log.exception("could not put trial %d back", trial.number)
 
     def _running_elsewhere(self, number: int) -> set[str]:
         """Configs other runners of this job are evaluating right now (a shared study)."""
@@ -725,52 +899,77 @@ class Tuner:
     def _fill(self, pending, inflight: "_InFlight | None") -> None:
         """Ask the sampler ahead and submit the compiles (constraint violations and repeats are
         answered at once)."""
-        tl = self.timeline
         extra = 1 if inflight is not None else 0
+        self._budget_elsewhere = False
         while self._want_more(len(pending) + extra) and self._asks < self._max_asks:
-            planned = self.done + len(pending) + extra
-            if self.spec.budget.trials is not None and planned >= self.spec.budget.trials:
-                break
             if sum(1 for r in self.seen.values() if r.counted) + len(pending) + extra >= self.n_valid:
                 break
-            self._asks += 1
-            with tl.phase("ask"):
-                trial = self.study.ask()
+            if not self._retry(lambda: self._ask_one(pending, inflight), "asking for a config"):
+                break
+
+    def _ask_one(self, pending, inflight: "_InFlight | None") -> bool:
+        """Ask for one config and settle it: recorded as invalid, told as a repeat or as in flight
+        elsewhere, or appended to `pending` with its compile submitted. False when the trial
+        budget has no room. A sharing worker does it under the job's lock, with the results of the
+        other workers read first (a config one of them has measured is a repeat). Retried after
+        an outage, it goes on with the trial it had asked."""
+        with self._shared_section():
+            trial = self._unclassified
+            if trial is None:
+                if self._maybe_shared:
+                    self._sync_seen()
+                if not self._budget_has_room(len(pending) + (1 if inflight is not None else 0)):
+                    return False
+                self._asks += 1
+                with self.timeline.phase("ask"):
+                    trial = self.study.ask()
+                self._unclassified = trial
+                self._live.add(trial._trial_id)
                 if self._queued_left > 0:
                     self._queued_left -= 1
-                try:
-                    trial.set_user_attr("worker", self.run_name)
-                    config = self.space.suggest(trial)
-                    trial.set_user_attr("config", config)
-                except optuna.exceptions.UpdateFinishedTrialError:
-                    continue   # taken for an orphan by another runner in the instant after ask()
-            key = config_key(config)
-            bad = self.space.violations(config, self.env)
-            if bad:
-                r = Result(trial.number, config, "invalid", error=CONSTRAINT_PREFIX + "; ".join(bad), counted=False)
-                self._record(r, trial)
-                continue
-            busy = [c for _, c, _ in pending] + ([inflight.config] if inflight is not None else [])
-            if key in self.seen:
-                prev = self.seen[key]
-                trial.set_user_attr("repeat_of", prev.number)
-                mark(trial, prev.median_ms is not None)
-                self.study.tell(trial, prev.median_ms if prev.median_ms is not None else math.inf)
-                self._repeats += 1
-                if self._repeats >= MAX_REPEATS:
-                    self._enqueue_untried(busy)
-                    self._repeats = 0
-                continue
-            self._repeats = 0
-            if any(config_key(c) == key for c in busy) or key in self._running_elsewhere(trial.number):
-                trial.set_user_attr("in_flight_elsewhere", True)
-                self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
-                self._repeats += 1
-                if self._repeats >= MAX_REPEATS:
-                    self._enqueue_untried(busy)
-                    self._repeats = 0
-                continue
-            pending.append((trial, config, self._submit_compile(config)))
+                if self._maybe_shared:
+                    self.storage.record_heartbeat(trial._trial_id)
+            try:
+                self._settle(trial, pending, inflight)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                pass   # finished already: told before an outage cut the answer off, or taken for an orphan
+            self._unclassified = None
+            if trial not in [t for t, _, _ in pending]:
+                self._live.discard(trial._trial_id)
+            return True
+
+    def _settle(self, trial, pending, inflight: "_InFlight | None") -> None:
+        with self.timeline.phase("ask"):
+            trial.set_user_attr("worker", self.run_name)
+            config = self.space.suggest(trial)
+            trial.set_user_attr("config", config)
+        key = config_key(config)
+        bad = self.space.violations(config, self.env)
+        if bad:
+            r = Result(trial.number, config, "invalid", error=CONSTRAINT_PREFIX + "; ".join(bad), counted=False)
+            self._record(r, trial)
+            return
+        busy = [c for _, c, _ in pending] + ([inflight.config] if inflight is not None else [])
+        if key in self.seen:
+            prev = self.seen[key]
+            trial.set_user_attr("repeat_of", prev.number)
+            mark(trial, prev.median_ms is not None)
+            self.study.tell(trial, prev.median_ms if prev.median_ms is not None else math.inf)
+            self._repeats += 1
+            if self._repeats >= MAX_REPEATS:
+                self._enqueue_untried(busy)
+                self._repeats = 0
+            return
+        self._repeats = 0
+        if any(config_key(c) == key for c in busy) or key in self._running_elsewhere(trial.number):
+            trial.set_user_attr("in_flight_elsewhere", True)
+            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            self._repeats += 1
+            if self._repeats >= MAX_REPEATS:
+                self._enqueue_untried(busy)
+                self._repeats = 0
+            return
+        pending.append((trial, config, self._submit_compile(config)))
 
     def search(self) -> None:
         pending: collections.deque = collections.deque()
@@ -780,11 +979,11 @@ class Tuner:
         tl = self.timeline
         t_search = time.monotonic()
         busy_before = tl.seconds.get("child_busy", 0.0)
-        self.done = self.counted_done()
+        self.done = self._retry(self.counted_done, "counting the recorded trials")
         inflight: _InFlight | None = None
         # the first compiles go out before the GPU child is waited for: they overlap its start-up
-        self._sync_seen()
-        if self._check_stop() is None:
+        self._retry(self._sync_seen, "reading the recorded trials")
+        if self._retry(self._check_stop, "reading the job's state") is None:
             self._fill(pending, None)
         self._ensure_child()
         if self._recompile:     # the child's device differs from what the parent compiled for
@@ -792,17 +991,21 @@ class Tuner:
             self._recompile = False
         self._restore_reference()
         while True:
-            self._sync_seen()
-            self.stop_reason = self._check_stop()
+            self._retry(self._sync_seen, "reading the recorded trials")
+            self.stop_reason = self._retry(self._check_stop, "reading the job's state")
             if self.stop_reason:
                 break
             self._fill(pending, inflight)
             if inflight is None:
                 if not pending:
-                    if self._asks >= self._max_asks:
+                    if self._budget_elsewhere:
+                        # another worker sharing the job runs its last trials and finishes it
+                        self.stop_reason = "the rest of the trial budget is in flight on other workers"
+                    elif self._asks >= self._max_asks:
                         self.stop_reason = "sampler keeps proposing known configs"
                     elif self.stop_reason is None:
-                        self.stop_reason = self._check_stop() or "search space exhausted"
+                        self.stop_reason = (self._retry(self._check_stop, "reading the job's state")
+                                            or "search space exhausted")
                     break
                 inflight = self._dispatch(*pending.popleft())
             trial = inflight.trial
@@ -822,7 +1025,7 @@ class Tuner:
             else:
                 self._record(r, inflight.trial)
         self._fail_pending(pending)
-        self._save_elapsed(force=True)
+        self._retry(lambda: self._save_elapsed(force=True), "saving the elapsed time")
         tl.add("search", time.monotonic() - t_search)
         if self._first_sent is not None and self._last_answer is not None:
             busy = tl.seconds.get("child_busy", 0.0) - busy_before
@@ -868,17 +1071,29 @@ class Tuner:
         best_ms = final_ms(winner)
         default_ms = final_ms(default) if default is not None and default.median_ms is not None else None
         self.winner, self.winner_ms, self.default_ms = winner, best_ms, default_ms
-        self.study.set_user_attr("remeasured_ms", {config_key(r.config): remeasured.get(config_key(r.config))
-                                                    for r in finalists})
-        now = utcnow()
-        with self.Session.begin() as s:
-            repo.upsert_best_config(s, kernel_fingerprint=self.fingerprint, kernel_name=self.kernel_name,
-                                    problem_key=repo.canonical_key(self.spec.problem_key()), gpu_model=self.gpu_model,
-                                    compute_capability=self.capability, config=winner.config, median_ms=best_ms,
-                                    default_ms=default_ms, job_id=self.job_id)
-            s.execute(sa.update(Job).where(Job.id == self.job_id, Job.state == "running").values(
-                best_config=winner.config, best_time_ms=best_ms, progress=1.0, trials_done=self.counted_done(),
-                state="succeeded", finished_at=now, updated_at=now, lease_expires_at=None, error=None))
+        remeasured_ms = {config_key(r.config): remeasured.get(config_key(r.config)) for r in finalists}
+        self._retry(lambda: self.study.set_user_attr("remeasured_ms", remeasured_ms), "saving the re-measurement")
+
+        def publish() -> bool:
+            now = utcnow()
+            done = (sa.select(sa.func.count()).select_from(Trial).where(repo.counted_trials(self.job_id))
+                    .scalar_subquery())
+            with self.Session.begin() as s:
+                res = s.execute(sa.update(Job).where(Job.id == self.job_id, Job.state == "running").values(
+                    best_config=winner.config, best_time_ms=best_ms, progress=1.0, trials_done=done,
+                    state="succeeded", finished_at=now, updated_at=now, lease_expires_at=None, error=None))
+                if res.rowcount != 1:
+                    return False   # cancelled, or finished by another worker sharing the job: its winner stands
+                repo.upsert_best_config(s, kernel_fingerprint=self.fingerprint, kernel_name=self.kernel_name,
+                                        problem_key=repo.canonical_key(self.spec.problem_key()),
+                                        gpu_model=self.gpu_model, compute_capability=self.capability,
+                                        config=winner.config, median_ms=best_ms, default_ms=default_ms,
+                                        job_id=self.job_id)
+            return True
+
+        if not self._retry(publish, "storing the winner"):
+            log.info("job %d was finished elsewhere (or cancelled) during the re-measurement; winner not stored",
+                     self.job_id)
         tl = self.timeline
         tl.add("finalize", time.monotonic() - t_finalize)
         tl.add("total", tl.since_start())
@@ -919,7 +1134,7 @@ class Tuner:
 
     def run(self) -> None:
         self.timeline = tl = Timeline()
-        if not self._load():
+        if not self._retry(self._load, "loading the job"):
             return
         self.t0 = time.monotonic()
         try:
@@ -934,23 +1149,29 @@ class Tuner:
                 self._ensure_child()           # no driver answer here: the child's (today's order)
             else:
                 self._set_props(props)
-            self._record_gpu()
+            self._retry(self._record_gpu, "recording the GPU")
             with tl.phase("study_open"):
-                self._open_study()
-                self._resume_state()
-                self._enqueue_known_good()
-                self._count_queued()
+                self._retry(self._open_and_resume, "opening the Optuna study")
+            self._start_heartbeats()
             tl.details["lookahead"] = self.spec.lookahead if self.spec.lookahead is not None else "auto"
             self.on_event("start", {"job_id": self.job_id, "study": self.study_name, "sampler": self.sampler_kind,
                                     "total": self.trials_total, "space": self.space.size, "valid": self.n_valid,
                                     "gpu_model": self.gpu_model, "seconds": self.spec.budget.seconds})
             self.search()
-            with self.Session() as s:
-                state = repo.job_state(s, self.job_id)
-            if state != "running" or self.should_stop():
-                return   # cancelled, finished by another worker, or stopped: resumable
+
+            def state() -> str | None:
+                with self.Session() as s:
+                    return repo.job_state(s, self.job_id)
+
+            if self._retry(state, "reading the job's state") != "running" or self.should_stop() or self._budget_elsewhere:
+                return   # cancelled, finished (or being finished) by another worker, or stopped: resumable
             self.finalize()
         except Exception as exc:
+            if is_unavailable(exc):
+                # stopped while the database was unreachable: not the job's failure
+                log.warning("job %d: stopped while the database is unavailable; the job stays running and "
+                            "resumes when claimed again", self.job_id)
+                return
             log.exception("job %d failed", self.job_id)
             with self.Session.begin() as s:
                 repo.finish_job(s, self.job_id, "failed", error=f"{type(exc).__name__}: {exc}\n"
@@ -963,7 +1184,18 @@ class Tuner:
                          format_timeline(self.timeline.as_dict(), indent="  "))
             self.close()
 
+    def _open_and_resume(self) -> None:
+        if self.storage is not None:   # a retry after an outage: the last attempt's storage goes
+            with contextlib.suppress(Exception):
+                self.storage.engine.dispose()
+        self._open_study()
+        self._resume_state()
+        self._enqueue_known_good()
+        self._count_queued()
+
     def close(self) -> None:
+        if self._beat_stop is not None:
+            self._beat_stop.set()
         if self.pool is not None:
             self.pool.close()
         if self.child is not None:
@@ -978,10 +1210,13 @@ class Tuner:
 
 
 def run_job(db_url: str, job_id: int, *, device: int = 0, interpret: bool = False, worker_id: str | None = None,
-            should_stop: Callable[[], bool] | None = None, on_event: EventFn | None = None) -> None:
-    """Run (or resume) job `job_id` stored in `db_url`; see the module doc."""
+            should_stop: Callable[[], bool] | None = None, on_event: EventFn | None = None,
+            reclaimed: bool = False) -> None:
+    """Run (or resume) job `job_id` stored in `db_url`; see the module doc. `reclaimed`: the job
+    was claimed after its lease expired (service.claim), so the RUNNING trials of its study are
+    a dead worker's: they are failed at once and their configs re-queued."""
     Tuner(db_url, job_id, device=device, interpret=interpret, worker_id=worker_id, should_stop=should_stop,
-          on_event=on_event).run()
+          on_event=on_event, reclaimed=reclaimed).run()
 
 
 def create_job_from_spec(db_url: str, spec: JobSpec, *, gpu_model: str | None = None,

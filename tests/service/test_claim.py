@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from db.engine import make_engine, session_factory
 from db.models import Job, Kernel, utcnow
-from service.claim import claim_job, find_joinable_job, release_job, renew_lease
+from service.claim import claim, claim_job, find_joinable_job, release_job, renew_lease
 
 
 def _jobs(url, n, gpu_model=None):
@@ -111,3 +111,34 @@ def test_cancelled_and_finished_jobs_are_not_claimed(db_url):
     assert claim_job(eng, "w", "GPU-A", 60) is None
     assert not renew_lease(eng, a, 60)
     eng.dispose()
+
+
+def test_a_claim_says_whether_it_took_over_an_expired_lease(db_url):
+    """The worker that re-claims a job learns that its lease had expired (and whose), so that the
+    dead worker's in-flight trials can be failed at once; a queued or released job is no takeover."""
+    eng, (j,) = _jobs(db_url, 1)
+    first = claim(eng, "dead", "GPU-A", 0.5)
+    assert first.job_id == j and not first.reclaimed and first.previous_holder is None
+    time.sleep(0.7)
+    again = claim(eng, "heir", "GPU-A", 60)
+    assert again.job_id == j and again.reclaimed and again.previous_holder == "dead"
+    assert release_job(eng, j, "heir")
+    after_release = claim(eng, "third", "GPU-A", 60)
+    assert after_release.job_id == j and not after_release.reclaimed
+    eng.dispose()
+
+
+def test_renewal_by_the_holder_fails_once_another_worker_claimed_the_job(db_url):
+    eng, (j,) = _jobs(db_url, 1)
+    assert claim_job(eng, "slow", "GPU-A", 0.5) == j
+    assert renew_lease(eng, j, 0.5, holder="slow")
+    time.sleep(0.7)
+    assert renew_lease(eng, j, 0.5, holder="slow")              # expired but not taken: renewed
+    time.sleep(0.7)
+    assert claim_job(eng, "fast", "GPU-A", 60) == j
+    assert not renew_lease(eng, j, 60, holder="slow")           # taken: "slow" must stop working on it
+    assert renew_lease(eng, j, 60, holder="fast")
+    assert renew_lease(eng, j, 60)                              # a joined worker renews any running job
+    assert _row(eng, j)["claimed_by"] == "fast"
+    eng.dispose()
+

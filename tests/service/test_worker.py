@@ -1,65 +1,21 @@
 """Workers for real, in interpret mode: a job end to end, lease expiry and resume, two workers."""
 from __future__ import annotations
 
-import copy
+import datetime as dt
+import json
 import os
 import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-import yaml
 
 from client import Client
 from db.engine import make_engine
-from db.models import Job, Trial, Worker
-from svc_helpers import ROOT, LiveServer, make_token
-
-SPEC = yaml.safe_load((Path(__file__).parent / "data" / "add.yaml").read_text())
-INTERP = "blocktune interpreter (CPU)"
-
-
-def start_worker(url: str, name: str, *extra: str) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-m", "service.cli", "worker", "--server-db", url, "--interpret",
-                             "--name", name, "--poll", "0.2", *extra], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-
-
-def wait_exit(p: subprocess.Popen, timeout: float) -> str:
-    try:
-        out, _ = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        out, _ = p.communicate()
-        raise AssertionError(f"worker did not finish:\n{out[-3000:]}")
-    return out
-
-
-def submit(url: str, spec: dict) -> int:
-    from fastapi.testclient import TestClient
-
-    from service.app import create_app
-
-    tok = make_token(url)
-    with TestClient(create_app(database_url=url)) as c:
-        r = c.post("/api/v1/jobs", json=spec, headers={"Authorization": f"Bearer {tok}"})
-        assert r.status_code == 201, r.text
-        return r.json()["id"]
-
-
-def trials_of(url: str, job_id: int):
-    eng = make_engine(url)
-    with eng.connect() as c:
-        rows = c.execute(sa.select(Trial.number, Trial.status, Trial.worker, Trial.created_at, Trial.config)
-                         .where(Trial.job_id == job_id).order_by(Trial.number)).all()
-        job = c.execute(sa.select(Job).where(Job.id == job_id)).mappings().one()
-    eng.dispose()
-    return job, rows
-
+from db.models import Worker
+from svc_helpers import LiveServer, make_token
+from worker_helpers import (INTERP, SPEC, bigger_spec, counted, start_pausable_worker, start_worker, study_trials,
+                            submit, trials_of, wait_exit, wait_paused)
 
 def test_worker_runs_a_job_end_to_end(sqlite_db):
     """Submit with the client to a live server, a worker process tunes it, the client follows it and
@@ -103,29 +59,19 @@ def httpx_text(url):
     return httpx.get(url).text
 
 
-def _bigger(trials: int) -> dict:
-    spec = copy.deepcopy(SPEC)
-    spec["space"] = {"BLOCK_SIZE": [32, 64, 128, 256, 512, 1024], "num_warps": [1, 2, 4], "num_stages": [1, 2, 3]}
-    spec["budget"] = {"trials": trials}
-    return spec
-
-
-def test_dead_worker_job_is_reclaimed_after_lease_and_resumes(sqlite_db):
+def test_dead_worker_job_is_reclaimed_after_lease_and_resumes(sqlite_db, tmp_path):
     url = sqlite_db
-    job_id = submit(url, _bigger(10))
-    a = start_worker(url, "doomed", "--lease", "3", "--heartbeat", "0.5", "--no-join")
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        job, rows = trials_of(url, job_id)
-        if sum(r.worker == "doomed" for r in rows) >= 3:
-            break
-        assert a.poll() is None, a.stdout.read()
-        time.sleep(0.2)
+    job_id = submit(url, bigger_spec(10))
+    # the doomed worker's tuner pauses after 3 trials (it cannot finish the job before the kill)
+    a, paused, _ = start_pausable_worker(url, "doomed", 3, tmp_path, "--lease", "3", "--heartbeat", "0.5",
+                                         "--no-join")
+    wait_paused(a, paused)
     os.killpg(a.pid, signal.SIGKILL)                     # the worker (and its tuning child) die at once
     a.wait()
     killed_at = time.time()
     job, before = trials_of(url, job_id)
     assert job["state"] == "running" and job["claimed_by"] == "doomed"
+    assert sum(r.worker == "doomed" for r in counted(before)) == 3
     lease_end = job["lease_expires_at"]
     done_before = [(r.number, r.config) for r in before]
     b = start_worker(url, "rescuer", "--lease", "30", "--no-join")   # polls until the lease runs out
@@ -144,7 +90,7 @@ def test_dead_worker_job_is_reclaimed_after_lease_and_resumes(sqlite_db):
     assert len({r.number for r in after}) == len(after)
     rescued = [r for r in after if r.worker == "rescuer"]
     assert rescued and min(r.created_at for r in rescued) >= lease_end   # claimed only once the lease ran out
-    assert job["trials_done"] == 10
+    assert job["trials_done"] == 10 == len(counted(after))
     # the Optuna study was resumed, not restarted: it holds both workers' trials
     import optuna
 
@@ -152,6 +98,56 @@ def test_dead_worker_job_is_reclaimed_after_lease_and_resumes(sqlite_db):
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     assert len(complete) >= 10
     assert time.time() - killed_at < 180
+
+
+def test_reclaim_fails_the_dead_workers_running_trials_at_once(sqlite_db, tmp_path):
+    """A worker killed with trials in flight: the worker that re-claims the job after the lease
+    fails those trials in the study right away (not minutes later), re-runs their configs, and the
+    study, tuning_trials and the job's counts agree at the end."""
+    import optuna
+
+    url = sqlite_db
+    job_id = submit(url, bigger_spec(10))
+    a, paused, _ = start_pausable_worker(url, "doomed", 2, tmp_path, "--lease", "3", "--heartbeat", "0.5",
+                                         "--no-join")
+    wait_paused(a, paused)
+    os.killpg(a.pid, signal.SIGKILL)
+    a.wait()
+    job, before = trials_of(url, job_id)
+    recorded_before = {r.number for r in before}
+    in_flight = {t.number: t.user_attrs.get("config") for t in study_trials(url, job_id)
+                 if t.state == optuna.trial.TrialState.RUNNING and t.number not in recorded_before}
+    assert in_flight and all(t.user_attrs.get("worker") == "doomed" for t in study_trials(url, job_id)
+                             if t.number in in_flight)     # it died with asked trials (the tuner asks ahead)
+    b = start_worker(url, "rescuer", "--lease", "30", "--no-join")
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and trials_of(url, job_id)[0]["state"] == "running":
+        assert b.poll() is None, b.stdout.read()
+        time.sleep(0.3)
+    b.send_signal(signal.SIGTERM)
+    out = wait_exit(b, 30)
+    job, after = trials_of(url, job_id)
+    assert job["state"] == "succeeded", (job["error"], out[-3000:])
+    by_number = {t.number: t for t in study_trials(url, job_id)}
+    # failed as the job was re-claimed: before the rescuer recorded its first trial
+    first_rescued = min(r.created_at for r in after if r.worker == "rescuer")
+    for n in in_flight:
+        t = by_number[n]
+        assert t.state == optuna.trial.TrialState.FAIL, (n, t.state)
+        assert t.datetime_complete.astimezone(dt.timezone.utc) <= first_rescued
+    assert not [t for t in by_number.values() if t.state == optuna.trial.TrialState.RUNNING]
+    assert "re-claims job" in out, out[-3000:]
+    # their configs went back to the queue and were measured by the rescuer
+    rescued_configs = [r.config for r in after if r.worker == "rescuer"]
+    for cfg in in_flight.values():
+        if cfg is not None:
+            assert cfg in rescued_configs
+    # tuning_trials, the study and the job agree
+    assert job["trials_done"] == len(counted(after)) == 10
+    assert len({r.number for r in after}) == len(after)
+    assert len({json.dumps(r.config, sort_keys=True) for r in counted(after)}) == 10   # nothing measured twice
+    for r in after:
+        assert by_number[r.number].state == optuna.trial.TrialState.COMPLETE
 
 
 def test_two_workers_share_one_job(postgres_url):
@@ -169,7 +165,7 @@ def test_two_workers_share_one_job(postgres_url):
                 break
         assert a.poll() is None and b.poll() is None
         time.sleep(0.2)
-    job_id = submit(url, _bigger(14))
+    job_id = submit(url, bigger_spec(14))
     while time.monotonic() < deadline + 240 and trials_of(url, job_id)[0]["state"] in ("queued", "running"):
         assert a.poll() is None and b.poll() is None
         time.sleep(0.3)
@@ -182,7 +178,7 @@ def test_two_workers_share_one_job(postgres_url):
     by = {w: sum(r.worker == w for r in rows) for w in ("alpha", "beta")}
     assert by["alpha"] > 0 and by["beta"] > 0, (by, out_a[-1500:], out_b[-1500:])
     assert len({r.number for r in rows}) == len(rows)
-    assert job["trials_done"] >= 14
+    assert job["trials_done"] == len(counted(rows)) == 14      # the budget exactly, counted exactly
     eng = make_engine(url)
     with eng.connect() as c:
         states = dict(c.execute(sa.select(Worker.name, Worker.state)).all())
@@ -192,7 +188,7 @@ def test_two_workers_share_one_job(postgres_url):
 
 def test_shutdown_returns_the_job_to_the_queue(sqlite_db):
     url = sqlite_db
-    job_id = submit(url, _bigger(30))
+    job_id = submit(url, bigger_spec(30))
     w = start_worker(url, "leaver", "--no-join")
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(trials_of(url, job_id)[1]) < 2:
