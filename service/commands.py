@@ -114,7 +114,11 @@ def cmd_worker(args) -> int:
         print("blocktune worker: no CUDA GPU found (use --interpret to tune on the CPU interpreter)", file=sys.stderr)
         return 2
     if args.migrate:
-        _ensure_migrated(url)
+        # a worker started while the database is away waits for it, as a running worker does
+        from db.retry import retry
+
+        retry(lambda: _ensure_migrated(url), "checking the database's migrations",
+              log=logging.getLogger("blocktune.worker"))
     w = Worker(url, args.device, interpret=interpret, name=args.name,
                lease_seconds=args.lease if args.lease is not None else settings.lease_seconds,
                heartbeat_seconds=args.heartbeat if args.heartbeat is not None else settings.heartbeat_seconds,

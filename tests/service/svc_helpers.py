@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -116,10 +117,16 @@ class LiveServer:
                                       "--database-url", url, "--with-worker" if worker else "--no-worker",
                                       "--log-level", "warning", *extra],
                                      cwd=ROOT, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        # drained as it comes: a server that logs a lot (a traceback per request) must not block
+        # on a full pipe
+        self._output: list[str] = []
+        self._reader = threading.Thread(target=lambda: self._output.extend(self.proc.stdout), daemon=True)
+        self._reader.start()
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited: {self.proc.stdout.read()}")
+                self._reader.join(5)
+                raise RuntimeError(f"server exited: {self.output}")
             try:
                 if httpx.get(self.base + "/healthz", timeout=1).status_code == 200:
                     return
@@ -136,4 +143,10 @@ class LiveServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        return self.proc.stdout.read() if self.proc.stdout else ""
+        self._reader.join(10)
+        return self.output
+
+    @property
+    def output(self) -> str:
+        """What the server printed so far."""
+        return "".join(self._output)

@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -112,9 +113,6 @@ def test_database_down_for_15_s_under_a_worker_and_lookups(own_postgres, tmp_pat
     queries = [{"kernel": fp, "key": json.dumps({"n_elements": 98432}), "gpu_model": gpu},
                {"kernel": "add_kernel", "key": json.dumps({"n_elements": 50000}), "gpu_model": gpu}]
     server = LiveServer(url)
-    # read the server's output as it comes: a server logging errors must not block on a full pipe
-    server_output: list[str] = []
-    threading.Thread(target=lambda: server_output.extend(server.proc.stdout), daemon=True).start()
     worker = lookups = None
     try:
         for q in queries:   # answered before the outage (the index is loaded)
@@ -156,7 +154,7 @@ def test_database_down_for_15_s_under_a_worker_and_lookups(own_postgres, tmp_pat
         if worker is not None and worker.poll() is None:
             os.killpg(worker.pid, signal.SIGKILL)
         server.stop()
-        server_log = "".join(server_output)
+        server_log = server.output
 
     # the worker rode the outage out and said so
     assert worker.returncode == 0 and "survivor stopped" in out, out[-3000:]
@@ -188,3 +186,31 @@ def test_database_down_for_15_s_under_a_worker_and_lookups(own_postgres, tmp_pat
                      f"{bad[:5]} … {bad[-5:]}\n{server_log[-1500:]}")
     assert len(during) >= 100, len(during)            # ~20/s asked: none of them waited on the database
     assert max(d for _, d, _, _ in during) < 1.0
+
+
+def test_a_worker_started_while_the_database_is_down_waits_for_it(own_postgres):
+    """`blocktune worker` checks the database's migrations first: with the database away it waits
+    (as a running worker does through an outage) instead of exiting, and registers once it is back."""
+    url = f"{own_postgres.base_url}/postgres"
+    upgrade(url)
+    own_postgres.stop()
+    env = {**os.environ, "BLOCKTUNE_DATABASE_URL": url}
+    proc = subprocess.Popen([sys.executable, "-m", "service.cli", "worker", "--interpret", "--exit-when-idle", "--poll", "0.2"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        time.sleep(4)
+        assert proc.poll() is None, proc.communicate()[0]          # still waiting, not exited
+        own_postgres.start()
+        out, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 0, out
+        assert "checking the database's migrations" in out, out     # the outage was logged, then ridden out
+        engine = sa.create_engine(url)
+        try:
+            with engine.connect() as c:
+                assert c.execute(sa.text("SELECT count(*) FROM workers")).scalar() == 1
+        finally:
+            engine.dispose()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
