@@ -173,10 +173,11 @@ _STRUCT = re.compile(r"%(struct\.[\w.]+)")
 
 
 @functools.lru_cache(maxsize=256)
-def _libdevice_defs(names: frozenset) -> str:
+def _libdevice_defs(names: tuple[str, ...]) -> str:
     _lib, funcs, gvars, structs = _libdevice()
     out, done = [], set()
-    work = list(names)
+    # a stack: the names are taken in the order given (pop() takes the last)
+    work = list(reversed(names))
     while work:
         n = work.pop()
         if n in done:
@@ -201,5 +202,7 @@ def _libdevice_defs(names: frozenset) -> str:
 
 
 def libdevice_defs(names) -> str:
-    """LLVM IR text defining the libdevice functions `names` (and whatever they use)."""
-    return _libdevice_defs(frozenset(names))
+    """LLVM IR text defining the libdevice functions `names` (and whatever they use), in an order that
+    depends on the names only: sorted, never a set's iteration order (which changes with each
+    process's PYTHONHASHSEED, and would change the module's LLVM IR and PTX with it)."""
+    return _libdevice_defs(tuple(sorted(set(names))))
