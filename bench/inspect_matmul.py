@@ -21,10 +21,10 @@ OUT = os.environ.get("OUT", "/tmp/inspect-matmul")
 
 
 def ptxas_report(ptx: str) -> str:
-    from compiler.backend.llvm_target import ptxas_check
+    from compiler import ptxas
     arch = re.search(r"^\.target\s+(\w+)", ptx, re.M).group(1)
     try:
-        return ptxas_check(ptx, arch)
+        return ptxas.report(ptx, arch)
     except Exception as exc:  # noqa: BLE001 - a report, not a check
         return f"ptxas failed: {exc}"
 

@@ -7,9 +7,6 @@ from __future__ import annotations
 import functools
 import re
 import os
-import shutil
-import subprocess
-import tempfile
 import threading
 
 import llvmlite.binding as llvm
@@ -74,46 +71,6 @@ def llir_to_ptx(llir: str, cpu: str = "sm_90", features: str = PTX_FEATURES, opt
             pb.getModulePassManager().run(mod, pb)
         ptx = tm.emit_assembly(mod)
         return str(mod), ptx
-
-
-# --------------------------------------------------------------------------------------------
-# ptxas
-
-def find_ptxas() -> str:
-    here = os.path.dirname(os.path.abspath(__file__))
-    root = os.path.dirname(os.path.dirname(here))
-    wheel = os.path.join(root, ".venv", "lib", "python3.11", "site-packages", "nvidia", "cu13", "bin", "ptxas")
-    for cand in (knobs.tools.ptxas, shutil.which("ptxas"), wheel):
-        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
-            return cand
-    try:  # the nvidia-cuda-nvcc wheel of whichever interpreter runs us
-        import nvidia.cu13 as _cu  # type: ignore  # noqa: PLC0415 - an optional wheel, looked for only here
-        for base in _cu.__path__:
-            cand = os.path.join(base, "bin", "ptxas")
-            if os.path.isfile(cand):
-                return cand
-    except ImportError:
-        pass
-    raise FileNotFoundError("ptxas not found (PATH, BLOCKTUNE_PTXAS, or the nvidia-cuda-nvcc wheel)")
-
-
-def ptxas_check(ptx: str, arch: str = "sm_90") -> str:
-    """Assemble `ptx` with `ptxas -v`; return its report (registers, spills, shared memory).
-
-    Uses `sm_90a` automatically when the PTX contains wgmma. Raises RuntimeError with ptxas's
-    message when assembly fails.
-    """
-    if "wgmma" in ptx and arch == "sm_90":
-        arch = "sm_90a"
-    exe = find_ptxas()
-    with tempfile.TemporaryDirectory() as d:
-        src, out = os.path.join(d, "k.ptx"), os.path.join(d, "k.cubin")
-        with open(src, "w") as f:
-            f.write(ptx)
-        p = subprocess.run([exe, "-v", f"-arch={arch}", src, "-o", out], capture_output=True, text=True)
-    if p.returncode != 0:
-        raise RuntimeError(f"ptxas failed ({p.returncode}):\n{p.stderr}{p.stdout}")
-    return p.stderr + p.stdout
 
 
 # --------------------------------------------------------------------------------------------

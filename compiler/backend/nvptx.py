@@ -21,7 +21,7 @@ from __future__ import annotations
 from .. import ir
 from . import control_flow, debug_ops, dot, elementwise as ew, memory, reduction
 from .errors import BackendError
-from .llvm_target import cpu_for, libdevice_defs, llir_to_ptx, ptxas_check  # noqa: F401  (ptxas_check re-exported)
+from .llvm_target import cpu_for, libdevice_defs, llir_to_ptx
 from .lowering import Lowering, RuleTable
 from .options import LoweringOptions
 

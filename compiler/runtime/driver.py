@@ -12,7 +12,7 @@ torch) uses — so tensors allocated by torch and modules loaded here live in th
     libcuda()                       the ctypes handle used by generated launchers
 
 Module loading: PTX goes through `cuModuleLoadData` (the driver JIT-compiles it, and keeps its own
-compute cache under ~/.nv). When the caller has a cubin (from `ptxas`, see `ptxas_compile`) it is
+compute cache under ~/.nv). When the caller has a cubin (from `ptxas`, compiler/ptxas.py) it is
 loaded instead, which skips the driver's JIT; `bench/launch.py` measures both.
 """
 from __future__ import annotations
@@ -20,12 +20,9 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
-import shutil
-import subprocess
-import tempfile
 import threading
 
-from .. import knobs
+from .. import knobs, ptxas
 from ..errors import OutOfResources
 
 _lock = threading.RLock()
@@ -277,49 +274,6 @@ def default_target() -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# ptxas (ahead-of-time assembly to a cubin, optional)
-
-@functools.lru_cache(maxsize=1)
-def ptxas_path() -> str | None:
-    """`ptxas` from $BLOCKTUNE_PTXAS, the PATH, $CUDA_HOME, or the nvidia-cuda-nvcc wheel."""
-    env = knobs.tools.ptxas
-    if env and os.access(env, os.X_OK):
-        return env
-    found = shutil.which("ptxas")
-    if found:
-        return found
-    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        if root and os.access(os.path.join(root, "bin", "ptxas"), os.X_OK):
-            return os.path.join(root, "bin", "ptxas")
-    try:
-        import nvidia.cuda_nvcc  # type: ignore  # noqa: PLC0415 - an optional wheel, looked for only when ptxas is
-        base = list(nvidia.cuda_nvcc.__path__)[0]
-        cand = os.path.join(base, "bin", "ptxas")
-        if os.access(cand, os.X_OK):
-            return cand
-    except Exception:
-        pass
-    return None
-
-
-def ptxas_compile(ptx: str, target: str, *, opt_level: int = 3, timeout: float = 120.0) -> bytes:
-    """Assemble PTX to a cubin with ptxas. Raises RuntimeError with ptxas's log on failure."""
-    exe = ptxas_path()
-    if exe is None:
-        raise RuntimeError("ptxas not found (set BLOCKTUNE_PTXAS or install nvidia-cuda-nvcc)")
-    with tempfile.TemporaryDirectory(prefix="blocktune-ptxas-") as d:
-        src, out = os.path.join(d, "k.ptx"), os.path.join(d, "k.cubin")
-        with open(src, "w") as f:
-            f.write(ptx)
-        r = subprocess.run([exe, f"-arch={target}", f"-O{opt_level}", src, "-o", out],
-                           capture_output=True, text=True, timeout=timeout)
-        if r.returncode != 0:
-            raise RuntimeError(f"ptxas failed for {target}:\n{r.stderr.strip() or r.stdout.strip()}")
-        with open(out, "rb") as f:
-            return f.read()
-
-
-# ---------------------------------------------------------------------------------------------
 # Modules and functions
 
 class LoadedFunction:
@@ -351,10 +305,10 @@ def load_module(image: bytes | str, name: str, shared: int = 0, device: int | No
     code = int(err.value) if hasattr(err, "value") else int(err)
     if code != 0:
         detail = ""
-        if is_ptx and ptxas_path():
+        if is_ptx and ptxas.find():
             # The driver does not say why; ptxas does.
             try:
-                ptxas_compile(data.rstrip(b"\0").decode(), target_for_device(dev), timeout=60)
+                ptxas.assemble(data.rstrip(b"\0").decode(), target_for_device(dev), timeout=60)
             except Exception as e:  # noqa: BLE001
                 detail = str(e)
         raise CudaError(code, "cuModuleLoadData", detail)

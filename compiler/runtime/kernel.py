@@ -12,7 +12,7 @@ import functools
 import threading
 from typing import Any
 
-from .. import knobs
+from .. import knobs, ptxas
 from . import cache, driver
 from .launcher import make_launcher
 
@@ -68,14 +68,16 @@ class CompiledKernel:
 
     # -- loading --------------------------------------------------------------------------------
     def _image(self):
-        """What to hand to the driver: a cubin when one is there (or BLOCKTUNE_PTXAS_AOT=1 and
-        ptxas exists — then it is made once and kept in the disk cache), else the PTX."""
+        """What to hand to the driver: a cubin when one is there (or BLOCKTUNE_PTXAS_AOT=1 and a
+        ptxas whose cubins this driver loads exists — then it is made once and kept in the disk
+        cache), else the PTX."""
         cubin = self.asm.get("cubin")
         if cubin:
             return cubin
         if knobs.runtime.ptxas_aot:
-            if driver.ptxas_path():
-                cubin = driver.ptxas_compile(self.asm["ptx"], self.metadata["target"])
+            exe = ptxas.for_driver(driver.device_properties(driver.current_device()).get("cuda_version"))
+            if exe:
+                cubin = ptxas.assemble(self.asm["ptx"], self.metadata["target"], exe=exe)
                 self.asm["cubin"] = cubin
                 key = self.metadata.get("cache_key")
                 if key:

@@ -22,7 +22,8 @@ import pytest
 import torch
 
 from compiler.backend import dot_layouts, nvptx
-from compiler.backend.llvm_target import find_ptxas
+from compiler import ptxas
+from compiler.ptxas import require as find_ptxas
 
 import compiler as triton
 import dot_kernels as DK
@@ -106,7 +107,7 @@ def compile_dot(dt, bm, bn, bk, nw, trans_a=0, trans_b=0, prec="tf32", col_a=Fal
 
 
 def report(ptx, arch):
-    rep = nvptx.ptxas_check(ptx, arch)
+    rep = ptxas.report(ptx, arch)
     return int(re.search(r"Used (\d+) registers", rep).group(1)), int(re.search(r"(\d+) bytes spill stores", rep).group(1)), rep
 
 

@@ -15,7 +15,8 @@ import pytest
 import ir_builders as B
 from compiler.backend import nvptx
 from compiler.backend.layouts import blocked, default_layout, dot_operand, dot_acc_layout
-from compiler.backend.llvm_target import find_ptxas
+from compiler import ptxas
+from compiler.ptxas import require as find_ptxas
 
 import compiler as triton
 import compiler.language as tl
@@ -26,7 +27,7 @@ find_ptxas()  # CI installs ptxas (the nvidia-cuda-nvcc wheel): without it these
 
 
 def ptxas_report(ptx: str) -> dict:
-    rep = nvptx.ptxas_check(ptx)
+    rep = ptxas.report(ptx)
     regs = int(re.search(r"Used (\d+) registers", rep).group(1))
     spills = int(re.search(r"(\d+) bytes spill stores", rep).group(1))
     stack = int(re.search(r"(\d+) bytes stack frame", rep).group(1))
@@ -664,7 +665,7 @@ def _type_sweep(dt):
     k.ret()
     fn = k.fn()
     out = nvptx.compile_ir(fn, num_warps=4)
-    nvptx.ptxas_check(out["ptx"])
+    ptxas.report(out["ptx"])
     return out
 
 
