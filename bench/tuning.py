@@ -67,8 +67,9 @@ def run_spec(spec: dict, *, interpret: bool, url: str | None = None, label: str 
     """Run one job through the real engine; returns (job id, database url, wall seconds). The
     engine's phase timeline (the "done" event's) is put in `timeline` when given."""
     from db.migrate import upgrade
-    from tuner.engine import create_job_from_spec, run_job
-    from tuner.spec import JobSpec
+    from tuner.engine import run_job
+    from tuner.submission import create_job_from_spec
+    from jobspec.model import JobSpec
 
     url = url or fresh_db(label or "job")
     upgrade(url)
@@ -110,13 +111,13 @@ def job_rows(url: str, job_id: int):
 def exhaustive(spec: dict, *, interpret: bool, label: str) -> tuple[dict, dict]:
     """Measure every valid config once; returns ({config_key: median or None}, info)."""
     from tuner.space import SearchSpace, config_key
-    from tuner.spec import JobSpec
-    from tuner.child import INTERPRETER_PROPS, device_env
+    from jobspec.model import JobSpec
+    from jobspec.device import device_env, interpreter_properties
 
     spec = copy.deepcopy(spec)
     js = JobSpec.model_validate(spec)
     space = SearchSpace.from_spec(js)
-    props = INTERPRETER_PROPS if interpret else _gpu_props()
+    props = interpreter_properties() if interpret else _gpu_props()
     valid = space.valid_configs({**js.scalar_env(), **js.constants, **device_env(props)})
     spec.update(sampler="brute", budget={"trials": len(valid)}, lookahead=8, configs=[], default_config=None)
     spec["measure"] = {**spec.get("measure", {}), "warmup_ms": 10.0, "rep_ms": 40.0, "min_reps": 5,
@@ -141,7 +142,7 @@ def replay(spec: dict, table: dict, kind: str, seed: int, max_trials: int, known
 
     from tuner.samplers import make_sampler, mark
     from tuner.space import SearchSpace, config_key
-    from tuner.spec import JobSpec
+    from jobspec.model import JobSpec
 
     js = JobSpec.model_validate(spec)
     space = SearchSpace.from_spec(js)
@@ -173,7 +174,7 @@ def replay(spec: dict, table: dict, kind: str, seed: int, max_trials: int, known
 
 
 def part1(args) -> list[tuple[str, str, float | None]]:
-    from tuner.spec import JobSpec
+    from jobspec.model import JobSpec
 
     problems = []
     mm = load("matmul")

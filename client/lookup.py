@@ -11,12 +11,12 @@ When the service is down or slower than BLOCKTUNE_LOOKUP_TIMEOUT (default 0.5 s)
 None at once (the caller tunes locally, as Triton does), warns a single time, and does not try the
 service again for BLOCKTUNE_LOOKUP_RETRY_AFTER seconds (default 60).
 
-Environment: BLOCKTUNE_SERVICE_URL, BLOCKTUNE_TOKEN, BLOCKTUNE_PUBLISH=1, BLOCKTUNE_SUBMIT_ON_MISS=1,
-BLOCKTUNE_SUBMIT_TIMEOUT. Give BLOCKTUNE_TOKEN only the scopes this process uses: `publish` for
+Environment (client/settings.py): BLOCKTUNE_SERVICE_URL, BLOCKTUNE_TOKEN, BLOCKTUNE_PUBLISH=1,
+BLOCKTUNE_SUBMIT_ON_MISS=1, BLOCKTUNE_SUBMIT_TIMEOUT. Give BLOCKTUNE_TOKEN only the scopes this process uses: `publish` for
 BLOCKTUNE_PUBLISH=1, `submit` for BLOCKTUNE_SUBMIT_ON_MISS=1, `read` when the service's reads need a
 token (`blocktune token create NAME --scope publish`); never `admin`. When the token lacks a scope
-the service answers 403 and the warning says which. This module imports nothing of
-compiler/tuner/db/service.
+the service answers 403 and the warning says which. Of ours, this module imports only its settings
+and the problem key's format (jobspec.problem_key, which does not load pydantic).
 """
 from __future__ import annotations
 
@@ -31,6 +31,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import httpx
+
+from client.settings import settings
+from jobspec.problem_key import canonical_key
 
 API = "/api/v1"
 
@@ -51,40 +54,24 @@ class LookupWarning(UserWarning):
 
 
 def service_url() -> str | None:
-    url = os.environ.get("BLOCKTUNE_SERVICE_URL", "").strip()
-    return url.rstrip("/") or None
-
-
-def _flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+    return settings.service_url
 
 
 def publish_enabled() -> bool:
-    return _flag("BLOCKTUNE_PUBLISH")
+    return settings.publish
 
 
 def submit_on_miss_enabled() -> bool:
-    return _flag("BLOCKTUNE_SUBMIT_ON_MISS")
-
-
-def _float_env(name: str, default: float) -> float:
-    try:
-        return float(os.environ.get(name, default))
-    except ValueError:
-        return default
+    return settings.submit_on_miss
 
 
 def _token() -> str | None:
-    return os.environ.get("BLOCKTUNE_TOKEN") or os.environ.get("BLOCKTUNE_API_TOKEN") or None
+    return settings.token
 
 
 def has_token() -> bool:
     """Whether an API token is configured (publishing and submitting need one)."""
     return _token() is not None
-
-
-def canonical_key(key: Mapping[str, Any]) -> str:
-    return json.dumps(dict(key), sort_keys=True, separators=(",", ":"), default=_json_default)
 
 
 def _json_default(obj):
@@ -93,15 +80,6 @@ def _json_default(obj):
     if isinstance(obj, (tuple, set)):
         return list(obj)
     return str(obj)
-
-
-INTERPRETER_MODEL = "blocktune interpreter (CPU)"   # the tuner's name for interpret mode's "device"
-
-
-def _interpreter_model() -> str | None:
-    if _flag("BLOCKTUNE_INTERPRET") or _flag("TRITON_INTERPRET"):
-        return INTERPRETER_MODEL
-    return None
 
 
 def reset() -> None:
@@ -137,7 +115,7 @@ def _why(r: httpx.Response) -> str:
 
 def _client(url: str) -> httpx.Client:
     global _http, _http_key
-    timeout = _float_env("BLOCKTUNE_LOOKUP_TIMEOUT", 0.5)
+    timeout = settings.lookup_timeout_s
     token = _token()
     k = (url, timeout, token)
     if _http is None or _http_key != k:
@@ -153,7 +131,7 @@ def _client(url: str) -> httpx.Client:
 
 # -- disk cache ------------------------------------------------------------------------------------
 def _cache_file(url: str) -> Path:
-    base = os.environ.get("BLOCKTUNE_CACHE_DIR")
+    base = settings.cache_dir
     if not base:
         try:
             import platformdirs
@@ -204,7 +182,6 @@ def get_best_config(kernel_fingerprint: str, kernel_name: str, key: Mapping[str,
     url = service_url()
     if not url:
         return None
-    gpu_model = gpu_model or _interpreter_model()
     if not gpu_model:
         return None           # no GPU and not interpreting: nothing to ask for
     ck = canonical_key(key)
@@ -215,7 +192,7 @@ def get_best_config(kernel_fingerprint: str, kernel_name: str, key: Mapping[str,
             return _memory[mk]
         disk_key = f"{kernel_fingerprint}|{ck}|{gpu_model}"
         entry = _load_disk(url).get(disk_key)
-        ttl = _float_env("BLOCKTUNE_LOOKUP_TTL", 86400.0)
+        ttl = settings.lookup_ttl_s
         if entry and time.time() - entry.get("at", 0) < ttl:
             stats["disk_hits"] += 1
             _memory[mk] = entry["result"]
@@ -230,7 +207,7 @@ def get_best_config(kernel_fingerprint: str, kernel_name: str, key: Mapping[str,
             r = _client(url).get(f"{API}/configs/best", params=params)
         except (httpx.HTTPError, OSError) as exc:
             stats["errors"] += 1
-            _down_until = time.monotonic() + _float_env("BLOCKTUNE_LOOKUP_RETRY_AFTER", 60.0)
+            _down_until = time.monotonic() + settings.lookup_retry_after_s
             _warn_once(f"blocktune: config service at {url} unreachable or slow ({type(exc).__name__}); "
                        f"tuning {kernel_name} locally")
             return entry["result"] if entry else None
@@ -314,7 +291,7 @@ def submit_on_miss(spec: Mapping[str, Any], gpu_model: str | None = None,
         headers["Authorization"] = f"Bearer {token}"
     try:
         r = httpx.post(f"{url}{API}/jobs", json=spec, params={"gpu_model": gpu_model} if gpu_model else None,
-                       headers=headers, timeout=_float_env("BLOCKTUNE_SUBMIT_TIMEOUT", 10.0))
+                       headers=headers, timeout=settings.submit_timeout_s)
     except (httpx.HTTPError, OSError) as exc:
         with _lock:
             _warn_once(f"blocktune: could not submit a tuning job to {url}: {type(exc).__name__}")

@@ -96,9 +96,7 @@ def create_app(settings: Settings | None = None, *, database_url: str | None = N
     app.include_router(login.router)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
 
-    from tuner.spec import JobSpec
-
-    openapi.install(app, API_PREFIX, models=(JobSpec,))   # the body of POST /jobs
+    openapi.install(app, API_PREFIX)
     app.add_exception_handler(RequestValidationError, errors.validation_error)
     app.add_exception_handler(405, errors.method_not_allowed)
     app.add_exception_handler(login.LoginRequired, login.login_redirect)   # pages: 303 to /login

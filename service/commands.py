@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import sys
 
@@ -119,7 +118,8 @@ def cmd_worker(args) -> int:
 
         retry(lambda: _ensure_migrated(url), "checking the database's migrations",
               log=logging.getLogger("blocktune.worker"))
-    w = Worker(url, args.device, interpret=interpret, name=args.name,
+    w = Worker(url, args.device if args.device is not None else settings.device, interpret=interpret,
+               name=args.name or settings.worker_name,
                lease_seconds=args.lease if args.lease is not None else settings.lease_seconds,
                heartbeat_seconds=args.heartbeat if args.heartbeat is not None else settings.heartbeat_seconds,
                poll_seconds=args.poll if args.poll is not None else settings.poll_seconds,
@@ -225,9 +225,9 @@ def register(subparsers) -> None:
     p.set_defaults(func=cmd_serve)
 
     p = subparsers.add_parser("worker", help="attach to one GPU and run tuning jobs for its model")
-    p.add_argument("--device", type=int, default=int(os.environ.get("BLOCKTUNE_DEVICE", "0")), help="GPU index")
+    p.add_argument("--device", type=int, default=None, help="GPU index ($BLOCKTUNE_DEVICE; default 0)")
     p.add_argument("--server-db", "--database-url", dest="server_db", default=None, help=env_db)
-    p.add_argument("--name", default=os.environ.get("BLOCKTUNE_WORKER_NAME") or None,
+    p.add_argument("--name", default=None,
                    help="worker name, unique ($BLOCKTUNE_WORKER_NAME; default host:gpuN:pid)")
     p.add_argument("--interpret", action="store_true", help="tune on the CPU interpreter (no GPU)")
     p.add_argument("--lease", type=float, default=None, help="job lease in seconds ($BLOCKTUNE_LEASE_SECONDS)")

@@ -1,6 +1,6 @@
 """Submission checks in warm checker processes with hard limits: the API process never compiles.
 
-`service.submit.prepare_submission` (the compiler's front end and the safe evaluator: nothing
+`tuner.submission.prepare_submission` (the compiler's front end and the safe evaluator: nothing
 submitted is executed) runs in one of a few long-lived checker processes, started on the first
 submission (or at app start with `kernel_check_prewarm`), each of which has imported the compiler
 and checked a small kernel once, so that a check costs no imports. Every check is limited:
@@ -186,7 +186,7 @@ class KernelChecker:
 
     # -- the API's side --------------------------------------------------------------------------
     async def check(self, spec: dict[str, Any]):
-        """The `service.submit.Submission` of `spec`; raises CheckRejected (422) or CheckerBusy (503)."""
+        """The `tuner.submission.Submission` of `spec`; raises CheckRejected (422) or CheckerBusy (503)."""
         return await asyncio.wrap_future(self.submit(spec))
 
     def submit(self, spec: dict[str, Any]) -> cf.Future:
@@ -242,7 +242,7 @@ class KernelChecker:
 
     # -- a check, on one of the pool's threads ---------------------------------------------------
     def _run(self, spec: dict[str, Any], queued_at: float):
-        from service.submit import Submission
+        from tuner.submission import Submission
 
         waited = time.monotonic() - queued_at
         if waited > self.queue_wait_seconds:
@@ -332,7 +332,7 @@ _WARM_UP_SPEC = {
 def _check(spec: Any) -> dict[str, Any]:
     from pydantic import ValidationError
 
-    from service.submit import SubmissionError, prepare_submission
+    from tuner.submission import SubmissionError, prepare_submission
 
     try:
         return {"ok": dataclasses.asdict(prepare_submission(spec))}

@@ -1,7 +1,7 @@
 """The worker: attaches to one GPU, registers its model, claims jobs for that model, renews the
 job's lease by heartbeat, and runs the tuner (`tuner.engine.run_job`) on the job.
 
-- claim: one atomic statement (service.claim); a job whose worker died is claimable again once
+- claim: one atomic statement (db.repo.claims); a job whose worker died is claimable again once
   its lease has expired, and the tuner resumes its Optuna study (finished trials are kept).
 - join: with no job to claim, a worker may join a running job of its GPU model (the study is
   shared; Optuna's `constant_liar` keeps the workers from proposing the same config).
@@ -25,25 +25,19 @@ from typing import Any, Callable
 
 import sqlalchemy as sa
 
-from db.models import Job, Worker as WorkerRow, utcnow
+from db import repo
+from db.engine import session_factory
+from db.models import Job
+from db.repo import claim, find_joinable_job, release_job, renew_lease
 from db.retry import Backoff, DatabaseUnavailable, Outage, is_unavailable, retry
-from service.claim import claim, find_joinable_job, release_job, renew_lease
+from jobspec.device import interpreter_properties
 
 log = logging.getLogger("blocktune.worker")
-
-INTERPRETER_PROPS = {"name": "blocktune interpreter (CPU)", "capability": (0, 0), "sm_count": 1,
-                     "total_memory": 0, "driver_version": "none", "cuda_version": "none",
-                     "max_shared_memory": 101376, "l2_size": 0, "warp_size": 32}
 
 
 def device_props(device: int, interpret: bool) -> dict[str, Any]:
     if interpret:
-        try:  # the tuner names the interpreter "device" itself when it has an opinion
-            from tuner.engine import interpreter_device_properties  # type: ignore
-
-            return dict(interpreter_device_properties())
-        except ImportError:
-            return dict(INTERPRETER_PROPS)
+        return interpreter_properties()
     from compiler.runtime import driver
 
     return driver.device_properties(device)
@@ -56,7 +50,7 @@ def init_optuna_storage(database_url: str) -> None:
     """Create Optuna's tables once, serialized: several workers starting together on a fresh
     PostgreSQL database would otherwise race in CREATE TABLE (RDBStorage creates its schema on
     first use). On SQLite the database file's lock serializes it already."""
-    from tuner.engine import optuna_storage
+    from tuner.study import optuna_storage
 
     engine = None
     try:
@@ -121,30 +115,17 @@ class Worker:
         log.info("worker %s registered on %s (device %d)", self.name, self.gpu_model, self.device)
 
     def _register(self) -> None:
-        from db.repo import get_or_create_gpu
-        from db.engine import session_factory
-
         init_optuna_storage(self.database_url)
         props = device_props(self.device, self.interpret)
-        with session_factory(self.engine)() as s:
-            gpu = get_or_create_gpu(s, props)
+        with session_factory(self.engine).begin() as s:
+            gpu = repo.get_or_create_gpu(s, props)
             s.flush()
-            row = s.scalar(sa.select(WorkerRow).where(WorkerRow.name == self.name))
-            now = utcnow()
-            if row is None:
-                row = WorkerRow(name=self.name, gpu_id=gpu.id, device_index=self.device, state="idle",
-                                started_at=now, last_heartbeat_at=now)
-                s.add(row)
-            else:
-                row.gpu_id, row.device_index, row.state = gpu.id, self.device, "idle"
-                row.started_at, row.last_heartbeat_at = now, now
-            s.commit()
+            row = repo.register_worker(s, name=self.name, gpu=gpu, device_index=self.device)
             self.gpu_model, self.worker_id = gpu.model, row.id
 
     def _set_state(self, state: str) -> None:
-        with self.engine.begin() as c:
-            c.execute(sa.update(WorkerRow).where(WorkerRow.id == self.worker_id)
-                      .values(state=state, last_heartbeat_at=utcnow()))
+        with session_factory(self.engine).begin() as s:
+            repo.set_worker_state(s, self.worker_id, state)
 
     def heartbeat(self) -> None:
         """Mark this worker alive and renew the lease of the job it works on."""
@@ -241,10 +222,8 @@ class Worker:
         error = f"worker {self.name}: {type(exc).__name__}: {exc}\n{traceback.format_exc()[-4000:]}"
 
         def mark() -> None:
-            now = utcnow()
-            with self.engine.begin() as c:
-                c.execute(sa.update(Job).where(Job.id == job_id, Job.state == "running")
-                          .values(state="failed", finished_at=now, updated_at=now, lease_expires_at=None, error=error))
+            with session_factory(self.engine).begin() as s:
+                repo.finish_job(s, job_id, "failed", error=error, only_if_running=True)
         try:
             self._db(mark, f"marking job {job_id} failed")
         except DatabaseUnavailable:

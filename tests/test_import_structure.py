@@ -13,7 +13,7 @@ import sys
 import grimp
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-PACKAGES = ("compiler", "tuner", "service", "db", "client")
+PACKAGES = ("compiler", "jobspec", "tuner", "service", "db", "client")
 LINT_IMPORTS = pathlib.Path(sys.executable).with_name("lint-imports")
 
 

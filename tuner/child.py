@@ -20,31 +20,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-INTERPRETER_PROPS = {
-    # What constraints see in interpret mode: an H100's limits, so that a spec's constraints select
-    # the same configs on the CPU as on the GPU it is meant for.
-    "name": "blocktune interpreter (CPU)", "capability": (0, 0), "sm_count": 132,
-    "total_memory": 80 * 2**30, "max_shared_memory": 232448, "driver_version": "", "cuda_version": "",
-    "l2_size": 50 * 2**20,
-}
-
-CONFIG_BUILTINS = ("num_warps", "num_stages")
-
-
-def device_env(props: dict[str, Any]) -> dict[str, Any]:
-    """Device properties under the names constraints use."""
-    cap = props.get("capability") or (0, 0)
-    if isinstance(cap, str):
-        cap = tuple(int(x) for x in cap.split("."))
-    return {"max_shared_memory": int(props.get("max_shared_memory") or 0), "sm_count": int(props.get("sm_count") or 0),
-            "l2_size": int(props.get("l2_size") or 0), "total_memory": int(props.get("total_memory") or 0),
-            "cc_major": int(cap[0]), "cc_minor": int(cap[1]), "warp_size": 32}
-
-
-def split_config(config: dict[str, Any]) -> tuple[dict[str, Any], int, int]:
-    constexprs = {k: v for k, v in config.items() if k not in CONFIG_BUILTINS}
-    return constexprs, int(config.get("num_warps", 4)), int(config.get("num_stages", 3))
-
+from jobspec.config import split_config
+from jobspec.device import interpreter_properties
 
 def classify(exc: BaseException) -> str:
     import compiler
@@ -104,7 +81,7 @@ class Bench:
         self.index = index
         # the GPU runs without torch (tuner/device_plane.py: driver API + numpy) unless asked for;
         # interpret mode runs the CPU interpreter over torch CPU tensors
-        use_torch = self.interpret or os.environ.get("BLOCKTUNE_CHILD_TORCH", "").strip().lower() in ("1", "true", "yes", "on")
+        use_torch = self.interpret or bool(init.get("torch"))
         torch = None
         if self.interpret:
             os.environ["BLOCKTUNE_INTERPRET"] = "1"
@@ -123,7 +100,7 @@ class Bench:
             if "seconds" in info:
                 self.startup["context_thread"] = round(info["seconds"], 3)
         import compiler
-        from tuner.spec import JobSpec
+        from jobspec.model import JobSpec
 
         lap("import_compiler")
 
@@ -136,7 +113,7 @@ class Bench:
         self.reference_path = self.workdir / ("reference.pt" if use_torch else "reference.npz")
         if self.interpret:
             self.device = torch.device("cpu")
-            self.props = dict(INTERPRETER_PROPS)
+            self.props = interpreter_properties()
             self.timer = None
         elif use_torch:
             from compiler.runtime import driver
@@ -230,7 +207,7 @@ class Bench:
             self.compiler.jit_from_source(ref.source or self.spec.kernel.source, ref.name)
         constexprs, num_warps, num_stages = split_config(ref.config)
         env = {**self.env, **self.spec.constants, **ref.config}
-        from tuner.safe_eval import safe_eval
+        from jobspec.safe_eval import safe_eval
 
         grid_exprs = ref.grid if ref.grid is not None else self.spec.grid
         grid = tuple(int(safe_eval(g, env)) for g in grid_exprs)

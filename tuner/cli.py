@@ -71,7 +71,7 @@ def cmd_tune(args) -> int:
 
     from db.engine import default_url
     from db.migrate import upgrade
-    from tuner.spec import load_spec
+    from jobspec.model import load_spec
 
     console = _console()
     url = args.database_url or default_url()
@@ -109,12 +109,14 @@ def cmd_tune(args) -> int:
             changes["sampler"] = args.sampler
         if changes:
             spec = spec.model_copy(update=changes)
-        from tuner.engine import create_job_from_spec
+        from tuner.submission import SubmissionError, create_job_from_spec
 
-        try:
+        try:   # the API's checks (the compiler's front end, the sizes, the grid, the problem key)
             job_id = create_job_from_spec(url, spec)
-        except Exception as exc:  # noqa: BLE001 - the compiler's front end refused the kernel
-            console.print(f"[bold red]kernel rejected[/]: {exc}")
+        except SubmissionError as exc:
+            where = ".".join(str(x) for x in exc.loc)
+            console.print(f"[bold red]job spec rejected[/] {args.spec}:")
+            console.print(f"  {where}: {exc.message}", markup=False)
             return 2
     return _run_with_progress(url, job_id, args, console)
 
@@ -220,6 +222,7 @@ def cmd_best(args) -> int:
     from db import repo
     from db.engine import default_url, make_engine, session_factory
     from db.migrate import upgrade
+    from jobspec.problem_key import canonical_key
 
     console = _console()
     url = args.database_url or default_url()
@@ -233,7 +236,7 @@ def cmd_best(args) -> int:
                 return 2
             k, v = item.split("=", 1)
             values[k.strip()] = _parse_value(v.strip())
-        key = repo.canonical_key(values)
+        key = canonical_key(values)
     engine = make_engine(url)
     try:
         with session_factory(engine)() as s:

@@ -30,17 +30,15 @@ from __future__ import annotations
 import functools
 import math
 import os
-import re
 import resource
-import shutil
 import signal
-import subprocess
-import tempfile
 import time
 from typing import Any
 
-CUBIN_ENV = "BLOCKTUNE_TUNER_CUBIN"     # 0/false/no/off: the tuner ships PTX (the driver JITs it)
-MEMORY_ENV = "BLOCKTUNE_COMPILE_MEMORY_MB"
+from compiler import ptxas as assembler
+from tuner.settings import tuner_settings
+
+MEMORY_ENV = "BLOCKTUNE_COMPILE_MEMORY_MB"    # named in the errors a limit gives (tuner/settings.py)
 CPU_ENV = "BLOCKTUNE_COMPILE_CPU_S"
 
 
@@ -48,17 +46,12 @@ class CompileCPULimit(BaseException):
     """Raised in a compile that used up its CPU time (not an Exception: nothing on the way swallows it)."""
 
 
-def _limit(env: str, default: int) -> int:
-    v = os.environ.get(env, "").strip()
-    return int(v) if v.isdigit() else default
-
-
 def memory_limit_mb() -> int:
-    return _limit(MEMORY_ENV, 8192)
+    return tuner_settings().compile_memory_mb
 
 
 def cpu_limit_s() -> int:
-    return _limit(CPU_ENV, 300)
+    return tuner_settings().compile_cpu_s
 
 
 def _on_sigxcpu(signum, frame):
@@ -113,27 +106,13 @@ def _slim(ck):
     return CompiledKernel(ck.name, asm, dict(ck.metadata))
 
 
-def assemble(ptx: str, target: str, ptxas: str, *, timeout: float = 120.0) -> bytes:
-    """PTX → cubin with `ptxas` (-O3). Raises RuntimeError with ptxas's message on failure."""
-    with tempfile.TemporaryDirectory(prefix="blocktune-ptxas-") as d:
-        src, out = os.path.join(d, "k.ptx"), os.path.join(d, "k.cubin")
-        with open(src, "w") as f:
-            f.write(ptx)
-        r = subprocess.run([ptxas, f"-arch={target}", "-O3", src, "-o", out],
-                           capture_output=True, text=True, timeout=timeout)
-        if r.returncode != 0:
-            raise RuntimeError(f"ptxas failed for {target}: {(r.stderr or r.stdout).strip()[:2000]}")
-        with open(out, "rb") as f:
-            return f.read()
-
-
-def _add_cubin(ck, ptxas: str) -> tuple[float, str | None]:
+def _add_cubin(ck, exe: str) -> tuple[float, str | None]:
     """Assemble `ck`'s PTX into ck.asm["cubin"] (and the disk cache). Returns (seconds, error)."""
     if ck.asm.get("cubin"):
         return 0.0, None            # from the disk cache
     t = time.perf_counter()
     try:
-        cubin = assemble(ck.asm["ptx"], str(ck.metadata.get("target")), ptxas)
+        cubin = assembler.assemble(ck.asm["ptx"], str(ck.metadata.get("target")), exe=exe)
     except Exception as exc:  # noqa: BLE001 - the PTX still works: the driver JITs it
         return time.perf_counter() - t, f"{type(exc).__name__}: {exc}"
     ck.asm["cubin"] = cubin
@@ -225,76 +204,10 @@ def prebuild_launcher() -> float:
 
 # --- which ptxas --------------------------------------------------------------------------------
 
-def _candidates() -> list[str]:
-    out: list[str] = []
-    for env in ("BLOCKTUNE_PTXAS", "TRITON_PTXAS_PATH"):
-        v = os.environ.get(env)
-        if v:
-            out.append(v)
-    found = shutil.which("ptxas")
-    if found:
-        out.append(found)
-    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        if root:
-            out.append(os.path.join(root, "bin", "ptxas"))
-    try:   # the nvidia-cuda-nvcc wheels (cu13: nvidia/cu13/bin; older: nvidia/cuda_nvcc/bin)
-        import importlib.util
-
-        for mod in ("nvidia.cu13", "nvidia.cuda_nvcc"):
-            try:
-                spec = importlib.util.find_spec(mod)
-            except (ImportError, ValueError):
-                spec = None
-            for base in (spec.submodule_search_locations or []) if spec else []:
-                out.append(os.path.join(base, "bin", "ptxas"))
-        spec = importlib.util.find_spec("triton")     # Triton's bundled ptxas (not imported)
-        for base in (spec.submodule_search_locations or []) if spec else []:
-            out.append(os.path.join(base, "backends", "nvidia", "bin", "ptxas"))
-    except Exception:  # noqa: BLE001
-        pass
-    seen, uniq = set(), []
-    for c in out:
-        if c and c not in seen and os.path.isfile(c) and os.access(c, os.X_OK):
-            seen.add(c)
-            uniq.append(c)
-    return uniq
-
-
-@functools.lru_cache(maxsize=16)
-def ptxas_version(path: str) -> tuple[int, int] | None:
-    """(major, minor) of `ptxas --version` ("release 13.0"), None if it does not run."""
-    try:
-        r = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    m = re.search(r"release (\d+)\.(\d+)", r.stdout + r.stderr)
-    return (int(m.group(1)), int(m.group(2))) if m and r.returncode == 0 else None
-
-
-def _as_version(v: Any) -> tuple[int, int] | None:
-    m = re.match(r"\s*(\d+)\.(\d+)", str(v or ""))
-    return (int(m.group(1)), int(m.group(2))) if m else None
-
-
 def select_ptxas(driver_cuda_version: str | None = None) -> str | None:
-    """The ptxas whose cubins this driver loads, or None (then the tuner ships PTX).
-
-    A cubin from a newer CUDA major version than the driver's does not load; within a major
-    version it does (minor-version compatibility). Among the usable ones: the first of
-    $BLOCKTUNE_PTXAS, $TRITON_PTXAS_PATH, the PATH, $CUDA_HOME / /usr/local/cuda, the CUDA wheels,
-    Triton's bundled one — one whose version is ≤ the driver's first. `BLOCKTUNE_TUNER_CUBIN=0`
-    turns the whole thing off. The GPU child falls back to the PTX anyway if a cubin does not load.
-    """
-    if os.environ.get(CUBIN_ENV, "").strip().lower() in ("0", "false", "no", "off"):
+    """The ptxas whose cubins this driver loads (compiler.ptxas.for_driver), or None: then the tuner
+    ships PTX — also with `BLOCKTUNE_TUNER_CUBIN=0`. The GPU child falls back to the PTX anyway if a
+    cubin does not load."""
+    if not tuner_settings().tuner_cubin:
         return None
-    drv = _as_version(driver_cuda_version)
-    same_major = None
-    for path in _candidates():
-        ver = ptxas_version(path)
-        if ver is None:
-            continue
-        if drv is None or ver <= drv:
-            return path
-        if ver[0] == drv[0] and same_major is None:
-            same_major = path
-    return same_major
+    return assembler.for_driver(driver_cuda_version)

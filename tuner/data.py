@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tuner.spec import JobSpec, TensorSpec
+from jobspec.model import JobSpec, TensorSpec
 
 # dtype name → (atol, rtol) for comparing a config's outputs with the reference
 TOLERANCES = {

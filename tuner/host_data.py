@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tuner.spec import TensorSpec
+from jobspec.model import TensorSpec
 
 NUMPY = {"float16": np.float16, "float32": np.float32, "float64": np.float64, "int8": np.int8,
          "int16": np.int16, "int32": np.int32, "int64": np.int64, "uint8": np.uint8, "bool": np.bool_,

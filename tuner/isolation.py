@@ -18,6 +18,8 @@ import time
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable
 
+from tuner.settings import tuner_settings
+
 
 EXITING = "_exiting"   # key of an answer after which the child exits by itself
 
@@ -225,9 +227,8 @@ class CompilePool:
     """
 
     def __init__(self, workers: int | None = None):
-        env = os.environ.get("BLOCKTUNE_COMPILE_WORKERS", "").strip()
-        self.workers = workers or (int(env) if env.isdigit() and int(env) > 0 else
-                                   max(1, min(8, (os.cpu_count() or 2) - 1)))
+        self.workers = (workers or tuner_settings().compile_workers
+                        or max(1, min(8, (os.cpu_count() or 2) - 1)))
         self.ctx = mp.get_context("spawn")
         self._pool: cf.ProcessPoolExecutor | None = None
         self._pending: list[CompileTask] = []

@@ -8,9 +8,9 @@ from typing import Any, Iterator, Mapping
 
 import optuna
 
-from tuner.safe_eval import SafeEvalError, safe_eval
+from jobspec.config import DEFAULTS
+from jobspec.safe_eval import SafeEvalError, safe_eval
 
-TRITON_DEFAULTS = {"num_warps": 4, "num_stages": 3}
 
 
 def config_key(config: Mapping[str, Any]) -> str:
@@ -117,8 +117,8 @@ class SearchSpace:
                 if partial[name] not in values:
                     return None
                 config[name] = partial[name]
-            elif name in TRITON_DEFAULTS:
-                want = TRITON_DEFAULTS[name]
+            elif name in DEFAULTS:
+                want = DEFAULTS[name]
                 config[name] = min(values, key=lambda v: (abs(v - want), v))
             else:
                 return None

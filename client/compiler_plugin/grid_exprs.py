@@ -1,4 +1,4 @@
-"""A launch grid as expressions the tuning service can evaluate safely (tuner.safe_eval's language).
+"""A launch grid as expressions the tuning service can evaluate safely (jobspec.safe_eval's language).
 
     grid_expressions((4, 2), ...)                                   # ["4", "2"]
     grid_expressions(lambda META: (triton.cdiv(n, META["BLOCK"]),), args=..., names=..., metas=...)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import atexit
 import json
-import os
 import sys
 import threading
 import time
@@ -23,10 +22,10 @@ import warnings
 import weakref
 from typing import Any, Callable
 
+from client.settings import settings
 from compiler import Config, knobs
 from compiler.runtime import driver
-
-from .miss_job import CannotDescribe, job_spec
+from jobspec.device import INTERPRETER_MODEL
 
 _COMPILER_PACKAGES = ("compiler", "client")
 
@@ -59,12 +58,18 @@ def forget(kernel) -> None:
 
 
 def _service_url() -> str | None:
-    return os.environ.get("BLOCKTUNE_SERVICE_URL") or None
+    return settings.service_url
 
 
 def _lookup():
     from client import lookup  # noqa: PLC0415 - httpx and pydantic load only once a service URL is set
     return lookup
+
+
+def _tuned_for() -> str | None:
+    """The GPU model whose configs this process runs: the current device's, or in interpret mode
+    the interpreter's (jobspec.device); None on a machine without a GPU that does not interpret."""
+    return _gpu_model()[0] or (INTERPRETER_MODEL if knobs.runtime.interpret else None)
 
 
 def _gpu_model() -> tuple[str | None, str | None]:
@@ -110,8 +115,8 @@ def service_lookup(jit_fn, key: dict, cache: dict):
         return cache[ck]
     result = None
     try:
-        model, cc = _gpu_model()
-        ans = _lookup().get_best_config(jit_fn.fingerprint, jit_fn.__name__, key, model, compute_capability=cc)
+        ans = _lookup().get_best_config(jit_fn.fingerprint, jit_fn.__name__, key, _tuned_for(),
+                                        compute_capability=_gpu_model()[1])
         if ans:
             cfg = ans.get("config", ans) if isinstance(ans, dict) else None
             if isinstance(cfg, dict):
@@ -143,10 +148,7 @@ _drain_registered = False
 
 
 def _submit_timeout() -> float:
-    try:
-        return float(os.environ.get("BLOCKTUNE_SUBMIT_TIMEOUT", 10.0))
-    except ValueError:
-        return 10.0
+    return settings.submit_timeout_s
 
 
 def _submit_in_background(submit: Callable, spec: dict, gpu_model: str) -> None:
@@ -192,13 +194,16 @@ def launch_missed(*, key, autotuner, args, kwargs, **_) -> None:
     if key in st.submitted:
         return
     st.submitted.add(key)
-    model = _gpu_model()[0] or (lookup.INTERPRETER_MODEL if knobs.runtime.interpret else None)
+    model = _tuned_for()
     if model is None:
         return
     if not lookup.has_token():
         _warn_submit(st, autotuner.__name__, "BLOCKTUNE_SUBMIT_ON_MISS=1 needs BLOCKTUNE_TOKEN (an API token) to "
                                              "submit jobs")
         return
+    # miss_job checks the spec with jobspec's pydantic model: loaded only when a launch is described
+    from .miss_job import CannotDescribe, job_spec  # noqa: PLC0415
+
     try:
         spec = job_spec(autotuner, args, kwargs)
     except CannotDescribe as exc:

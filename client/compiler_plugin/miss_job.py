@@ -1,4 +1,4 @@
-"""A tuning job spec (tuner.spec.JobSpec, as JSON) describing one launch of an @autotune kernel
+"""A tuning job spec (jobspec.JobSpec, as JSON) describing one launch of an @autotune kernel
 (what BLOCKTUNE_SUBMIT_ON_MISS=1 sends after a lookup miss).
 
     spec = job_spec(autotuner, args, kwargs)     # raises CannotDescribe(reason)
@@ -19,7 +19,8 @@ the service only parses and compiles):
             argument the kernel stores to (compiler.pointer_effects on the launch's IR); tensors
             both read and written are marked in place (reset before every run).
 
-Anything that cannot be said this way raises CannotDescribe: the caller then skips the submission.
+Anything that cannot be said this way raises CannotDescribe: the caller then skips the submission;
+the spec is checked with the service's own model (jobspec.JobSpec) before it is sent.
 """
 from __future__ import annotations
 
@@ -34,10 +35,11 @@ from compiler.runtime.compile import build_ir, canon
 from compiler.runtime.jit import JITFunction
 from compiler.runtime.kernel_module import NotSelfContained, kernel_module_source
 
+from jobspec.config import CONFIG_BUILTINS
+from jobspec.model import DTYPES, JobSpec
+
 from .grid_exprs import GridNotExpressible, grid_expressions
 
-# tuner.spec.DTYPES (the client does not import the tuner)
-DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")
 LAUNCH_OPTIONS = ("grid", "num_warps", "num_stages", "num_ctas", "maxnreg", "stream", "warmup", "enable_fp_fusion",
                   "waves_per_eu", "matrix_instr_nonkdim", "kpack", "launch_cooperative_grid", "debug")
 _SCALARS = (bool, int, float, str)
@@ -218,7 +220,7 @@ def job_spec(tuner, args: tuple, kwargs: dict) -> dict[str, Any]:
                              zeroed=p in tuner.reset_to_zero)
                  for p in runtime]
 
-    names = set(scalars) | config_names | set(constants) | {"num_warps", "num_stages"}
+    names = set(scalars) | config_names | set(constants) | set(CONFIG_BUILTINS)
     metas = [{**named, **c.all_kwargs()} for c in configs]
     try:
         grid = grid_expressions(kwargs.get("grid"), args=named, names=names, metas=metas)
@@ -230,7 +232,7 @@ def job_spec(tuner, args: tuple, kwargs: dict) -> dict[str, Any]:
         raise CannotDescribe(f"the kernel's source cannot be sent: {exc}") from None
 
     flat = [{**c.kwargs, "num_warps": c.num_warps, "num_stages": c.num_stages} for c in configs]
-    return {
+    spec = {
         "kernel": {"name": jf.__name__, "source": source},
         "args": spec_args,
         "key": list(tuner.keys),
@@ -241,6 +243,11 @@ def job_spec(tuner, args: tuple, kwargs: dict) -> dict[str, Any]:
         "default_config": flat[0],
         "check": {"outputs": [p for p in runtime if p in outputs]},
     }
+    try:
+        JobSpec.model_validate(spec)
+    except ValueError as exc:     # pydantic's ValidationError: what the service would answer with a 422
+        raise CannotDescribe(f"the job spec is not valid: {exc}") from None
+    return spec
 
 
 __all__ = ["job_spec", "CannotDescribe"]

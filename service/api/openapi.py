@@ -13,8 +13,6 @@ cannot see, this adds from the application itself (FastAPI's documented "extendi
 - a query parameter declared as a string holding JSON (`contentMediaType: application/json` with
   a `contentSchema`) becomes an OpenAPI parameter with `content`, so that clients and test tools
   send the JSON the parameter takes;
-- schemas of bodies that a route validates itself (the job spec: a route's `openapi_extra` refers
-  to it, `install(models=…)` adds it);
 - a documented success status without a body schema (a replayed idempotent submission: 200) gets
   the operation's success schema.
 """
@@ -85,22 +83,22 @@ def _json_content_parameter(param: dict) -> None:
         del param["schema"]
 
 
-def _models(extra: tuple) -> dict:
+def _models() -> dict:
     out = {}
-    for model in (ErrorOut, ValidationErrorOut, *extra):
+    for model in (ErrorOut, ValidationErrorOut):
         schema = model.model_json_schema(ref_template=REF)
         out.update(schema.pop("$defs", {}))
         out[model.__name__] = schema
     return out
 
 
-def _truthful(app: FastAPI, doc: dict, api_prefix: str, models: tuple) -> dict:
+def _truthful(app: FastAPI, doc: dict, api_prefix: str) -> dict:
     reads_need_token = app.state.settings.read_requires_token
     components = doc.setdefault("components", {})
     schemas = components.setdefault("schemas", {})
     for stale in ("HTTPValidationError", "ValidationError"):
         schemas.pop(stale, None)
-    schemas.update(_models(models))
+    schemas.update(_models())
     uses_cookie = False
     for path, route in api_routes(app):
         if not route.include_in_schema:
@@ -144,15 +142,14 @@ def _truthful(app: FastAPI, doc: dict, api_prefix: str, models: tuple) -> dict:
     return doc
 
 
-def install(app: FastAPI, api_prefix: str, models: tuple = ()) -> None:
-    """Serve the truthful document at app.openapi_url (built once, on first request). `models`:
-    schemas that routes refer to (`openapi_extra`) for bodies they validate themselves."""
+def install(app: FastAPI, api_prefix: str) -> None:
+    """Serve the truthful document at app.openapi_url (built once, on first request)."""
 
     def openapi() -> dict:
         if app.openapi_schema is None:
             doc = get_openapi(title=app.title, version=app.version, openapi_version=app.openapi_version,
                               description=app.description, routes=app.routes)
-            app.openapi_schema = _truthful(app, doc, api_prefix, models)
+            app.openapi_schema = _truthful(app, doc, api_prefix)
         return app.openapi_schema
 
     app.openapi = openapi

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SerializationInfo, model_serializer
 
 from db.models import TOKEN_SCOPES, ApiToken, BestConfig, Gpu, Job, Kernel, Trial, Worker
-from service.api.problem_key import ProblemKey
+from jobspec.model import ProblemKey
 from service.core.json_input import encodable
 from service.core.security import DEFAULT_SCOPES, scopes_text
 
@@ -223,11 +223,6 @@ class TokenOut(Out):
         return cls(id=t.id, name=t.name, prefix=t.prefix, scopes=[s for s in TOKEN_SCOPES if s in t.scopes],
                    created_at=t.created_at, revoked_at=t.revoked_at,
                    last_used_at=t.last_used_at, token=clear)
-
-
-def canonical_key(key: dict) -> str:
-    """The canonical JSON of a problem key (sorted keys, no spaces), as best_configs.problem_key."""
-    return json.dumps(key, sort_keys=True, separators=(",", ":"))
 
 
 def gpu_out(g: Gpu, alive_ids: set[int]) -> GpuOut:

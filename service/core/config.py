@@ -37,7 +37,11 @@ class Settings(BaseSettings):
     poll_seconds: float = 2.0
     # run a worker inside `blocktune serve` (None: when a GPU is found)
     with_worker: bool | None = None
+    # workers tune on the CPU interpreter (the compiler's BLOCKTUNE_INTERPRET, compiler/knobs.py)
     interpret: bool = False
+    # `blocktune worker`: its GPU, and its name (unique; None: host:gpuN:pid)
+    device: int = Field(default=0, ge=0)
+    worker_name: str | None = None
     page_size_max: int = 500
     # submission checks (service/kernel_check.py) run in warm checker processes, never in the API's:
     # at most `kernel_check_workers` checks at once, `kernel_check_queue` more wait (then 503 with

@@ -11,7 +11,7 @@ import pytest
 import compiler
 import compiler as triton
 from client.compiler_plugin.grid_exprs import GridNotExpressible, grid_expressions
-from tuner.safe_eval import TensorInfo, safe_eval
+from jobspec.safe_eval import TensorInfo, safe_eval
 
 GLOBAL_ROWS = 48
 

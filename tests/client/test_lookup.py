@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from client import lookup
+from jobspec.device import INTERPRETER_MODEL
 
 from test_client import _ClosingServer
 
@@ -147,7 +148,7 @@ def test_compiler_autotune_lookup_asks_once_per_key(env, monkeypatch):
     eng = make_engine(env["db"])
     with eng.begin() as c:
         c.execute(sa.insert(BestConfig).values(kernel_fingerprint=fn.fingerprint, kernel_name="scale",
-                                               problem_key='{"n":4096}', gpu_model=lookup.INTERPRETER_MODEL,
+                                               problem_key='{"n":4096}', gpu_model=INTERPRETER_MODEL,
                                                compute_capability="0.0", median_ms=0.1, default_ms=0.3,
                                                config={"BLOCK": 256, "num_warps": 2, "num_stages": 1},
                                                updated_at=__import__("db.models").models.utcnow()))
@@ -216,7 +217,7 @@ def test_autotuned_kernel_launches_ask_the_service_once_per_key(env, monkeypatch
     eng = make_engine(env["db"])
     with eng.begin() as c:
         c.execute(sa.insert(BestConfig).values(kernel_fingerprint=kernel.fingerprint, kernel_name="scaled",
-                                               problem_key='{"n":64}', gpu_model=lookup.INTERPRETER_MODEL,
+                                               problem_key='{"n":64}', gpu_model=INTERPRETER_MODEL,
                                                compute_capability="0.0", median_ms=0.1, default_ms=0.2,
                                                config={"BLOCK": 64, "num_warps": 2, "num_stages": 3},
                                                updated_at=utcnow()))

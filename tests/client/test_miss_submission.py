@@ -19,6 +19,7 @@ import pytest
 import compiler as triton
 import compiler.language as tl
 from client import lookup
+from jobspec.device import INTERPRETER_MODEL
 from client.compiler_plugin import forget, wait_for_submissions
 
 CONFIGS = [triton.Config({"BLOCK": 16}, num_warps=4), triton.Config({"BLOCK": 64}, num_warps=2)]
@@ -104,7 +105,7 @@ def test_a_miss_submits_one_job_per_key_with_the_launch_spec(env):
     jobs = jobs_of(env["url"], "scaled_on_miss")
     assert len(jobs) == 1
     job = jobs[0]
-    assert job["state"] == "queued" and job["gpu_model"] == lookup.INTERPRETER_MODEL
+    assert job["state"] == "queued" and job["gpu_model"] == INTERPRETER_MODEL
     assert job["kernel_fingerprint"] == scaled_on_miss.fingerprint   # its results reach our lookups
     spec = job["spec"]
     assert spec["kernel"]["name"] == "scaled_on_miss"

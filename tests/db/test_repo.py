@@ -5,6 +5,7 @@ import pytest
 import sqlalchemy as sa
 
 from db import migrate, repo
+from jobspec.problem_key import canonical_key
 from db.engine import make_engine, session_factory
 from db.models import BestConfig, Gpu, Trial
 
@@ -52,7 +53,7 @@ def test_job_trials_and_best_config(Session):
         trials = s.scalars(sa.select(Trial).order_by(Trial.number)).all()
         assert [(t.number, t.status) for t in trials] == [(0, "ok"), (1, "invalid")]
         assert trials[0].samples_ms == [1.0, 1.1, 0.9] and trials[1].median_ms is None
-    key = repo.canonical_key({"n": 4096, "m": 128})
+    key = canonical_key({"n": 4096, "m": 128})
     assert key == '{"m":128,"n":4096}'
     for cfg, ms in (({"BLOCK": 64, "num_warps": 4}, 1.0), ({"BLOCK": 128, "num_warps": 8}, 0.8)):
         with Session.begin() as s:
@@ -85,7 +86,7 @@ def test_upsert_faster_policy_keeps_the_fastest_under_concurrency(Session):
     import random
     import threading
 
-    key = repo.canonical_key({"n": 1})
+    key = canonical_key({"n": 1})
     rnd = random.Random(7)
     writers = 6
     for rnd_no in range(30):
@@ -118,7 +119,7 @@ def test_upsert_faster_policy_keeps_the_fastest_under_concurrency(Session):
 
 
 def test_upsert_policies(Session):
-    key = repo.canonical_key({"n": 2})
+    key = canonical_key({"n": 2})
     common = dict(kernel_fingerprint="p", kernel_name="k", problem_key=key, gpu_model="G", compute_capability="9.0")
     with Session.begin() as s:
         repo.upsert_best_config(s, **common, config={"B": 1}, median_ms=1.0, default_ms=2.0, policy="faster")

@@ -79,6 +79,9 @@ def test_yaml_and_json_files(tmp_path):
     ({"kernel": {"name": "add kernel", "source": ADD_SRC}}, "pattern"),
     ({"extra_field": 1}, "Extra inputs"),
     ({"configs": [{"BLOCK": 128}]}, "unknown parameter"),
+    ({"key": [f"k{i}" for i in range(9)]}, "at most 8 items"),
+    ({"constraints": ["BLOCK_SIZE > 0"] * 257}, "at most 256 items"),
+    ({"space": {"BLOCK_SIZE": list(range(1, 4098))}}, "over the limit of 4096"),
 ])
 def test_bad_specs_say_why(over, fragment):
     with pytest.raises(pydantic.ValidationError) as info:
@@ -117,3 +120,34 @@ def test_absurd_tensor_sizes_are_refused_before_allocation():
     spec = JobSpec.model_validate(add_spec(sizes={"N": 2**40}))
     with pytest.raises(SafeEvalError, match="too large"):
         spec.shapes()
+
+
+def test_a_spec_as_large_as_allowed_validates_quickly():
+    """The API validates submissions in its own process: the checks are linear in the spec's size
+    (512 arguments once took quadratic time), and one argument more is refused."""
+    import time
+
+    spec = add_spec()
+    spec["args"] = [{"name": f"a{i}", "value": i} for i in range(512)]
+    spec["key"], spec["check"], spec["grid"] = [], {}, ["a1"]
+    t = time.perf_counter()
+    JobSpec.model_validate(spec)
+    assert time.perf_counter() - t < 2.0
+    spec["args"].append({"name": "a512", "value": 0})
+    with pytest.raises(pydantic.ValidationError, match="at most 512 items"):
+        JobSpec.model_validate(spec)
+
+
+def test_the_problem_key_is_the_one_a_launch_looks_up():
+    """A tensor in the key stands for its dtype name, as the compiler's autotuner keys a launch
+    (compiler.runtime.jit.key_value): the job's winner is stored under the key its launches ask for."""
+    import numpy as np
+
+    from compiler.runtime.jit import key_value
+    from jobspec.problem_key import canonical_key
+
+    spec = JobSpec.model_validate(add_spec(key=["x_ptr", "n_elements"]))
+    x = np.zeros(4000, dtype=np.float32)
+    assert spec.problem_key() == {"x_ptr": key_value(x), "n_elements": key_value(4000)} == {
+        "x_ptr": "float32", "n_elements": 4000}
+    assert canonical_key(spec.problem_key()) == '{"n_elements":4000,"x_ptr":"float32"}'

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from db.engine import make_engine, session_factory
 from db.models import Job, Kernel, utcnow
-from service.claim import claim, claim_job, find_joinable_job, release_job, renew_lease
+from db.repo import claim, claim_job, find_joinable_job, release_job, renew_lease
 
 
 def _jobs(url, n, gpu_model=None):

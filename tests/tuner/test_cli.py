@@ -65,3 +65,24 @@ def test_gpus_lists_local_and_stored(sqlite_url, capsys):
     out = capsys.readouterr().out
     assert rc == 0
     assert ("GPUs on this machine" in out) == HAS_GPU
+
+
+def test_tune_refuses_what_the_api_refuses(tmp_path, sqlite_url, capsys):
+    """`blocktune tune` stores a job only after the submission checks the API runs
+    (tuner.submission.prepare_submission): here an argument the kernel does not have."""
+    import sqlalchemy as sa
+
+    from db.engine import make_engine
+    from db.models import Job
+
+    spec = example("vector_add")
+    spec["args"].insert(3, {"name": "alpha", "value": 2.0})
+    rc = main(["tune", _spec_file(tmp_path, spec), "--db", sqlite_url, "--interpret"])
+    out = capsys.readouterr().out
+    assert rc == 2 and "job spec rejected" in out and "args: not arguments of kernel add_kernel: alpha" in out
+    engine = make_engine(sqlite_url)
+    try:
+        with engine.connect() as c:
+            assert c.scalar(sa.select(sa.func.count()).select_from(Job)) == 0
+    finally:
+        engine.dispose()

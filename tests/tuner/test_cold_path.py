@@ -16,10 +16,15 @@ from db import migrate
 from db.engine import make_engine, session_factory
 from db.models import Job, Trial
 from kernels import example
+from compiler import ptxas as assembler
 from tuner import compile_step, isolation
-from tuner.child import INTERPRETER_PROPS, Bench
-from tuner.engine import Tuner, create_job_from_spec, run_job
-from tuner.spec import JobSpec
+from jobspec.device import INTERPRETER_LIMITS, INTERPRETER_MODEL, interpreter_properties
+from tuner.child import Bench
+from tuner.compile_queue import CompileQueue
+from tuner.engine import Tuner, run_job
+from tuner.measurement import Measurement
+from tuner.submission import create_job_from_spec
+from jobspec.model import JobSpec
 from tuner.timeline import Timeline, format_timeline
 
 REPO = Path(__file__).resolve().parents[2]
@@ -116,38 +121,37 @@ def test_done_event_carries_the_timeline_and_compiles_overlap_the_child_start(sq
 
 def test_parent_without_device_properties_waits_for_the_child_first(sqlite_url, monkeypatch):
     """When the parent cannot read the device's properties, the child's are used (the old order)."""
-    monkeypatch.setattr(Tuner, "_parent_props", lambda self: None)
+    monkeypatch.setattr(Measurement, "parent_props", lambda self: None)
     job_id = _new_job(sqlite_url, _vector_add(3))
     events = []
     run_job(sqlite_url, job_id, interpret=True, on_event=lambda k, d: events.append((k, d)))
     state, done, error, _ = _trials(sqlite_url, job_id)
     assert state == "succeeded" and done == 3, error
-    assert events[0][1]["gpu_model"] == INTERPRETER_PROPS["name"]
+    assert events[0][1]["gpu_model"] == INTERPRETER_MODEL
 
 
 def test_child_properties_that_differ_from_the_parents_are_adopted(sqlite_url, monkeypatch):
     """Compiles submitted for the parent's view of the device are redone for the child's."""
-    monkeypatch.setattr(Tuner, "_parent_props", lambda self: {**INTERPRETER_PROPS, "max_shared_memory": 1024})
+    monkeypatch.setattr(Measurement, "parent_props",
+                        lambda self: {**interpreter_properties(), "max_shared_memory": 1024})
     job_id = _new_job(sqlite_url, _vector_add(3))
     tuner = Tuner(sqlite_url, job_id, interpret=True)
     tuner.run()
     state, done, error, _ = _trials(sqlite_url, job_id)
     assert state == "succeeded" and done == 3, error
-    assert tuner.props["max_shared_memory"] == INTERPRETER_PROPS["max_shared_memory"]
-    assert tuner.env["max_shared_memory"] == INTERPRETER_PROPS["max_shared_memory"]
+    assert tuner.measurement.props["max_shared_memory"] == INTERPRETER_LIMITS["max_shared_memory"]
+    assert tuner.study.env["max_shared_memory"] == INTERPRETER_LIMITS["max_shared_memory"]
     assert tuner.timeline_data["compiled"] >= 3
 
 
 # --- the lookahead ----------------------------------------------------------------------------
 
 def _want(lookahead, workers, kind, queued):
-    t = Tuner.__new__(Tuner)
-    t.spec = SimpleNamespace(lookahead=lookahead)
-    t.pool = SimpleNamespace(workers=workers)
-    t.sampler_kind = kind
-    t._queued_left = queued
+    q = CompileQueue.__new__(CompileQueue)
+    q.ctx = SimpleNamespace(spec=SimpleNamespace(lookahead=lookahead))
+    q.pool = SimpleNamespace(workers=workers)
     n = 0
-    while t._want_more(n) and n < 100:
+    while q.wants(n, sampler_kind=kind, queued=queued) and n < 100:
         n += 1
     return n
 
@@ -288,18 +292,15 @@ def _ptxas() -> str | None:
     return compile_step.select_ptxas(None)
 
 
-def test_select_ptxas_by_driver_version(monkeypatch):
-    monkeypatch.setattr(compile_step, "_candidates", lambda: ["/nonexistent/a", "/x/b", "/x/c"])
-    versions = {"/x/b": (13, 5), "/x/c": (12, 4)}
-    monkeypatch.setattr(compile_step, "ptxas_version", lambda p: versions.get(p))
-    monkeypatch.delenv(compile_step.CUBIN_ENV, raising=False)
-    assert compile_step.select_ptxas("13.9") == "/x/b"     # the first one not newer than the driver
-    assert compile_step.select_ptxas("13.0") == "/x/c"     # 12.4 ≤ 13.0 is preferred to a newer 13.5
-    assert compile_step.select_ptxas("12.2") == "/x/c"     # same major version: minor compatibility
-    assert compile_step.select_ptxas("11.8") is None       # only newer majors: PTX
-    assert compile_step.select_ptxas(None) == "/x/b"
-    monkeypatch.setenv(compile_step.CUBIN_ENV, "0")
-    assert compile_step.select_ptxas("13.9") is None
+def test_the_tuner_ships_cubins_from_the_ptxas_that_suits_the_driver(monkeypatch):
+    """compiler.ptxas.for_driver picks it (tests/compiler/test_ptxas.py); BLOCKTUNE_TUNER_CUBIN=0
+    makes the tuner ship PTX."""
+    monkeypatch.setattr(assembler, "candidates", lambda: ["/x/b", "/x/c"])
+    monkeypatch.setattr(assembler, "version", {"/x/b": (13, 5), "/x/c": (12, 4)}.get)
+    monkeypatch.delenv("BLOCKTUNE_TUNER_CUBIN", raising=False)
+    assert compile_step.select_ptxas("13.0") == "/x/c"
+    monkeypatch.setenv("BLOCKTUNE_TUNER_CUBIN", "0")
+    assert compile_step.select_ptxas("13.0") is None
 
 
 def _vector_add_compile(ptxas, **kw):
@@ -319,7 +320,7 @@ def test_compile_step_ships_a_cubin_made_by_ptxas(monkeypatch, tmp_path):
     monkeypatch.setenv("BLOCKTUNE_CACHE_DIR", str(tmp_path / "kcache"))
     rc._memory.clear()
     ptxas = _ptxas()
-    assert compile_step.ptxas_version(ptxas) is not None
+    assert assembler.version(ptxas) is not None
     res = _vector_add_compile(ptxas)
     assert res["status"] == "ok", res.get("error")
     ck = res["compiled"]
@@ -396,13 +397,11 @@ def test_child_falls_back_to_the_ptx_when_the_driver_refuses_the_cubin():
 
 
 def test_the_parent_stops_asking_for_cubins_once_the_child_refused_one():
-    t = Tuner.__new__(Tuner)
-    t.timeline = Timeline()
-    t._cubin_disabled = None
-    t.ptxas = "/usr/bin/ptxas"
-    t._note_child_timing({"timing": {"handle_s": 0.5, "load_s": 0.1, "measure_s": 0.3}, "cubin_error": "refused"})
-    assert t.ptxas is None and t._cubin_disabled == "refused"
-    assert t.timeline.seconds["child_busy"] == 0.5 and t.timeline.seconds["child_load"] == 0.1
+    m = Measurement(SimpleNamespace(timeline=Timeline()))
+    m.ptxas = "/usr/bin/ptxas"
+    m.note_timing({"timing": {"handle_s": 0.5, "load_s": 0.1, "measure_s": 0.3}, "cubin_error": "refused"})
+    assert m.ptxas is None and m.cubin_disabled == "refused"
+    assert m.ctx.timeline.seconds["child_busy"] == 0.5 and m.ctx.timeline.seconds["child_load"] == 0.1
 
 
 def test_the_native_launcher_is_prebuilt_in_the_pool(monkeypatch, tmp_path):

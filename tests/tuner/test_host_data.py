@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from tuner import data, host_data
-from tuner.spec import TensorSpec
+from jobspec.model import TensorSpec
 
 
 DTYPES = ["float16", "bfloat16", "float32", "float64", "int32", "int64", "int8", "uint8", "bool"]

@@ -8,7 +8,7 @@ import torch
 
 from tuner.data import build_args, compare, signature, specialization, tolerances
 from tuner.measure import measure_cpu, quantile, spread
-from tuner.spec import JobSpec
+from jobspec.model import JobSpec
 
 
 def test_spread_and_quantiles():

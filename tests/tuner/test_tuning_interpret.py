@@ -16,12 +16,15 @@ import pytest
 import sqlalchemy as sa
 import yaml
 
-from db import migrate, repo
+from db import migrate
+from jobspec.problem_key import canonical_key
 from db.engine import make_engine, session_factory
 from db.models import BestConfig, Job, Trial
 from kernels import example, modes_spec
-from tuner.engine import create_job_from_spec, optuna_storage, run_job
-from tuner.spec import JobSpec
+from tuner.engine import run_job
+from tuner.study import optuna_storage
+from tuner.submission import create_job_from_spec
+from jobspec.model import JobSpec
 
 REPO = Path(__file__).resolve().parents[2]
 INTERP = "blocktune interpreter (CPU)"
@@ -65,7 +68,7 @@ def test_vector_add_tuning_persists_trials_study_and_best(database_url):
         assert first.config == {"BLOCK_SIZE": 1024, "num_warps": 4, "num_stages": 3}  # the default, enqueued first
         best = s.scalars(sa.select(BestConfig)).one()
         assert best.kernel_name == "add_kernel" and best.gpu_model == INTERP and best.job_id == job_id
-        assert best.problem_key == repo.canonical_key({"n_elements": 3000})
+        assert best.problem_key == canonical_key({"n_elements": 3000})
         assert best.kernel_fingerprint == job.kernel.fingerprint
         assert best.config == job.best_config and best.median_ms == job.best_time_ms
         assert best.default_ms is not None and best.default_ms > 0

@@ -1,7 +1,6 @@
 """Best configs: the launch-time lookup, listing, and publishing a locally tuned result."""
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import sqlalchemy as sa
@@ -11,10 +10,12 @@ from sqlalchemy.exc import OperationalError
 
 from db import repo
 from db.models import BestConfig
+from jobspec.model import PROBLEM_KEY
+from jobspec.problem_key import canonical_key
 from service.api import problem_key
 from service.api.deps import PublishAuth, ReadAuth, SessionDep
 from service.api.routing import StandardJSONRoute
-from service.api.schemas import BestConfigOut, PublishIn, canonical_key
+from service.api.schemas import BestConfigOut, PublishIn
 from service.fastpath import query_too_long
 
 router = APIRouter(prefix="/configs", tags=["configs"], route_class=StandardJSONRoute)
@@ -49,7 +50,7 @@ async def best_config(
     gpu_model: Annotated[str, Query(min_length=1, max_length=200, pattern=NoNul)],
     key: Annotated[str, Query(max_length=4000, description='problem key values as a JSON object, e.g. {"n": 4096}',
                               json_schema_extra={"contentMediaType": "application/json",
-                                                 "contentSchema": problem_key.JSON_SCHEMA})] = "{}",
+                                                 "contentSchema": PROBLEM_KEY.json_schema()})] = "{}",
     compute_capability: Annotated[str | None, Query(max_length=16, pattern=r"^\d+\.\d+$")] = None,
 ) -> Response:
     """Best config for (kernel, key values, GPU model) with its match level:

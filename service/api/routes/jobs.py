@@ -1,22 +1,22 @@
 """Tuning jobs: submit (idempotent), list, get, cancel, trials."""
 from __future__ import annotations
 
-import datetime as dt
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import sqlalchemy as sa
-from fastapi import APIRouter, Body, Header, HTTPException, Path, Query, Request, Response, status
+from fastapi import APIRouter, Header, HTTPException, Path, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
-from pydantic import ValidationError
 from sqlalchemy.orm import Session, joinedload
 
-from db.models import JOB_FINAL_STATES, Job, Kernel, Trial, utcnow
+from db import repo
+from db.models import Job, Kernel, Trial
+from jobspec.model import JobSpec
 from service.api.deps import ReadAuth, SessionDep, SettingsDep, SubmitAuth
 from service.api.routing import StandardJSONRoute
 from service.api.schemas import JobOut, JobPage, TrialOut
 from service.kernel_check import CheckerBusy, CheckRejected
-from service.submit import Submission
+from tuner.submission import Submission
 
 router = APIRouter(prefix="/jobs", tags=["jobs"], route_class=StandardJSONRoute)
 
@@ -36,22 +36,21 @@ def _get_job(session: Session, job_id: int) -> Job:
                         409: {"description": "the Idempotency-Key was used for another spec"},
                         422: {"description": "invalid spec, or a kernel source the compiler rejects (also when its "
                                              "check exceeds its CPU-time, memory or time limit)"},
-                        503: {"description": "every kernel checker is busy: retry after the Retry-After header's seconds"}},
-             openapi_extra={"requestBody": {"content": {"application/json": {
-                 "schema": {"$ref": "#/components/schemas/JobSpec"}}}}})   # validated in the body (prepare_submission)
+                        503: {"description": "every kernel checker is busy: retry after the Retry-After header's seconds"}})
 async def submit_job(
     request: Request,
     response: Response,
     session: SessionDep,
     _: SubmitAuth,
-    spec: Annotated[dict[str, Any], Body(description="a tuner job spec (tuner.spec.JobSpec)")],
+    spec: JobSpec,
     idempotency_key: Annotated[str | None, Header(max_length=200, pattern=r"^[\x21-\x7e]+$")] = None,
     gpu_model: Annotated[str | None, Query(max_length=200, pattern=r"^[^\x00]+$",
                                            description="tune on this GPU model only (default: the first worker's)")] = None,
 ) -> JobOut:
-    """Submit a tuning job. The kernel source is only parsed and checked by blocktune's compiler
-    (never executed), in a checker process with CPU-time, memory and time limits; expressions only
-    go through the safe evaluator."""
+    """Submit a tuning job: a job spec (`JobSpec`, the model `blocktune submit` and the tuner use).
+    The kernel source is only parsed and checked by blocktune's compiler (never executed), in a
+    checker process with CPU-time, memory and time limits; expressions only go through the safe
+    evaluator."""
     if idempotency_key:
         existing = await run_in_threadpool(_by_idempotency_key, session, idempotency_key)
         if existing is not None:
@@ -59,7 +58,7 @@ async def submit_job(
     # the check may take seconds: no database connection (or SQLite read transaction) waits with it
     await run_in_threadpool(session.close)
     try:   # awaited here: neither the event loop nor a threadpool thread waits on the check
-        sub = await request.app.state.kernel_checker.check(spec)
+        sub = await request.app.state.kernel_checker.check(spec.to_json())
     except CheckRejected as exc:
         raise RequestValidationError([{"type": e["type"], "loc": ("body", *e["loc"]), "msg": e["msg"], "input": None}
                                       for e in exc.errors])
@@ -72,26 +71,12 @@ def _by_idempotency_key(session: Session, key: str) -> Job | None:
     return session.scalar(sa.select(Job).options(joinedload(Job.kernel)).where(Job.idempotency_key == key))
 
 
-def _store(session: Session, sub: Submission, spec: dict, idempotency_key: str | None, gpu_model: str | None,
+def _store(session: Session, sub: Submission, spec: JobSpec, idempotency_key: str | None, gpu_model: str | None,
            response: Response) -> JobOut:
-    kernel = session.scalar(sa.select(Kernel).where(Kernel.fingerprint == sub.fingerprint))
-    if kernel is None:
-        kernel = Kernel(fingerprint=sub.fingerprint, name=sub.kernel_name, source=sub.source,
-                        compiler_version=sub.compiler_version, created_at=utcnow())
-        session.add(kernel)
-        try:
-            session.flush()
-        except sa.exc.IntegrityError:   # registered concurrently
-            session.rollback()
-            kernel = session.scalar(sa.select(Kernel).where(Kernel.fingerprint == sub.fingerprint))
-    now = utcnow()
-    job = Job(kernel_id=kernel.id, gpu_model=gpu_model, spec=sub.spec, state="queued", progress=0.0,
-              trials_done=0, trials_total=sub.trials_total, idempotency_key=idempotency_key,
-              study_name="job-pending", created_at=now, updated_at=now)
-    session.add(job)
     try:
-        session.flush()
-        job.study_name = f"job-{job.id}"
+        job = repo.submit_job(session, fingerprint=sub.fingerprint, kernel_name=sub.kernel_name, source=sub.source,
+                              compiler_version=sub.compiler_version, spec=sub.spec, gpu_model=gpu_model,
+                              idempotency_key=idempotency_key, trials_total=sub.trials_total)
         session.commit()
     except sa.exc.IntegrityError:       # the same idempotency key, submitted concurrently
         session.rollback()
@@ -104,13 +89,8 @@ def _store(session: Session, sub: Submission, spec: dict, idempotency_key: str |
     return JobOut.of(job)
 
 
-def _replay(existing: Job, spec: dict, gpu_model: str | None, response: Response) -> JobOut:
-    try:
-        from tuner.spec import JobSpec
-
-        same = JobSpec.model_validate(spec).to_json() == existing.spec and (gpu_model is None or gpu_model == existing.gpu_model)
-    except ValidationError:
-        same = False
+def _replay(existing: Job, spec: JobSpec, gpu_model: str | None, response: Response) -> JobOut:
+    same = spec.to_json() == existing.spec and (gpu_model is None or gpu_model == existing.gpu_model)
     if not same:
         raise HTTPException(409, "this Idempotency-Key was already used for a different job spec")
     response.status_code = status.HTTP_200_OK
@@ -147,12 +127,10 @@ def get_job(job_id: JobId, session: SessionDep, _: ReadAuth) -> JobOut:
              responses={404: {"description": "no such job"}, 409: {"description": "the job is already finished"}})
 def cancel_job(job_id: JobId, session: SessionDep, _: SubmitAuth) -> JobOut:
     """Cancel a queued or running job (a worker running it stops after its current trial)."""
-    now = utcnow()
-    res = session.execute(sa.update(Job).where(Job.id == job_id, Job.state.in_(("queued", "running")))
-                          .values(state="cancelled", finished_at=now, updated_at=now, lease_expires_at=None))
+    cancelled = repo.finish_job(session, job_id, "cancelled")
     session.commit()
     job = _get_job(session, job_id)
-    if res.rowcount == 0 and job.state != "cancelled":
+    if not cancelled and job.state != "cancelled":
         raise HTTPException(409, f"job {job_id} is already {job.state}")
     return JobOut.of(job)
 

@@ -1,0 +1,128 @@
+"""The compile queue: configs compiled ahead of the GPU in a pool of processes (tuner.compile_step), for
+the device the run measures on, and how far ahead of it the run asks (the lookahead)."""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from jobspec.config import split_config
+from tuner.isolation import CompilePool, CompilerCrashed, CompileTask
+from tuner.measurement import Measurement
+from tuner.run_context import RunContext
+from tuner.space import config_key
+
+log = logging.getLogger("blocktune.tuner")
+
+
+class CompileQueue:
+    def __init__(self, ctx: RunContext, device: Measurement, *, workers: int | None = None):
+        self.ctx = ctx
+        self.device = device
+        self.pool = CompilePool(workers)
+        self.compiled: dict[str, Any] = {}           # config_key → CompiledKernel (or None in interpret mode)
+
+    @property
+    def workers(self) -> int:
+        return self.pool.workers
+
+    def start(self) -> None:
+        """Start every compile process now (imports, while the child starts too); in GPU mode also
+        build the native launcher there (a C compile, ~0.5 s on a fresh cache) off the child's path."""
+        from tuner.compile_step import prebuild_launcher, warm_up
+
+        tl = self.ctx.timeline
+        tl.details["compile_workers"] = self.pool.workers
+        left = [self.pool.workers]
+
+        def one_done(_f) -> None:     # in the executor's thread: a float written once
+            left[0] -= 1
+            if left[0] == 0:
+                tl.mark("pool_ready")
+
+        for f in self.pool.start_workers(warm_up):
+            f.add_done_callback(one_done)
+        if not self.device.interpret:
+            def built(f) -> None:
+                if not f.cancelled() and f.exception() is None:
+                    tl.add("launcher_build", f.result())
+
+            self.pool.submit_untracked(prebuild_launcher).add_done_callback(built)
+
+    def submit(self, config: dict[str, Any]) -> CompileTask:
+        from tuner.compile_step import compile_config
+        from tuner.data import signature, specialization
+
+        spec, device = self.ctx.spec, self.device
+        constexprs, num_warps, num_stages = split_config(config)
+        constexprs = {**spec.constants, **constexprs}
+        env = spec.scalar_env()
+        div16, one = specialization(spec, env)
+        self.ctx.timeline.mark("first_compile")
+        return self.pool.submit(compile_config, spec.kernel.source, spec.kernel.name, signature(spec, env),
+                                constexprs, num_warps, num_stages, device.target, div16, one,
+                                int(device.props.get("max_shared_memory") or 0) or None, device.interpret,
+                                device.ptxas)
+
+    def result(self, task: CompileTask) -> dict[str, Any]:
+        """The compile's outcome (compile_step.compile_config's dict), waited for."""
+        tl = self.ctx.timeline
+        try:
+            with tl.phase("compile_wait"):
+                res = self.pool.result(task, timeout=self.ctx.spec.measure.compile_timeout_s)
+        except CompilerCrashed as exc:
+            return {"status": "compile-error", "error": str(exc)}
+        except TimeoutError as exc:
+            return {"status": "timeout", "error": f"timeout: {exc}"}
+        tl.add("compile_cpu", res.get("compile_s") or 0.0)
+        tl.add("ptxas", res.get("ptxas_s") or 0.0)
+        if res.get("status") == "ok":
+            tl.count("compiled")
+            asm = getattr(res.get("compiled"), "asm", None) or {}
+            if asm.get("cubin"):
+                tl.count("cubins")
+        if res.get("cubin_error"):
+            tl.count("ptxas_failures")
+            if tl.counts["ptxas_failures"] == 1:
+                log.warning("ptxas (%s) failed on a config, its PTX is used instead: %s", self.device.ptxas,
+                            str(res["cubin_error"])[:500])
+        return res
+
+    def remember(self, config: dict[str, Any], compiled) -> None:
+        self.compiled[config_key(config)] = compiled
+
+    def compiled_for(self, config: dict[str, Any]):
+        """The config's compiled kernel, compiled now if it is not at hand; None if it fails."""
+        key = config_key(config)
+        if key not in self.compiled:
+            res = self.result(self.submit(config))
+            if res.get("status") != "ok":
+                return None
+            self.remember(config, res.get("compiled"))
+        return self.compiled[key]
+
+    @staticmethod
+    def done(task: CompileTask) -> bool:
+        """Whether the compile has finished (its result can be had without waiting)."""
+        f = task.future
+        return f is not None and f.done() and not task.lost()
+
+    def forget(self) -> None:
+        """Drop what was compiled (for a device the run no longer measures on)."""
+        self.compiled.clear()
+
+    def wants(self, n: int, *, sampler_kind: str, queued: int) -> bool:
+        """Ask another config? `n` are asked and not yet recorded (compiling, compiled, in the child).
+
+        The spec's `lookahead` when given. Otherwise: while known-good configs are queued (`queued`:
+        the spec's list, the previous winner, the default), up to 2 per compile worker, so that the
+        pool compiles all of them at once while the GPU child starts; then 2 ahead for TPE (each
+        result informs its next proposal), one per worker for samplers that learn nothing from
+        results."""
+        if self.ctx.spec.lookahead is not None:
+            return n < self.ctx.spec.lookahead
+        workers = self.pool.workers
+        base = 2 if sampler_kind == "tpe" else max(2, workers)
+        return n < base or (queued > 0 and n < max(base, 2 * workers))
+
+    def close(self) -> None:
+        self.pool.close()

@@ -1,0 +1,33 @@
+"""Every switch the tuner reads from the environment (pydantic-settings, `BLOCKTUNE_*`).
+
+| field | variable | default | |
+|---|---|---|---|
+| compile_workers | BLOCKTUNE_COMPILE_WORKERS | 0 | compile processes; 0: the CPU count - 1, at most 8 |
+| compile_memory_mb | BLOCKTUNE_COMPILE_MEMORY_MB | 8192 | a compile process's address space (RLIMIT_AS); 0: none |
+| compile_cpu_s | BLOCKTUNE_COMPILE_CPU_S | 300 | one compile's CPU time (RLIMIT_CPU); 0: none |
+| tuner_cubin | BLOCKTUNE_TUNER_CUBIN | on | assemble configs to cubins in the compile pool (off: ship PTX, the driver JITs it) |
+| child_torch | BLOCKTUNE_CHILD_TORCH | off | the GPU child builds inputs and times with torch instead of numpy and the driver API |
+
+They are read when a run or a compile process needs them (`tuner_settings()`), so a change of the
+environment counts from the next run; the compile processes and the GPU child inherit it. The
+compiler's own switches (BLOCKTUNE_PTXAS, BLOCKTUNE_INTERPRET, ...) are in compiler/knobs.py.
+"""
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class TunerSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="BLOCKTUNE_", extra="ignore")
+
+    compile_workers: int = Field(default=0, ge=0, le=256)
+    compile_memory_mb: int = Field(default=8192, ge=0)
+    compile_cpu_s: int = Field(default=300, ge=0)
+    tuner_cubin: bool = True
+    child_torch: bool = False
+
+
+def tuner_settings() -> TunerSettings:
+    """The settings as the environment says now."""
+    return TunerSettings()

@@ -1,0 +1,456 @@
+"""The study: a job's Optuna study (RDBStorage in the job's database, `job-<id>`) and the search space —
+what to ask next, what is told back, and sharing the study with other workers.
+
+Opening it resumes what earlier runs left (trials recorded but not told are told; RUNNING trials a
+killed run left are failed and their configs re-queued) and, for a fresh study, enqueues known-good
+configs first: the previous winner, the default config, the spec's list.
+
+Workers sharing a job (service workers) ask for a trial only under the job's lock, after counting
+the trials recorded and in flight anywhere, so the trial budget is exact; their in-flight trials
+carry Optuna heartbeats, and a trial whose heartbeat stopped (its worker died) is failed and its
+config re-queued.
+"""
+from __future__ import annotations
+
+import datetime
+import logging
+import math
+import random
+import threading
+import time
+import warnings
+import zlib
+from typing import Any, Callable
+
+import optuna
+import sqlalchemy as sa
+
+from db import repo
+from db.engine import install_sqlite_pragmas, normalize_url, sqlite_connect_args
+from db.models import Job
+from db.retry import is_unavailable
+from jobspec.device import device_env
+from jobspec.problem_key import canonical_key
+from tuner.recording import Recorder
+from tuner.results import Result
+from tuner.run_context import RunContext
+from tuner.samplers import choose_kind, make_sampler, mark
+from tuner.space import SearchSpace, config_key
+
+log = logging.getLogger("blocktune.tuner")
+
+MAX_ENUMERATE = 200_000
+MAX_REPEATS = 25          # proposals of known configs in a row before an untried one is handed over
+# Optuna heartbeats of the trials a sharing worker has in flight, and how long a trial may go
+# without one before another worker fails it (its worker died). Longer than a database outage a
+# worker rides out, so that the trials of a worker that only lost the database stay its own.
+TRIAL_HEARTBEAT_S = 5
+TRIAL_GRACE_S = 60
+
+
+def optuna_storage(db_url: str, *, heartbeat: bool = False,
+                   on_stale: Callable[[optuna.Study, optuna.trial.FrozenTrial], None] | None = None,
+                   ) -> optuna.storages.RDBStorage:
+    """Optuna's RDBStorage on our database (`optuna-dashboard <db_url>` opens the studies).
+    `heartbeat`: trials carry heartbeats (TRIAL_HEARTBEAT_S, TRIAL_GRACE_S) and
+    `optuna.storages.fail_stale_trials` fails those whose heartbeat stopped, calling `on_stale`."""
+    url = normalize_url(db_url)
+    kwargs: dict[str, Any] = {}
+    beat: dict[str, Any] = {}
+    if heartbeat:
+        beat = dict(heartbeat_interval=TRIAL_HEARTBEAT_S, grace_period=TRIAL_GRACE_S,
+                    heartbeat_stale_trial_callback=on_stale)
+    if url.startswith("sqlite"):
+        kwargs["connect_args"] = sqlite_connect_args()
+    else:
+        kwargs["pool_pre_ping"] = True
+    for attempt in range(5):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                storage = optuna.storages.RDBStorage(url, engine_kwargs=kwargs, **beat)
+            if url.startswith("sqlite"):
+                # the pragmas our own engine uses (db.engine): WAL with synchronous=NORMAL, i.e. no
+                # fsync per commit — Optuna commits several times per trial (each suggest, each attr)
+                install_sqlite_pragmas(storage.engine)
+                storage.engine.dispose()      # the connections opened so far had none
+            return storage
+        except sa.exc.SQLAlchemyError:
+            # two workers creating Optuna's tables at once: one wins, the other retries and finds them
+            if attempt == 4:
+                raise
+            time.sleep(0.2 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+class JobStudy:
+    def __init__(self, ctx: RunContext, recorder: Recorder, *, reclaimed: bool = False):
+        self.ctx = ctx
+        self.recorder = recorder
+        # the job was claimed after its lease expired: the RUNNING trials of its study belong to
+        # workers that died (a live worker on the job would have renewed the lease)
+        self.reclaimed = reclaimed
+        self.storage: optuna.storages.RDBStorage | None = None
+        self.study: optuna.Study | None = None
+        self.space: SearchSpace | None = None
+        self.env: dict[str, Any] = {}                # what constraints see: sizes, scalars, constants, device
+        self.valid: list[dict[str, Any]] | None = None   # the valid configs, when the space is small enough
+        self.n_valid = 0
+        self.trials_total: int | None = None
+        self.sampler_kind = ""
+        self.elapsed_before = 0.0                    # this worker's time in earlier runs of the job
+        self.default_config: dict[str, Any] | None = None
+        self.queued = 0                              # enqueued trials not yet asked (auto lookahead)
+        self.live: set[int] = set()                  # ids of the trials this run asked and has not told
+        self.unclassified = None                     # a trial asked whose config is not settled yet
+        self.budget_elsewhere = False                # no trial left to ask: the rest is in flight elsewhere
+        self.asks = 0
+        self.max_asks = 0
+        self.repeats = 0                             # proposals of known configs in a row
+        self._rng = random.Random(ctx.job_id)
+        self._stale_checked = -math.inf
+        self._beat_stop: threading.Event | None = None
+        self._elapsed_saved = -math.inf
+
+    # --- opening ---------------------------------------------------------------------------------
+
+    def open(self, props: dict[str, Any], gpu_model: str) -> None:
+        """Open (or create) the study and resume it: see the module doc. Retried whole after an
+        outage (the last attempt's storage is let go)."""
+        if self.storage is not None:
+            try:
+                self.storage.engine.dispose()
+            except Exception:  # noqa: BLE001
+                pass
+        self._open(props)
+        with self.ctx.section():
+            self._resume()
+        self._enqueue_known_good(gpu_model)
+        self.queued = len(self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)))
+
+    def _open(self, props: dict[str, Any]) -> None:
+        ctx, spec = self.ctx, self.ctx.spec
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+        # heartbeats are recorded by this run (start_heartbeats), not by study.optimize's thread
+        warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
+        self.space = SearchSpace.from_spec(spec)
+        self.use_device(props)
+        budget = spec.budget
+        self.trials_total = min(budget.trials, self.n_valid) if budget.trials else None
+        self.storage = optuna_storage(ctx.db_url, heartbeat=ctx.shared, on_stale=self._on_stale_trial)
+        try:
+            existing = optuna.load_study(study_name=ctx.study_name, storage=self.storage)
+            kind = existing.user_attrs.get("sampler_kind")
+        except KeyError:
+            existing, kind = None, None
+        if kind is None:
+            kind = choose_kind(spec.sampler, self.n_valid, budget.trials)
+        self.sampler_kind = kind
+        startup = max(4, min(10, (budget.trials or 50) // 5))
+        shared = self._claimed_by_another()
+        seed = spec.seed
+        if shared:   # a joining worker must not replay the claimer's random start-up proposals
+            seed = spec.seed + 1 + zlib.crc32(str(ctx.worker_id).encode()) % 100_003
+        sampler = make_sampler(kind, seed=seed, constant_liar=(spec.lookahead or 2) > 1 or shared,
+                               n_startup_trials=startup)
+        self.study = optuna.create_study(study_name=ctx.study_name, storage=self.storage, sampler=sampler,
+                                         direction="minimize", load_if_exists=True)
+        if existing is None:
+            self.study.set_user_attr("sampler_kind", kind)
+            self.study.set_user_attr("job_id", ctx.job_id)
+            self.study.set_user_attr("kernel", ctx.kernel_name)
+            self.study.set_user_attr("fingerprint", ctx.fingerprint)
+            self.study.set_user_attr("problem_key", canonical_key(spec.problem_key()))
+        self.elapsed_before = float(self.study.user_attrs.get(f"elapsed_s:{ctx.run_name}", 0.0))
+
+    def use_device(self, props: dict[str, Any]) -> None:
+        """The device the constraints see (again, when the child's differs from the parent's)."""
+        spec = self.ctx.spec
+        self.env = {**spec.scalar_env(), **spec.constants, **device_env(props)}
+        if self.space.size <= MAX_ENUMERATE:
+            self.valid = self.space.valid_configs(self.env)
+            self.n_valid = len(self.valid)
+        else:
+            self.valid = None
+            self.n_valid = self.space.size
+
+    def _claimed_by_another(self) -> bool:
+        ctx = self.ctx
+        with ctx.Session() as s:
+            job = s.get(Job, ctx.job_id)
+            return bool(job and job.claimed_by and ctx.worker_id and job.claimed_by != ctx.worker_id)
+
+    def _resume(self) -> None:
+        """Results already recorded (a resumed or shared job) and trials a killed run left behind."""
+        ctx = self.ctx
+        self.recorder.sync()
+        seen = self.recorder.seen
+        recorded = {r.number for r in seen.values()}
+        by_number = {r.number: r for r in seen.values()}
+        for ft in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+            if ft.number in recorded:
+                # killed between recording the result and telling Optuna: tell it now
+                r = by_number[ft.number]
+                trial = optuna.trial.Trial(self.study, ft._trial_id)
+                try:
+                    with warnings.catch_warnings():   # the killed run may have set it already
+                        warnings.simplefilter("ignore", UserWarning)
+                        mark(trial, r.median_ms is not None)
+                    self.study.tell(trial, r.median_ms if r.median_ms is not None else math.inf)
+                except (ValueError, optuna.exceptions.UpdateFinishedTrialError):
+                    pass   # the worker sharing this job told Optuna between our read and our tell
+                continue
+            # left RUNNING by a killed run — or still being run by another worker sharing the study:
+            # only this worker's own trials (an earlier run under the same name) and trials older
+            # than any config can take are orphans
+            owner = ft.user_attrs.get("worker")
+            started = ft.datetime_start or datetime.datetime.now()
+            age = (datetime.datetime.now() - started).total_seconds()
+            # a trial without an owner was killed between ask() and its first attribute (a
+            # millisecond window): an orphan for a local run, or once it is a minute old
+            orphan = (self.reclaimed or owner == ctx.run_name or age >= self._stale_after_s()
+                      or (owner is None and (not ctx.shared or age >= 60.0)))
+            if not orphan:
+                continue
+            try:
+                self.storage.set_trial_state_values(ft._trial_id, optuna.trial.TrialState.FAIL)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                continue   # its worker finished it meanwhile
+            if self.reclaimed and owner != ctx.run_name:
+                log.info("job %d: trial %d of %s failed (its worker's lease expired)", ctx.job_id, ft.number, owner)
+            self.requeue(ft.user_attrs.get("config"), ft.number)
+
+    def _stale_after_s(self) -> float:
+        m = self.ctx.spec.measure
+        return m.compile_timeout_s + 3 * m.timeout_s + 60.0
+
+    def _enqueue_known_good(self, gpu_model: str) -> None:
+        ctx, spec = self.ctx, self.ctx.spec
+        self.default_config = self._default_config()
+        if self.study.get_trials(deepcopy=False):
+            return
+        candidates: list[tuple[str, dict]] = []
+        with ctx.Session() as s:
+            prev = repo.get_best_config(s, kernel_fingerprint=ctx.fingerprint,
+                                        problem_key=canonical_key(spec.problem_key()), gpu_model=gpu_model)
+            if prev is not None:
+                candidates.append(("previous-winner", dict(prev.config)))
+        if self.default_config is not None:
+            candidates.append(("default", self.default_config))
+        candidates += [("known-good", c) for c in spec.configs]
+        done = set()
+        for label, partial in candidates:
+            cfg = self.space.complete(partial)
+            if cfg is None or config_key(cfg) in done:
+                continue
+            done.add(config_key(cfg))
+            # the study is empty and `done` removes duplicates: Optuna's skip_if_exists (a read of
+            # every trial per enqueue) only matters when another worker may be enqueueing too
+            self.study.enqueue_trial(self.space.encode(cfg), user_attrs={"known_good": label},
+                                     skip_if_exists=ctx.shared)
+
+    def _default_config(self) -> dict[str, Any] | None:
+        spec = self.ctx.spec
+        partial = spec.default_config or (spec.configs[0] if spec.configs else None)
+        return self.space.complete(partial) if partial is not None else None
+
+    # --- trials that lost their worker -------------------------------------------------------------
+
+    def requeue(self, config: dict[str, Any] | None, number: int) -> None:
+        """Put the config of a trial failed before its result (a stop, a dead worker) back in the
+        queue, unless it has a result or is queued already. (Optuna's skip_if_exists would always
+        skip it: the failed trial itself has these params.)"""
+        if config is None or config_key(config) in self.recorder.seen:
+            return
+        params = self.space.encode(config)
+        for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
+            if t.system_attrs.get("fixed_params") == params:
+                return
+        self.study.enqueue_trial(params, user_attrs={"requeued_from": number})
+
+    def _on_stale_trial(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        """Optuna failed a trial whose heartbeat stopped (fail_stale_trials): its worker died."""
+        log.warning("job %d: trial %d of %s failed: no heartbeat for %d s", self.ctx.job_id, trial.number,
+                    trial.user_attrs.get("worker", "an unknown worker"), TRIAL_GRACE_S)
+        self.recorder.sync()
+        self.requeue(trial.user_attrs.get("config"), trial.number)
+
+    def start_heartbeats(self) -> None:
+        """Optuna heartbeats for the trials this run has in flight (a sharing worker's): while
+        they beat, no other worker takes them for a dead worker's."""
+        if not self.ctx.shared or self._beat_stop is not None:
+            return
+        self._beat_stop = stop = threading.Event()
+        job_id = self.ctx.job_id
+
+        def beat() -> None:
+            while not stop.wait(TRIAL_HEARTBEAT_S):
+                for trial_id in list(self.live):
+                    try:
+                        self.storage.record_heartbeat(trial_id)
+                    except Exception as exc:  # noqa: BLE001 - an outage: the next round tries again
+                        log.debug("job %d: heartbeat of trial id %d failed: %s", job_id, trial_id, exc)
+                        break
+
+        threading.Thread(target=beat, name=f"trial-heartbeats-{job_id}", daemon=True).start()
+
+    def _fail_stale(self) -> None:
+        """Fail the trials whose heartbeat stopped (Optuna's fail_stale_trials; _on_stale_trial
+        re-queues their configs). At most once per heartbeat period; under the job's lock."""
+        now = time.monotonic()
+        if now - self._stale_checked < TRIAL_HEARTBEAT_S:
+            return
+        self._stale_checked = now
+        optuna.storages.fail_stale_trials(self.study)
+
+    # --- asking ------------------------------------------------------------------------------------
+
+    def budget_has_room(self, mine: int) -> bool:
+        """Whether one more trial fits the trial budget; `mine` are asked by this run and not yet
+        recorded. A sharing worker counts, under the job's lock, the trials recorded and those in
+        flight anywhere (RUNNING in the study and not recorded), its own included."""
+        budget = self.ctx.spec.budget.trials
+        if budget is None:
+            return True
+        if not self.ctx.shared:
+            return self.recorder.done + mine < budget
+        self._fail_stale()
+        recorded = self.recorder.recorded_numbers()
+        running = [t for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+                   if t.number not in recorded]
+        if self.recorder.done + len(running) < budget:
+            return True
+        # nothing of this run in flight and the rest of the budget is in other workers' hands
+        self.budget_elsewhere = mine == 0 and any(t._trial_id not in self.live for t in running)
+        return False
+
+    def ask(self, mine: int) -> optuna.trial.Trial | None:
+        """The trial to settle next: the one an outage interrupted, else a new one; None when the
+        trial budget has no room (`mine`: trials asked by this run and not recorded). A sharing
+        worker calls it under the job's lock, and reads the other workers' results first (a config
+        one of them has measured is a repeat)."""
+        if self.unclassified is not None:
+            return self.unclassified
+        if self.ctx.shared:
+            self.recorder.sync()
+        if not self.budget_has_room(mine):
+            return None
+        self.asks += 1
+        with self.ctx.timeline.phase("ask"):
+            trial = self.study.ask()
+        self.unclassified = trial
+        self.live.add(trial._trial_id)
+        if self.queued > 0:
+            self.queued -= 1
+        if self.ctx.shared:
+            self.storage.record_heartbeat(trial._trial_id)
+        return trial
+
+    def settled(self, trial: optuna.trial.Trial, in_flight: bool) -> None:
+        """The trial's config is settled: in flight here (compiling), or answered already."""
+        self.unclassified = None
+        if not in_flight:
+            self.live.discard(trial._trial_id)
+
+    def suggest(self, trial: optuna.trial.Trial) -> dict[str, Any]:
+        with self.ctx.timeline.phase("ask"):
+            trial.set_user_attr("worker", self.ctx.run_name)
+            config = self.space.suggest(trial)
+            trial.set_user_attr("config", config)
+        return config
+
+    def tell_repeat(self, trial: optuna.trial.Trial, prev: Result, busy: list[dict[str, Any]]) -> None:
+        """The sampler proposed a config with a result: told that result again."""
+        trial.set_user_attr("repeat_of", prev.number)
+        mark(trial, prev.median_ms is not None)
+        self.study.tell(trial, prev.median_ms if prev.median_ms is not None else math.inf)
+        self._repeated(busy)
+
+    def tell_busy(self, trial: optuna.trial.Trial, busy: list[dict[str, Any]]) -> None:
+        """The sampler proposed a config being evaluated (here or by another worker): failed."""
+        trial.set_user_attr("in_flight_elsewhere", True)
+        self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        self._repeated(busy)
+
+    def _repeated(self, busy: list[dict[str, Any]]) -> None:
+        self.repeats += 1
+        if self.repeats >= MAX_REPEATS:
+            self._enqueue_untried(busy)
+            self.repeats = 0
+
+    def _enqueue_untried(self, busy_configs) -> None:
+        """The sampler only proposes configs it already knows (it has converged on a small space):
+        hand it an untried valid config, so the budget buys new information."""
+        if self.valid is None:
+            return
+        busy = set(self.recorder.seen) | {config_key(c) for c in busy_configs}
+        untried = [c for c in self.valid if config_key(c) not in busy]
+        if untried:
+            cfg = untried[self._rng.randrange(len(untried))]
+            self.study.enqueue_trial(self.space.encode(cfg), user_attrs={"untried_after_repeats": True})
+            self.queued += 1
+
+    def running_elsewhere(self, number: int) -> set[str]:
+        """Configs other runners of this job are evaluating right now (a shared study)."""
+        if not self.ctx.shared:
+            return set()
+        out = set()
+        for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+            if t.number != number and t.user_attrs.get("worker") != self.ctx.run_name and "config" in t.user_attrs:
+                out.add(config_key(t.user_attrs["config"]))
+        return out
+
+    # --- telling -----------------------------------------------------------------------------------
+
+    def still_running(self, trial: optuna.trial.Trial) -> bool:
+        return self.storage.get_trial(trial._trial_id).state == optuna.trial.TrialState.RUNNING
+
+    def tell(self, trial: optuna.trial.Trial, r: Result) -> None:
+        """A result, told to Optuna: failures as infeasible, so constraint-aware TPE learns from them."""
+        ok = r.status == "ok" and r.median_ms is not None
+        try:
+            mark(trial, ok)
+            trial.set_user_attr("status", r.status)
+            if r.error:
+                trial.set_user_attr("error", r.error[:1000])
+            self.study.tell(trial, r.median_ms if ok else math.inf)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            # told before an outage cut the answer off, or (a local run) taken for an orphan
+            log.info("trial %d was already finished in the study; its result is in tuning_trials", r.number)
+        self.live.discard(trial._trial_id)
+
+    def fail_pending(self, pending) -> None:
+        """Trials asked but not run (a stop): failed in Optuna and put back in the queue."""
+        for trial, config, _task in pending:
+            try:
+                try:
+                    self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                finally:
+                    self.live.discard(trial._trial_id)
+                self.requeue(config, trial.number)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                pass   # failed already by the worker that re-claimed the job, which re-queued it
+            except Exception as exc:  # noqa: BLE001
+                if is_unavailable(exc):   # a dead trial fails by its heartbeat, or when the job is re-claimed
+                    log.warning("could not put trial %d back (the database is unavailable)", trial.number)
+                else:
+                    log.exception("could not put trial %d back", trial.number)
+
+    def save_elapsed(self, elapsed: float, force: bool = False) -> None:
+        """The run's elapsed time in the study (a resumed job's time budget goes on from it): at
+        most once a second during the search (a commit each), and at its end."""
+        now = time.monotonic()
+        if force or now - self._elapsed_saved >= 1.0:
+            self._elapsed_saved = now
+            self.study.set_user_attr(f"elapsed_s:{self.ctx.run_name}", elapsed)
+
+    def close(self) -> None:
+        if self._beat_stop is not None:
+            self._beat_stop.set()
+        if self.storage is not None:
+            try:
+                self.storage.remove_session()
+                self.storage.engine.dispose()
+            except Exception:  # noqa: BLE001
+                pass
