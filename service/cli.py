@@ -13,6 +13,7 @@ _PARTS = {
     "compiler.cli": ("compile",),
     "tuner.cli": ("tune", "best", "gpus"),
     "service.commands": ("serve", "worker", "token", "migrate"),
+    "client.cli": ("submit",),
 }
 
 
