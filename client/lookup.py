@@ -83,7 +83,8 @@ def _json_default(obj):
 
 
 def reset() -> None:
-    """Forget the in-memory cache and the service-down state (tests; a new process does this)."""
+    """Forget the in-memory cache and the service-down state, as a new process starts (after
+    BLOCKTUNE_SERVICE_URL or the token changed, say)."""
     global _disk, _disk_path, _down_until, _warned, _http, _http_key
     with _lock:
         _memory.clear()

@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 import threading
 
-from .. import knobs, ptxas
+from .. import ptxas
 from ..errors import OutOfResources
 
 _lock = threading.RLock()

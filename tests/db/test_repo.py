@@ -5,9 +5,9 @@ import pytest
 import sqlalchemy as sa
 
 from db import migrate, repo
-from jobspec.problem_key import canonical_key
 from db.engine import make_engine, session_factory
-from db.models import BestConfig, Gpu, Trial
+from db.models import BestConfig, Gpu, Job, Trial, Worker
+from jobspec.problem_key import canonical_key
 
 
 @pytest.fixture
@@ -135,3 +135,68 @@ def test_upsert_policies(Session):
     with pytest.raises(ValueError, match="policy"):
         with Session.begin() as s:
             repo.upsert_best_config(s, **common, config={}, median_ms=1.0, policy="slower")
+
+
+def test_a_job_from_submission_to_success(Session):
+    """Every write of a job's life goes through db.repo: submitted (its kernel registered once),
+    started by a run, its progress, its end."""
+    kernel = dict(fingerprint="fp2", kernel_name="add", source="src", compiler_version="0.1")
+    with Session.begin() as s:
+        first = repo.submit_job(s, **kernel, spec={"a": 1}, trials_total=4, idempotency_key="k1")
+        second = repo.submit_job(s, **kernel, spec={"a": 2}, gpu_model="NVIDIA L4")
+        assert first.kernel_id == second.kernel_id and first.state == second.state == "queued"
+        assert second.study_name == f"job-{second.id}" and second.gpu_model == "NVIDIA L4"
+        job_id = first.id
+    with pytest.raises(sa.exc.IntegrityError):        # an idempotency key names one job
+        with Session.begin() as s:
+            repo.submit_job(s, **kernel, spec={"a": 3}, idempotency_key="k1")
+    with Session.begin() as s:
+        job = repo.start_job(s, job_id, worker="w1")
+        assert job.state == "running" and job.claimed_by == "w1" and job.started_at is not None
+        started = job.started_at
+    with Session.begin() as s:
+        assert repo.start_job(s, job_id, worker="w2").claimed_by == "w1"     # a resume keeps both
+        repo.update_progress(s, job_id, trials_total=4, progress=0.5, best_time_ms=1.5, best_config={"B": 64})
+    with Session.begin() as s:
+        repo.record_trial(s, job_id=job_id, number=0, config={"B": 64}, status="ok", median_ms=1.5)
+        repo.record_trial(s, job_id=job_id, number=1, config={"B": 8}, status="invalid",
+                          error=repo.UNCOUNTED_ERROR_PREFIX + "B >= 16")
+        assert repo.succeed_job(s, job_id, best_config={"B": 64}, best_time_ms=1.4)
+    with Session() as s:
+        job = s.get(Job, job_id)
+        assert (job.state, job.progress, job.trials_done, job.best_time_ms) == ("succeeded", 1.0, 1, 1.4)
+        assert job.started_at == started and job.finished_at is not None
+    with Session.begin() as s:
+        assert repo.start_job(s, job_id) is None                     # finished: nothing to run
+        assert not repo.succeed_job(s, job_id, best_config={"B": 8}, best_time_ms=0.1)
+        assert not repo.finish_job(s, job_id, "cancelled")
+        with pytest.raises(LookupError):
+            repo.start_job(s, 10**6)
+
+
+def test_a_worker_fails_only_the_job_it_runs(Session):
+    with Session.begin() as s:
+        job = repo.submit_job(s, fingerprint="fp3", kernel_name="k", source="s", compiler_version="0.1", spec={})
+        job_id = job.id
+    with Session.begin() as s:       # given back to the queue meanwhile: not the worker's to fail
+        assert not repo.finish_job(s, job_id, "failed", error="boom", only_if_running=True)
+        repo.start_job(s, job_id)
+    with Session.begin() as s:
+        assert repo.finish_job(s, job_id, "failed", error="boom", only_if_running=True)
+    with Session() as s:
+        assert (s.get(Job, job_id).state, s.get(Job, job_id).error) == ("failed", "boom")
+
+
+def test_workers_register_once_per_name(Session):
+    with Session.begin() as s:
+        gpu = repo.get_or_create_gpu(s, H100)
+        w = repo.register_worker(s, name="host:gpu0", gpu=gpu, device_index=0)
+        repo.set_worker_state(s, w.id, "busy")
+        worker_id = w.id
+    with Session.begin() as s:
+        again = repo.register_worker(s, name="host:gpu0", gpu=repo.get_or_create_gpu(s, H100), device_index=1)
+        assert again.id == worker_id and again.state == "idle" and again.device_index == 1
+        repo.set_worker_state(s, worker_id, "stopped")
+    with Session() as s:
+        assert s.scalar(sa.select(sa.func.count()).select_from(Worker)) == 1
+        assert s.get(Worker, worker_id).state == "stopped"

@@ -46,6 +46,23 @@ def test_submit_and_idempotency(api, db_url, token):
     assert api.post("/api/v1/jobs", json=SPEC).status_code == 401
 
 
+def test_the_api_documents_the_spec_as_the_typed_model(api):
+    """POST /api/v1/jobs takes jobspec.JobSpec as its body: OpenAPI shows the model, field by
+    field (no free-form object), with the bounds the model itself checks."""
+    from jobspec.model import JobSpec
+
+    doc = api.get("/api/v1/openapi.json").json()
+    body = doc["paths"]["/api/v1/jobs"]["post"]["requestBody"]
+    assert body["required"] is True
+    assert body["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/JobSpec"}
+    schemas = doc["components"]["schemas"]
+    spec = schemas["JobSpec"]
+    assert set(spec["properties"]) == set(JobSpec.model_fields) and spec["additionalProperties"] is False
+    assert set(spec["required"]) == {"kernel", "args", "grid", "space"}
+    assert spec["properties"]["args"]["maxItems"] == 512 and spec["properties"]["key"]["maxItems"] == 8
+    assert schemas["ArgSpec"]["properties"]["name"]["pattern"] == "^[A-Za-z_][A-Za-z0-9_]*$"
+
+
 def test_spec_errors_are_422_with_the_field(api, token):
     bad = copy.deepcopy(SPEC)
     bad["space"]["num_warps"] = [3]
