@@ -152,7 +152,8 @@ def cmd_token(args) -> int:
 
     from db.engine import make_engine, session_factory
     from db.models import ApiToken
-    from service.core.security import DEFAULT_SCOPES, create_token, parse_scopes, revoke_token, scopes_text
+    from db.repo import revoke_token
+    from service.core.security import DEFAULT_SCOPES, create_token, parse_scopes, scopes_text
 
     if args.token_command == "create":
         if args.name and args.name_option and args.name != args.name_option:

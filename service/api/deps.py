@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from typing import Annotated, Iterator
 
-import sqlalchemy as sa
 from fastapi import Depends, HTTPException, Request, status
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from db.models import TOKEN_SCOPES, ApiToken, utcnow
+from db import repo
+from db.models import TOKEN_SCOPES
 from service.core.config import Settings
 from service.core.security import find_session_token, find_token, scopes_text
 from service.core.token_cache import TokenSnapshot, VerifiedTokens
@@ -103,7 +103,7 @@ def _authenticate(request: Request, session: Session, *, cookie: bool = False) -
     if tokens.use_due(snap.id):
         tokens.used(snap.id)
         try:
-            session.execute(sa.update(ApiToken).where(ApiToken.id == snap.id).values(last_used_at=utcnow()))
+            repo.touch_token(session, snap.id)
             session.commit()
         except SQLAlchemyError:  # bookkeeping only: a database away must not refuse a verified token
             session.rollback()

@@ -1,8 +1,8 @@
 """Credentials: API tokens (generated once, stored as a sha256 hex digest, scoped, revocable) and the
-dashboard's login sessions (a random id in the browser's cookie, stored hashed, tied to a token)."""
+dashboard's login sessions (a random id in the browser's cookie, stored hashed, tied to a token).
+The secrets are made and hashed here; their rows are written through db.repo."""
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import secrets
 from typing import Iterable
@@ -10,6 +10,7 @@ from typing import Iterable
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from db import repo
 from db.models import TOKEN_SCOPES, ApiToken, DashboardSession, utcnow
 
 TOKEN_PREFIX = "bt_"
@@ -44,10 +45,8 @@ def scopes_text(scopes: Iterable[str]) -> str:
 def create_token(session: Session, name: str, scopes: Iterable[str] = DEFAULT_SCOPES) -> tuple[ApiToken, str]:
     """Create a token; returns the row and the clear token (shown once, never stored)."""
     clear = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    row = ApiToken(name=name, token_hash=hash_token(clear), prefix=clear[:10], scopes=parse_scopes(scopes),
-                   created_at=utcnow())
-    session.add(row)
-    session.flush()
+    row = repo.add_token(session, name=name, token_hash=hash_token(clear), prefix=clear[:10],
+                         scopes=parse_scopes(scopes))
     return row, clear
 
 
@@ -59,29 +58,12 @@ def find_token(session: Session, clear: str) -> ApiToken | None:
                                                     ApiToken.revoked_at.is_(None)))
 
 
-def revoke_token(session: Session, ident: str) -> ApiToken | None:
-    """Revoke by id or by prefix, ending the token's dashboard sessions; returns the row, or None
-    when none matches."""
-    q = sa.select(ApiToken)
-    q = q.where(ApiToken.id == int(ident)) if ident.isdigit() else q.where(ApiToken.prefix == ident)
-    row = session.scalar(q)
-    if row is not None:
-        if row.revoked_at is None:
-            row.revoked_at = utcnow()
-        session.execute(sa.delete(DashboardSession).where(DashboardSession.token_id == row.id))
-    return row
-
-
 # -- dashboard sessions ----------------------------------------------------------------------------
 def start_session(session: Session, token: ApiToken, lifetime_s: float) -> str:
     """Open a dashboard session for `token`; returns the clear session id for the cookie (stored
     hashed only). Sessions that ran out are deleted on the way."""
-    now = utcnow()
-    session.execute(sa.delete(DashboardSession).where(DashboardSession.expires_at <= now))
     clear = secrets.token_urlsafe(32)
-    session.add(DashboardSession(session_hash=hash_token(clear), token_id=token.id, created_at=now,
-                                 expires_at=now + dt.timedelta(seconds=lifetime_s)))
-    session.flush()
+    repo.start_session(session, session_hash=hash_token(clear), token=token, lifetime_s=lifetime_s)
     return clear
 
 
@@ -97,4 +79,4 @@ def find_session_token(session: Session, clear: str) -> ApiToken | None:
 def end_session(session: Session, clear: str) -> None:
     """Logout: the session is deleted (its cookie is worth nothing from now on)."""
     if clear and len(clear) <= 200:
-        session.execute(sa.delete(DashboardSession).where(DashboardSession.session_hash == hash_token(clear)))
+        repo.end_session(session, hash_token(clear))

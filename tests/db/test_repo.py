@@ -200,3 +200,19 @@ def test_workers_register_once_per_name(Session):
     with Session() as s:
         assert s.scalar(sa.select(sa.func.count()).select_from(Worker)) == 1
         assert s.get(Worker, worker_id).state == "stopped"
+
+
+def test_nothing_outside_db_repo_writes_rows():
+    """Every INSERT, UPDATE and DELETE of the tuner, the service and the client is a db.repo
+    function (the same checks wherever a row comes from). A static check: the statements and
+    Session calls that write, anywhere else."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    writes = re.compile(r"\b(sa\.(update|insert|delete)|(session|s)\.(add|add_all|delete|merge))\(")
+    found = [f"{path.relative_to(root)}:{n}: {line.strip()}"
+             for pkg in ("tuner", "service", "client", "jobspec")
+             for path in sorted((root / pkg).rglob("*.py"))
+             for n, line in enumerate(path.read_text().splitlines(), 1) if writes.search(line)]
+    assert found == []

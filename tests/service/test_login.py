@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from db.engine import make_engine, session_factory
 from service.app import create_app
 from service.core.config import Settings
-from service.core.security import revoke_token
+from db.repo import revoke_token
 from svc_helpers import make_token, seed
 
 

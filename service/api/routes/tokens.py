@@ -8,10 +8,11 @@ import sqlalchemy as sa
 from fastapi import APIRouter, HTTPException, Path, Request, status
 
 from db.models import ApiToken
+from db.repo import revoke_token
 from service.api.deps import AdminAuth, SessionDep
 from service.api.routing import StandardJSONRoute
 from service.api.schemas import TokenIn, TokenOut
-from service.core.security import create_token, revoke_token, scopes_text
+from service.core.security import create_token, scopes_text
 
 router = APIRouter(prefix="/tokens", tags=["tokens"], route_class=StandardJSONRoute)
 
