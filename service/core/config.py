@@ -42,7 +42,6 @@ class Settings(BaseSettings):
     # `blocktune worker`: its GPU, and its name (unique; None: host:gpuN:pid)
     device: int = Field(default=0, ge=0)
     worker_name: str | None = None
-    page_size_max: int = 500
     # submission checks (service/kernel_check.py) run in warm checker processes, never in the API's:
     # at most `kernel_check_workers` checks at once, `kernel_check_queue` more wait (then 503 with
     # Retry-After, as for one that waited `kernel_check_queue_wait_seconds`). Each check is limited in
