@@ -97,7 +97,7 @@ class Client:
 
     # -- jobs ---------------------------------------------------------------------------------
     def submit_job(self, spec: Any, *, gpu_model: str | None = None, idempotency_key: str | None = None) -> Job:
-        """Submit a job spec (dict or tuner JobSpec). A retried submission with the same
+        """Submit a job spec (a dict, or a jobspec.JobSpec). A retried submission with the same
         idempotency key returns the same job; one is generated when none is given, so the
         client's own retries never make two jobs."""
         key = idempotency_key or uuid.uuid4().hex
