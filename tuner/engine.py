@@ -92,6 +92,7 @@ class Tuner:
         ctx = self.ctx
         ctx.timeline = tl = Timeline()
         if not ctx.retry(ctx.load, "loading the job"):
+            self.close()          # finished already: nothing was started
             return
         self.t0 = time.monotonic()
         try:
