@@ -45,9 +45,9 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, Strict, StringConstraints, TypeAdapter,
                       field_validator, model_validator)
 
+from jobspec import problem_key as pk
 from jobspec.config import CONFIG_BUILTINS, DEFAULTS
 from jobspec.device import DEVICE_NAMES
-from jobspec import problem_key as pk
 from jobspec.safe_eval import SafeEvalError, TensorInfo, check_names, parse, safe_eval
 
 DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")

@@ -11,8 +11,8 @@ import torch
 import compiler as triton
 import compiler.language as tl
 from client.compiler_plugin.miss_job import CannotDescribe, job_spec
-from tuner.submission import prepare_submission
 from jobspec.model import JobSpec
+from tuner.submission import prepare_submission
 
 CONFIGS = [triton.Config({"BLOCK": 16}, num_warps=4), triton.Config({"BLOCK": 64}, num_warps=2, num_stages=2)]
 

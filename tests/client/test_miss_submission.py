@@ -19,8 +19,8 @@ import pytest
 import compiler as triton
 import compiler.language as tl
 from client import lookup
-from jobspec.device import INTERPRETER_MODEL
 from client.compiler_plugin import forget, wait_for_submissions
+from jobspec.device import INTERPRETER_MODEL
 
 CONFIGS = [triton.Config({"BLOCK": 16}, num_warps=4), triton.Config({"BLOCK": 64}, num_warps=2)]
 

@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 import torch
 
-from compiler.backend import dot_layouts, nvptx
 from compiler import ptxas
+from compiler.backend import dot_layouts, nvptx
 from compiler.ptxas import require as find_ptxas
 
 import compiler as triton

@@ -13,9 +13,9 @@ import time
 import pytest
 
 import ir_builders as B
+from compiler import ptxas
 from compiler.backend import nvptx
 from compiler.backend.layouts import blocked, default_layout, dot_operand, dot_acc_layout
-from compiler import ptxas
 from compiler.ptxas import require as find_ptxas
 
 import compiler as triton

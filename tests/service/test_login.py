@@ -12,9 +12,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from db.engine import make_engine, session_factory
+from db.repo import revoke_token
 from service.app import create_app
 from service.core.config import Settings
-from db.repo import revoke_token
 from svc_helpers import make_token, seed
 
 

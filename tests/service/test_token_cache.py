@@ -10,9 +10,9 @@ import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
 from db.engine import make_engine, session_factory
+from db.repo import revoke_token
 from service.app import create_app
 from service.core.config import Settings
-from db.repo import revoke_token
 from svc_helpers import make_token, seed
 
 H100 = "NVIDIA H100 80GB HBM3"

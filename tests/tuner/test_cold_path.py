@@ -12,19 +12,19 @@ import pytest
 import sqlalchemy as sa
 import yaml
 
+from compiler import ptxas as assembler
 from db import migrate
 from db.engine import make_engine, session_factory
 from db.models import Job, Trial
-from kernels import example
-from compiler import ptxas as assembler
-from tuner import compile_step, isolation
 from jobspec.device import INTERPRETER_LIMITS, INTERPRETER_MODEL, interpreter_properties
+from jobspec.model import JobSpec
+from kernels import example
+from tuner import compile_step, isolation
 from tuner.child import Bench
 from tuner.compile_queue import CompileQueue
 from tuner.engine import Tuner, run_job
 from tuner.measurement import Measurement
 from tuner.submission import create_job_from_spec
-from jobspec.model import JobSpec
 from tuner.timeline import Timeline, format_timeline
 
 REPO = Path(__file__).resolve().parents[2]

@@ -8,9 +8,9 @@ import sqlalchemy as sa
 from db import migrate
 from db.engine import make_engine, session_factory
 from db.models import Job
+from jobspec.model import JobSpec
 from tuner.engine import run_job
 from tuner.submission import create_job_from_spec
-from jobspec.model import JobSpec
 
 # MODE: 0 correct; 1 burns CPU within the compiler's bounds (33k compile-time membership tests of
 # 10,000 strings of 1,000 characters: ~10 s); 2 builds 800 MB of compile-time strings; 3 and 4 are

@@ -10,10 +10,10 @@ import sqlalchemy as sa
 from db import migrate
 from db.engine import make_engine, session_factory
 from db.models import BestConfig, Gpu, Job
+from jobspec.model import JobSpec
 from kernels import example, modes_spec
 from tuner.engine import run_job
 from tuner.submission import create_job_from_spec
-from jobspec.model import JobSpec
 
 pytestmark = pytest.mark.gpu
 

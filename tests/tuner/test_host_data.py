@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from tuner import data, host_data
 from jobspec.model import TensorSpec
+from tuner import data, host_data
 
 
 DTYPES = ["float16", "bfloat16", "float32", "float64", "int32", "int64", "int8", "uint8", "bool"]

@@ -6,9 +6,9 @@ import time
 import pytest
 import torch
 
+from jobspec.model import JobSpec
 from tuner.data import build_args, compare, signature, specialization, tolerances
 from tuner.measure import measure_cpu, quantile, spread
-from jobspec.model import JobSpec
 
 
 def test_spread_and_quantiles():

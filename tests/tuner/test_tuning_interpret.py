@@ -17,14 +17,14 @@ import sqlalchemy as sa
 import yaml
 
 from db import migrate
-from jobspec.problem_key import canonical_key
 from db.engine import make_engine, session_factory
 from db.models import BestConfig, Job, Trial
+from jobspec.model import JobSpec
+from jobspec.problem_key import canonical_key
 from kernels import example, modes_spec
 from tuner.engine import run_job
 from tuner.study import optuna_storage
 from tuner.submission import create_job_from_spec
-from jobspec.model import JobSpec
 
 REPO = Path(__file__).resolve().parents[2]
 INTERP = "blocktune interpreter (CPU)"
