@@ -30,6 +30,7 @@ import sqlalchemy as sa
 from cachetools import LRUCache
 
 from db.models import BestConfig, Gpu
+from jobspec.problem_key import canonical_key
 
 log = logging.getLogger("blocktune.lookup")
 
@@ -68,7 +69,7 @@ def _entry(b, stamp: tuple | None) -> Entry | None:
             "median_ms": b.median_ms, "default_ms": b.default_ms,
             "speedup": (b.default_ms / b.median_ms) if b.default_ms and b.median_ms else None,
             "job_id": b.job_id}
-    return Entry(b.id, stamp, b.kernel_fingerprint, b.kernel_name, key, json.dumps(key, sort_keys=True), b.gpu_model,
+    return Entry(b.id, stamp, b.kernel_fingerprint, b.kernel_name, key, canonical_key(key), b.gpu_model,
                  b.compute_capability, body)
 
 
@@ -339,7 +340,7 @@ class ConfigIndex:
         unchanged: a publish recomputes the answers about one kernel, not all. Call it on the
         event loop only (the memo is not locked)."""
         idx = self._index
-        key_str = json.dumps(key, sort_keys=True)
+        key_str = canonical_key(key)
         question = (kernel, key_str, gpu_model, compute_capability)
         valid = (idx.kernel_gen.get(kernel, 0), idx.base_gen)
         memo = self._memo
