@@ -186,7 +186,10 @@ def main():
         RESULTS["first_compile_ms"]["triton_first_launch"] = round(statistics.median(vals), 3)
 
     # -- module load: PTX vs cubin -----------------------------------------------------------------
-    if driver.ptxas_path():
+    from compiler import ptxas
+
+    exe = ptxas.for_driver(driver.device_properties(0).get("cuda_version"))   # one whose cubins load here
+    if exe:
         ptx_ms, ptxas_ms, cubin_ms = [], [], []
         for block in (64, 128, 256, 512, 1024):
             ck = compiler.compile(bt.add_kernel, sig, {"BLOCK_SIZE": block}, num_warps=4, divisible_by_16=div)
@@ -194,7 +197,7 @@ def main():
             driver.load_module(ck.asm["ptx"], ck.name, 0, 0)
             ptx_ms.append((time.perf_counter() - t0) * 1e3)
             t0 = time.perf_counter()
-            cubin = driver.ptxas_compile(ck.asm["ptx"], ck.metadata["target"])
+            cubin = ptxas.assemble(ck.asm["ptx"], ck.metadata["target"], exe=exe)
             ptxas_ms.append((time.perf_counter() - t0) * 1e3)
             t0 = time.perf_counter()
             driver.load_module(cubin, ck.name, 0, 0)
@@ -207,7 +210,7 @@ def main():
         RESULTS["module_load_ms"] = {"ptx_driver_jit": statistics.median(ptx_ms),
                                      "ptxas": statistics.median(ptxas_ms), "cubin": statistics.median(cubin_ms)}
     else:
-        print("\nmodule load: ptxas not found, PTX path only")
+        print("\nmodule load: no ptxas whose cubins this driver loads, PTX path only")
 
     if os.environ.get("OUT"):
         with open(os.path.join(os.environ["OUT"], "launch.json"), "w") as f:
