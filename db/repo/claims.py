@@ -74,12 +74,6 @@ def claim(engine: Engine, worker_name: str, gpu_model: str, lease_seconds: float
         # another worker claimed it between the read and the update (SQLite): read again
 
 
-def claim_job(engine: Engine, worker_name: str, gpu_model: str, lease_seconds: float) -> int | None:
-    """Claim the oldest claimable job for `gpu_model`; returns its id, or None."""
-    c = claim(engine, worker_name, gpu_model, lease_seconds)
-    return c.job_id if c is not None else None
-
-
 def find_joinable_job(engine: Engine, worker_name: str, gpu_model: str) -> int | None:
     """A running job of this GPU model whose lease is alive and whose budget is not spent: another
     worker is on it, and this one may join (the Optuna study is shared)."""

@@ -9,7 +9,13 @@ import sqlalchemy as sa
 
 from db.engine import make_engine, session_factory
 from db.models import Job, Kernel, utcnow
-from db.repo import claim, claim_job, find_joinable_job, release_job, renew_lease
+from db.repo import claim, find_joinable_job, release_job, renew_lease
+
+
+def claim_job(engine, worker_name: str, gpu_model: str, lease_seconds: float) -> int | None:
+    """The id of the job `claim` hands out, or None."""
+    got = claim(engine, worker_name, gpu_model, lease_seconds)
+    return got.job_id if got is not None else None
 
 
 def _jobs(url, n, gpu_model=None):
