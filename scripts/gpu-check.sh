@@ -20,7 +20,7 @@ has() { for w in "${what[@]}"; do [ "$w" = "$1" ] || [ "$w" = all ] && return 0;
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader || true
 summary=()
 if has tests; then
-  python3 -m pytest -m gpu -q -p no:cacheprovider --timeout 300 tests 2>&1 | tee "$OUT/gpu-tests.log" | tail -40
+  python3 -m pytest -m gpu -q -p no:cacheprovider --timeout 300 --ignore=tests/service/test_contract.py --ignore=tests/test_import_structure.py tests 2>&1 | tee "$OUT/gpu-tests.log" | tail -40
   summary+=("gpu tests: $(grep -E '[0-9]+ (passed|failed)' "$OUT/gpu-tests.log" | tail -1)")
 fi
 for b in kernels launch matmul tuning; do
