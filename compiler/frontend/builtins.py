@@ -103,6 +103,11 @@ def cdiv(gen, node, x, div):
     return S.floordiv(gen.b, S.sub(gen.b, S.add(gen.b, x, div), 1), div)
 
 
+@rule("to_tensor")
+def to_tensor(gen, node, x):
+    return S.to_tensor(gen.b, x)
+
+
 @rule("static_assert")
 def static_assert(gen, node, cond, msg=""):
     if is_value(cond):

@@ -764,6 +764,9 @@ class CodeGenerator(ast.NodeVisitor):
         py = _PYTHON_BUILTINS.get(fn)
         if py is not None:
             return py(self, node, *args, **kwargs)
+        if isinstance(getattr(fn, "__self__", None), dtype) and \
+                all(not is_value(a) for a in args) and all(not is_value(v) for v in kwargs.values()):
+            return fn(*args, **kwargs)  # x.dtype.is_int(), x.dtype.is_floating(), ... at compile time
         if getattr(fn, "__blocktune_host_helper__", False) and \
                 all(not is_value(a) for a in args) and all(not is_value(v) for v in kwargs.values()):
             return fn(*args, **kwargs)  # compiler.cdiv / next_power_of_2 on compile-time values

@@ -10,3 +10,10 @@ from .dtypes import (  # noqa: F401
 
 float8e4m3fn = float8e4nv
 float8e5m2 = float8e5
+
+# random numbers (Philox), written in kernel Python: imported last, they use the names above
+from . import random  # noqa: E402,F401  (tl.random.uint_to_uniform_float etc.)
+from .random import (  # noqa: E402,F401
+    pair_uniform_to_normal, philox, philox_impl, rand, rand4x, randint, randint4x, randn, randn4x,
+    uint_to_uniform_float,
+)
