@@ -38,14 +38,33 @@ def philox(counter, key, width=32, rounds=10):
     return x0, x1, x2, x3
 
 
+def philox32_blocks(counters, key, rounds=10):
+    """Philox4x32 over many counters at once: counters is (4, n) uint32, key two ints. The same
+    algorithm as `philox` in numpy uint64 (32×32-bit products fit), for large tests."""
+    m0, m1, w0, w1 = (np.uint64(c) for c in CONSTANTS[32])
+    mask, shift = np.uint64(0xFFFFFFFF), np.uint64(32)
+    x0, x1, x2, x3 = (np.asarray(c, dtype=np.uint64) for c in counters)
+    k0, k1 = np.uint64(key[0] & 0xFFFFFFFF), np.uint64(key[1] & 0xFFFFFFFF)
+    for r in range(rounds):
+        if r:
+            k0, k1 = (k0 + w0) & mask, (k1 + w1) & mask
+        p0, p1 = m0 * x0, m1 * x2
+        x0, x1, x2, x3 = (p1 >> shift) ^ x1 ^ k0, p1 & mask, (p0 >> shift) ^ x3 ^ k1, p0 & mask
+    return np.stack([x0, x1, x2, x3]).astype(np.uint32)
+
+
 def randint4x(seed: int, offsets, width=32):
     """tl.randint4x(seed, offsets) for a 1-D array of offsets: a (4, n) array of unsigned words.
     32-bit offsets are keyed by the seed's low and high halves, 64-bit ones by (seed, 0)."""
     seed &= 2**64 - 1
-    key = (seed & 0xFFFFFFFF, seed >> 32) if width == 32 else (seed, 0)
+    offsets = np.asarray(offsets).ravel()
+    if width == 32:
+        counters = np.zeros((4, offsets.size), dtype=np.uint64)
+        counters[0] = offsets.astype(np.int64).astype(np.uint64) & np.uint64(0xFFFFFFFF)
+        return philox32_blocks(counters, (seed & 0xFFFFFFFF, seed >> 32))
     mask = (1 << width) - 1
-    words = [philox((int(o) & mask, 0, 0, 0), key, width) for o in np.asarray(offsets).ravel()]
-    return np.array(words, dtype=np.uint32 if width == 32 else np.uint64).T.copy()
+    words = [philox((int(o) & mask, 0, 0, 0), (seed, 0), width) for o in offsets]
+    return np.array(words, dtype=np.uint64).T.copy()
 
 
 def uniform(words):
