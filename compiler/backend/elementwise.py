@@ -216,6 +216,10 @@ def lower_umulhi(lw, op, lay):
     n = dt.primitive_bitwidth
     w = ll.IntType(2 * n)
     b = lw.b
+    if n in (32, 64):  # mul.hi.u32/u64 (what __nv_umulhi is); LLVM turns the wide form below into
+        # a 64-bit multiply when one operand is a constant (Philox's multipliers)
+        name, t = ("llvm.nvvm.mulhi.ui", I32) if n == 32 else ("llvm.nvvm.mulhi.ull", I64)
+        return map_elementwise(lw, op, lay, lambda x, y: lw.call(name, t, [x, y]))
 
     def f(x, y):
         p = b.mul(b.zext(x, w), b.zext(y, w))
