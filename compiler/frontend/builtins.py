@@ -484,6 +484,9 @@ _METHODS = {
     "broadcast_to": BUILTINS["broadcast_to"], "exp": BUILTINS["exp"], "exp2": BUILTINS["exp2"],
     "log": BUILTINS["log"], "log2": BUILTINS["log2"], "sqrt": BUILTINS["sqrt"], "abs": BUILTINS["abs"],
     "sigmoid": BUILTINS["sigmoid"], "ravel": BUILTINS["ravel"], "xor_sum": BUILTINS["xor_sum"],
+    # the rest of Triton's tl.math tensor members
+    "cos": BUILTINS["cos"], "sin": BUILTINS["sin"], "sqrt_rn": BUILTINS["sqrt_rn"], "erf": BUILTINS["erf"],
+    "floor": BUILTINS["floor"], "ceil": BUILTINS["ceil"], "rsqrt": BUILTINS["rsqrt"],
 }
 
 

@@ -274,6 +274,14 @@ def test_tl_math(gen):
 
 
 @pytest.mark.usefixtures("interpret")
+def test_math_tensor_members(gen):
+    x = uniform(gen, 0.1, 3) * torch.where(torch.rand(N, generator=gen) > 0.5, 1, -1)
+    y = run(K.members_kernel, [x], torch.float32, "cpu")
+    xd = x.double()
+    close(y, xd.cos() + xd.sin() + torch.erf(xd) + xd.floor() + xd.ceil() + xd.abs().sqrt() + xd.abs().rsqrt(), 1e-5, 1e-5)
+
+
+@pytest.mark.usefixtures("interpret")
 @pytest.mark.parametrize("propagate", [tl.PropagateNan.NONE, tl.PropagateNan.ALL])
 def test_clamp(propagate, gen):
     x, lo = uniform(gen, -2, 2), uniform(gen, -1, 0)

@@ -81,6 +81,15 @@ def math_kernel(X, Z, Y, N, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def members_kernel(X, Y, N, BLOCK: tl.constexpr):
+    """tl.math functions as tensor methods, as Triton has them."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < N
+    x = tl.load(X + offs, mask=m)
+    tl.store(Y + offs, x.cos() + x.sin() + x.erf() + x.floor() + x.ceil() + x.abs().sqrt_rn() + x.abs().rsqrt(), mask=m)
+
+
+@triton.jit
 def clamp_kernel(X, Lo, Hi, Y, N, PROPAGATE_NAN: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = offs < N
