@@ -187,7 +187,9 @@ def test_gpu_randint_rand_randn(width, seed):
     u = run_rand(K.rand_kernel, seed, n, width, "cuda", block=1024)
     np.testing.assert_array_equal(u.view(np.uint32), ref.uniform(words[0]).view(np.uint32))
     z = run_rand(K.randn_kernel, seed, n, width, "cuda", block=1024)
-    np.testing.assert_allclose(z, ref.normal_pair(ref.uniform(words[0]), ref.uniform(words[1]))[0], rtol=1e-4, atol=1e-4)
+    # the GPU's log and sqrt are the approximate instructions (as Triton's): an absolute margin
+    # covers u1 near 1, where sqrt(-2 log u1) magnifies log's absolute error
+    np.testing.assert_allclose(z, ref.normal_pair(ref.uniform(words[0]), ref.uniform(words[1]))[0], rtol=1e-4, atol=1e-3)
 
     real = _triton()
     if real is not None:  # Triton's own generator, same seed and offsets, in the same test
