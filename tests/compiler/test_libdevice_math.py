@@ -188,6 +188,25 @@ def test_pow_with_python_number_exponents(gen):
 
 
 @pytest.mark.usefixtures("interpret")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_extern_elementwise_with_a_symbol_table(dtype, gen):
+    x = uniform(gen, 0.1, 3, dtype)
+    y = run(K.extern_elementwise_kernel, [x], dtype, "cpu")
+    close(y, x.double() ** 2, 2e-6 if dtype == torch.float32 else 1e-12, 0)
+
+
+def test_extern_elementwise_calls_only_libdevice():
+    @triton.jit
+    def other_library(X, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        x = tl.load(X + offs)
+        tl.store(X + offs, tl.extern_elementwise("libm", "", [x], {(tl.float32,): ("sinf", tl.float32)}, is_pure=True))
+
+    with pytest.raises(triton.CompilationError, match=r"only libdevice functions \(__nv_\*\) can be called, got 'sinf'"):
+        triton.compile(other_library, signature={"X": "*fp32"}, constexprs={"BLOCK": 32}, target="sm_90")
+
+
+@pytest.mark.usefixtures("interpret")
 def test_classification():
     x = torch.tensor([0.0, -0.0, 1.5, -2.0, float("inf"), -float("inf"), float("nan"), 1e-40] * 4)
     y = run(K.classify_kernel, [x], torch.int32, "cpu", n=32)
@@ -350,6 +369,8 @@ def test_gpu_tutorial_07_asin_and_math(gen):
     y = run(K.math_kernel, [xs, zs], torch.float32, "cuda", outputs=16)
     assert torch.equal(y[10 * N:11 * N], xs / zs) and np.array_equal(y[15 * N:].numpy(), np.sqrt(zs.numpy()))
     close(y[:N], xs.double().exp(), 3e-6, 2e-6)
+    pos = uniform(gen, 0.1, 3)
+    close(run(K.extern_elementwise_kernel, [pos], torch.float32, "cuda"), pos.double() ** 2, 2e-6, 0)
 
 
 @pytest.mark.gpu

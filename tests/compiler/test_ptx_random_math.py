@@ -40,6 +40,7 @@ CASES = {
                                                        "seed": "i32"}, {"BLOCK_SIZE": 2048}, 8),
     "asin_tutorial_07": (E.asin_kernel, {"x_ptr": P32, "y_ptr": P32, "n_elements": "i32"}, {"BLOCK_SIZE": 1024}, 4),
     "libdevice_pow": (E.pow_scalar_exponents_kernel, {"X": P32, "Y": P32, "N": "i32"}, {"BLOCK": 1024}, 4),
+    "extern_elementwise": (E.extern_elementwise_kernel, {"X": P32, "Y": P32, "N": "i32"}, {"BLOCK": 512}, 4),
     "libdevice_classify": (E.classify_kernel, {"X": P32, "Y": "*i32", "N": "i32"}, {"BLOCK": 1024}, 4),
     "libdevice_erfinv_fp64": (E.apply1_kernel, {"X": "*fp64", "Y": "*fp64", "N": "i32"}, {"FN": libdevice.erfinv, "BLOCK": 256}, 4),
     "libdevice_add_rz": (E.apply2_kernel, {"X": P32, "Z": P32, "Y": P32, "N": "i32"}, {"FN": libdevice.add_rz, "BLOCK": 1024}, 4),

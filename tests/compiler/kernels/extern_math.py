@@ -46,6 +46,17 @@ def apply3_kernel(X, Z, W, Y, N, FN: tl.constexpr, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def extern_elementwise_kernel(X, Y, N, BLOCK: tl.constexpr):
+    """Triton's low-level form, with the symbol table written in the kernel."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < N
+    x = tl.load(X + offs, mask=m)
+    y = tl.extern_elementwise("", "", [x, 2.0], {(tl.float32, tl.float32): ("__nv_powf", tl.float32),
+                                                 (tl.float64, tl.float64): ("__nv_pow", tl.float64)}, is_pure=True)
+    tl.store(Y + offs, y, mask=m)
+
+
+@triton.jit
 def pow_scalar_exponents_kernel(X, Y, N, BLOCK: tl.constexpr):
     """Python-number arguments pick the symbol as in Triton: 3 → __nv_powif, 0.5 → __nv_powf."""
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
