@@ -103,6 +103,15 @@ def test_randint4x_with_a_seed_loaded_at_run_time(rng):
 
 
 @pytest.mark.usefixtures("interpret")
+def test_rand_with_a_block_of_seeds(rng):
+    seeds = rng.integers(0, 2**40, 64, dtype=np.int64)
+    x = poisoned((64,), torch.float32)
+    K.rand_block_seed_kernel[(1,)](x, torch.from_numpy(seeds), BLOCK=64)
+    expected = [ref.uniform(ref.randint4x(int(s), [i], 32)[0])[0] for i, s in enumerate(seeds)]
+    np.testing.assert_array_equal(x.numpy(), np.array(expected, dtype=np.float32))
+
+
+@pytest.mark.usefixtures("interpret")
 @pytest.mark.parametrize("width", [32, 64])
 @pytest.mark.parametrize("seed", [0, 124, 0xFFFFFFFF])
 def test_rand_bit_exact(width, seed):

@@ -90,3 +90,10 @@ def uniform_limits_kernel(input, output, n: tl.constexpr):
 def rand_any_seed_kernel(X, seed):
     offset = tl.arange(0, 2)
     tl.store(X + offset, tl.rand(seed, offset))
+
+
+@triton.jit
+def rand_block_seed_kernel(X, S, BLOCK: tl.constexpr):
+    """A seed per element: a block of seeds keys each offset's Philox separately."""
+    offset = tl.arange(0, BLOCK)
+    tl.store(X + offset, tl.rand(tl.load(S + offset), offset))
