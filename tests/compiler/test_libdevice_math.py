@@ -260,6 +260,28 @@ def test_conversions_round_and_saturate():
         assert y.tolist() == values * 4, mode
 
 
+@pytest.mark.usefixtures("interpret")
+@pytest.mark.parametrize("name,src", [("ll2float", torch.int64), ("double2float", torch.float64), ("int2float", torch.int32)])
+def test_narrowing_conversions_round_in_their_direction(name, src, gen):
+    if src.is_floating_point:
+        x = torch.randn(64, generator=gen, dtype=torch.float64) * 1e6
+    else:
+        info = torch.iinfo(src)
+        x = torch.randint(info.min, info.max, (64,), generator=gen, dtype=torch.int64).to(src)
+    for mode in ("rn", "rz", "rd", "ru"):
+        y = run(K.apply1_kernel, [x], torch.float32, "cpu", n=64, FN=getattr(libdevice, f"{name}_{mode}")).numpy()
+        for v, r in zip(x.tolist(), y):
+            q, rr = Fraction(v), Fraction(float(r))
+            below, above = Fraction(float(np.nextafter(r, np.float32(-np.inf)))), Fraction(float(np.nextafter(r, np.float32(np.inf))))
+            assert below < q < above or q == rr, (mode, v, r)
+            if mode == "rd" or (mode == "rz" and q > 0):
+                assert rr <= q, (mode, v, r)
+            elif mode == "ru" or (mode == "rz" and q < 0):
+                assert rr >= q, (mode, v, r)
+            else:
+                assert abs(rr - q) <= min(abs(below - q), abs(above - q)), (mode, v, r)
+
+
 def test_every_symbol_is_in_libdevice():
     """Each libdevice function maps to symbols libdevice.10.bc defines (checked without a GPU)."""
     if libdevice_path() is None:
@@ -386,6 +408,13 @@ def test_gpu_directed_rounding_and_conversions(gen):
         fn = getattr(libdevice, f"float2int_{mode}")
         assert torch.equal(run(K.apply1_kernel, [v], torch.int32, "cuda", n=32, FN=fn),
                            run_interpreted(K.apply1_kernel, [v], torch.int32, 32, FN=fn)), mode
+    big = torch.randint(-2**63, 2**63 - 1, (64,), generator=gen, dtype=torch.int64)
+    wide = torch.randn(64, generator=gen, dtype=torch.float64) * 1e6
+    for mode in ("rn", "rz", "rd", "ru"):
+        for name, arg in (("ll2float", big), ("double2float", wide)):
+            fn = getattr(libdevice, f"{name}_{mode}")
+            assert torch.equal(run(K.apply1_kernel, [arg], torch.float32, "cuda", n=64, FN=fn),
+                               run_interpreted(K.apply1_kernel, [arg], torch.float32, 64, FN=fn)), (name, mode)
 
 
 def run_interpreted(kernel, inputs, out_dtype, n, **meta):
