@@ -31,7 +31,11 @@ The op set (operand names in order; `?` marks an optional operand that may be No
                                    sqrt rsqrt sin cos floor ceil erf tanh; float ops also take
                                    attrs: fast (bool) — backends may use approximate instructions
   fma        a, b, c    → r        a*b+c, one rounding
-  umulhi     a, b       → r
+  umulhi     a, b       → r        high half of the unsigned double-width product
+  extern_elementwise *args → r     attrs: symbol (a libdevice function, `__nv_*`); elementwise,
+                                   args have r's shape and the symbol's argument types
+  inline_asm *args      → *r       attrs: asm, constraints, pure, pack; PTX inline assembly per
+                                   element (per `pack` elements); args and results share a shape
   select     c, a, b    → r        c is i1 (same shape), a and b have r's type
   addptr     p, off     → r        p + off * sizeof(element); off is an integer of p's shape
   load       p, mask?, other? → r  attrs: cache, eviction, volatile; `other` has r's type

@@ -21,7 +21,8 @@ from .dot_layouts import acc_layout_for, mma_kind
 from .layouts import Layout, blocked, default_layout, dot_acc_layout, log2
 
 ELEMENTWISE = set(ir.BINARY_OPS) | set(ir.UNARY_OPS) | {"cmp", "fma", "umulhi", "select", "cast", "bitcast",
-                                                       "addptr", "assume", "load", "atomic_rmw", "atomic_cas"}
+                                                       "addptr", "assume", "load", "atomic_rmw", "atomic_cas",
+                                                       "extern_elementwise"}
 
 
 def memory_layout(ptr: ir.Value, axis: AxisAnalysis, num_warps: int) -> Layout:

@@ -39,6 +39,7 @@ RULES = RuleTable(
         "fma": ew.lower_fma, "umulhi": ew.lower_umulhi, "cast": ew.lower_cast, "bitcast": ew.lower_bitcast,
         "not": ew.lower_not, "neg": ew.lower_neg, "abs": ew.lower_abs,
         **dict.fromkeys(MATH_FUNCTIONS, ew.lower_math),
+        "extern_elementwise": ew.lower_extern_elementwise,
     },
     statements={
         # memory
@@ -47,6 +48,8 @@ RULES = RuleTable(
         # across threads
         "reduce": reduction.lower_reduce, "scan": reduction.lower_scan, "dot": dot.lower_dot,
         "barrier": control_flow.lower_barrier,
+        # PTX written by the user
+        "inline_asm": ew.lower_inline_asm,
         # control flow
         "for": control_flow.lower_for, "if": control_flow.lower_if, "while": control_flow.lower_while,
         "return": control_flow.lower_return,

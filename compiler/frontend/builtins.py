@@ -10,6 +10,7 @@ import builtins
 from .. import ir
 from ..language import dtypes as T
 from ..language.core import constexpr
+from ..language.extra.cuda.libdevice import BOOLEAN_RESULT as LIBDEVICE_BOOLEAN, SIGNATURES as LIBDEVICE
 from ..language.dtypes import block_type, dtype
 from . import semantic as S
 from .semantic import SemanticError, is_value
@@ -101,6 +102,11 @@ def cdiv(gen, node, x, div):
     if not is_value(x) and not is_value(div):
         return -(-x // div)
     return S.floordiv(gen.b, S.sub(gen.b, S.add(gen.b, x, div), 1), div)
+
+
+@rule("to_tensor")
+def to_tensor(gen, node, x):
+    return S.to_tensor(gen.b, x)
 
 
 @rule("static_assert")
@@ -197,8 +203,7 @@ def _minmax(which):
     def impl(gen, node, x, y, propagate_nan=None):
         if not is_value(x) and not is_value(y):
             return builtins.min(x, y) if which == "minimum" else builtins.max(x, y)
-        nan = propagate_nan is not None and str(getattr(propagate_nan, "name", propagate_nan)).upper().endswith("ALL")
-        return S.minmax(gen.b, which, x, y, nan)
+        return S.minmax(gen.b, which, x, y, _propagates_nan(propagate_nan))
     return impl
 
 
@@ -208,10 +213,19 @@ BUILTINS["minimum"] = _minmax("minimum")
 
 @rule("clamp")
 def clamp(gen, node, x, min, max, propagate_nan=None):
+    """Triton's clampf: min(max(x, lo), hi); with PropagateNan.ALL a NaN in x, lo or hi gives NaN,
+    else NaN in x gives lo (maxnum/minnum)."""
     x = S.to_tensor(gen.b, x)
     if not x.dtype.is_floating():
-        raise SemanticError(f"tl.clamp needs a floating-point value, got {x.dtype}")
-    return S.minmax(gen.b, "minimum", S.minmax(gen.b, "maximum", x, min), max)
+        raise SemanticError(f"tl.clamp needs a floating-point value, got {x.dtype} (use tl.minimum/tl.maximum on integers)")
+    nan = _propagates_nan(propagate_nan)
+    lo = S.cast(gen.b, min, x.dtype) if not is_value(min) else min
+    hi = S.cast(gen.b, max, x.dtype) if not is_value(max) else max
+    return S.minmax(gen.b, "minimum", S.minmax(gen.b, "maximum", x, lo, nan), hi, nan)
+
+
+def _propagates_nan(propagate_nan) -> bool:
+    return propagate_nan is not None and str(getattr(propagate_nan, "name", propagate_nan)).upper().endswith("ALL")
 
 
 def _math(name, **attrs):
@@ -266,6 +280,79 @@ def umulhi(gen, node, x, y):
 @rule("cast")
 def cast(gen, node, input, dtype, fp_downcast_rounding=None, bitcast=False):
     return S.cast(gen.b, input, _const(gen, node, dtype, "dtype"), bitcast=bool(bitcast))
+
+
+# -- libdevice, extern functions and inline assembly ----------------------------------------------
+def extern_call(gen, what, args, signatures, boolean=False):
+    """Triton's extern_elementwise: the symbol for the arguments' exact types, else for their common
+    type; all arguments broadcast to one shape."""
+    args = [S.to_tensor(gen.b, a) for a in args]
+    key = tuple(a.dtype.name for a in args)
+    if key not in signatures and len(args) > 1:
+        ty = args[0].dtype
+        for a in args[1:]:
+            ty = S.computation_type(ty, False, a.dtype, False, False)
+        args = [S.cast(gen.b, a, ty) for a in args]
+        key = tuple(a.dtype.name for a in args)
+    if key not in signatures:
+        accepted = "; ".join("(" + ", ".join(k) + ")" for k in signatures)
+        raise SemanticError(f"{what} takes arguments of types {accepted}, got ({', '.join(key)}); "
+                            "cast them first, e.g. x.to(tl.float32)")
+    shape = S.broadcast_shapes(*(a.shape for a in args))
+    args = [S.broadcast_to(gen.b, a, shape) for a in args]
+    symbol, result = signatures[key]
+    out = gen.b.value("extern_elementwise", args, S._with_shape(T.from_signature(result), shape), symbol=symbol)
+    return S.cast(gen.b, out, T.int1) if boolean else out
+
+
+def _libdevice(name):
+    def impl(gen, node, *args):
+        return extern_call(gen, f"libdevice.{name}", args, LIBDEVICE[name], boolean=name in LIBDEVICE_BOOLEAN)
+    return impl
+
+
+for _n in LIBDEVICE:
+    BUILTINS[f"libdevice.{_n}"] = _libdevice(_n)
+
+
+@rule("extern_elementwise")
+def extern_elementwise(gen, node, lib_name, lib_path, args, arg_type_symbol_dict, is_pure=True):
+    """`tl.extern_elementwise("", "", [x], {(tl.float32,): ("__nv_sinf", tl.float32)}, is_pure=True)`:
+    libdevice symbols only (the NVPTX backend links libdevice; other libraries are not linked)."""
+    signatures = {}
+    for types, (symbol, result) in dict(arg_type_symbol_dict).items():
+        if not str(symbol).startswith("__nv_"):
+            raise SemanticError(f"tl.extern_elementwise: only libdevice functions (__nv_*) can be called, got {symbol!r}")
+        signatures[tuple(T.from_signature(str(getattr(t, "name", t))).name for t in types)] = \
+            (symbol, T.from_signature(str(getattr(result, "name", result))).name)
+    return extern_call(gen, f"tl.extern_elementwise({lib_name!r})", list(args), signatures)
+
+
+@rule("inline_asm_elementwise")
+def inline_asm_elementwise(gen, node, asm, constraints, args, dtype, is_pure, pack):
+    """PTX inline assembly applied elementwise; `pack` elements per asm instance (Triton's
+    semantics). Runs on the GPU only: interpret mode refuses it (so does Triton's interpreter)."""
+    asm = _const(gen, node, asm, "tl.inline_asm_elementwise's asm")
+    constraints = _const(gen, node, constraints, "tl.inline_asm_elementwise's constraints")
+    pack = _const(gen, node, pack, "tl.inline_asm_elementwise's pack")
+    is_pure = _const(gen, node, is_pure, "tl.inline_asm_elementwise's is_pure")
+    if not isinstance(asm, str) or not isinstance(constraints, str):
+        raise SemanticError("tl.inline_asm_elementwise needs the asm and the constraints as strings")
+    if not isinstance(pack, int) or pack < 1 or pack & (pack - 1):
+        raise SemanticError(f"tl.inline_asm_elementwise's pack must be a power of two >= 1, got {pack!r}")
+    dtypes = tuple(dtype) if isinstance(dtype, (tuple, list)) else (dtype,)
+    for d in dtypes:
+        if not isinstance(d, T.dtype) or d.is_ptr() or d.name == "void":
+            raise SemanticError(f"tl.inline_asm_elementwise's dtype must be a scalar dtype or a tuple of them, got {d!r}")
+    args = [S.to_tensor(gen.b, a) for a in args]
+    shape = S.broadcast_shapes(*(a.shape for a in args)) if args else ()
+    args = [S.broadcast_to(gen.b, a, shape) for a in args]
+    n_out = constraints.count("=")
+    if n_out != len(dtypes):
+        raise SemanticError(f"tl.inline_asm_elementwise: the constraints name {n_out} outputs ('=…') but dtype gives {len(dtypes)}")
+    op = gen.b.create("inline_asm", args, [S._with_shape(d, shape) for d in dtypes],
+                      {"asm": asm, "constraints": constraints, "pure": bool(is_pure), "pack": pack})
+    return tuple(op.results) if isinstance(dtype, (tuple, list)) else op.results[0]
 
 
 # -- reductions and scans --------------------------------------------------------------------
@@ -397,6 +484,9 @@ _METHODS = {
     "broadcast_to": BUILTINS["broadcast_to"], "exp": BUILTINS["exp"], "exp2": BUILTINS["exp2"],
     "log": BUILTINS["log"], "log2": BUILTINS["log2"], "sqrt": BUILTINS["sqrt"], "abs": BUILTINS["abs"],
     "sigmoid": BUILTINS["sigmoid"], "ravel": BUILTINS["ravel"], "xor_sum": BUILTINS["xor_sum"],
+    # the rest of Triton's tl.math tensor members
+    "cos": BUILTINS["cos"], "sin": BUILTINS["sin"], "sqrt_rn": BUILTINS["sqrt_rn"], "erf": BUILTINS["erf"],
+    "floor": BUILTINS["floor"], "ceil": BUILTINS["ceil"], "rsqrt": BUILTINS["rsqrt"],
 }
 
 

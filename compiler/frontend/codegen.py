@@ -556,6 +556,15 @@ class CodeGenerator(ast.NodeVisitor):
 
     visit_List = visit_Tuple
 
+    def visit_Dict(self, node):
+        """A dict with compile-time keys (e.g. tl.extern_elementwise's table of symbols)."""
+        if any(k is None for k in node.keys):
+            raise self.error(node, "** unpacking in a dict is not supported in kernels")
+        keys = [self.visit(k) for k in node.keys]
+        if any(is_value(k) for k in keys):
+            raise self.error(node, "dict keys in a kernel must be compile-time constants")
+        return dict(zip(keys, (self.visit(v) for v in node.values)))
+
     def visit_Attribute(self, node):
         if node.attr.startswith("_"):
             raise self.error(node, f"attribute '{node.attr}' is not accessible in a kernel")
@@ -764,6 +773,9 @@ class CodeGenerator(ast.NodeVisitor):
         py = _PYTHON_BUILTINS.get(fn)
         if py is not None:
             return py(self, node, *args, **kwargs)
+        if isinstance(getattr(fn, "__self__", None), dtype) and \
+                all(not is_value(a) for a in args) and all(not is_value(v) for v in kwargs.values()):
+            return fn(*args, **kwargs)  # x.dtype.is_int(), x.dtype.is_floating(), ... at compile time
         if getattr(fn, "__blocktune_host_helper__", False) and \
                 all(not is_value(a) for a in args) and all(not is_value(v) for v in kwargs.values()):
             return fn(*args, **kwargs)  # compiler.cdiv / next_power_of_2 on compile-time values

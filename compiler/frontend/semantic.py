@@ -74,6 +74,8 @@ def literal_type(v) -> dtype:
     if isinstance(v, int):
         if -2**31 <= v < 2**31:
             return T.int32
+        if 0 <= v < 2**32:  # as Triton: 0xD2511F53 is a uint32, so `c * 0xD2511F53` stays 32-bit
+            return T.uint32
         if -2**63 <= v < 2**63:
             return T.int64
         if 0 <= v < 2**64:

@@ -11,6 +11,7 @@ from .. import ir
 from ..language import dtypes as T
 from ..language.dtypes import block_type, pointer_type, scalar_of, shape_of
 from .memory import _Memory, _buffer_of, _from_mem, _to_mem
+from . import libdevice
 from .values import (_CMP, _UNARY_FLOAT, _UNARY_INT, InterpreterError, _float_binary, _fma, _int_binary, _mem_np, _np,
                      _scalar_from_py, _tf32_round, _umulhi, _wrap_int, bf16_round, bitcast_value, cast_value)
 
@@ -284,6 +285,19 @@ class Program:
         def f(env):
             env[s] = _umulhi(env[a], env[b], dt)
         return f
+
+    def _op_extern_elementwise(self, op):
+        slots, s, symbol = [self._slot(v) for v in op.operands], self._rs(op), op.attrs["symbol"]
+
+        def f(env):
+            r = libdevice.call(symbol, [env[a] for a in slots])
+            env[s] = r if r.shape else r[()]
+        return f
+
+    def _op_inline_asm(self, op):
+        raise InterpreterError(f"{op.loc}: tl.inline_asm_elementwise cannot run in interpret mode: its PTX runs "
+                               "only on an NVIDIA GPU (Triton's interpreter cannot run inline assembly either); "
+                               "run the kernel on the GPU, or give interpret mode a tl.* equivalent")
 
     def _op_select(self, op):
         c, a, b = (self._slot(v) for v in op.operands)

@@ -35,6 +35,7 @@ from ..errors import CompilationError
 from ..ir import Loc
 from ..language import dtypes as T
 from ..language.core import constexpr
+from ..language.library import LibraryFunction
 from ..version import __version__
 from . import build, cache, driver, native
 
@@ -288,7 +289,7 @@ def _referenced_names(fn_ast: ast.AST) -> list[tuple[str, ...]]:
 
 def _unwrap_jit(obj):
     for _ in range(8):
-        if isinstance(obj, JITFunction):
+        if isinstance(obj, (JITFunction, LibraryFunction)):
             return obj
         nxt = getattr(obj, "fn", None)
         if nxt is None or nxt is obj or not hasattr(obj, "configs") and not hasattr(obj, "values"):
