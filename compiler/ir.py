@@ -18,6 +18,9 @@ The op set (operand names in order; `?` marks an optional operand that may be No
   expand_dims x         → r        attrs: axis (a size-1 dim is inserted there)
   reshape    x          → r        attrs: can_reorder; row-major element order is kept
   trans      x          → r        attrs: perm (tuple)
+  join       a, b       → r        a, b of one type; r = their values side by side in a new minor
+                                   dim of size 2 (r[..., 0] = a, r[..., 1] = b)
+  split      x          → r0, r1   x's last dim has size 2; r0 = x[..., 0], r1 = x[..., 1]
   cast       x          → r        numeric conversion to r's element type (float→int truncates,
                                    int→bool is x != 0, ptr↔int reinterprets the address)
   bitcast    x          → r        same bit width, reinterpret

@@ -185,6 +185,25 @@ def broadcast(gen, node, input, other):
     return S.broadcast_pair(gen.b, S.to_tensor(gen.b, input), S.to_tensor(gen.b, other))
 
 
+@rule("join")
+def join(gen, node, a, b):
+    return S.join(gen.b, a, b)
+
+
+@rule("split")
+def split(gen, node, a):
+    return S.split(gen.b, a)
+
+
+@rule("interleave")
+def interleave(gen, node, a, b):
+    """Triton's definition: join, then merge the new dim into the last one."""
+    c = S.join(gen.b, a, b)
+    if len(c.shape) == 1:
+        return c
+    return S.reshape(gen.b, c, c.shape[:-2] + (2 * c.shape[-2],))
+
+
 # -- elementwise ---------------------------------------------------------------------------------
 @rule("where")
 def where(gen, node, condition, x, y):
@@ -397,6 +416,8 @@ _METHODS = {
     "broadcast_to": BUILTINS["broadcast_to"], "exp": BUILTINS["exp"], "exp2": BUILTINS["exp2"],
     "log": BUILTINS["log"], "log2": BUILTINS["log2"], "sqrt": BUILTINS["sqrt"], "abs": BUILTINS["abs"],
     "sigmoid": BUILTINS["sigmoid"], "ravel": BUILTINS["ravel"], "xor_sum": BUILTINS["xor_sum"],
+    # shape ops, scans, sorts
+    "split": BUILTINS["split"],
 }
 
 

@@ -197,6 +197,24 @@ def trans(b: Builder, x: ir.Value, perm=None) -> ir.Value:
     return b.value("trans", [x], block_type(x.dtype, tuple(x.shape[p] for p in perm)), perm=perm)
 
 
+def join(b: Builder, x, y) -> ir.Value:
+    """Two values side by side in a new minor dim of size 2 (broadcast to one shape first)."""
+    x, y = to_tensor(b, x), to_tensor(b, y)
+    if x.dtype != y.dtype:
+        raise SemanticError(f"tl.join needs two values of one type, got {x.dtype} and {y.dtype}; cast one first")
+    x, y = broadcast_pair(b, x, y)
+    return b.value("join", [x, y], block_type(x.dtype, x.shape + (2,)))
+
+
+def split(b: Builder, x) -> tuple:
+    """The inverse of join: (x[..., 0], x[..., 1])."""
+    x = to_tensor(b, x)
+    if not x.is_block or x.shape[-1] != 2:
+        raise SemanticError(f"tl.split needs a block whose last dimension has size 2, got {x.type}")
+    ty = _with_shape(x.dtype, x.shape[:-1])
+    return tuple(b.create("split", [x], [ty, ty]).results)
+
+
 # ---------------------------------------------------------------------------------------------
 # Types: Triton's computation-type rules
 

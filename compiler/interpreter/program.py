@@ -196,6 +196,22 @@ class Program:
             env[s] = np.transpose(env[x], perm)
         return f
 
+    def _op_join(self, op):
+        a, c, s = self._slot(op.operands[0]), self._slot(op.operands[1]), self._rs(op)
+
+        def f(env):
+            env[s] = np.stack([env[a], env[c]], axis=-1)
+        return f
+
+    def _op_split(self, op):
+        x = self._slot(op.operands[0])
+        s0, s1 = (self._slot(r) for r in op.results)
+
+        def f(env):
+            v = env[x]
+            env[s0], env[s1] = v[..., 0][()], v[..., 1][()]
+        return f
+
     def _op_cast(self, op):
         x, s = self._slot(op.operands[0]), self._rs(op)
         src, dst = op.operands[0].dtype, op.result.dtype
