@@ -47,6 +47,10 @@ The op set (operand names in order; `?` marks an optional operand that may be No
                                    argmax/argmin give i32 indices (first occurrence on ties);
                                    attrs: tie_break_left
   scan       x          → r        attrs: axis, kind in sum prod max min, reverse
+  reduce_combine *xs    → *rs      tl.reduce with a @jit combine: xs of one shape, rs drop `axis`;
+                                   attrs: axis; region combine(*a, *b) (scalars) ends with yield(*r)
+  scan_combine *xs      → *rs      tl.associative_scan: rs of xs's types; attrs: axis, reverse;
+                                   region combine(*a, *b) ends with yield(*r) (a: the earlier elements)
   dot        a, b, c    → r        r = a @ b + c; a [M,K], b [K,N], c/r [M,N]; attrs:
                                    input_precision in ieee tf32 tf32x3, max_num_imprecise_acc
   barrier                          all threads of the program meet here

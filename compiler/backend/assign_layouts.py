@@ -290,6 +290,10 @@ class LayoutAssignment:
             return ins[0].with_minor_pair()
         if n == "split" and ins and ins[0] is not None:
             return ins[0].slice(ins[0].rank - 1)
+        if n == "reduce_combine" and ins and ins[0] is not None:
+            return ins[0].slice(op.attrs["axis"])
+        if n == "scan_combine" and first is not None:
+            return first
         return default_layout(res.shape, self.num_warps) if default else None
 
 

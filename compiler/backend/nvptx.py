@@ -56,6 +56,7 @@ RULES = RuleTable(
         "print": debug_ops.lower_print, "assert": debug_ops.lower_assert,
         # shape ops, scans, sorts
         "split": shape_ops.lower_split,
+        "reduce_combine": reduction.lower_reduce_combine, "scan_combine": reduction.lower_scan_combine,
     },
 )
 

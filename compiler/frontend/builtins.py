@@ -333,6 +333,75 @@ def cumprod(gen, node, input, axis=0, reverse=False):
     return S.scan(gen.b, input, _axis(gen, node, axis), "prod", bool(reverse))
 
 
+def _combine_region(gen, node, combine_fn, dtypes) -> ir.Block:
+    """The region of a custom reduction/scan: `combine_fn(*a, *b)` inlined on scalar arguments,
+    its results cast to the inputs' types and yielded."""
+    if not hasattr(combine_fn, "fn_ast"):
+        raise SemanticError(f"combine_fn must be a @triton.jit function, got {gen._describe(combine_fn)}")
+    region = ir.Block(list(dtypes) * 2)
+    saved = gen.b.block
+    gen.b.block = region
+    try:
+        out = gen.inline(node, combine_fn, list(region.args), {})
+        outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+        if len(outs) != len(dtypes):
+            raise SemanticError(f"combine_fn {combine_fn.__name__} returns {len(outs)} values for "
+                                f"{len(dtypes)} inputs; it must return one value per input")
+        ys = []
+        for v, dt in zip(outs, dtypes):
+            if v is None or (is_value(v) and v.is_block):
+                raise SemanticError(f"combine_fn {combine_fn.__name__} must return scalars of the inputs' types")
+            ys.append(S.cast(gen.b, v, dt))
+        gen.b.create("yield", ys, [])
+    finally:
+        gen.b.block = saved
+    return region
+
+
+def _combine_inputs(gen, input, what):
+    xs = tuple(input) if isinstance(input, (tuple, list)) else (input,)
+    xs = tuple(S.to_tensor(gen.b, x) for x in xs)
+    if not xs or any(not x.is_block for x in xs):
+        raise SemanticError(f"{what} needs blocks, got {', '.join(S._describe(x) for x in xs) or 'nothing'}")
+    if len({x.shape for x in xs}) != 1:
+        raise SemanticError(f"{what}: every input must have the same shape, got {[list(x.shape) for x in xs]}")
+    return xs
+
+
+def _combine_axis(gen, node, axis, rank, what):
+    axis = _axis(gen, node, axis)
+    if not -rank <= axis < rank:
+        raise SemanticError(f"{what}: axis {axis} out of range for a {rank}-D block")
+    return axis % rank
+
+
+@rule("reduce")
+def reduce_(gen, node, input, axis, combine_fn, keep_dims=False):
+    xs = _combine_inputs(gen, input, "tl.reduce")
+    if axis is None:
+        xs = tuple(S.reshape(gen.b, x, (x.type.numel,)) for x in xs)
+        axis = 0
+        if keep_dims:
+            raise SemanticError("tl.reduce: keep_dims=True needs an axis")
+    axis = _combine_axis(gen, node, axis, len(xs[0].shape), "tl.reduce")
+    region = _combine_region(gen, node, combine_fn, [x.dtype for x in xs])
+    shape = xs[0].shape[:axis] + xs[0].shape[axis + 1:]
+    op = gen.b.create("reduce_combine", list(xs), [S._with_shape(x.dtype, shape) for x in xs], {"axis": axis},
+                      regions=[region])
+    outs = tuple(S.expand_dims(gen.b, r, axis) if keep_dims else r for r in op.results)
+    return outs if isinstance(input, (tuple, list)) else outs[0]
+
+
+@rule("associative_scan")
+def associative_scan(gen, node, input, axis, combine_fn, reverse=False):
+    xs = _combine_inputs(gen, input, "tl.associative_scan")
+    axis = _combine_axis(gen, node, axis, len(xs[0].shape), "tl.associative_scan")
+    region = _combine_region(gen, node, combine_fn, [x.dtype for x in xs])
+    op = gen.b.create("scan_combine", list(xs), [x.type for x in xs], {"axis": axis, "reverse": bool(reverse)},
+                      regions=[region])
+    return tuple(op.results) if isinstance(input, (tuple, list)) else op.result
+
+
 # -- memory ----------------------------------------------------------------------------------
 @rule("load")
 def load(gen, node, pointer, mask=None, other=None, boundary_check=(), padding_option="", cache_modifier="",
@@ -417,7 +486,8 @@ _METHODS = {
     "log": BUILTINS["log"], "log2": BUILTINS["log2"], "sqrt": BUILTINS["sqrt"], "abs": BUILTINS["abs"],
     "sigmoid": BUILTINS["sigmoid"], "ravel": BUILTINS["ravel"], "xor_sum": BUILTINS["xor_sum"],
     # shape ops, scans, sorts
-    "split": BUILTINS["split"],
+    "split": BUILTINS["split"], "cumprod": BUILTINS["cumprod"], "reduce": BUILTINS["reduce"],
+    "associative_scan": BUILTINS["associative_scan"],
 }
 
 

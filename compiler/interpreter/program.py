@@ -540,6 +540,44 @@ class Program:
                 env[s] = scan(v)
         return f
 
+    def _op_reduce_combine(self, op):
+        """A left fold of the combine region along the axis, over all other elements at once."""
+        xs, rs = [self._slot(v) for v in op.operands], [self._slot(r) for r in op.results]
+        axis = int(op.attrs["axis"]) + self.BATCH
+        comb = _CombineRegion(op.regions[0])
+
+        def f(env):
+            cols = [np.moveaxis(env[x], axis, 0) for x in xs]
+            acc = [c[0] for c in cols]
+            for i in range(1, cols[0].shape[0]):
+                acc = comb(acc, [c[i] for c in cols])
+            shape = cols[0].shape[1:]
+            for sl, v, r in zip(rs, acc, op.results):
+                env[sl] = np.array(np.broadcast_to(np.asarray(v, dtype=_np(r.dtype)), shape))[()]
+        return f
+
+    def _op_scan_combine(self, op):
+        """An inclusive scan with the combine region, element by element along the axis (from the end
+        when reversed: combine(later elements, this one))."""
+        xs, rs = [self._slot(v) for v in op.operands], [self._slot(r) for r in op.results]
+        axis, reverse = int(op.attrs["axis"]) + self.BATCH, bool(op.attrs.get("reverse", False))
+        comb = _CombineRegion(op.regions[0])
+
+        def f(env):
+            cols = [np.moveaxis(env[x], axis, 0) for x in xs]
+            n = cols[0].shape[0]
+            outs = [np.empty_like(c) for c in cols]
+            order = range(n - 1, -1, -1) if reverse else range(n)
+            acc = None
+            for i in order:
+                cur = [c[i] for c in cols]
+                acc = cur if acc is None else comb(acc, cur)
+                for o, v in zip(outs, acc):
+                    o[i] = v
+            for sl, o in zip(rs, outs):
+                env[sl] = np.moveaxis(o, 0, axis)
+        return f
+
     def _op_dot(self, op):
         a, b, c = (self._slot(v) for v in op.operands)
         s = self._rs(op)
@@ -754,6 +792,38 @@ class Program:
         if not isinstance(a, (bool, int, float)):
             raise TypeError(f"argument {name!r} has type {ty}; got {type(a).__name__}")
         return _scalar_from_py(a, ty)
+
+
+class _CombineRegion(Program):
+    """The combine region of a custom reduction or scan, compiled on its own: its scalar ops run on
+    numpy arrays that hold every element of the other dims at once."""
+
+    def __init__(self, region: ir.Block):
+        self.fn = None
+        self.slots, self.nslots = {}, 1
+        self.block = self._block(region)
+        self.types = [a.type for a in region.args]
+        # runtime control flow inside the combine function branches per element
+        self.per_element = any(op.regions for op in region.walk())
+
+    def _checked(self, op, f):
+        return f  # values here are arrays of what the IR types as scalars
+
+    def __call__(self, a: list, b: list) -> list:
+        args = [np.asarray(v, dtype=_np(ty)) for v, ty in zip(list(a) + list(b), self.types)]
+        if not self.per_element:
+            return self._run(args)
+        shape = np.broadcast_shapes(*(v.shape for v in args))
+        args = [np.broadcast_to(v, shape) for v in args]
+        outs = [self._run([v[i] for v in args]) for i in np.ndindex(shape)]
+        return [np.array([o[k] for o in outs], dtype=_np(ty)).reshape(shape)
+                for k, ty in enumerate(self.types[:len(self.types) // 2])]
+
+    def _run(self, args: list) -> list:
+        env = [None] * self.nslots
+        for sl, v in zip(self.block.arg_slots, args):
+            env[sl] = v
+        return _run_block(self.block, env)
 
 
 def _uint_of(dt):

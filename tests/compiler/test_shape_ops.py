@@ -50,6 +50,118 @@ def k(X):
         triton.compile(ns["k"], signature={"X": "*fp32"}, target="sm_90")
 
 
+# ---- custom reductions and scans ------------------------------------------------------------------
+
+def _reduce_ref(x, axis, op):
+    if op == 0:
+        return x.double().sum(axis)
+    return x.max(axis).values
+
+
+@pytest.mark.parametrize("M,N", [(1, 32), (8, 16), (32, 64), (4, 256)])
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("op,keep", [(0, False), (0, True), (1, False), (2, False), (3, False)])
+def test_reduce_custom_combine(interpret, gen, M, N, axis, op, keep):
+    dtype = torch.int32 if op == 2 else torch.float32
+    x = rand(gen, (M, N), dtype, -8, 8) if op == 2 else rand(gen, (M, N), dtype)
+    n_out = N if axis == 0 else M
+    out, idx = poisoned((n_out,), dtype), poisoned((n_out,), torch.int32)
+    K.reduce_combine_kernel[(1,)](x, out, idx, M=M, N=N, AXIS=axis, OP=op, KEEP=keep)
+    ref = _reduce_ref(x, axis, op)
+    assert_close(out, ref.to(out.dtype) if op else ref, dtype=dtype)
+    if op == 2:  # ties: the first index, as torch.argmax's first-occurrence rule
+        vals = x.numpy()
+        first = (vals == vals.max(axis, keepdims=True)).argmax(axis)
+        assert idx.tolist() == first.tolist()
+
+
+def test_reduce_custom_all_axes(interpret, gen):
+    x = rand(gen, (16, 16), torch.float32)
+    out = poisoned((1,), torch.float32)
+    K.reduce_all_kernel[(1,)](x, out, N=16)
+    assert_close(out, x.double().sum().reshape(1), dtype=torch.float32)
+
+
+def _scan_ref(x, axis, op, reverse):
+    xd = x.double()
+    if reverse:
+        xd = xd.flip(axis)
+    if op in (0, 3):
+        r = xd.cumsum(axis)
+    elif op == 1:
+        r = xd.cumprod(axis)
+    else:
+        r = xd.cummax(axis).values
+    return r.flip(axis) if reverse else r
+
+
+@pytest.mark.parametrize("M,N", [(1, 64), (4, 32), (16, 128)])
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("op", [0, 1, 2, 3])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_scans(interpret, gen, M, N, axis, op, reverse):
+    x = rand(gen, (M, N), torch.float32, 0.9, 1.1) if op == 1 else rand(gen, (M, N), torch.float32)
+    y = poisoned((M, N), torch.float32)
+    K.scan_kernel[(1,)](x, y, M=M, N=N, AXIS=axis, OP=op, REVERSE=reverse)
+    torch.testing.assert_close(y.double(), _scan_ref(x, axis, op, reverse), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int8, torch.float16])
+def test_cumprod_dtypes(interpret, gen, dtype):
+    x = rand(gen, (4, 8), dtype, 1, 2) if not dtype.is_floating_point else rand(gen, (4, 8), dtype, 0.9, 1.1)
+    y = poisoned((4, 8), torch.int32 if dtype == torch.int8 else dtype)
+    K.scan_kernel[(1,)](x, y, M=4, N=8, AXIS=1, OP=1, REVERSE=False)
+    ref = x.double().cumprod(1)
+    if dtype.is_floating_point:
+        assert_close(y, ref, dtype=dtype)
+    else:  # tl.cumprod of int8 accumulates in int32 as Triton does; the store casts back
+        assert torch.equal(y.to(torch.int64), ref.to(torch.int64).to(y.dtype).to(torch.int64))
+
+
+@pytest.mark.parametrize("N", [16, 256])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_linear_recurrence_tuple_scan(interpret, gen, N, reverse):
+    a, b = rand(gen, (N,), torch.float32, 0.5, 1.0), rand(gen, (N,), torch.float32)
+    h = poisoned((N,), torch.float32)
+    K.linear_recurrence_kernel[(1,)](a, b, h, N=N, REVERSE=reverse)
+    ref, acc = [0.0] * N, 0.0
+    for i in (range(N - 1, -1, -1) if reverse else range(N)):
+        acc = a[i].item() * acc + b[i].item()
+        ref[i] = acc
+    torch.testing.assert_close(h.double(), torch.tensor(ref, dtype=torch.float64), rtol=1e-5, atol=1e-5)
+
+
+def test_combine_fn_must_be_jit():
+    src = '''
+import compiler as triton
+import compiler.language as tl
+def plain(a, b):
+    return a + b
+@triton.jit
+def k(X):
+    x = tl.load(X + tl.arange(0, 4))
+    tl.store(X, tl.reduce(x, 0, plain))
+'''
+    with pytest.raises(triton.CompilationError, match=r"combine_fn must be a @triton.jit function"):
+        triton.compile(_exec(src)["k"], signature={"X": "*fp32"}, target="sm_90")
+
+
+def test_combine_fn_arity():
+    src = '''
+import compiler as triton
+import compiler.language as tl
+@triton.jit
+def two(a, b):
+    return a + b, a
+@triton.jit
+def k(X):
+    x = tl.load(X + tl.arange(0, 4))
+    tl.store(X + tl.arange(0, 4), tl.associative_scan(x, 0, two))
+'''
+    with pytest.raises(triton.CompilationError, match=r"returns 2 values for 1 inputs"):
+        triton.compile(_exec(src)["k"], signature={"X": "*fp32"}, target="sm_90")
+
+
 # ---- PTX: every kernel compiles and assembles ------------------------------------------------------
 
 PTX_CASES = {
@@ -58,6 +170,16 @@ PTX_CASES = {
     "join_split_i8": (K.join_split_kernel, dict(X="*i8", Y="*i8", Joined="*i8", A="*i8", B="*i8", Inter="*i8"),
                       dict(M=4, N=8), 1),
     "split_loaded": (K.split_loaded_kernel, dict(X="*fp16", A="*fp16", B="*fp16"), dict(N=256), 4),
+    **{f"reduce_combine_ax{ax}_op{op}": (K.reduce_combine_kernel, dict(X="*i32" if op == 2 else "*fp32",
+                                                                       Out="*i32" if op == 2 else "*fp32", Idx="*i32"),
+                                         dict(M=32, N=64, AXIS=ax, OP=op, KEEP=False), 4)
+       for ax in (0, 1) for op in (0, 1, 2, 3)},
+    "reduce_all": (K.reduce_all_kernel, dict(X="*fp32", Out="*fp32"), dict(N=64), 8),
+    **{f"scan_ax{ax}_op{op}_rev{int(rev)}": (K.scan_kernel, dict(X="*fp32", Y="*fp32"),
+                                              dict(M=16, N=128, AXIS=ax, OP=op, REVERSE=rev), 4)
+       for ax in (0, 1) for op in (0, 1, 2) for rev in (False, True)},
+    "linear_recurrence": (K.linear_recurrence_kernel, dict(A="*fp32", B="*fp32", H="*fp32"), dict(N=1024, REVERSE=False), 4),
+    "linear_recurrence_rev": (K.linear_recurrence_kernel, dict(A="*fp32", B="*fp32", H="*fp32"), dict(N=256, REVERSE=True), 8),
 }
 
 

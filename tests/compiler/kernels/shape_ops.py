@@ -36,3 +36,100 @@ def split_loaded_kernel(X, A, B, N: tl.constexpr):
     s0, s1 = tl.split(tl.load(X + tl.arange(0, 2)))
     tl.store(A + N, s1)
     tl.store(B + N, s0)
+
+
+# ---- custom reductions and scans ------------------------------------------------------------------
+
+@triton.jit
+def _add(a, b):
+    return a + b
+
+
+@triton.jit
+def _mul(a, b):
+    return a * b
+
+
+@triton.jit
+def _max_pick(a, b):
+    return tl.where(a > b, a, b)
+
+
+@triton.jit
+def _argmax_combine(v0, i0, v1, i1):
+    """(value, index) pairs: the larger value, the smaller index on ties (Triton's argmax rule)."""
+    take1 = (v1 > v0) | ((v1 == v0) & (i1 < i0))
+    return tl.where(take1, v1, v0), tl.where(take1, i1, i0)
+
+
+@triton.jit
+def _affine(a0, b0, a1, b1):
+    """Composition of x -> a*x + b maps (first the earlier one): the linear recurrence scan."""
+    return a1 * a0, a1 * b0 + b1
+
+
+@triton.jit
+def _branchy_max(a, b):
+    if a > b:
+        return a
+    return b
+
+
+@triton.jit
+def reduce_combine_kernel(X, Out, Idx, M: tl.constexpr, N: tl.constexpr, AXIS: tl.constexpr, OP: tl.constexpr,
+                          KEEP: tl.constexpr):
+    """Reduce a [M, N] tile along AXIS with a @jit combine (OP: 0 sum, 1 max, 2 argmax pairs,
+    3 max through a runtime if)."""
+    rm = tl.arange(0, M)[:, None]
+    rn = tl.arange(0, N)[None, :]
+    x = tl.load(X + rm * N + rn)
+    if AXIS == 0:
+        offs = tl.arange(0, N)
+    else:
+        offs = tl.arange(0, M)
+    if OP == 0:
+        r = tl.reduce(x, AXIS, _add, keep_dims=KEEP)
+    elif OP == 1:
+        r = x.reduce(AXIS, _max_pick)
+    elif OP == 2:
+        idx = tl.broadcast_to(rn if AXIS == 1 else rm, M, N)
+        r, i = tl.reduce((x, idx), AXIS, _argmax_combine)
+        tl.store(Idx + offs, i)
+    else:
+        r = tl.reduce(x, AXIS, _branchy_max)
+    if KEEP:
+        r = tl.reshape(r, offs.shape)
+    tl.store(Out + offs, r)
+
+
+@triton.jit
+def reduce_all_kernel(X, Out, N: tl.constexpr):
+    x = tl.load(X + tl.arange(0, N)[:, None] * N + tl.arange(0, N)[None, :])
+    tl.store(Out, tl.reduce(x, None, _add))
+
+
+@triton.jit
+def scan_kernel(X, Y, M: tl.constexpr, N: tl.constexpr, AXIS: tl.constexpr, OP: tl.constexpr, REVERSE: tl.constexpr):
+    """Inclusive scans of a [M, N] tile (OP: 0 associative_scan add, 1 cumprod, 2 associative_scan
+    max, 3 cumsum)."""
+    offs = tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :]
+    x = tl.load(X + offs)
+    if OP == 0:
+        y = tl.associative_scan(x, AXIS, _add, reverse=REVERSE)
+    elif OP == 1:
+        y = tl.cumprod(x, axis=AXIS, reverse=REVERSE)
+    elif OP == 2:
+        y = x.associative_scan(AXIS, _max_pick, REVERSE)
+    else:
+        y = tl.cumsum(x, AXIS, REVERSE)
+    tl.store(Y + offs, y)
+
+
+@triton.jit
+def linear_recurrence_kernel(A, B, H, N: tl.constexpr, REVERSE: tl.constexpr):
+    """h[i] = a[i] * h[i-1] + b[i] (h[-1] = 0) as a two-input associative scan."""
+    offs = tl.arange(0, N)
+    a = tl.load(A + offs)
+    b = tl.load(B + offs)
+    _, h = tl.associative_scan((a, b), 0, _affine, reverse=REVERSE)
+    tl.store(H + offs, h)
