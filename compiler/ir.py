@@ -21,6 +21,13 @@ The op set (operand names in order; `?` marks an optional operand that may be No
   join       a, b       → r        a, b of one type; r = their values side by side in a new minor
                                    dim of size 2 (r[..., 0] = a, r[..., 1] = b)
   split      x          → r0, r1   x's last dim has size 2; r0 = x[..., 0], r1 = x[..., 1]
+  gather     src, index → r        attrs: axis; index (integers) has src's rank and src's size in
+                                   every other dim; r (index's shape, src's type) = src with the
+                                   `axis` coordinate replaced by index's element (out of range: the
+                                   interpreter raises, the GPU wraps it modulo the dim)
+  sort       x          → r        attrs: dim, descending; NaN sorts above every number
+  histogram  x, mask?   → r        attrs: num_bins; x 1-D integers; r: i32[num_bins], the count of
+                                   each value 0 … num_bins-1 among x (where mask); others ignored
   cast       x          → r        numeric conversion to r's element type (float→int truncates,
                                    int→bool is x != 0, ptr↔int reinterprets the address)
   bitcast    x          → r        same bit width, reinterpret

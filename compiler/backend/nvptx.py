@@ -19,7 +19,7 @@ Block dims: (32 * num_warps, 1, 1); dynamic shared memory: `compile_ir(...)["sha
 from __future__ import annotations
 
 from .. import ir
-from . import control_flow, debug_ops, dot, elementwise as ew, memory, reduction, shape_ops
+from . import control_flow, debug_ops, dot, elementwise as ew, histogram, memory, reduction, shape_ops
 from .errors import BackendError
 from .llvm_target import cpu_for, libdevice_defs, llir_to_ptx, ptxas_check  # noqa: F401  (ptxas_check re-exported)
 from .lowering import Lowering, RuleTable
@@ -57,6 +57,7 @@ RULES = RuleTable(
         # shape ops, scans, sorts
         "split": shape_ops.lower_split,
         "reduce_combine": reduction.lower_reduce_combine, "scan_combine": reduction.lower_scan_combine,
+        "gather": shape_ops.lower_gather, "sort": shape_ops.lower_sort, "histogram": histogram.lower_histogram,
     },
 )
 

@@ -1,10 +1,12 @@
-"""Rules for the shape ops that move values between the elements of a block: `tl.join`, `tl.split`."""
+"""Rules for the ops that move values between the elements of a block: `tl.join`, `tl.split` (in
+registers), `tl.gather` (and `tl.flip`, a gather) and `tl.sort` (through shared memory)."""
 from __future__ import annotations
 
 from llvmlite import ir as ll
 
-from .layouts import scalar_layout
-from .llvm_types import I32
+from ..language import dtypes as T
+from .layouts import log2, scalar_layout
+from .llvm_types import I1, I8, I32, esize, is_signed, mty
 
 
 def lower_join(lw, op, lay):
@@ -44,3 +46,148 @@ def lower_split(lw, op):
             lw.set_block(res, out_lay, vals)
         else:
             lw.vals[res.id] = vals[0]
+
+
+# ---- through shared memory: gather and sort ------------------------------------------------------
+
+def _to_smem(lw, x):
+    """x's registers stored row-major in shared memory (barriers on both sides); returns the
+    in-memory element type and size."""
+    dt = x.dtype
+    mt, es = mty(dt), esize(dt)
+    regs = lw.block(x, lw.layout_of(x))
+    if dt.name == "i1":
+        regs = [lw.b.zext(r, I8) for r in regs]
+    lw.smem_bytes = max(lw.smem_bytes, x.type.numel * es)
+    lw.barrier()
+    lw.smem_write(regs, lw.layout_of(x), mt, es)
+    lw.barrier()
+    return mt, es
+
+
+def _from_mem(lw, v, dt):
+    return lw.b.trunc(v, I1) if dt.name == "i1" else v
+
+
+def lower_gather(lw, op):
+    """The source goes to shared memory; each thread reads its result elements at the offsets its
+    index registers name (wrapped into the dim: out-of-range indices are undefined in Triton)."""
+    src, index = op.operands
+    res = op.result
+    axis = op.attrs["axis"]
+    b = lw.b
+    mt, es = _to_smem(lw, src)
+    lay = lw.want(res)
+    idx = lw.block(index, lay)
+    strides = _strides(src.shape)
+    n = src.shape[axis]
+    out = []
+    for r in range(lay.n_regs):
+        i = idx[r]
+        if i.type.width > 32:
+            i = b.trunc(i, I32)
+        elif i.type.width < 32:
+            i = b.sext(i, I32) if is_signed(index.dtype) else b.zext(i, I32)
+        off = b.mul(b.and_(i, ll.Constant(I32, n - 1)), ll.Constant(I32, strides[axis])) if strides[axis] != 1 else \
+            b.and_(i, ll.Constant(I32, n - 1))
+        for d in range(lay.rank):
+            if d != axis and src.shape[d] > 1:
+                c = lw.index(lay, d, r)
+                off = b.add(off, b.mul(c, ll.Constant(I32, strides[d])) if strides[d] != 1 else c)
+        v = b.load(lw.smem_ptr(b.mul(off, ll.Constant(I32, es))), typ=mt, align=es)
+        out.append(_from_mem(lw, v, src.dtype))
+    lw.set_block(res, lay, out)
+
+
+def _strides(shape) -> tuple:
+    s, acc = [], 1
+    for n in reversed(shape):
+        s.append(acc)
+        acc *= n
+    return tuple(reversed(s))
+
+
+def thread_loop(lw, count: int, body) -> None:
+    """body(p) for p = tid, tid + T, …, below count (T the threads of the program), unrolled when
+    short, else a loop."""
+    b = lw.b
+    T = 32 * lw.num_warps
+    if count <= T:
+        with b.if_then(b.icmp_unsigned("<", lw.tid, ll.Constant(I32, count))) if count < T else _nothing():
+            body(lw.tid)
+        return
+    trips = count // T
+    if trips <= 8:
+        for t in range(trips):
+            body(b.add(lw.tid, ll.Constant(I32, t * T)) if t else lw.tid)
+        return
+    header, exitb, iv, _ = lw.loop_head("each", ll.Constant(I32, 0), ll.Constant(I32, count), ll.Constant(I32, T), [], True)
+    body(b.add(iv, lw.tid))
+    lw.loop_back(header, iv, ll.Constant(I32, T), [], [])
+    b.position_at_end(exitb)
+
+
+class _nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _greater(lw, dt, a, c):
+    """a > c, with NaN above every number (as numpy and torch sort)."""
+    b = lw.b
+    if dt.is_floating():
+        gt = b.fcmp_ordered(">", a, c)
+        return b.or_(gt, b.and_(b.fcmp_unordered("uno", a, a), b.fcmp_ordered("ord", c, c)))
+    if is_signed(dt):
+        return b.icmp_signed(">", a, c)
+    return b.icmp_unsigned(">", a, c)
+
+
+def lower_sort(lw, op):
+    """A bitonic sorting network over the row-major copy in shared memory: every stage, each thread
+    compares and swaps its share of the N/2 pairs, then the program meets at a barrier."""
+    x = op.operands[0]
+    res = op.result
+    dim, descending = op.attrs["dim"], bool(op.attrs["descending"])
+    b = lw.b
+    dt = x.dtype
+    mt, es = _to_smem(lw, x)
+    shape = x.shape
+    n = shape[dim]
+    inner = _strides(shape)[dim]
+    numel = x.type.numel
+    ln, li = log2(n), log2(inner)
+    cmp_dt = T.uint8 if dt.name == "i1" else dt
+    k = 2
+    while k <= n:
+        j = k // 2
+        while j >= 1:
+            def stage(p, j=j, k=k):
+                # p → (outer o, pair q along the dim, inner i); c = q with a zero bit inserted at j
+                i = b.and_(p, ll.Constant(I32, inner - 1))
+                q = b.and_(b.lshr(p, ll.Constant(I32, li)), ll.Constant(I32, n // 2 - 1))
+                o = b.lshr(p, ll.Constant(I32, li + ln - 1))
+                lj = log2(j)
+                c = b.or_(b.shl(b.lshr(q, ll.Constant(I32, lj)), ll.Constant(I32, lj + 1)), b.and_(q, ll.Constant(I32, j - 1)))
+                f1 = b.or_(b.or_(b.shl(o, ll.Constant(I32, ln + li)), b.shl(c, ll.Constant(I32, li))), i)
+                f2 = b.add(f1, ll.Constant(I32, j * inner))
+                p1 = lw.smem_ptr(b.mul(f1, ll.Constant(I32, es)))
+                p2 = lw.smem_ptr(b.mul(f2, ll.Constant(I32, es)))
+                v1 = b.load(p1, typ=mt, align=es)
+                v2 = b.load(p2, typ=mt, align=es)
+                up = b.icmp_unsigned("==", b.and_(c, ll.Constant(I32, k)), ll.Constant(I32, 0)) if k < n else ll.Constant(I1, 1)
+                if descending:
+                    up = b.not_(up)
+                swap = b.select(up, _greater(lw, cmp_dt, v1, v2), _greater(lw, cmp_dt, v2, v1))
+                b.store(b.select(swap, v2, v1), p1, align=es)
+                b.store(b.select(swap, v1, v2), p2, align=es)
+            thread_loop(lw, numel // 2, stage)
+            lw.barrier()
+            j //= 2
+        k *= 2
+    lay = lw.want(res)
+    out = lw.smem_read(lay, mt, es)
+    lw.set_block(res, lay, [_from_mem(lw, v, dt) for v in out])

@@ -204,6 +204,26 @@ def interleave(gen, node, a, b):
     return S.reshape(gen.b, c, c.shape[:-2] + (2 * c.shape[-2],))
 
 
+@rule("gather")
+def gather(gen, node, src, index, axis):
+    return S.gather(gen.b, src, index, _const(gen, node, axis, "tl.gather's axis"))
+
+
+@rule("flip")
+def flip(gen, node, x, dim=None):
+    return S.flip(gen.b, x, _const(gen, node, dim, "tl.flip's dim"))
+
+
+@rule("sort")
+def sort(gen, node, x, dim=None, descending=False):
+    return S.sort(gen.b, x, _const(gen, node, dim, "tl.sort's dim"), _const(gen, node, descending, "descending"))
+
+
+@rule("histogram")
+def histogram(gen, node, input, num_bins, mask=None):
+    return S.histogram(gen.b, input, _const(gen, node, num_bins, "tl.histogram's num_bins"), mask)
+
+
 # -- elementwise ---------------------------------------------------------------------------------
 @rule("where")
 def where(gen, node, condition, x, y):
@@ -487,7 +507,8 @@ _METHODS = {
     "sigmoid": BUILTINS["sigmoid"], "ravel": BUILTINS["ravel"], "xor_sum": BUILTINS["xor_sum"],
     # shape ops, scans, sorts
     "split": BUILTINS["split"], "cumprod": BUILTINS["cumprod"], "reduce": BUILTINS["reduce"],
-    "associative_scan": BUILTINS["associative_scan"],
+    "associative_scan": BUILTINS["associative_scan"], "gather": BUILTINS["gather"], "flip": BUILTINS["flip"],
+    "sort": BUILTINS["sort"], "histogram": BUILTINS["histogram"],
 }
 
 

@@ -212,6 +212,45 @@ class Program:
             env[s0], env[s1] = v[..., 0][()], v[..., 1][()]
         return f
 
+    def _op_gather(self, op):
+        src, index, s = self._slot(op.operands[0]), self._slot(op.operands[1]), self._rs(op)
+        axis = int(op.attrs["axis"]) + self.BATCH
+        loc = op.loc
+
+        def f(env):
+            v, i = env[src], env[index].astype(np.int64)
+            n = v.shape[axis]
+            if i.size and (i.min() < 0 or i.max() >= n):
+                bad = i[(i < 0) | (i >= n)].ravel()[0]
+                raise InterpreterError(f"{loc}: tl.gather index {bad} out of range for a dim of size {n}")
+            env[s] = np.take_along_axis(v, i, axis)
+        return f
+
+    def _op_sort(self, op):
+        x, s = self._slot(op.operands[0]), self._rs(op)
+        axis, desc = int(op.attrs["dim"]) + self.BATCH, bool(op.attrs["descending"])
+
+        def f(env):
+            r = np.sort(env[x], axis=axis)  # NaN last, as the GPU orders it
+            env[s] = np.flip(r, axis) if desc else r
+        return f
+
+    def _op_histogram(self, op):
+        x, m, s = self._slot(op.operands[0]), self._slot(op.operands[1]), self._rs(op)
+        nb = int(op.attrs["num_bins"])
+
+        def f(env):
+            v = np.asarray(env[x]).astype(np.int64)
+            rows = v.reshape(-1, v.shape[-1])
+            keep = (rows >= 0) & (rows < nb)
+            if m is not None:
+                keep &= np.asarray(env[m]).reshape(rows.shape).astype(bool)
+            out = np.zeros((rows.shape[0], nb), dtype=np.int32)
+            r, c = np.nonzero(keep)
+            np.add.at(out, (r, rows[r, c]), 1)
+            env[s] = out.reshape(v.shape[:-1] + (nb,))
+        return f
+
     def _op_cast(self, op):
         x, s = self._slot(op.operands[0]), self._rs(op)
         src, dst = op.operands[0].dtype, op.result.dtype

@@ -7,7 +7,7 @@ import torch
 
 import compiler as triton
 from compiler.backend import nvptx
-from tests.compiler.kernels import shape_ops as K
+from tests.compiler.kernels import shape_ops as SK
 from tests.compiler.kernels.util import assert_close, gen, interpret, poisoned, rand  # noqa: F401
 
 FLOATS = [torch.float32, torch.float16, torch.bfloat16]
@@ -21,7 +21,7 @@ def test_join_split_interleave(interpret, gen, M, N, dtype):
     x, y = rand(gen, (M, N), dtype, -100, 100), rand(gen, (M, N), dtype, -100, 100)
     joined, a, b = poisoned((M, N, 2), dtype), poisoned((M, N), dtype), poisoned((M, N), dtype)
     inter = poisoned((M, 2 * N), dtype)
-    K.join_split_kernel[(1,)](x, y, joined, a, b, inter, M=M, N=N)
+    SK.join_split_kernel[(1,)](x, y, joined, a, b, inter, M=M, N=N)
     assert torch.equal(joined, torch.stack([x, y], -1))
     assert torch.equal(a, x) and torch.equal(b, y)
     assert torch.equal(inter, torch.stack([x, y], -1).reshape(M, 2 * N))
@@ -31,7 +31,7 @@ def test_join_split_interleave(interpret, gen, M, N, dtype):
 def test_split_of_loaded_pairs(interpret, gen, N):
     x = rand(gen, (N, 2), torch.float32)
     a, b = poisoned((N + 1,), torch.float32), poisoned((N + 1,), torch.float32)
-    K.split_loaded_kernel[(1,)](x, a, b, N=N)
+    SK.split_loaded_kernel[(1,)](x, a, b, N=N)
     assert torch.equal(a[:N], x[:, 0]) and torch.equal(b[:N], x[:, 1])
     assert a[N] == x[0, 1] and b[N] == x[0, 0]
 
@@ -66,7 +66,7 @@ def test_reduce_custom_combine(interpret, gen, M, N, axis, op, keep):
     x = rand(gen, (M, N), dtype, -8, 8) if op == 2 else rand(gen, (M, N), dtype)
     n_out = N if axis == 0 else M
     out, idx = poisoned((n_out,), dtype), poisoned((n_out,), torch.int32)
-    K.reduce_combine_kernel[(1,)](x, out, idx, M=M, N=N, AXIS=axis, OP=op, KEEP=keep)
+    SK.reduce_combine_kernel[(1,)](x, out, idx, M=M, N=N, AXIS=axis, OP=op, KEEP=keep)
     ref = _reduce_ref(x, axis, op)
     assert_close(out, ref.to(out.dtype) if op else ref, dtype=dtype)
     if op == 2:  # ties: the first index, as torch.argmax's first-occurrence rule
@@ -78,7 +78,7 @@ def test_reduce_custom_combine(interpret, gen, M, N, axis, op, keep):
 def test_reduce_custom_all_axes(interpret, gen):
     x = rand(gen, (16, 16), torch.float32)
     out = poisoned((1,), torch.float32)
-    K.reduce_all_kernel[(1,)](x, out, N=16)
+    SK.reduce_all_kernel[(1,)](x, out, N=16)
     assert_close(out, x.double().sum().reshape(1), dtype=torch.float32)
 
 
@@ -102,7 +102,7 @@ def _scan_ref(x, axis, op, reverse):
 def test_scans(interpret, gen, M, N, axis, op, reverse):
     x = rand(gen, (M, N), torch.float32, 0.9, 1.1) if op == 1 else rand(gen, (M, N), torch.float32)
     y = poisoned((M, N), torch.float32)
-    K.scan_kernel[(1,)](x, y, M=M, N=N, AXIS=axis, OP=op, REVERSE=reverse)
+    SK.scan_kernel[(1,)](x, y, M=M, N=N, AXIS=axis, OP=op, REVERSE=reverse)
     torch.testing.assert_close(y.double(), _scan_ref(x, axis, op, reverse), rtol=1e-5, atol=1e-5)
 
 
@@ -110,7 +110,7 @@ def test_scans(interpret, gen, M, N, axis, op, reverse):
 def test_cumprod_dtypes(interpret, gen, dtype):
     x = rand(gen, (4, 8), dtype, 1, 2) if not dtype.is_floating_point else rand(gen, (4, 8), dtype, 0.9, 1.1)
     y = poisoned((4, 8), torch.int32 if dtype == torch.int8 else dtype)
-    K.scan_kernel[(1,)](x, y, M=4, N=8, AXIS=1, OP=1, REVERSE=False)
+    SK.scan_kernel[(1,)](x, y, M=4, N=8, AXIS=1, OP=1, REVERSE=False)
     ref = x.double().cumprod(1)
     if dtype.is_floating_point:
         assert_close(y, ref, dtype=dtype)
@@ -123,7 +123,7 @@ def test_cumprod_dtypes(interpret, gen, dtype):
 def test_linear_recurrence_tuple_scan(interpret, gen, N, reverse):
     a, b = rand(gen, (N,), torch.float32, 0.5, 1.0), rand(gen, (N,), torch.float32)
     h = poisoned((N,), torch.float32)
-    K.linear_recurrence_kernel[(1,)](a, b, h, N=N, REVERSE=reverse)
+    SK.linear_recurrence_kernel[(1,)](a, b, h, N=N, REVERSE=reverse)
     ref, acc = [0.0] * N, 0.0
     for i in (range(N - 1, -1, -1) if reverse else range(N)):
         acc = a[i].item() * acc + b[i].item()
@@ -162,24 +162,88 @@ def k(X):
         triton.compile(_exec(src)["k"], signature={"X": "*fp32"}, target="sm_90")
 
 
+# ---- gather, flip, sort, histogram -------------------------------------------------------------------
+
+@pytest.mark.parametrize("M,N,K,axis", [(8, 16, 8, 0), (8, 16, 32, 0), (16, 32, 64, 1), (32, 4, 2, 1), (1, 128, 128, 1)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64, torch.int8])
+def test_gather(interpret, gen, M, N, K, axis, dtype):
+    src = rand(gen, (M, N), dtype, -100, 100)
+    size = (M, N)[axis]
+    idx_shape = (K, N) if axis == 0 else (M, K)
+    idx = rand(gen, idx_shape, torch.int32, 0, size - 1)
+    out = poisoned(idx_shape, dtype)
+    SK.gather_kernel[(1,)](src, idx, out, M=M, N=N, K=K, AXIS=axis)
+    assert torch.equal(out, torch.gather(src, axis, idx.long()))
+
+
+def test_gather_index_out_of_range_in_interpreter(interpret):
+    src = torch.zeros((8, 16))
+    idx = torch.full((8, 16), 8, dtype=torch.int32)
+    with pytest.raises(Exception, match=r"tl.gather index 8 out of range for a dim of size 8"):
+        SK.gather_kernel[(1,)](src, idx, torch.empty((8, 16)), M=8, N=16, K=8, AXIS=0)
+
+
+@pytest.mark.parametrize("M,N", [(1, 2), (4, 32), (8, 128), (2, 1024)])
+@pytest.mark.parametrize("dim", [0, 1])
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.float16, torch.uint8])
+def test_flip_sort(interpret, gen, M, N, dim, descending, dtype):
+    x = rand(gen, (M, N), dtype, 0, 255) if dtype == torch.uint8 else rand(gen, (M, N), dtype, -1000, 1000)
+    flipped, srt = poisoned((M, N), dtype), poisoned((M, N), dtype)
+    SK.flip_sort_kernel[(1,)](x, flipped, srt, M=M, N=N, DIM=dim, DESCENDING=descending)
+    assert torch.equal(flipped, x.flip(dim))
+    assert torch.equal(srt, torch.sort(x, dim, descending=descending).values)
+
+
+def test_sort_nan_and_method(interpret, gen):
+    x = rand(gen, (64,), torch.float32)
+    x[[3, 17, 40]] = float("nan")
+    y = poisoned((64,), torch.float32)
+    SK.sort_1d_kernel[(1,)](x, y, N=64)
+    assert torch.allclose(y, torch.sort(x).values, equal_nan=True)
+    assert torch.isnan(y[-3:]).all() and not torch.isnan(y[:-3]).any()
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int8, torch.int64])
+@pytest.mark.parametrize("n,N,bins", [(1000, 256, 64), (77, 128, 512), (4096, 1024, 16)])
+def test_histogram(interpret, gen, dtype, n, N, bins):
+    x = rand(gen, (n,), dtype, -5, min(bins + 5, 127) if dtype == torch.int8 else bins + 5)
+    out = torch.zeros((bins,), dtype=torch.int32)
+    grid = ((n + N - 1) // N,)
+    SK.histogram_kernel[grid](x, out, n, N=N, BINS=bins)
+    xs = x.long()
+    ref = torch.bincount(xs[(xs >= 0) & (xs < bins)], minlength=bins)
+    assert torch.equal(out.long(), ref)
+
+
 # ---- PTX: every kernel compiles and assembles ------------------------------------------------------
 
 PTX_CASES = {
-    "join_split_fp32": (K.join_split_kernel, dict(X="*fp32", Y="*fp32", Joined="*fp32", A="*fp32", B="*fp32", Inter="*fp32"),
+    "join_split_fp32": (SK.join_split_kernel, dict(X="*fp32", Y="*fp32", Joined="*fp32", A="*fp32", B="*fp32", Inter="*fp32"),
                         dict(M=16, N=32), 4),
-    "join_split_i8": (K.join_split_kernel, dict(X="*i8", Y="*i8", Joined="*i8", A="*i8", B="*i8", Inter="*i8"),
+    "join_split_i8": (SK.join_split_kernel, dict(X="*i8", Y="*i8", Joined="*i8", A="*i8", B="*i8", Inter="*i8"),
                       dict(M=4, N=8), 1),
-    "split_loaded": (K.split_loaded_kernel, dict(X="*fp16", A="*fp16", B="*fp16"), dict(N=256), 4),
-    **{f"reduce_combine_ax{ax}_op{op}": (K.reduce_combine_kernel, dict(X="*i32" if op == 2 else "*fp32",
+    "split_loaded": (SK.split_loaded_kernel, dict(X="*fp16", A="*fp16", B="*fp16"), dict(N=256), 4),
+    **{f"reduce_combine_ax{ax}_op{op}": (SK.reduce_combine_kernel, dict(X="*i32" if op == 2 else "*fp32",
                                                                        Out="*i32" if op == 2 else "*fp32", Idx="*i32"),
                                          dict(M=32, N=64, AXIS=ax, OP=op, KEEP=False), 4)
        for ax in (0, 1) for op in (0, 1, 2, 3)},
-    "reduce_all": (K.reduce_all_kernel, dict(X="*fp32", Out="*fp32"), dict(N=64), 8),
-    **{f"scan_ax{ax}_op{op}_rev{int(rev)}": (K.scan_kernel, dict(X="*fp32", Y="*fp32"),
+    "reduce_all": (SK.reduce_all_kernel, dict(X="*fp32", Out="*fp32"), dict(N=64), 8),
+    **{f"scan_ax{ax}_op{op}_rev{int(rev)}": (SK.scan_kernel, dict(X="*fp32", Y="*fp32"),
                                               dict(M=16, N=128, AXIS=ax, OP=op, REVERSE=rev), 4)
        for ax in (0, 1) for op in (0, 1, 2) for rev in (False, True)},
-    "linear_recurrence": (K.linear_recurrence_kernel, dict(A="*fp32", B="*fp32", H="*fp32"), dict(N=1024, REVERSE=False), 4),
-    "linear_recurrence_rev": (K.linear_recurrence_kernel, dict(A="*fp32", B="*fp32", H="*fp32"), dict(N=256, REVERSE=True), 8),
+    "linear_recurrence": (SK.linear_recurrence_kernel, dict(A="*fp32", B="*fp32", H="*fp32"), dict(N=1024, REVERSE=False), 4),
+    "linear_recurrence_rev": (SK.linear_recurrence_kernel, dict(A="*fp32", B="*fp32", H="*fp32"), dict(N=256, REVERSE=True), 8),
+    "gather_ax0": (SK.gather_kernel, dict(Src="*fp32", Index="*i32", Out="*fp32"), dict(M=64, N=32, K=16, AXIS=0), 4),
+    "gather_ax1_i64": (SK.gather_kernel, dict(Src="*fp16", Index="*i64", Out="*fp16"), dict(M=16, N=128, K=256, AXIS=1), 4),
+    **{f"flip_sort_dim{d}_desc{int(desc)}_{dt}": (SK.flip_sort_kernel, dict(X=f"*{dt}", Flipped=f"*{dt}", Sorted=f"*{dt}"),
+                                                   dict(M=8, N=128, DIM=d, DESCENDING=desc), 4)
+       for d in (0, 1) for desc in (False, True) for dt in ("fp32", "i32", "u8", "bf16")},
+    "sort_big": (SK.flip_sort_kernel, dict(X="*fp32", Flipped="*fp32", Sorted="*fp32"), dict(M=4, N=4096, DIM=1, DESCENDING=False), 4),
+    "sort_1d": (SK.sort_1d_kernel, dict(X="*fp32", Y="*fp32"), dict(N=64), 4),
+    "histogram_i32": (SK.histogram_kernel, dict(X="*i32", Out="*i32", n="i32"), dict(N=1024, BINS=64), 4),
+    "histogram_i8_many_bins": (SK.histogram_kernel, dict(X="*i8", Out="*i32", n="i32"), dict(N=128, BINS=512), 4),
+    "histogram_i64": (SK.histogram_kernel, dict(X="*i64", Out="*i32", n="i32"), dict(N=256, BINS=16), 2),
 }
 
 

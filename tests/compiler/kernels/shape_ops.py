@@ -133,3 +133,42 @@ def linear_recurrence_kernel(A, B, H, N: tl.constexpr, REVERSE: tl.constexpr):
     b = tl.load(B + offs)
     _, h = tl.associative_scan((a, b), 0, _affine, reverse=REVERSE)
     tl.store(H + offs, h)
+
+
+# ---- gather, flip, sort, histogram ----------------------------------------------------------------
+
+@triton.jit
+def gather_kernel(Src, Index, Out, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr, AXIS: tl.constexpr):
+    """Src [M, N]; Index and Out [K, N] (AXIS 0) or [M, K] (AXIS 1)."""
+    src = tl.load(Src + tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :])
+    if AXIS == 0:
+        offs = tl.arange(0, K)[:, None] * N + tl.arange(0, N)[None, :]
+    else:
+        offs = tl.arange(0, M)[:, None] * K + tl.arange(0, K)[None, :]
+    idx = tl.load(Index + offs)
+    tl.store(Out + offs, tl.gather(src, idx, AXIS))
+
+
+@triton.jit
+def flip_sort_kernel(X, Flipped, Sorted, M: tl.constexpr, N: tl.constexpr, DIM: tl.constexpr,
+                     DESCENDING: tl.constexpr):
+    offs = tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :]
+    x = tl.load(X + offs)
+    tl.store(Flipped + offs, tl.flip(x, DIM))
+    tl.store(Sorted + offs, tl.sort(x, dim=DIM, descending=DESCENDING))
+
+
+@triton.jit
+def sort_1d_kernel(X, Y, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    tl.store(Y + offs, tl.load(X + offs).sort())
+
+
+@triton.jit
+def histogram_kernel(X, Out, n, N: tl.constexpr, BINS: tl.constexpr):
+    """Per program: the histogram of its N elements (masked below n) added to Out."""
+    offs = tl.program_id(0) * N + tl.arange(0, N)
+    mask = offs < n
+    x = tl.load(X + offs, mask=mask, other=0)
+    h = tl.histogram(x, BINS, mask=mask)
+    tl.atomic_add(Out + tl.arange(0, BINS), h)
