@@ -76,9 +76,9 @@ def lower_gather(lw, op):
     res = op.result
     axis = op.attrs["axis"]
     b = lw.b
-    mt, es = _to_smem(lw, src)
     lay = lw.want(res)
-    idx = lw.block(index, lay)
+    idx = lw.block(index, lay)  # first: a layout conversion would go through shared memory too
+    mt, es = _to_smem(lw, src)
     strides = _strides(src.shape)
     n = src.shape[axis]
     out = []
