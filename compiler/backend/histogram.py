@@ -4,7 +4,6 @@ from __future__ import annotations
 from llvmlite import ir as ll
 
 from .llvm_types import I32, is_signed
-from .shape_ops import thread_loop
 
 
 def lower_histogram(lw, op):
@@ -17,7 +16,7 @@ def lower_histogram(lw, op):
     masks = lw.block(mask, lay) if mask is not None else None
     lw.smem_bytes = max(lw.smem_bytes, 4 * nb)
     lw.barrier()
-    thread_loop(lw, nb, lambda p: b.store(ll.Constant(I32, 0), lw.smem_ptr(b.mul(p, ll.Constant(I32, 4))), align=4))
+    lw.each_thread_share(nb, lambda p: b.store(ll.Constant(I32, 0), lw.smem_ptr(b.mul(p, ll.Constant(I32, 4))), align=4))
     lw.barrier()
     owner = lw.owner_pred(lay)  # replicated copies of an element count once
     signed = is_signed(x.dtype)

@@ -107,34 +107,6 @@ def _strides(shape) -> tuple:
     return tuple(reversed(s))
 
 
-def thread_loop(lw, count: int, body) -> None:
-    """body(p) for p = tid, tid + T, …, below count (T the threads of the program), unrolled when
-    short, else a loop."""
-    b = lw.b
-    T = 32 * lw.num_warps
-    if count <= T:
-        with b.if_then(b.icmp_unsigned("<", lw.tid, ll.Constant(I32, count))) if count < T else _nothing():
-            body(lw.tid)
-        return
-    trips = count // T
-    if trips <= 8:
-        for t in range(trips):
-            body(b.add(lw.tid, ll.Constant(I32, t * T)) if t else lw.tid)
-        return
-    header, exitb, iv, _ = lw.loop_head("each", ll.Constant(I32, 0), ll.Constant(I32, count), ll.Constant(I32, T), [], True)
-    body(b.add(iv, lw.tid))
-    lw.loop_back(header, iv, ll.Constant(I32, T), [], [])
-    b.position_at_end(exitb)
-
-
-class _nothing:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
-
-
 def _greater(lw, dt, a, c):
     """a > c, with NaN above every number (as numpy and torch sort)."""
     b = lw.b
@@ -184,7 +156,7 @@ def lower_sort(lw, op):
                 swap = b.select(up, _greater(lw, cmp_dt, v1, v2), _greater(lw, cmp_dt, v2, v1))
                 b.store(b.select(swap, v2, v1), p1, align=es)
                 b.store(b.select(swap, v1, v2), p2, align=es)
-            thread_loop(lw, numel // 2, stage)
+            lw.each_thread_share(numel // 2, stage)
             lw.barrier()
             j //= 2
         k *= 2

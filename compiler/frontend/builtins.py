@@ -155,8 +155,8 @@ def view(gen, node, input, *shape):
 
 
 @rule("ravel")
-def ravel(gen, node, x):
-    return S.reshape(gen.b, x, (x.type.numel,), False)
+def ravel(gen, node, x, can_reorder=False):
+    return S.reshape(gen.b, x, (x.type.numel,), bool(_const(gen, node, can_reorder, "can_reorder")))
 
 
 @rule("trans", "permute")

@@ -216,6 +216,29 @@ def test_histogram(interpret, gen, dtype, n, N, bins):
     assert torch.equal(out.long(), ref)
 
 
+@pytest.mark.parametrize("body,message", [
+    ("tl.store(X + r, tl.histogram(tl.load(X + r), 8))", "tl.histogram needs integers, got fp32"),
+    ("tl.store(X + r, tl.histogram(r, 6))", "num_bins must be a power of two, got 6"),
+    ("tl.store(X + r, tl.gather(tl.load(X + r), r.to(tl.float32), 0))", "tl.gather's index must hold integers"),
+    ("tl.store(X + r, tl.sum(tl.gather(tl.load(X + r)[:, None], r[None, :], 0), 0))",
+     "must equal the source's \\[16, 1\\] in every dim but axis 0"),
+    ("tl.store(X + r, tl.sort(tl.load(X + r), dim=1))", "tl.sort: dim 1 out of range for a 1-D block"),
+    ("a, b = tl.split(tl.load(X + r))", "tl.split needs a block whose last dimension has size 2"),
+])
+def test_errors_name_the_source_line(body, message):
+    src = f'''
+import compiler as triton
+import compiler.language as tl
+@triton.jit
+def k(X):
+    r = tl.arange(0, 16)
+    {body}
+'''
+    with pytest.raises(triton.CompilationError, match=message) as info:
+        triton.compile(_exec(src)["k"], signature={"X": "*fp32"}, target="sm_90")
+    assert ":7:" in str(info.value)
+
+
 # ---- PTX: every kernel compiles and assembles ------------------------------------------------------
 
 PTX_CASES = {
