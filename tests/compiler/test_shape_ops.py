@@ -239,6 +239,14 @@ def k(X):
     assert ":7:" in str(info.value)
 
 
+def test_pointer_effects_through_custom_combines():
+    from compiler.pointer_effects import pointer_effects
+    from compiler.runtime.compile import build_ir
+    fn = build_ir(SK.linear_recurrence_kernel, {"A": "*fp32", "B": "*fp32", "H": "*fp32"}, {"N": 64, "REVERSE": False})
+    eff = pointer_effects(fn)
+    assert eff.stored == {"H"} and eff.loaded == {"A", "B"}
+
+
 # ---- PTX: every kernel compiles and assembles ------------------------------------------------------
 
 PTX_CASES = {
