@@ -343,14 +343,24 @@ BUILTINS["argmax"] = _arg("argmax")
 BUILTINS["argmin"] = _arg("argmin")
 
 
+def _scan_input(gen, node, input, dtype):
+    """As Triton's cumsum/cumprod: bfloat16 accumulates (and returns) float32; `dtype` casts first."""
+    x = S.to_tensor(gen.b, input)
+    if x.dtype == T.bfloat16:
+        x = S.cast(gen.b, x, T.float32)
+    if dtype is not None:
+        x = S.cast(gen.b, x, _const(gen, node, dtype, "dtype"))
+    return x
+
+
 @rule("cumsum")
-def cumsum(gen, node, input, axis=0, reverse=False):
-    return S.scan(gen.b, input, _axis(gen, node, axis), "sum", bool(reverse))
+def cumsum(gen, node, input, axis=0, reverse=False, dtype=None):
+    return S.scan(gen.b, _scan_input(gen, node, input, dtype), _axis(gen, node, axis), "sum", bool(reverse))
 
 
 @rule("cumprod")
-def cumprod(gen, node, input, axis=0, reverse=False):
-    return S.scan(gen.b, input, _axis(gen, node, axis), "prod", bool(reverse))
+def cumprod(gen, node, input, axis=0, reverse=False, dtype=None):
+    return S.scan(gen.b, _scan_input(gen, node, input, dtype), _axis(gen, node, axis), "prod", bool(reverse))
 
 
 def _combine_region(gen, node, combine_fn, dtypes) -> ir.Block:

@@ -118,6 +118,14 @@ def test_cumprod_dtypes(interpret, gen, dtype):
         assert torch.equal(y.to(torch.int64), ref.to(torch.int64).to(y.dtype).to(torch.int64))
 
 
+def test_cumsum_promotes_bf16_and_takes_dtype(interpret, gen):
+    x = rand(gen, (128,), torch.bfloat16, -50, 50)
+    y, y64 = poisoned((128,), torch.float32), poisoned((128,), torch.int64)
+    SK.cumsum_dtype_kernel[(1,)](x, y, y64, N=128)
+    torch.testing.assert_close(y.double(), x.double().cumsum(0), rtol=1e-6, atol=1e-4)
+    assert torch.equal(y64, x.to(torch.int32).long().cumsum(0) * 4294967296)
+
+
 @pytest.mark.parametrize("N", [16, 256])
 @pytest.mark.parametrize("reverse", [False, True])
 def test_linear_recurrence_tuple_scan(interpret, gen, N, reverse):
@@ -259,6 +267,7 @@ PTX_CASES = {
                                                                        Out="*i32" if op == 2 else "*fp32", Idx="*i32"),
                                          dict(M=32, N=64, AXIS=ax, OP=op, KEEP=False), 4)
        for ax in (0, 1) for op in (0, 1, 2, 3)},
+    "cumsum_dtype": (SK.cumsum_dtype_kernel, dict(X="*bf16", Y="*fp32", Y64="*i64"), dict(N=512), 4),
     "reduce_all": (SK.reduce_all_kernel, dict(X="*fp32", Out="*fp32"), dict(N=64), 8),
     **{f"scan_ax{ax}_op{op}_rev{int(rev)}": (SK.scan_kernel, dict(X="*fp32", Y="*fp32"),
                                               dict(M=16, N=128, AXIS=ax, OP=op, REVERSE=rev), 4)

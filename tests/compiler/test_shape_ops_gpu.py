@@ -150,3 +150,11 @@ def test_histogram(gen, dtype, n, N, bins, nw):
     SK.histogram_kernel[((n + N - 1) // N,)](x, out, n, N=N, BINS=bins, num_warps=nw)
     xs = x.long()
     assert torch.equal(out.long(), torch.bincount(xs[(xs >= 0) & (xs < bins)], minlength=bins))
+
+
+def test_cumsum_promotes_bf16_and_takes_dtype(gen):
+    x = rand(gen, (512,), torch.bfloat16, -50, 50)
+    y, y64 = poisoned((512,), torch.float32), poisoned((512,), torch.int64)
+    SK.cumsum_dtype_kernel[(1,)](x, y, y64, N=512, num_warps=4)
+    torch.testing.assert_close(y.double(), x.double().cumsum(0), rtol=1e-6, atol=1e-3)
+    assert torch.equal(y64, x.to(torch.int32).long().cumsum(0) * 4294967296)

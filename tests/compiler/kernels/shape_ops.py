@@ -172,3 +172,14 @@ def histogram_kernel(X, Out, n, N: tl.constexpr, BINS: tl.constexpr):
     x = tl.load(X + offs, mask=mask, other=0)
     h = tl.histogram(x, BINS, mask=mask)
     tl.atomic_add(Out + tl.arange(0, BINS), h)
+
+
+@triton.jit
+def cumsum_dtype_kernel(X, Y, Y64, N: tl.constexpr):
+    """bf16 input: tl.cumsum accumulates and returns fp32 (as Triton); dtype= casts first."""
+    offs = tl.arange(0, N)
+    x = tl.load(X + offs)
+    y = tl.cumsum(x, 0)
+    tl.static_assert(y.dtype == tl.float32)
+    tl.store(Y + offs, y)
+    tl.store(Y64 + offs, tl.cumsum(x.to(tl.int32), 0, dtype=tl.int64) * 4294967296)
