@@ -25,6 +25,7 @@ The op set (operand names in order; `?` marks an optional operand that may be No
                                    every other dim; r (index's shape, src's type) = src with the
                                    `axis` coordinate replaced by index's element (out of range: the
                                    interpreter raises, the GPU wraps it modulo the dim)
+  flip       x          → r        attrs: dim; x reversed along dim
   sort       x          → r        attrs: dim, descending; NaN sorts above every number
   histogram  x, mask?   → r        attrs: num_bins; x 1-D integers; r: i32[num_bins], the count of
                                    each value 0 … num_bins-1 among x (where mask); others ignored

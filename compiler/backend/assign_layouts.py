@@ -294,7 +294,7 @@ class LayoutAssignment:
             return ins[0].slice(op.attrs["axis"])
         if n == "scan_combine" and first is not None:
             return first
-        if n in ("gather", "sort") and first is not None:
+        if n in ("gather", "flip", "sort") and first is not None:
             return first
         return default_layout(res.shape, self.num_warps) if default else None
 

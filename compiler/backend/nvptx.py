@@ -57,7 +57,7 @@ RULES = RuleTable(
         # shape ops, scans, sorts
         "split": shape_ops.lower_split,
         "reduce_combine": reduction.lower_reduce_combine, "scan_combine": reduction.lower_scan_combine,
-        "gather": shape_ops.lower_gather, "sort": shape_ops.lower_sort, "histogram": histogram.lower_histogram,
+        "gather": shape_ops.lower_gather, "flip": shape_ops.lower_flip, "sort": shape_ops.lower_sort, "histogram": histogram.lower_histogram,
     },
 )
 

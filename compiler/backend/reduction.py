@@ -15,7 +15,7 @@ from .layouts import Layout, blocked, default_layout
 from .llvm_types import BF16, F16, F32, F64, FULL_MASK, I1, I8, I16, I32, I64, esize, fsuffix_of, is_signed, lty, mty
 
 
-def _shfl(lw, x, mode: str, lane_arg):
+def shfl(lw, x, mode: str, lane_arg):
     """shfl.sync.<mode> of any ≤64-bit value."""
     b = lw.b
     t = x.type
@@ -26,14 +26,14 @@ def _shfl(lw, x, mode: str, lane_arg):
         iv = b.bitcast(x, I64) if t == F64 else x
         lo = b.trunc(iv, I32)
         hi = b.trunc(b.lshr(iv, ll.Constant(I64, 32)), I32)
-        lo, hi = _shfl(lw, lo, mode, lane_arg), _shfl(lw, hi, mode, lane_arg)
+        lo, hi = shfl(lw, lo, mode, lane_arg), shfl(lw, hi, mode, lane_arg)
         r = b.or_(b.zext(lo, I64), b.shl(b.zext(hi, I64), ll.Constant(I64, 32)))
         return b.bitcast(r, F64) if t == F64 else r
     if isinstance(t, ll.IntType):
-        r = _shfl(lw, b.zext(x, I32), mode, lane_arg)
+        r = shfl(lw, b.zext(x, I32), mode, lane_arg)
         return b.trunc(r, t)
     if t in (F16, BF16):
-        r = _shfl(lw, b.zext(b.bitcast(x, I16), I32), mode, lane_arg)
+        r = shfl(lw, b.zext(b.bitcast(x, I16), I32), mode, lane_arg)
         return b.bitcast(b.trunc(r, I16), t)
     raise BackendError(f"shuffle of {t}")
 
@@ -169,7 +169,7 @@ def _reduce_tuples(lw, lay, axis, vals, comb, dts):
         acc.append(a)
     la, _, _ = _axis_bits(lay.lane, axis)
     for i in la:
-        acc = [comb(a, tuple(_shfl(lw, v, "bfly", ll.Constant(I32, 1 << i)) for v in a)) for a in acc]
+        acc = [comb(a, tuple(shfl(lw, v, "bfly", ll.Constant(I32, 1 << i)) for v in a)) for a in acc]
     out_lay = lay.slice(axis)
     wa, _, _ = _axis_bits(lay.warp, axis)
     if wa:
@@ -266,8 +266,8 @@ def _scan(lw, op, xs, comb):
     def select(c, p, q):
         return tuple(b.select(c, pi, qi) for pi, qi in zip(p, q))
 
-    def shfl(t, mode, lane_arg):
-        return tuple(_shfl(lw, v, mode, lane_arg) for v in t)
+    def shfl_all(t, mode, lane_arg):
+        return tuple(shfl(lw, v, mode, lane_arg) for v in t)
     # axis bits in increasing value
     reg_axis = sorted((lay.reg[i][axis], i) for i in _axis_bits(lay.reg, axis)[0])
     lane_axis = sorted((lay.lane[i][axis], i) for i in _axis_bits(lay.lane, axis)[0])
@@ -309,19 +309,19 @@ def _scan(lw, op, xs, comb):
                 for s in range(nl):
                     delta = 1 << (lb0 + s)
                     if rev:
-                        other_v = shfl(incl, "down", ll.Constant(I32, delta))
+                        other_v = shfl_all(incl, "down", ll.Constant(I32, delta))
                         ok = b.icmp_unsigned("<", lidx, ll.Constant(I32, (1 << nl) - (1 << s)))
                     else:
-                        other_v = shfl(incl, "up", ll.Constant(I32, delta))
+                        other_v = shfl_all(incl, "up", ll.Constant(I32, delta))
                         ok = b.icmp_unsigned(">=", lidx, ll.Constant(I32, 1 << s))
                     incl = select(ok, comb(other_v, incl), incl)
                 # exclusive prefix from the neighbouring lane
                 d1 = 1 << lb0
                 if rev:
-                    ex = shfl(incl, "down", ll.Constant(I32, d1))
+                    ex = shfl_all(incl, "down", ll.Constant(I32, d1))
                     has = b.icmp_unsigned("<", lidx, ll.Constant(I32, (1 << nl) - 1))
                 else:
-                    ex = shfl(incl, "up", ll.Constant(I32, d1))
+                    ex = shfl_all(incl, "up", ll.Constant(I32, d1))
                     has = b.icmp_unsigned(">", lidx, ll.Constant(I32, 0))
                 for lo in range(n_lo):
                     r = reg_of(o, lo, h)
@@ -359,7 +359,7 @@ def _scan(lw, op, xs, comb):
             for h in range(n_hi):
                 tot = regs[reg_of(o, last_lo, h)]
                 if lane_axis:
-                    tot = shfl(tot, "idx", src_lane)
+                    tot = shfl_all(tot, "idx", src_lane)
                 base = b.mul(b.add(b.mul(flat, ll.Constant(I32, n_hi)), ll.Constant(I32, h)), ll.Constant(I32, nwa))
                 slot[(o, h)] = base
                 for k, (v, dt) in enumerate(zip(tot, dts)):

@@ -1,5 +1,6 @@
 """Rules for the ops that move values between the elements of a block: `tl.join`, `tl.split` (in
-registers), `tl.gather` (and `tl.flip`, a gather) and `tl.sort` (through shared memory)."""
+registers), `tl.flip` (registers and shuffles, else shared memory), `tl.gather` and `tl.sort`
+(through shared memory)."""
 from __future__ import annotations
 
 from llvmlite import ir as ll
@@ -7,6 +8,7 @@ from llvmlite import ir as ll
 from ..language import dtypes as T
 from .layouts import log2, scalar_layout
 from .llvm_types import I1, I8, I32, esize, is_signed, mty
+from .reduction import shfl
 
 
 def lower_join(lw, op, lay):
@@ -78,18 +80,29 @@ def lower_gather(lw, op):
     b = lw.b
     lay = lw.want(res)
     idx = lw.block(index, lay)  # first: a layout conversion would go through shared memory too
-    mt, es = _to_smem(lw, src)
-    strides = _strides(src.shape)
     n = src.shape[axis]
-    out = []
-    for r in range(lay.n_regs):
+
+    def coord(r):
         i = idx[r]
         if i.type.width > 32:
             i = b.trunc(i, I32)
         elif i.type.width < 32:
             i = b.sext(i, I32) if is_signed(index.dtype) else b.zext(i, I32)
-        off = b.mul(b.and_(i, ll.Constant(I32, n - 1)), ll.Constant(I32, strides[axis])) if strides[axis] != 1 else \
-            b.and_(i, ll.Constant(I32, n - 1))
+        return b.and_(i, ll.Constant(I32, n - 1))
+    _read_moved(lw, src, res, lay, axis, coord)
+
+
+def _read_moved(lw, src, res, lay, axis, coord):
+    """res (in `lay`) = src with the `axis` coordinate of each result register r replaced by
+    coord(r) (an i32), read from src's row-major copy in shared memory."""
+    b = lw.b
+    mt, es = _to_smem(lw, src)
+    strides = _strides(src.shape)
+    out = []
+    for r in range(lay.n_regs):
+        off = coord(r)
+        if strides[axis] != 1:
+            off = b.mul(off, ll.Constant(I32, strides[axis]))
         for d in range(lay.rank):
             if d != axis and src.shape[d] > 1:
                 c = lw.index(lay, d, r)
@@ -97,6 +110,34 @@ def lower_gather(lw, op):
         v = b.load(lw.smem_ptr(b.mul(off, ll.Constant(I32, es))), typ=mt, align=es)
         out.append(_from_mem(lw, v, src.dtype))
     lw.set_block(res, lay, out)
+
+
+def lower_flip(lw, op):
+    """Reversing dim d maps coordinate c to c ^ (n - 1): where the dim's bits are held by registers
+    and lanes of the same warp, that is a register permutation and a butterfly shuffle; across
+    warps, a read of the shared-memory copy at the flipped coordinates."""
+    x = op.operands[0]
+    res = op.result
+    d = op.attrs["dim"]
+    n = x.shape[d]
+    lay = lw.layout_of(x)
+    along = [bb for bb in lay.reg + lay.lane + lay.warp if bb[d]]
+    in_warp = not any(bb[d] for bb in lay.warp)
+    unit = all(sum(1 for v in bb if v) == 1 for bb in along)
+    covered = 0
+    for bb in along:
+        covered ^= bb[d]
+    if in_warp and unit and covered == n - 1:
+        regs = lw.block(x, lay)
+        rmask = sum(1 << i for i, bb in enumerate(lay.reg) if bb[d])
+        lmask = sum(1 << i for i, bb in enumerate(lay.lane) if bb[d])
+        out = [regs[r ^ rmask] for r in range(lay.n_regs)]
+        if lmask:
+            out = [shfl(lw, v, "bfly", ll.Constant(I32, lmask)) for v in out]
+        lw.set_block(res, lay, out)
+        return
+    want = lw.want(res)
+    _read_moved(lw, x, res, want, d, lambda r: lw.b.xor(lw.index(want, d, r), ll.Constant(I32, n - 1)))
 
 
 def _strides(shape) -> tuple:

@@ -240,18 +240,12 @@ def gather(b: Builder, src, index, axis) -> ir.Value:
 
 
 def flip(b: Builder, x, dim=None) -> ir.Value:
-    """x reversed along `dim` (default: the last): a gather at (n - 1 - i)."""
     x = to_tensor(b, x)
     if not x.is_block:
         raise SemanticError(f"tl.flip needs a block, got {x.type}")
-    dim = _dim(x, dim, "tl.flip")
-    n = x.shape[dim]
-    idx = b.value("arange", [], block_type(T.int32, (n,)), start=0, end=n)
-    idx = sub(b, n - 1, idx)
-    for d in builtins.range(len(x.shape)):
-        if d != dim:
-            idx = expand_dims(b, idx, d)
-    return gather(b, x, broadcast_to(b, idx, x.shape), dim)
+    if x.dtype.is_ptr():
+        raise SemanticError("tl.flip of pointers is not supported; flip the offsets")
+    return b.value("flip", [x], x.type, dim=_dim(x, dim, "tl.flip"))
 
 
 def sort(b: Builder, x, dim=None, descending=False) -> ir.Value:

@@ -226,6 +226,13 @@ class Program:
             env[s] = np.take_along_axis(v, i, axis)
         return f
 
+    def _op_flip(self, op):
+        x, s, axis = self._slot(op.operands[0]), self._rs(op), int(op.attrs["dim"]) + self.BATCH
+
+        def f(env):
+            env[s] = np.flip(env[x], axis)
+        return f
+
     def _op_sort(self, op):
         x, s = self._slot(op.operands[0]), self._rs(op)
         axis, desc = int(op.attrs["dim"]) + self.BATCH, bool(op.attrs["descending"])

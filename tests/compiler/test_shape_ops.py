@@ -279,6 +279,8 @@ PTX_CASES = {
     **{f"flip_sort_dim{d}_desc{int(desc)}_{dt}": (SK.flip_sort_kernel, dict(X=f"*{dt}", Flipped=f"*{dt}", Sorted=f"*{dt}"),
                                                    dict(M=8, N=128, DIM=d, DESCENDING=desc), 4)
        for d in (0, 1) for desc in (False, True) for dt in ("fp32", "i32", "u8", "bf16")},
+    "flip_sort_over_warps": (SK.flip_sort_kernel, dict(X="*fp32", Flipped="*fp32", Sorted="*fp32"),
+                             dict(M=2, N=1024, DIM=1, DESCENDING=True), 8),
     "sort_big": (SK.flip_sort_kernel, dict(X="*fp32", Flipped="*fp32", Sorted="*fp32"), dict(M=4, N=4096, DIM=1, DESCENDING=False), 4),
     "sort_1d": (SK.sort_1d_kernel, dict(X="*fp32", Y="*fp32"), dict(N=64), 4),
     "histogram_i32": (SK.histogram_kernel, dict(X="*i32", Out="*i32", n="i32"), dict(N=1024, BINS=64), 4),
