@@ -1,5 +1,5 @@
 """Rules for the ops that move values between the elements of a block: `tl.join`, `tl.split` (in
-registers), `tl.flip` (registers and shuffles, else shared memory), `tl.gather` and `tl.sort`
+registers), `tl.flip` and `tl.sort` (registers and shuffles, else shared memory), `tl.gather`
 (through shared memory)."""
 from __future__ import annotations
 
@@ -9,6 +9,9 @@ from ..language import dtypes as T
 from .layouts import log2, scalar_layout
 from .llvm_types import I1, I8, I32, esize, is_signed, mty
 from .reduction import shfl
+
+# the register network unrolls registers × stages compare-and-swaps; beyond this, shared memory
+SORT_UNROLL_LIMIT = 2048
 
 
 def lower_join(lw, op, lay):
@@ -160,11 +163,69 @@ def _greater(lw, dt, a, c):
 
 
 def lower_sort(lw, op):
-    """A bitonic sorting network over the row-major copy in shared memory: every stage, each thread
-    compares and swaps its share of the N/2 pairs, then the program meets at a barrier."""
+    """A bitonic sorting network on the registers: at each stage (merge size k, distance j) every
+    element meets its partner at coordinate c ^ j along the dim and keeps the smaller or the larger.
+    The partner is another register of the thread, a lane of the warp (a butterfly shuffle), or,
+    when bit j lives in the warps, comes through shared memory. Blocks with many elements per
+    thread run the network over shared memory instead (_sort_in_shared_memory): unrolled, the
+    register network would grow as registers × stages."""
     x = op.operands[0]
     res = op.result
     dim, descending = op.attrs["dim"], bool(op.attrs["descending"])
+    lay = lw.layout_of(x)
+    n = x.shape[dim]
+    stages = log2(n) * (log2(n) + 1) // 2
+    if lay.n_regs * stages > SORT_UNROLL_LIMIT:
+        _sort_in_shared_memory(lw, op, dim, descending)
+        return
+    b = lw.b
+    dt = x.dtype
+    regs = list(lw.block(x, lay))
+    inner = _strides(x.shape)[dim]
+    cmp_dt = T.uint8 if dt.name == "i1" else dt
+    coords = [lw.index(lay, dim, r) for r in range(lay.n_regs)]
+
+    def holder(j):
+        unit = tuple(j if i == dim else 0 for i in range(lay.rank))
+        for kind, group in (("reg", lay.reg), ("lane", lay.lane)):
+            for i, bb in enumerate(group):
+                if bb == unit:
+                    return kind, i
+        return None, None
+    k = 2
+    while k <= n:
+        j = k // 2
+        while j >= 1:
+            kind, i = holder(j)
+            if kind == "reg":
+                partner = [regs[r ^ (1 << i)] for r in range(lay.n_regs)]
+            elif kind == "lane":
+                partner = [shfl(lw, v, "bfly", ll.Constant(I32, 1 << i)) for v in regs]
+            else:
+                partner = _exchange(lw, lay, regs, dt, j * inner)
+            new = []
+            for r, (v, p) in enumerate(zip(regs, partner)):
+                c = coords[r]
+                lower = b.icmp_unsigned("==", b.and_(c, ll.Constant(I32, j)), ll.Constant(I32, 0))
+                up = b.icmp_unsigned("==", b.and_(c, ll.Constant(I32, k)), ll.Constant(I32, 0)) if k < n else ll.Constant(I1, 1)
+                if descending:
+                    up = b.not_(up)
+                # the lower element of an ascending pair (the upper of a descending one) keeps the smaller
+                take_min = b.icmp_unsigned("==", lower, up)
+                g = _greater(lw, cmp_dt, v, p)
+                new.append(b.select(take_min, b.select(g, p, v), b.select(g, v, p)))
+            regs = new
+            j //= 2
+        k *= 2
+    lw.set_block(res, lay, regs)
+
+
+def _sort_in_shared_memory(lw, op, dim, descending):
+    """The bitonic network over the row-major copy in shared memory: every stage, each thread
+    compares and swaps its share of the N/2 pairs (a loop when they are many), then the program
+    meets at a barrier."""
+    x = op.operands[0]
+    res = op.result
     b = lw.b
     dt = x.dtype
     mt, es = _to_smem(lw, x)
@@ -204,3 +265,20 @@ def lower_sort(lw, op):
     lay = lw.want(res)
     out = lw.smem_read(lay, mt, es)
     lw.set_block(res, lay, [_from_mem(lw, v, dt) for v in out])
+
+
+def _exchange(lw, lay, regs, dt, xor_offset: int) -> list:
+    """Each register's partner at row-major offset (its own ^ xor_offset), through shared memory."""
+    b = lw.b
+    mt, es = mty(dt), esize(dt)
+    vals = [b.zext(r, I8) for r in regs] if dt.name == "i1" else regs
+    lw.smem_bytes = max(lw.smem_bytes, lay.numel() * es)
+    lw.barrier()
+    lw.smem_write(vals, lay, mt, es)
+    lw.barrier()
+    tv, tm = lw.thread_flat(lay)
+    out = []
+    for r in range(lay.n_regs):
+        off = b.xor(lw.combine_const(tv, tm, lay.flat(lay.reg_coord(r))), ll.Constant(I32, xor_offset))
+        out.append(_from_mem(lw, b.load(lw.smem_ptr(b.mul(off, ll.Constant(I32, es))), typ=mt, align=es), dt))
+    return out

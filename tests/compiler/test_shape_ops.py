@@ -297,6 +297,14 @@ def test_ptx_assembles(name):
     assert "0 bytes spill stores" in rep, rep
 
 
+def test_sort_within_a_warp_needs_no_shared_memory():
+    """Registers and lanes hold the whole dim: compare-and-swap through shuffles, no barrier."""
+    ck = triton.compile(SK.sort_1d_kernel, signature=dict(X="*fp32", Y="*fp32"), constexprs=dict(N=128), num_warps=1,
+                        target="sm_90")
+    ptx = ck.asm["ptx"]
+    assert "shfl.sync.bfly" in ptx and "bar.sync" not in ptx and ck.metadata["shared"] == 0
+
+
 def _exec(src):
     import linecache
     import tempfile
