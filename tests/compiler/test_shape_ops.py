@@ -8,9 +8,8 @@ import torch
 import compiler as triton
 from compiler.backend import nvptx
 from tests.compiler.kernels import shape_ops as SK
+from tests.compiler.kernels import shape_refs as R
 from tests.compiler.kernels.util import assert_close, gen, interpret, poisoned, rand  # noqa: F401
-
-FLOATS = [torch.float32, torch.float16, torch.bfloat16]
 
 
 # ---- join / split / interleave -------------------------------------------------------------------
@@ -22,9 +21,7 @@ def test_join_split_interleave(interpret, gen, M, N, dtype):
     joined, a, b = poisoned((M, N, 2), dtype), poisoned((M, N), dtype), poisoned((M, N), dtype)
     inter = poisoned((M, 2 * N), dtype)
     SK.join_split_kernel[(1,)](x, y, joined, a, b, inter, M=M, N=N)
-    assert torch.equal(joined, torch.stack([x, y], -1))
-    assert torch.equal(a, x) and torch.equal(b, y)
-    assert torch.equal(inter, torch.stack([x, y], -1).reshape(M, 2 * N))
+    R.check_join_split_interleave(x, y, joined, a, b, inter)
 
 
 @pytest.mark.parametrize("N", [2, 64])
@@ -82,17 +79,6 @@ def test_reduce_custom_all_axes(interpret, gen):
     assert_close(out, x.double().sum().reshape(1), dtype=torch.float32)
 
 
-def _scan_ref(x, axis, op, reverse):
-    xd = x.double()
-    if reverse:
-        xd = xd.flip(axis)
-    if op in (0, 3):
-        r = xd.cumsum(axis)
-    elif op == 1:
-        r = xd.cumprod(axis)
-    else:
-        r = xd.cummax(axis).values
-    return r.flip(axis) if reverse else r
 
 
 @pytest.mark.parametrize("M,N", [(1, 64), (4, 32), (16, 128)])
@@ -103,7 +89,7 @@ def test_scans(interpret, gen, M, N, axis, op, reverse):
     x = rand(gen, (M, N), torch.float32, 0.9, 1.1) if op == 1 else rand(gen, (M, N), torch.float32)
     y = poisoned((M, N), torch.float32)
     SK.scan_kernel[(1,)](x, y, M=M, N=N, AXIS=axis, OP=op, REVERSE=reverse)
-    torch.testing.assert_close(y.double(), _scan_ref(x, axis, op, reverse), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(y.double(), R.scan_ref(x, axis, op, reverse), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int8, torch.float16])
@@ -132,11 +118,7 @@ def test_linear_recurrence_tuple_scan(interpret, gen, N, reverse):
     a, b = rand(gen, (N,), torch.float32, 0.5, 1.0), rand(gen, (N,), torch.float32)
     h = poisoned((N,), torch.float32)
     SK.linear_recurrence_kernel[(1,)](a, b, h, N=N, REVERSE=reverse)
-    ref, acc = [0.0] * N, 0.0
-    for i in (range(N - 1, -1, -1) if reverse else range(N)):
-        acc = a[i].item() * acc + b[i].item()
-        ref[i] = acc
-    torch.testing.assert_close(h.double(), torch.tensor(ref, dtype=torch.float64), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(h.double(), R.linear_recurrence_ref(a, b, reverse), rtol=1e-5, atol=1e-5)
 
 
 def test_combine_fn_must_be_jit():
@@ -199,8 +181,7 @@ def test_flip_sort(interpret, gen, M, N, dim, descending, dtype):
     x = rand(gen, (M, N), dtype, 0, 255) if dtype == torch.uint8 else rand(gen, (M, N), dtype, -1000, 1000)
     flipped, srt = poisoned((M, N), dtype), poisoned((M, N), dtype)
     SK.flip_sort_kernel[(1,)](x, flipped, srt, M=M, N=N, DIM=dim, DESCENDING=descending)
-    assert torch.equal(flipped, x.flip(dim))
-    assert torch.equal(srt, torch.sort(x, dim, descending=descending).values)
+    R.check_flip_sort(x, flipped, srt, dim, descending)
 
 
 def test_sort_nan_and_method(interpret, gen):

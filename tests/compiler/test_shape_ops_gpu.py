@@ -13,6 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from tests.compiler.kernels import shape_ops as SK  # noqa: E402
+from tests.compiler.kernels import shape_refs as R  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -46,9 +47,7 @@ def test_join_split_interleave(gen, M, N, nw, dtype):
     joined, a, b = poisoned((M, N, 2), dtype), poisoned((M, N), dtype), poisoned((M, N), dtype)
     inter = poisoned((M, 2 * N), dtype)
     SK.join_split_kernel[(1,)](x, y, joined, a, b, inter, M=M, N=N, num_warps=nw)
-    assert torch.equal(joined, torch.stack([x, y], -1))
-    assert torch.equal(a, x) and torch.equal(b, y)
-    assert torch.equal(inter, torch.stack([x, y], -1).reshape(M, 2 * N))
+    R.check_join_split_interleave(x, y, joined, a, b, inter)
 
 
 @pytest.mark.parametrize("N,nw", [(2, 1), (64, 4), (1024, 8)])
@@ -78,10 +77,6 @@ def test_reduce_custom_combine(gen, M, N, nw, axis, op):
         assert torch.equal(idx.long(), first.long())
 
 
-def _scan_ref(x, axis, op, reverse):
-    xd = x.double().flip(axis) if reverse else x.double()
-    r = xd.cumsum(axis) if op in (0, 3) else xd.cumprod(axis) if op == 1 else xd.cummax(axis).values
-    return r.flip(axis) if reverse else r
 
 
 @pytest.mark.parametrize("M,N,nw", [(1, 64, 1), (4, 32, 4), (16, 128, 4), (2, 1024, 8), (256, 4, 4)])
@@ -92,7 +87,7 @@ def test_scans(gen, M, N, nw, axis, op, reverse):
     x = rand(gen, (M, N), torch.float32, 0.99, 1.01) if op == 1 else rand(gen, (M, N), torch.float32)
     y = poisoned((M, N), torch.float32)
     SK.scan_kernel[(1,)](x, y, M=M, N=N, AXIS=axis, OP=op, REVERSE=reverse, num_warps=nw)
-    torch.testing.assert_close(y.double(), _scan_ref(x, axis, op, reverse), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(y.double(), R.scan_ref(x, axis, op, reverse), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("N,nw", [(16, 1), (256, 4), (1024, 8), (4096, 4)])
@@ -101,12 +96,7 @@ def test_linear_recurrence_tuple_scan(gen, N, nw, reverse):
     a, b = rand(gen, (N,), torch.float32, 0.5, 1.0), rand(gen, (N,), torch.float32)
     h = poisoned((N,), torch.float32)
     SK.linear_recurrence_kernel[(1,)](a, b, h, N=N, REVERSE=reverse, num_warps=nw)
-    ad, bd = a.double().cpu(), b.double().cpu()
-    ref, acc = torch.empty(N, dtype=torch.float64), 0.0
-    for i in (range(N - 1, -1, -1) if reverse else range(N)):
-        acc = ad[i].item() * acc + bd[i].item()
-        ref[i] = acc
-    torch.testing.assert_close(h.double().cpu(), ref, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(h.double().cpu(), R.linear_recurrence_ref(a, b, reverse), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("M,N,K,axis,nw", [(8, 16, 8, 0, 1), (8, 16, 32, 0, 4), (16, 32, 64, 1, 4), (32, 4, 2, 1, 1),
@@ -129,8 +119,7 @@ def test_flip_sort(gen, M, N, nw, dim, descending, dtype):
     x = rand(gen, (M, N), dtype, 0, 255) if dtype == torch.uint8 else rand(gen, (M, N), dtype, -1000, 1000)
     flipped, srt = poisoned((M, N), dtype), poisoned((M, N), dtype)
     SK.flip_sort_kernel[(1,)](x, flipped, srt, M=M, N=N, DIM=dim, DESCENDING=descending, num_warps=nw)
-    assert torch.equal(flipped, x.flip(dim))
-    assert torch.equal(srt, torch.sort(x, dim, descending=descending).values)
+    R.check_flip_sort(x, flipped, srt, dim, descending)
 
 
 def test_sort_nan_last(gen):
