@@ -19,7 +19,7 @@ Block dims: (32 * num_warps, 1, 1); dynamic shared memory: `compile_ir(...)["sha
 from __future__ import annotations
 
 from .. import ir
-from . import control_flow, debug_ops, dot, elementwise as ew, memory, reduction
+from . import control_flow, debug_ops, dot, elementwise as ew, histogram, memory, reduction, shape_ops
 from .errors import BackendError
 from .llvm_target import cpu_for, libdevice_defs, llir_to_ptx, ptxas_check  # noqa: F401  (ptxas_check re-exported)
 from .lowering import Lowering, RuleTable
@@ -40,6 +40,8 @@ RULES = RuleTable(
         "not": ew.lower_not, "neg": ew.lower_neg, "abs": ew.lower_abs,
         **dict.fromkeys(MATH_FUNCTIONS, ew.lower_math),
         "extern_elementwise": ew.lower_extern_elementwise,
+        # shape ops, scans, sorts
+        "join": shape_ops.lower_join,
     },
     statements={
         # memory
@@ -55,6 +57,10 @@ RULES = RuleTable(
         "return": control_flow.lower_return,
         # debugging
         "print": debug_ops.lower_print, "assert": debug_ops.lower_assert,
+        # shape ops, scans, sorts
+        "split": shape_ops.lower_split,
+        "reduce_combine": reduction.lower_reduce_combine, "scan_combine": reduction.lower_scan_combine,
+        "gather": shape_ops.lower_gather, "flip": shape_ops.lower_flip, "sort": shape_ops.lower_sort, "histogram": histogram.lower_histogram,
     },
 )
 

@@ -161,8 +161,8 @@ def view(gen, node, input, *shape):
 
 
 @rule("ravel")
-def ravel(gen, node, x):
-    return S.reshape(gen.b, x, (x.type.numel,), False)
+def ravel(gen, node, x, can_reorder=False):
+    return S.reshape(gen.b, x, (x.type.numel,), bool(_const(gen, node, can_reorder, "can_reorder")))
 
 
 @rule("trans", "permute")
@@ -189,6 +189,45 @@ def broadcast_to(gen, node, input, *shape):
 @rule("broadcast")
 def broadcast(gen, node, input, other):
     return S.broadcast_pair(gen.b, S.to_tensor(gen.b, input), S.to_tensor(gen.b, other))
+
+
+@rule("join")
+def join(gen, node, a, b):
+    return S.join(gen.b, a, b)
+
+
+@rule("split")
+def split(gen, node, a):
+    return S.split(gen.b, a)
+
+
+@rule("interleave")
+def interleave(gen, node, a, b):
+    """Triton's definition: join, then merge the new dim into the last one."""
+    c = S.join(gen.b, a, b)
+    if len(c.shape) == 1:
+        return c
+    return S.reshape(gen.b, c, c.shape[:-2] + (2 * c.shape[-2],))
+
+
+@rule("gather")
+def gather(gen, node, src, index, axis):
+    return S.gather(gen.b, src, index, _const(gen, node, axis, "tl.gather's axis"))
+
+
+@rule("flip")
+def flip(gen, node, x, dim=None):
+    return S.flip(gen.b, x, _const(gen, node, dim, "tl.flip's dim"))
+
+
+@rule("sort")
+def sort(gen, node, x, dim=None, descending=False):
+    return S.sort(gen.b, x, _const(gen, node, dim, "tl.sort's dim"), _const(gen, node, descending, "descending"))
+
+
+@rule("histogram")
+def histogram(gen, node, input, num_bins, mask=None):
+    return S.histogram(gen.b, input, _const(gen, node, num_bins, "tl.histogram's num_bins"), mask)
 
 
 # -- elementwise ---------------------------------------------------------------------------------
@@ -391,14 +430,93 @@ BUILTINS["argmax"] = _arg("argmax")
 BUILTINS["argmin"] = _arg("argmin")
 
 
+def _scan_input(gen, node, input, dtype):
+    """As Triton's cumsum/cumprod: bfloat16 accumulates (and returns) float32; `dtype` casts first."""
+    x = S.to_tensor(gen.b, input)
+    if x.dtype == T.bfloat16:
+        x = S.cast(gen.b, x, T.float32)
+    if dtype is not None:
+        x = S.cast(gen.b, x, _const(gen, node, dtype, "dtype"))
+    return x
+
+
 @rule("cumsum")
-def cumsum(gen, node, input, axis=0, reverse=False):
-    return S.scan(gen.b, input, _axis(gen, node, axis), "sum", bool(reverse))
+def cumsum(gen, node, input, axis=0, reverse=False, dtype=None):
+    return S.scan(gen.b, _scan_input(gen, node, input, dtype), _axis(gen, node, axis), "sum", bool(reverse))
 
 
 @rule("cumprod")
-def cumprod(gen, node, input, axis=0, reverse=False):
-    return S.scan(gen.b, input, _axis(gen, node, axis), "prod", bool(reverse))
+def cumprod(gen, node, input, axis=0, reverse=False, dtype=None):
+    return S.scan(gen.b, _scan_input(gen, node, input, dtype), _axis(gen, node, axis), "prod", bool(reverse))
+
+
+def _combine_region(gen, node, combine_fn, dtypes) -> ir.Block:
+    """The region of a custom reduction/scan: `combine_fn(*a, *b)` inlined on scalar arguments,
+    its results cast to the inputs' types and yielded."""
+    if not hasattr(combine_fn, "fn_ast"):
+        raise SemanticError(f"combine_fn must be a @triton.jit function, got {gen._describe(combine_fn)}")
+    region = ir.Block(list(dtypes) * 2)
+    saved = gen.b.block
+    gen.b.block = region
+    try:
+        out = gen.inline(node, combine_fn, list(region.args), {})
+        outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+        if len(outs) != len(dtypes):
+            raise SemanticError(f"combine_fn {combine_fn.__name__} returns {len(outs)} values for "
+                                f"{len(dtypes)} inputs; it must return one value per input")
+        ys = []
+        for v, dt in zip(outs, dtypes):
+            if v is None or (is_value(v) and v.is_block):
+                raise SemanticError(f"combine_fn {combine_fn.__name__} must return scalars of the inputs' types")
+            ys.append(S.cast(gen.b, v, dt))
+        gen.b.create("yield", ys, [])
+    finally:
+        gen.b.block = saved
+    return region
+
+
+def _combine_inputs(gen, input, what):
+    xs = tuple(input) if isinstance(input, (tuple, list)) else (input,)
+    xs = tuple(S.to_tensor(gen.b, x) for x in xs)
+    if not xs or any(not x.is_block for x in xs):
+        raise SemanticError(f"{what} needs blocks, got {', '.join(S._describe(x) for x in xs) or 'nothing'}")
+    if len({x.shape for x in xs}) != 1:
+        raise SemanticError(f"{what}: every input must have the same shape, got {[list(x.shape) for x in xs]}")
+    return xs
+
+
+def _combine_axis(gen, node, axis, rank, what):
+    axis = _axis(gen, node, axis)
+    if not -rank <= axis < rank:
+        raise SemanticError(f"{what}: axis {axis} out of range for a {rank}-D block")
+    return axis % rank
+
+
+@rule("reduce")
+def reduce_(gen, node, input, axis, combine_fn, keep_dims=False):
+    xs = _combine_inputs(gen, input, "tl.reduce")
+    if axis is None:
+        xs = tuple(S.reshape(gen.b, x, (x.type.numel,)) for x in xs)
+        axis = 0
+        if keep_dims:
+            raise SemanticError("tl.reduce: keep_dims=True needs an axis")
+    axis = _combine_axis(gen, node, axis, len(xs[0].shape), "tl.reduce")
+    region = _combine_region(gen, node, combine_fn, [x.dtype for x in xs])
+    shape = xs[0].shape[:axis] + xs[0].shape[axis + 1:]
+    op = gen.b.create("reduce_combine", list(xs), [S._with_shape(x.dtype, shape) for x in xs], {"axis": axis},
+                      regions=[region])
+    outs = tuple(S.expand_dims(gen.b, r, axis) if keep_dims else r for r in op.results)
+    return outs if isinstance(input, (tuple, list)) else outs[0]
+
+
+@rule("associative_scan")
+def associative_scan(gen, node, input, axis, combine_fn, reverse=False):
+    xs = _combine_inputs(gen, input, "tl.associative_scan")
+    axis = _combine_axis(gen, node, axis, len(xs[0].shape), "tl.associative_scan")
+    region = _combine_region(gen, node, combine_fn, [x.dtype for x in xs])
+    op = gen.b.create("scan_combine", list(xs), [x.type for x in xs], {"axis": axis, "reverse": bool(reverse)},
+                      regions=[region])
+    return tuple(op.results) if isinstance(input, (tuple, list)) else op.result
 
 
 # -- memory ----------------------------------------------------------------------------------
@@ -487,6 +605,10 @@ _METHODS = {
     # the rest of Triton's tl.math tensor members
     "cos": BUILTINS["cos"], "sin": BUILTINS["sin"], "sqrt_rn": BUILTINS["sqrt_rn"], "erf": BUILTINS["erf"],
     "floor": BUILTINS["floor"], "ceil": BUILTINS["ceil"], "rsqrt": BUILTINS["rsqrt"],
+    # shape ops, scans, sorts
+    "split": BUILTINS["split"], "cumprod": BUILTINS["cumprod"], "reduce": BUILTINS["reduce"],
+    "associative_scan": BUILTINS["associative_scan"], "gather": BUILTINS["gather"], "flip": BUILTINS["flip"],
+    "sort": BUILTINS["sort"], "histogram": BUILTINS["histogram"],
 }
 
 

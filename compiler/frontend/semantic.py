@@ -199,6 +199,79 @@ def trans(b: Builder, x: ir.Value, perm=None) -> ir.Value:
     return b.value("trans", [x], block_type(x.dtype, tuple(x.shape[p] for p in perm)), perm=perm)
 
 
+def join(b: Builder, x, y) -> ir.Value:
+    """Two values side by side in a new minor dim of size 2 (broadcast to one shape first)."""
+    x, y = to_tensor(b, x), to_tensor(b, y)
+    if x.dtype != y.dtype:
+        raise SemanticError(f"tl.join needs two values of one type, got {x.dtype} and {y.dtype}; cast one first")
+    x, y = broadcast_pair(b, x, y)
+    return b.value("join", [x, y], block_type(x.dtype, x.shape + (2,)))
+
+
+def split(b: Builder, x) -> tuple:
+    """The inverse of join: (x[..., 0], x[..., 1])."""
+    x = to_tensor(b, x)
+    if not x.is_block or x.shape[-1] != 2:
+        raise SemanticError(f"tl.split needs a block whose last dimension has size 2, got {x.type}")
+    ty = _with_shape(x.dtype, x.shape[:-1])
+    return tuple(b.create("split", [x], [ty, ty]).results)
+
+
+def _dim(x: ir.Value, dim, what: str) -> int:
+    rank = len(x.shape)
+    dim = rank - 1 if dim is None else int(dim)
+    if not -rank <= dim < rank:
+        raise SemanticError(f"{what}: dim {dim} out of range for a {rank}-D block")
+    return dim % rank
+
+
+def gather(b: Builder, src, index, axis) -> ir.Value:
+    src, index = to_tensor(b, src), to_tensor(b, index)
+    if not src.is_block or not index.is_block or len(src.shape) != len(index.shape):
+        raise SemanticError(f"tl.gather needs a source and an index block of one rank, got {src.type} and {index.type}")
+    if not index.dtype.is_int():
+        raise SemanticError(f"tl.gather's index must hold integers, got {index.dtype}")
+    axis = _dim(src, axis, "tl.gather")
+    for d, (s, i) in enumerate(zip(src.shape, index.shape)):
+        if d != axis and s != i:
+            raise SemanticError(f"tl.gather: the index's shape {list(index.shape)} must equal the source's "
+                                f"{list(src.shape)} in every dim but axis {axis}")
+    if src.dtype.is_ptr():
+        raise SemanticError("tl.gather of pointers is not supported; gather offsets and add them to the pointer")
+    return b.value("gather", [src, index], block_type(src.dtype, index.shape), axis=axis)
+
+
+def flip(b: Builder, x, dim=None) -> ir.Value:
+    x = to_tensor(b, x)
+    if not x.is_block:
+        raise SemanticError(f"tl.flip needs a block, got {x.type}")
+    if x.dtype.is_ptr():
+        raise SemanticError("tl.flip of pointers is not supported; flip the offsets")
+    return b.value("flip", [x], x.type, dim=_dim(x, dim, "tl.flip"))
+
+
+def sort(b: Builder, x, dim=None, descending=False) -> ir.Value:
+    x = to_tensor(b, x)
+    if not x.is_block:
+        raise SemanticError(f"tl.sort needs a block, got {x.type}")
+    if x.dtype.is_ptr():
+        raise SemanticError("tl.sort of pointers is not supported")
+    return b.value("sort", [x], x.type, dim=_dim(x, dim, "tl.sort"), descending=bool(descending))
+
+
+def histogram(b: Builder, x, num_bins: int, mask=None) -> ir.Value:
+    x = to_tensor(b, x)
+    if not x.is_block or len(x.shape) != 1:
+        raise SemanticError(f"tl.histogram needs a 1-D block, got {x.type}")
+    if not x.dtype.is_int() or x.dtype.is_bool():
+        raise SemanticError(f"tl.histogram needs integers, got {x.dtype}")
+    if not isinstance(num_bins, int) or num_bins <= 0 or num_bins & (num_bins - 1):
+        raise SemanticError(f"tl.histogram: num_bins must be a power of two, got {num_bins}")
+    if mask is not None:
+        mask = broadcast_to(b, to_bool(b, mask), x.shape)
+    return b.value("histogram", [x, mask], block_type(T.int32, (num_bins,)), num_bins=num_bins)
+
+
 # ---------------------------------------------------------------------------------------------
 # Types: Triton's computation-type rules
 
