@@ -1,0 +1,145 @@
+"""Block pointers and device-side tensor descriptors in interpret mode, their errors, and the PTX of
+a block-pointer matmul (it must take the same cp.async/wgmma path as pointer arithmetic)."""
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+import torch
+
+import compiler as triton
+import compiler.language as tl
+from compiler.errors import CompilationError
+from tests.compiler.kernels import block_pointers as K
+from tests.compiler.kernels.util import assert_close, gen, interpret, poisoned, rand  # noqa: F401
+
+
+@pytest.mark.parametrize("padding", ["zero", "nan"])
+def test_copy_with_boundary_check_and_padding(interpret, gen, padding):
+    M, N, BM, BN = 10, 13, 4, 8
+    x = rand(gen, (M, N), torch.float32)
+    y = poisoned((M + 2, N + 2), torch.float32)
+    K.copy2d_kernel[(3, 2)](x, y, M, N, x.stride(0), x.stride(1), y.stride(0), y.stride(1), BM=BM, BN=BN, PADDING=padding)
+    ref = torch.full((M + 2, N + 2), float("nan") if padding == "nan" else 0.0)
+    ref[:M, :N] = x
+    # tiles cover rows 0..11 and cols 0..15; Y's extent (12 x 15) bounds the store
+    assert_close(y, ref)
+
+
+def test_strided_source(interpret, gen):
+    M, N = 9, 7
+    base = rand(gen, (N, M), torch.float32)
+    x = base.t()  # column-major view: strides (1, M)
+    y = poisoned((M + 2, N + 2), torch.float32)
+    K.copy2d_kernel[(3, 1)](x, y, M, N, x.stride(0), x.stride(1), y.stride(0), y.stride(1), BM=4, BN=8, PADDING="zero")
+    assert_close(y[:M, :N], x)
+    assert (y[:, N] == 0).all() and (y[M:, :N + 1] == 0).all()  # inside Y's extent, outside X's: padding
+    assert torch.isnan(y[:, N + 1]).all()  # outside every tile (one column of 8)
+
+
+def test_advance_in_loop(interpret, gen):
+    M, N = 37, 50
+    x = rand(gen, (M, N), torch.float32)
+    out = poisoned((M,), torch.float32)
+    K.row_sum_kernel[(triton.cdiv(M, 16),)](x, out, M, N, BM=16, BN=16)
+    assert_close(out, x.double().sum(1).float())
+
+
+@pytest.mark.parametrize("M,N,Kd", [(64, 64, 64), (50, 70, 45)])
+def test_block_pointer_matmul(interpret, gen, M, N, Kd):
+    a, b = rand(gen, (M, Kd), torch.float16), rand(gen, (Kd, N), torch.float16)
+    c = poisoned((M, N), torch.float32)
+    grid = (triton.cdiv(M, 32), triton.cdiv(N, 32))
+    K.matmul_block_ptr_kernel[grid](a, b, c, M, N, Kd, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                                    c.stride(0), c.stride(1), BLOCK_M=32, BLOCK_N=32, BLOCK_K=16)
+    torch.testing.assert_close(c.double(), a.double() @ b.double(), atol=1e-3 * math.sqrt(Kd), rtol=1e-3)
+
+
+@pytest.mark.parametrize("M,N,Kd", [(64, 64, 64), (50, 72, 40)])
+def test_tensor_descriptor_matmul(interpret, gen, M, N, Kd):
+    a, b = rand(gen, (M, Kd), torch.float16), rand(gen, (Kd, N), torch.float16)
+    c = poisoned((M, N), torch.float16)
+    K.matmul_descriptor_kernel[(triton.cdiv(M, 32), triton.cdiv(N, 32))](a, b, c, M, N, Kd, BLOCK_M=32, BLOCK_N=32, BLOCK_K=16)
+    torch.testing.assert_close(c.double(), a.double() @ b.double(), atol=2e-2, rtol=2e-3)
+
+
+# -- errors ---------------------------------------------------------------------------------------
+
+@triton.jit
+def _mask_on_block_pointer(X, N, B: tl.constexpr):
+    p = tl.make_block_ptr(X, (N,), (1,), (0,), (B,), (0,))
+    tl.load(p, mask=tl.arange(0, B) < N)
+
+
+@triton.jit
+def _nan_padding_on_ints(X, N, B: tl.constexpr):
+    p = tl.make_block_ptr(X, (N,), (1,), (0,), (B,), (0,))
+    tl.load(p, boundary_check=(0,), padding_option="nan")
+
+
+@triton.jit
+def _bad_boundary_dim(X, N, B: tl.constexpr):
+    p = tl.make_block_ptr(X, (N,), (1,), (0,), (B,), (0,))
+    tl.load(p, boundary_check=(1,))
+
+
+@triton.jit
+def _bad_order(X, N, B: tl.constexpr):
+    tl.make_block_ptr(X, (N, N), (N, 1), (0, 0), (B, B), (0, 0))
+
+
+@triton.jit
+def _boundary_check_on_pointers(X, N, B: tl.constexpr):
+    tl.load(X + tl.arange(0, B), boundary_check=(0,))
+
+
+@pytest.mark.parametrize("kernel,sig,message", [
+    (_mask_on_block_pointer, {"X": "*fp32", "N": "i32"}, "`mask` and `other` arguments cannot be specified"),
+    (_nan_padding_on_ints, {"X": "*i32", "N": "i32"}, "padding_option='nan' is only supported for floating-point"),
+    (_bad_boundary_dim, {"X": "*fp32", "N": "i32"}, "boundary_check dim 1 is out of range"),
+    (_bad_order, {"X": "*fp32", "N": "i32"}, "order must be a permutation"),
+    (_boundary_check_on_pointers, {"X": "*fp32", "N": "i32"}, "boundary_check is only for block pointers"),
+])
+def test_errors_point_at_the_call(kernel, sig, message):
+    with pytest.raises(CompilationError) as e:
+        triton.compile(kernel, signature=sig, constexprs={"B": 16}, target="sm_90")
+    assert message in str(e.value)
+    assert re.search(r"test_block_pointers\.py:\d+:\d+", str(e.value))
+
+
+# -- PTX ------------------------------------------------------------------------------------------
+
+MATMUL_SIG = dict(a_ptr="*fp16", b_ptr="*fp16", c_ptr="*fp16", M="i32", N="i32", K="i32", stride_am="i32",
+                  stride_ak="i32", stride_bk="i32", stride_bn="i32", stride_cm="i32", stride_cn="i32")
+MATMUL_DIV = ("a_ptr", "b_ptr", "c_ptr", "M", "N", "K", "stride_am", "stride_bk", "stride_cm")
+
+
+def _asm_counts(ptx: str) -> dict:
+    return {k: ptx.count(k) for k in ("cp.async.cg.shared.global", "wgmma.mma_async", "mma.sync", "ld.global",
+                                      "cp.async.wait_group", "st.global")}
+
+
+@pytest.mark.parametrize("cx,nw", [({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}, 4),
+                                   ({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}, 8)])
+def test_block_pointer_matmul_takes_the_pipelined_path(cx, nw):
+    from tests.compiler.test_ptx import matmul_kernel, ptxas_report
+    counts = {}
+    for name, kern in (("pointers", matmul_kernel), ("block_ptr", K.matmul_block_ptr_kernel)):
+        ck = triton.compile(kern, signature=MATMUL_SIG, constexprs=cx, num_warps=nw, num_stages=3, target="sm_90a",
+                            divisible_by_16=MATMUL_DIV, equal_to_1=("stride_ak", "stride_bn", "stride_cn"))
+        rep = ptxas_report(ck.asm["ptx"])
+        assert rep["spills"] == 0, rep["text"]
+        counts[name] = _asm_counts(ck.asm["ptx"])
+    assert counts["block_ptr"] == counts["pointers"]
+    assert counts["block_ptr"]["wgmma.mma_async"] > 0 and counts["block_ptr"]["cp.async.cg.shared.global"] > 0
+
+
+def test_tensor_descriptor_matmul_assembles():
+    from tests.compiler.test_ptx import ptxas_report
+    ck = triton.compile(K.matmul_descriptor_kernel, signature=dict(a_ptr="*fp16", b_ptr="*fp16", c_ptr="*fp16", M="i32", N="i32", K="i32"),
+                        constexprs={"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}, num_warps=8, num_stages=3,
+                        target="sm_90a", divisible_by_16=("a_ptr", "b_ptr", "c_ptr", "M", "N", "K"))
+    ptx = ck.asm["ptx"]
+    assert ptxas_report(ptx)["spills"] == 0
+    assert "wgmma.mma_async" in ptx and "cp.async.cg.shared.global" in ptx
