@@ -458,7 +458,20 @@ def _load_type(elt: dtype) -> dtype:
     return elt
 
 
+LOAD_CACHE_MODIFIERS = ("", ".ca", ".cg", ".cv")
+STORE_CACHE_MODIFIERS = ("", ".wb", ".cg", ".cs", ".wt")
+EVICTION_POLICIES = ("", "evict_first", "evict_last")
+
+
+def _check_cache_hints(cache, eviction, allowed):
+    if (cache or "") not in allowed:
+        raise SemanticError(f"cache modifier {cache!r} is not supported here; use one of {list(allowed[1:])}")
+    if (eviction or "") not in EVICTION_POLICIES:
+        raise SemanticError(f"eviction policy {eviction!r} is not supported; use one of {list(EVICTION_POLICIES[1:])}")
+
+
 def load(b, ptr, mask=None, other=None, cache="", eviction="", volatile=False):
+    _check_cache_hints(cache, eviction, LOAD_CACHE_MODIFIERS)
     if not _is_ptr(ptr):
         raise SemanticError(f"tl.load expects a pointer or a block of pointers, got {_describe(ptr)}")
     if other is not None and mask is None:
@@ -472,6 +485,7 @@ def load(b, ptr, mask=None, other=None, cache="", eviction="", volatile=False):
 
 
 def store(b, ptr, value, mask=None, cache="", eviction=""):
+    _check_cache_hints(cache, eviction, STORE_CACHE_MODIFIERS)
     if not _is_ptr(ptr):
         raise SemanticError(f"tl.store expects a pointer or a block of pointers, got {_describe(ptr)}")
     value = to_tensor(b, value, ptr.dtype.element_ty if not is_value(value) else None)
