@@ -498,7 +498,21 @@ def store(b, ptr, value, mask=None, cache="", eviction=""):
     b.create("store", [ptr, value, mask], [], {"cache": cache or "", "eviction": eviction or ""})
 
 
+MEMORY_SEMANTICS = ("acq_rel", "acquire", "release", "relaxed")
+MEMORY_SCOPES = ("gpu", "cta", "sys")
+
+
+def _sem_and_scope(what, sem, scope):
+    sem, scope = sem or "acq_rel", scope or "gpu"
+    if sem not in MEMORY_SEMANTICS:
+        raise SemanticError(f"{what}: memory semantic {sem!r} is not supported; use one of {list(MEMORY_SEMANTICS)}")
+    if scope not in MEMORY_SCOPES:
+        raise SemanticError(f"{what}: memory scope {scope!r} is not supported; use one of {list(MEMORY_SCOPES)}")
+    return sem, scope
+
+
 def atomic_rmw(b, kind, ptr, val, mask=None, sem=None, scope=None):
+    sem, scope = _sem_and_scope(f"tl.atomic_{kind}", sem, scope)
     if not _is_ptr(ptr):
         raise SemanticError(f"tl.atomic_{kind} expects a pointer, got {_describe(ptr)}")
     elt = ptr.dtype.element_ty
@@ -512,10 +526,11 @@ def atomic_rmw(b, kind, ptr, val, mask=None, sem=None, scope=None):
         raise SemanticError(f"tl.atomic_{kind} needs an integer pointer, got {elt}")
     if elt in (T.float16, T.bfloat16) and kind not in ("add", "xchg"):
         raise SemanticError(f"tl.atomic_{kind} is not supported on {elt}")
-    return b.value("atomic_rmw", [ptr, val, mask], val.type, kind=kind, sem=sem or "acq_rel", scope=scope or "gpu")
+    return b.value("atomic_rmw", [ptr, val, mask], val.type, kind=kind, sem=sem, scope=scope)
 
 
 def atomic_cas(b, ptr, cmp, val, sem=None, scope=None):
+    sem, scope = _sem_and_scope("tl.atomic_cas", sem, scope)
     if not _is_ptr(ptr):
         raise SemanticError(f"tl.atomic_cas expects a pointer, got {_describe(ptr)}")
     elt = ptr.dtype.element_ty
@@ -527,7 +542,7 @@ def atomic_cas(b, ptr, cmp, val, sem=None, scope=None):
     val = broadcast_to(b, cast(b, val, elt), shape)
     if elt.primitive_bitwidth not in (16, 32, 64):
         raise SemanticError(f"tl.atomic_cas needs a 16, 32 or 64-bit element type, got {elt}")
-    return b.value("atomic_cas", [ptr, cmp, val], val.type, sem=sem or "acq_rel", scope=scope or "gpu")
+    return b.value("atomic_cas", [ptr, cmp, val], val.type, sem=sem, scope=scope)
 
 
 # ---------------------------------------------------------------------------------------------
