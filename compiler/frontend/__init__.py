@@ -6,6 +6,7 @@ from ..errors import CompilationError
 from ..language.core import constexpr
 from ..language.dtypes import dtype, from_signature
 from .codegen import CodeGenerator
+from .fold_dot import fold_dot_accumulate
 from .semantic import Builder, SemanticError
 
 
@@ -56,6 +57,7 @@ def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | Non
         raise CompilationError("the kernel nests too deeply (nested expressions, blocks and @jit calls add up); "
                                "simplify it", _def_loc(kernel), _def_line(kernel)) from None
     body.ops.append(ir.Op("return", [], [], loc=b.loc))
+    fold_dot_accumulate(fn)
     ir.eliminate_dead_code(fn)
     return fn
 

@@ -141,7 +141,13 @@ class CodeGenerator(ast.NodeVisitor):
     def visit_Expr(self, node):
         if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
             return  # docstring
-        self.visit(node.value)
+        value = self.visit(node.value)
+        call = node.value
+        if isinstance(call, ast.Call) and call.args and isinstance(call.args[0], ast.Name) and is_value(value) \
+                and getattr(self.visit(call.func), "__blocktune_builtin__", None) in _IN_PLACE_HINTS:
+            # Triton attaches these hints to the value itself: `tl.multiple_of(ptrs, 16)` as a
+            # statement (tutorial 08) still informs later uses of `ptrs`
+            self.assign(call.args[0], value)
 
     def visit_Return(self, node):
         value = None if node.value is None else self.visit(node.value)
@@ -854,6 +860,9 @@ class _CarriedSlots:
             else:
                 k = len(t.parts())
                 scope[n], values = t.with_parts(values[:k]), values[k:]
+
+
+_IN_PLACE_HINTS = ("multiple_of", "max_contiguous", "max_constancy")
 
 
 def _ends_with_return(stmts) -> bool:
