@@ -126,7 +126,7 @@ def test_block_pointer_matmul_takes_the_pipelined_path(cx, nw):
     from tests.compiler.test_ptx import matmul_kernel, ptxas_report
     counts = {}
     for name, kern in (("pointers", matmul_kernel), ("block_ptr", K.matmul_block_ptr_kernel)):
-        ck = triton.compile(kern, signature=MATMUL_SIG, constexprs=cx, num_warps=nw, num_stages=3, target="sm_90a",
+        ck = triton.compile(kern, signature=MATMUL_SIG, constexprs=cx, num_warps=nw, num_stages=3, target="sm_90",
                             divisible_by_16=MATMUL_DIV, equal_to_1=("stride_ak", "stride_bn", "stride_cn"))
         rep = ptxas_report(ck.asm["ptx"])
         assert rep["spills"] == 0, rep["text"]
