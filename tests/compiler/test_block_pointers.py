@@ -143,3 +143,56 @@ def test_tensor_descriptor_matmul_assembles():
     ptx = ck.asm["ptx"]
     assert ptxas_report(ptx)["spills"] == 0
     assert "wgmma.mma_async" in ptx and "cp.async.cg.shared.global" in ptx
+
+
+# -- GPU ------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def cuda_gen():
+    import secrets
+    seed = secrets.randbits(31)
+    print(f"seed={seed}")
+    return torch.Generator().manual_seed(seed)
+
+
+def _cuda_nan(shape, dtype):
+    return torch.full(shape, float("nan"), dtype=dtype, device="cuda")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("padding", ["zero", "nan"])
+def test_copy_with_boundary_check_gpu(cuda_gen, padding):
+    M, N, BM, BN = 1000, 300, 64, 64
+    x = torch.randn(M, N, generator=cuda_gen).cuda()
+    y = _cuda_nan((M + 2, N + 2), torch.float32)
+    K.copy2d_kernel[(triton.cdiv(M + 2, BM), triton.cdiv(N + 2, BN))](x, y, M, N, x.stride(0), x.stride(1), y.stride(0),
+                                                                       y.stride(1), BM=BM, BN=BN, PADDING=padding)
+    ref = torch.full((M + 2, N + 2), float("nan") if padding == "nan" else 0.0)
+    ref[:M, :N] = x.cpu()
+    torch.testing.assert_close(y.cpu(), ref, equal_nan=True, rtol=0, atol=0)
+
+
+@pytest.mark.gpu
+def test_advance_in_loop_gpu(cuda_gen):
+    M, N = 1000, 777
+    x = torch.randn(M, N, generator=cuda_gen).cuda()
+    out = _cuda_nan((M,), torch.float32)
+    K.row_sum_kernel[(triton.cdiv(M, 32),)](x, out, M, N, BM=32, BN=64)
+    torch.testing.assert_close(out.double().cpu(), x.double().sum(1).cpu(), atol=1e-3, rtol=1e-4)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("M,N,Kd,bm,bn,bk,nw", [(512, 512, 512, 128, 128, 64, 8), (300, 200, 100, 64, 64, 32, 4)])
+def test_block_pointer_and_descriptor_matmul_gpu(cuda_gen, M, N, Kd, bm, bn, bk, nw):
+    a = torch.randn(M, Kd, generator=cuda_gen).to("cuda", torch.float16)
+    b = torch.randn(Kd, N, generator=cuda_gen).to("cuda", torch.float16)
+    ref = a.double() @ b.double()
+    c = _cuda_nan((M, N), torch.float16)
+    grid = (triton.cdiv(M, bm), triton.cdiv(N, bn))
+    K.matmul_block_ptr_kernel[grid](a, b, c, M, N, Kd, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
+                                    c.stride(1), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=nw)
+    torch.testing.assert_close(c.double(), ref, atol=2e-2 * math.sqrt(Kd), rtol=1e-2)
+    if (N * 2) % 16 == 0 and (Kd * 2) % 16 == 0:  # descriptors need 16-byte aligned rows
+        c2 = _cuda_nan((M, N), torch.float16)
+        K.matmul_descriptor_kernel[grid](a, b, c2, M, N, Kd, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=nw)
+        torch.testing.assert_close(c2.double(), ref, atol=2e-2 * math.sqrt(Kd), rtol=1e-2)
