@@ -200,8 +200,9 @@ def store(b, ptr: BlockPointer, value, mask, boundary_check, cache, eviction):
 class TensorDescriptor(Composite):
     """`tl.make_tensor_descriptor(base, shape, strides, block_shape)` (or a host descriptor argument)."""
 
-    def __init__(self, base, shape, strides, block_shape: tuple):
+    def __init__(self, base, shape, strides, block_shape: tuple, padding: str = "zero"):
         self.base, self.shape, self.strides, self.block_shape = base, list(shape), list(strides), tuple(block_shape)
+        self.padding = padding
 
     @property
     def dtype(self):
@@ -215,11 +216,11 @@ class TensorDescriptor(Composite):
         return [self.base, *self.shape, *self.strides]
 
     def structure(self) -> tuple:
-        return ("tensor_descriptor", self.block_shape)
+        return ("tensor_descriptor", self.block_shape, self.padding)
 
     def with_parts(self, parts: list) -> "TensorDescriptor":
         n = len(self.block_shape)
-        return TensorDescriptor(parts[0], parts[1:1 + n], parts[1 + n:], self.block_shape)
+        return TensorDescriptor(parts[0], parts[1:1 + n], parts[1 + n:], self.block_shape, self.padding)
 
     def window(self, b, offsets) -> BlockPointer:
         n = len(self.block_shape)
@@ -253,7 +254,7 @@ def make_tensor_descriptor(b, base, shape, strides, block_shape) -> TensorDescri
 
 
 def descriptor_load(b, desc: TensorDescriptor, offsets):
-    return load(b, desc.window(b, offsets), None, None, tuple(range(len(desc.block_shape))), "zero", "", "", False)
+    return load(b, desc.window(b, offsets), None, None, tuple(range(len(desc.block_shape))), desc.padding, "", "", False)
 
 
 def descriptor_store(b, desc: TensorDescriptor, offsets, value):

@@ -65,3 +65,30 @@ def matmul_descriptor_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr
         b = b_desc.load([k * BLOCK_K, pid_n * BLOCK_N])
         accumulator = tl.dot(a, b, accumulator)
     c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], accumulator.to(c_desc.dtype))
+
+
+@triton.jit
+def matmul_host_descriptor_kernel(a_desc, b_desc, c_desc, K, BLOCK_K: tl.constexpr):
+    """C = A @ B through host descriptors (TensorDescriptor.from_tensor), block shapes from the host."""
+    BLOCK_M: tl.constexpr = a_desc.block_shape[0]
+    BLOCK_N: tl.constexpr = b_desc.block_shape[1]
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
+        b = b_desc.load([k * BLOCK_K, pid_n * BLOCK_N])
+        accumulator = tl.dot(a, b, accumulator)
+    c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], accumulator.to(c_desc.dtype))
+
+
+@triton.jit
+def padded_copy_kernel(src_desc, Y, stride_y):
+    """Y[tile] = src_desc's tile at (pid_m, pid_n): out-of-range reads take the descriptor's padding."""
+    BM: tl.constexpr = src_desc.block_shape[0]
+    BN: tl.constexpr = src_desc.block_shape[1]
+    pid_m, pid_n = tl.program_id(0), tl.program_id(1)
+    x = src_desc.load([pid_m * BM, pid_n * BN])
+    rows = pid_m * BM + tl.arange(0, BM)
+    cols = pid_n * BN + tl.arange(0, BN)
+    tl.store(Y + rows[:, None] * stride_y + cols[None, :], x)
