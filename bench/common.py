@@ -46,3 +46,21 @@ def geomean(xs):
     import math
     xs = [x for x in xs if x and x > 0]
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def report(rows: list[dict], kernel: str, unit: str, json_name: str) -> None:
+    """Print rows (blocktune_<unit>, triton_<unit>, torch_<unit>, vs_triton, vs_torch) as a markdown
+    table with the geomean ratio to Triton, and write them to $OUT/<json_name> when OUT is set."""
+    import json
+    label = {"gbs": "GB/s", "tflops": "TFLOP/s"}[unit]
+    print(f"\n| kernel | shape | blocktune {label} | Triton {label} | torch {label} | × Triton | × torch |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['kernel']} | {r['shape']} | {r[f'blocktune_{unit}']:.1f} | {r[f'triton_{unit}'] or 0:.1f} | "
+              f"{r[f'torch_{unit}']:.1f} | {r['vs_triton'] or 0:.3f} | {r['vs_torch']:.3f} |")
+    ratios = [r["vs_triton"] for r in rows if r["vs_triton"]]
+    if ratios:
+        print(f"{kernel}: geomean × Triton {geomean(ratios):.3f}, worst {min(ratios):.3f}")
+    if os.environ.get("OUT"):
+        with open(os.path.join(os.environ["OUT"], json_name), "w") as f:
+            json.dump(rows, f, indent=1)

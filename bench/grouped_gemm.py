@@ -7,11 +7,9 @@ Prints TFLOP/s with × Triton ratios and writes JSON to $OUT/grouped_gemm.json w
 """
 from __future__ import annotations
 
-import json
-import os
 import sys
 
-from common import geomean, load_twice
+from common import load_twice, report
 
 import torch
 
@@ -67,17 +65,7 @@ def main():
     ns = [int(a) for a in sys.argv[1:]] or [2 ** i for i in range(7, 12)]
     for n in ns:
         run_case(n)
-    print("\n| kernel | shape | blocktune TFLOP/s | Triton TFLOP/s | torch TFLOP/s | × Triton | × torch |")
-    print("|---|---|---|---|---|---|---|")
-    for r in ROWS:
-        print(f"| {r['kernel']} | {r['shape']} | {r['blocktune_tflops']:.1f} | {r['triton_tflops'] or 0:.1f} | "
-              f"{r['torch_tflops']:.1f} | {r['vs_triton'] or 0:.3f} | {r['vs_torch']:.3f} |")
-    ratios = [r["vs_triton"] for r in ROWS if r["vs_triton"]]
-    if ratios:
-        print(f"grouped_gemm: geomean × Triton {geomean(ratios):.3f}, worst {min(ratios):.3f}")
-    if os.environ.get("OUT"):
-        with open(os.path.join(os.environ["OUT"], "grouped_gemm.json"), "w") as f:
-            json.dump(ROWS, f, indent=1)
+    report(ROWS, "grouped_gemm", "tflops", "grouped_gemm.json")
 
 
 if __name__ == "__main__":

@@ -10,11 +10,9 @@ Prints a table with × Triton ratios and writes JSON to $OUT/layernorm_bwd.json 
 """
 from __future__ import annotations
 
-import json
-import os
 import sys
 
-from common import geomean, load_twice
+from common import load_twice, report
 
 import torch
 
@@ -83,17 +81,7 @@ def main():
     ns = [int(a) for a in sys.argv[1:]] or [1024, 2048, 4096, 8192]
     for n in ns:
         run_case(4096, n)
-    print("\n| kernel | shape | blocktune GB/s | Triton GB/s | torch GB/s | × Triton | × torch |")
-    print("|---|---|---|---|---|---|---|")
-    for r in ROWS:
-        print(f"| {r['kernel']} | {r['shape']} | {r['blocktune_gbs']:.0f} | {r['triton_gbs'] or 0:.0f} | "
-              f"{r['torch_gbs']:.0f} | {r['vs_triton'] or 0:.3f} | {r['vs_torch']:.3f} |")
-    ratios = [r["vs_triton"] for r in ROWS if r["vs_triton"]]
-    if ratios:
-        print(f"layer_norm_bwd: geomean × Triton {geomean(ratios):.3f}, worst {min(ratios):.3f}")
-    if os.environ.get("OUT"):
-        with open(os.path.join(os.environ["OUT"], "layernorm_bwd.json"), "w") as f:
-            json.dump(ROWS, f, indent=1)
+    report(ROWS, "layer_norm_bwd", "gbs", "layernorm_bwd.json")
 
 
 if __name__ == "__main__":
