@@ -262,3 +262,16 @@ def descriptor_store(b, desc: TensorDescriptor, offsets, value):
     if value.shape != desc.block_shape:
         raise SemanticError(f"the stored block has shape {list(value.shape)}, the descriptor's block shape is {list(desc.block_shape)}")
     store(b, desc.window(b, offsets), value, None, tuple(range(len(desc.block_shape))), "", "")
+
+
+DESCRIPTOR_ATOMICS = ("atomic_add", "atomic_min", "atomic_max", "atomic_and", "atomic_or", "atomic_xor")
+
+
+def descriptor_atomic(b, desc: TensorDescriptor, kind: str, offsets, value) -> None:
+    """`desc.atomic_add(offsets, value)` & co.: an elementwise atomic on the in-bounds elements of
+    the block at `offsets` (Triton's TMA reduction; returns nothing)."""
+    value = S.to_tensor(b, value, desc.dtype) if not is_value(value) else value
+    if value.shape != desc.block_shape:
+        raise SemanticError(f"the block has shape {list(value.shape)}, the descriptor's block shape is {list(desc.block_shape)}")
+    pointers, in_bounds = _pointers_and_mask(b, desc.window(b, offsets), tuple(range(len(desc.block_shape))))
+    S.atomic_rmw(b, kind[len("atomic_"):], pointers, value, in_bounds, "relaxed", "gpu")

@@ -361,7 +361,9 @@ class DescriptorMethod:
     def __call__(self, gen, node, *args, **kwargs):
         if self.name == "load":
             return _descriptor_load(gen, node, self.desc, *args, **kwargs)
-        return _descriptor_store(gen, node, self.desc, *args, **kwargs)
+        if self.name == "store":
+            return _descriptor_store(gen, node, self.desc, *args, **kwargs)
+        return _descriptor_atomic(gen, node, self.desc, self.name, *args, **kwargs)
 
 
 def _descriptor_load(gen, node, desc, offsets):
@@ -372,10 +374,14 @@ def _descriptor_store(gen, node, desc, offsets, value):
     BP.descriptor_store(gen.b, desc, offsets, value)
 
 
+def _descriptor_atomic(gen, node, desc, kind, offsets, value):
+    BP.descriptor_atomic(gen.b, desc, kind, offsets, value)
+
+
 def composite_attribute(b, x, attr: str):
     """Attributes of a block pointer or tensor descriptor inside a kernel."""
     if isinstance(x, BP.TensorDescriptor):
-        if attr in ("load", "store"):
+        if attr in ("load", "store") or attr in BP.DESCRIPTOR_ATOMICS:
             return DescriptorMethod(x, attr)
         if attr in ("block_shape", "dtype", "block_type"):
             return getattr(x, attr)

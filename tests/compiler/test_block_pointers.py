@@ -86,6 +86,14 @@ def test_host_descriptor_padding(interpret, gen, padding):
     assert_close(y, ref)
 
 
+def test_descriptor_atomic_add(interpret, gen):
+    M, N, BM, BN, P = 6, 16, 8, 16, 3  # rows 6, 7 of the block are out of bounds: not added
+    x = torch.round(rand(gen, (P, BM, BN), torch.float32, -8, 8))
+    acc = torch.zeros(M, N)
+    K.descriptor_atomic_add_kernel[(P,)](acc, x, M, N, BM=BM, BN=BN)
+    assert torch.equal(acc, x.sum(0)[:M])
+
+
 def test_host_descriptor_checks(interpret):
     from compiler.tools.tensor_descriptor import TensorDescriptor
     x = torch.zeros(8, 12)
@@ -259,3 +267,20 @@ def test_host_descriptor_matmul_gpu(cuda_gen, M, N, Kd):
     for _ in range(2):  # the second launch takes the cached launcher
         K.matmul_host_descriptor_kernel[(triton.cdiv(M, 128), triton.cdiv(N, 128))](*descs, Kd, BLOCK_K=64, num_warps=8)
     torch.testing.assert_close(c.double(), a.double() @ b.double(), atol=2e-2 * math.sqrt(Kd), rtol=1e-2)
+
+
+def test_descriptor_atomic_add_ptx():
+    from tests.compiler.test_ptx import ptxas_report
+    ck = triton.compile(K.descriptor_atomic_add_kernel, signature={"Acc": "*fp32", "X": "*fp32", "M": "i32", "N": "i32"},
+                        constexprs={"BM": 32, "BN": 64}, num_warps=4, target="sm_90", divisible_by_16=("Acc", "X", "N"))
+    ptxas_report(ck.asm["ptx"])
+    assert "atom.relaxed.gpu.global.add.f32" in ck.asm["ptx"]
+
+
+@pytest.mark.gpu
+def test_descriptor_atomic_add_gpu(cuda_gen):
+    M, N, BM, BN, P = 60, 64, 64, 64, 100
+    x = torch.round(torch.randn(P, BM, BN, generator=cuda_gen) * 4).cuda()
+    acc = torch.zeros(M, N, device="cuda")
+    K.descriptor_atomic_add_kernel[(P,)](acc, x, M, N, BM=BM, BN=BN)
+    assert torch.equal(acc.cpu(), x.sum(0)[:M].cpu())

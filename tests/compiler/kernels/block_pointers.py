@@ -92,3 +92,13 @@ def padded_copy_kernel(src_desc, Y, stride_y):
     rows = pid_m * BM + tl.arange(0, BM)
     cols = pid_n * BN + tl.arange(0, BN)
     tl.store(Y + rows[:, None] * stride_y + cols[None, :], x)
+
+
+@triton.jit
+def descriptor_atomic_add_kernel(Acc, X, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    """Acc[M, N] += X's tile, every program adding its tile into the same [0, 0] block of Acc."""
+    desc = tl.make_tensor_descriptor(Acc, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    rows = tl.arange(0, BM)
+    cols = tl.arange(0, BN)
+    x = tl.load(X + tl.program_id(0) * BM * BN + rows[:, None] * BN + cols[None, :])
+    desc.atomic_add([0, 0], x)
