@@ -229,6 +229,7 @@ class CodeGenerator(ast.NodeVisitor):
         else_block, else_scope, else_ret = run_branch(node.orelse)
         self.scope.local = dict(before)
         self.scope.returned = _MISSING
+        composites = self._spread_composites(node, then_scope, else_scope)
 
         # values that differ between the branches (or from before) flow out of the `if`
         names = [n for n in then_scope if n in else_scope and
@@ -278,8 +279,27 @@ class CodeGenerator(ast.NodeVisitor):
             self.scope.returned = tuple(rets) if isinstance(ret_pair[0], tuple) else rets[0]
         for n in set(before) - set(names):
             self.scope.local[n] = before[n]
+        for n, template in composites.items():  # block pointers assigned in a branch: reassemble
+            k = len(template.parts())
+            self.scope.local[n] = template.with_parts([self.scope.local.pop(f"{n}.{i}") for i in builtins.range(k)])
         if bare_return:
             self.scope.returned = None
+
+    def _spread_composites(self, node, then_scope, else_scope) -> dict:
+        """Block pointers / descriptors that differ between the branches flow out of the `if` as
+        their scalar parts (`name.0`, …); returns name → template to reassemble them from."""
+        out = {}
+        for n in [n for n in then_scope if n in else_scope]:
+            tv, ev = then_scope[n], else_scope[n]
+            if tv is ev or not (isinstance(tv, Composite) or isinstance(ev, Composite)):
+                continue
+            if not (isinstance(tv, Composite) and isinstance(ev, Composite)) or tv.structure() != ev.structure():
+                raise self.error(node, f"`{n}` is a {tv!r} in one branch and {ev!r} in the other")
+            for scope, v in ((then_scope, tv), (else_scope, ev)):
+                del scope[n]
+                scope.update({f"{n}.{i}": p for i, p in enumerate(v.parts())})
+            out[n] = tv
+        return out
 
     def _unify_branch_values(self, node, what, tv, ev, then_block, else_block):
         """Give a value assigned in both branches one type, turning constants into tensors."""

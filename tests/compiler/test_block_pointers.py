@@ -284,3 +284,17 @@ def test_descriptor_atomic_add_gpu(cuda_gen):
     acc = torch.zeros(M, N, device="cuda")
     K.descriptor_atomic_add_kernel[(P,)](acc, x, M, N, BM=BM, BN=BN)
     assert torch.equal(acc.cpu(), x.sum(0)[:M].cpu())
+
+
+def test_block_pointer_through_runtime_if(interpret, gen):
+    x = rand(gen, (5, 32), torch.float32)
+    out = poisoned((5, 16), torch.float32)
+    K.branch_advance_kernel[(5,)](x, out, 32, 2, B=16)
+    assert torch.equal(out[:2], x[:2, 16:]) and torch.equal(out[2:], x[2:, :16])
+
+
+def test_block_pointer_through_runtime_if_ptx():
+    from tests.compiler.test_ptx import ptxas_report
+    ck = triton.compile(K.branch_advance_kernel, signature={"X": "*fp32", "Out": "*fp32", "N": "i32", "SKIP": "i32"},
+                        constexprs={"B": 128}, num_warps=1, target="sm_90")
+    ptxas_report(ck.asm["ptx"])

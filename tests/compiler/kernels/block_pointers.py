@@ -102,3 +102,15 @@ def descriptor_atomic_add_kernel(Acc, X, M, N, BM: tl.constexpr, BN: tl.constexp
     cols = tl.arange(0, BN)
     x = tl.load(X + tl.program_id(0) * BM * BN + rows[:, None] * BN + cols[None, :])
     desc.atomic_add([0, 0], x)
+
+
+@triton.jit
+def branch_advance_kernel(X, Out, N, SKIP, B: tl.constexpr):
+    """Out[pid] = X[pid, :] block starting at column B if pid < SKIP else at 0 (a block pointer
+    advanced in one branch of a runtime if)."""
+    pid = tl.program_id(0)
+    p = tl.make_block_ptr(X, (tl.num_programs(0), N), (N, 1), (pid, 0), (1, B), (1, 0))
+    if pid < SKIP:
+        p = tl.advance(p, (0, B))
+    tl.store(tl.make_block_ptr(Out, (tl.num_programs(0), B), (B, 1), (pid, 0), (1, B), (1, 0)),
+             tl.load(p, boundary_check=(1,)), boundary_check=(1,))
