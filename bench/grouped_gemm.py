@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from common import load_twice, report
+from common import load_twice, report, result_row
 
 import torch
 
@@ -47,15 +47,7 @@ def run_case(n):
             if not torch.allclose(c.float(), ref.float(), atol=1e-2 * n ** 0.5, rtol=1e-2):
                 raise AssertionError(f"{name} grouped gemm N={n} problem {i}: wrong result")
         times[name] = bench(launch)
-    tflop = 2 * n ** 3 * GROUP / 1e12
-    r = {"kernel": "grouped_gemm", "shape": f"{GROUP}x{n}^3", "blocktune_ms": times["blocktune"], "triton_ms": times["triton"],
-         "torch_ms": t_torch, "blocktune_tflops": tflop / (times["blocktune"] * 1e-3),
-         "triton_tflops": tflop / (times["triton"] * 1e-3) if times["triton"] else None, "torch_tflops": tflop / (t_torch * 1e-3)}
-    r["vs_triton"] = times["triton"] / times["blocktune"] if times["triton"] else None
-    r["vs_torch"] = t_torch / times["blocktune"]
-    ROWS.append(r)
-    print(f"grouped_gemm {GROUP}x{n}^3: blocktune {r['blocktune_tflops']:6.1f} TFLOP/s  triton {r['triton_tflops'] or 0:6.1f}  "
-          f"torch {r['torch_tflops']:6.1f}  ×triton {r['vs_triton'] or 0:.3f}  ×torch {r['vs_torch']:.3f}", flush=True)
+    ROWS.append(result_row("grouped_gemm", f"{GROUP}x{n}^3", 2 * n ** 3 * GROUP / 1e12, "tflops", times, t_torch))
 
 
 def main():

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from common import load_twice, report
+from common import load_twice, report, result_row
 
 import torch
 
@@ -63,15 +63,7 @@ def run_case(m, n, eps=1e-5):
         for what, got, want in (("dx", dx, ref[0]), ("dw", dw, ref[1]), ("db", db, ref[2])):
             check(f"{name} {what} {m}x{n}", got, want, 2e-2)
         times[name] = bench(run)
-    gbytes = 3 * x.numel() * x.element_size() / 1e9
-    r = {"kernel": "layer_norm_bwd", "shape": f"{m}x{n}", "blocktune_ms": times["blocktune"], "triton_ms": times["triton"],
-         "torch_ms": t_torch, "blocktune_gbs": gbytes / (times["blocktune"] * 1e-3),
-         "triton_gbs": gbytes / (times["triton"] * 1e-3) if times["triton"] else None, "torch_gbs": gbytes / (t_torch * 1e-3)}
-    r["vs_triton"] = times["triton"] / times["blocktune"] if times["triton"] else None
-    r["vs_torch"] = t_torch / times["blocktune"]
-    ROWS.append(r)
-    print(f"layer_norm_bwd {m}x{n}: blocktune {r['blocktune_gbs']:6.0f} GB/s  triton {r['triton_gbs'] or 0:6.0f}  "
-          f"torch {r['torch_gbs']:6.0f}  ×triton {r['vs_triton'] or 0:.3f}  ×torch {r['vs_torch']:.3f}", flush=True)
+    ROWS.append(result_row("layer_norm_bwd", f"{m}x{n}", 3 * x.numel() * x.element_size() / 1e9, "gbs", times, t_torch))
 
 
 def main():

@@ -51,12 +51,9 @@ def matmul_block_ptr_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, 
 
 
 @triton.jit
-def matmul_descriptor_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                             BLOCK_K: tl.constexpr):
-    """C = A @ B for contiguous row-major A [M, K], B [K, N], C [M, N] through device-side descriptors."""
-    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
-    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[N, 1], block_shape=[BLOCK_K, BLOCK_N])
-    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N])
+def _descriptor_matmul_tile(a_desc, b_desc, c_desc, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                            BLOCK_K: tl.constexpr):
+    """This program's [BLOCK_M, BLOCK_N] tile of C = A @ B, every access through a descriptor."""
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -68,18 +65,21 @@ def matmul_descriptor_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr
 
 
 @triton.jit
+def matmul_descriptor_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                             BLOCK_K: tl.constexpr):
+    """C = A @ B for contiguous row-major A [M, K], B [K, N], C [M, N] through device-side descriptors."""
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
+    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[N, 1], block_shape=[BLOCK_K, BLOCK_N])
+    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N])
+    _descriptor_matmul_tile(a_desc, b_desc, c_desc, K, BLOCK_M, BLOCK_N, BLOCK_K)
+
+
+@triton.jit
 def matmul_host_descriptor_kernel(a_desc, b_desc, c_desc, K, BLOCK_K: tl.constexpr):
     """C = A @ B through host descriptors (TensorDescriptor.from_tensor), block shapes from the host."""
     BLOCK_M: tl.constexpr = a_desc.block_shape[0]
     BLOCK_N: tl.constexpr = b_desc.block_shape[1]
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
-    accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
-        a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
-        b = b_desc.load([k * BLOCK_K, pid_n * BLOCK_N])
-        accumulator = tl.dot(a, b, accumulator)
-    c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], accumulator.to(c_desc.dtype))
+    _descriptor_matmul_tile(a_desc, b_desc, c_desc, K, BLOCK_M, BLOCK_N, BLOCK_K)
 
 
 @triton.jit
