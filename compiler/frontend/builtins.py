@@ -12,6 +12,7 @@ from ..language import dtypes as T
 from ..language.core import constexpr
 from ..language.extra.cuda.libdevice import BOOLEAN_RESULT as LIBDEVICE_BOOLEAN, SIGNATURES as LIBDEVICE
 from ..language.dtypes import block_type, dtype
+from . import block_pointers as BP
 from . import semantic as S
 from .semantic import SemanticError, is_value
 
@@ -523,16 +524,77 @@ def associative_scan(gen, node, input, axis, combine_fn, reverse=False):
 @rule("load")
 def load(gen, node, pointer, mask=None, other=None, boundary_check=(), padding_option="", cache_modifier="",
          eviction_policy="", volatile=False):
+    if isinstance(pointer, BP.BlockPointer):
+        return BP.load(gen.b, pointer, mask, other, boundary_check, padding_option, cache_modifier, eviction_policy, volatile)
     if boundary_check:
-        raise SemanticError("block pointers (boundary_check) are not supported yet; use masks")
+        raise SemanticError("boundary_check is only for block pointers (tl.make_block_ptr); use a mask")
     return S.load(gen.b, pointer, mask, other, cache_modifier, eviction_policy, volatile)
 
 
 @rule("store")
 def store(gen, node, pointer, value, mask=None, boundary_check=(), cache_modifier="", eviction_policy=""):
+    if isinstance(pointer, BP.BlockPointer):
+        return BP.store(gen.b, pointer, value, mask, boundary_check, cache_modifier, eviction_policy)
     if boundary_check:
-        raise SemanticError("block pointers (boundary_check) are not supported yet; use masks")
+        raise SemanticError("boundary_check is only for block pointers (tl.make_block_ptr); use a mask")
     S.store(gen.b, pointer, value, mask, cache_modifier, eviction_policy)
+
+
+@rule("make_block_ptr")
+def make_block_ptr(gen, node, base, shape, strides, offsets, block_shape, order):
+    return BP.make_block_ptr(gen.b, base, shape, strides, offsets, block_shape, order)
+
+
+@rule("advance")
+def advance(gen, node, base, offsets):
+    return BP.advance(gen.b, base, offsets)
+
+
+@rule("make_tensor_descriptor")
+def make_tensor_descriptor(gen, node, base, shape, strides, block_shape, padding_option="zero"):
+    if padding_option not in ("zero", constexpr("zero")):
+        raise SemanticError(f"tensor descriptors support padding_option='zero' only, got {padding_option!r}")
+    return BP.make_tensor_descriptor(gen.b, base, shape, strides, block_shape)
+
+
+class DescriptorMethod:
+    """`desc.load(offsets)` / `desc.store(offsets, value)` bound to a tensor descriptor."""
+
+    def __init__(self, desc, name):
+        self.desc, self.name = desc, name
+
+    def __call__(self, gen, node, *args, **kwargs):
+        if self.name == "load":
+            return _descriptor_load(gen, node, self.desc, *args, **kwargs)
+        if self.name == "store":
+            return _descriptor_store(gen, node, self.desc, *args, **kwargs)
+        return _descriptor_atomic(gen, node, self.desc, self.name, *args, **kwargs)
+
+
+def _descriptor_load(gen, node, desc, offsets):
+    return BP.descriptor_load(gen.b, desc, offsets)
+
+
+def _descriptor_store(gen, node, desc, offsets, value):
+    BP.descriptor_store(gen.b, desc, offsets, value)
+
+
+def _descriptor_atomic(gen, node, desc, kind, offsets, value):
+    BP.descriptor_atomic(gen.b, desc, kind, offsets, value)
+
+
+def composite_attribute(b, x, attr: str):
+    """Attributes of a block pointer or tensor descriptor inside a kernel."""
+    if isinstance(x, BP.TensorDescriptor):
+        if attr in ("load", "store") or attr in BP.DESCRIPTOR_ATOMICS:
+            return DescriptorMethod(x, attr)
+        if attr in ("block_shape", "dtype", "block_type"):
+            return getattr(x, attr)
+        if attr in ("shape", "strides"):
+            return tuple(getattr(x, attr))
+    elif attr in ("type", "dtype"):
+        return getattr(x, attr)
+    raise SemanticError(f"a {x!r} has no attribute '{attr}'")
 
 
 def _atomic(kind):

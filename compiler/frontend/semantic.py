@@ -533,7 +533,20 @@ def _load_type(elt: dtype) -> dtype:
     return elt
 
 
+LOAD_CACHE_MODIFIERS = ("", ".ca", ".cg", ".cv")
+STORE_CACHE_MODIFIERS = ("", ".wb", ".cg", ".cs", ".wt")
+EVICTION_POLICIES = ("", "evict_first", "evict_last")
+
+
+def _check_cache_hints(cache, eviction, allowed):
+    if (cache or "") not in allowed:
+        raise SemanticError(f"cache modifier {cache!r} is not supported here; use one of {list(allowed[1:])}")
+    if (eviction or "") not in EVICTION_POLICIES:
+        raise SemanticError(f"eviction policy {eviction!r} is not supported; use one of {list(EVICTION_POLICIES[1:])}")
+
+
 def load(b, ptr, mask=None, other=None, cache="", eviction="", volatile=False):
+    _check_cache_hints(cache, eviction, LOAD_CACHE_MODIFIERS)
     if not _is_ptr(ptr):
         raise SemanticError(f"tl.load expects a pointer or a block of pointers, got {_describe(ptr)}")
     if other is not None and mask is None:
@@ -547,6 +560,7 @@ def load(b, ptr, mask=None, other=None, cache="", eviction="", volatile=False):
 
 
 def store(b, ptr, value, mask=None, cache="", eviction=""):
+    _check_cache_hints(cache, eviction, STORE_CACHE_MODIFIERS)
     if not _is_ptr(ptr):
         raise SemanticError(f"tl.store expects a pointer or a block of pointers, got {_describe(ptr)}")
     value = to_tensor(b, value, ptr.dtype.element_ty if not is_value(value) else None)
@@ -559,7 +573,21 @@ def store(b, ptr, value, mask=None, cache="", eviction=""):
     b.create("store", [ptr, value, mask], [], {"cache": cache or "", "eviction": eviction or ""})
 
 
+MEMORY_SEMANTICS = ("acq_rel", "acquire", "release", "relaxed")
+MEMORY_SCOPES = ("gpu", "cta", "sys")
+
+
+def _sem_and_scope(what, sem, scope):
+    sem, scope = sem or "acq_rel", scope or "gpu"
+    if sem not in MEMORY_SEMANTICS:
+        raise SemanticError(f"{what}: memory semantic {sem!r} is not supported; use one of {list(MEMORY_SEMANTICS)}")
+    if scope not in MEMORY_SCOPES:
+        raise SemanticError(f"{what}: memory scope {scope!r} is not supported; use one of {list(MEMORY_SCOPES)}")
+    return sem, scope
+
+
 def atomic_rmw(b, kind, ptr, val, mask=None, sem=None, scope=None):
+    sem, scope = _sem_and_scope(f"tl.atomic_{kind}", sem, scope)
     if not _is_ptr(ptr):
         raise SemanticError(f"tl.atomic_{kind} expects a pointer, got {_describe(ptr)}")
     elt = ptr.dtype.element_ty
@@ -573,10 +601,11 @@ def atomic_rmw(b, kind, ptr, val, mask=None, sem=None, scope=None):
         raise SemanticError(f"tl.atomic_{kind} needs an integer pointer, got {elt}")
     if elt in (T.float16, T.bfloat16) and kind not in ("add", "xchg"):
         raise SemanticError(f"tl.atomic_{kind} is not supported on {elt}")
-    return b.value("atomic_rmw", [ptr, val, mask], val.type, kind=kind, sem=sem or "acq_rel", scope=scope or "gpu")
+    return b.value("atomic_rmw", [ptr, val, mask], val.type, kind=kind, sem=sem, scope=scope)
 
 
 def atomic_cas(b, ptr, cmp, val, sem=None, scope=None):
+    sem, scope = _sem_and_scope("tl.atomic_cas", sem, scope)
     if not _is_ptr(ptr):
         raise SemanticError(f"tl.atomic_cas expects a pointer, got {_describe(ptr)}")
     elt = ptr.dtype.element_ty
@@ -588,7 +617,7 @@ def atomic_cas(b, ptr, cmp, val, sem=None, scope=None):
     val = broadcast_to(b, cast(b, val, elt), shape)
     if elt.primitive_bitwidth not in (16, 32, 64):
         raise SemanticError(f"tl.atomic_cas needs a 16, 32 or 64-bit element type, got {elt}")
-    return b.value("atomic_cas", [ptr, cmp, val], val.type, sem=sem or "acq_rel", scope=scope or "gpu")
+    return b.value("atomic_cas", [ptr, cmp, val], val.type, sem=sem, scope=scope)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from ..language import dtypes as T
 from ..language.core import constexpr
 from ..language.library import LibraryFunction
 from ..version import __version__
-from . import build, cache, driver, native
+from . import build, cache, descriptors, driver, native
 
 # Triton launch options accepted (and ignored: one CTA per program, no register cap) by kernel[grid](...)
 _TRITON_LAUNCH_OPTIONS = ("num_ctas=1", "maxnreg=None", "enable_fp_fusion=True", "debug=None",
@@ -182,6 +182,9 @@ def spec_arg(v, index: int, name: str, specialize: bool = True, interpret: bool 
             return _int_kind(int(v), specialize)
         if isinstance(v, np.floating):
             return "fp32", False, float(v)
+    if descriptors.is_descriptor(v):
+        base_key, base_aligned, _ = spec_arg(v.base, index, name, specialize, interpret)
+        return descriptors.spec(v, base_key, base_aligned, name), False, v
     dp = getattr(v, "data_ptr", None)
     if dp is not None and hasattr(v, "dtype"):
         p = int(dp())
@@ -198,6 +201,8 @@ def key_to_type(k) -> str:
         return k
     if k == 1 and type(k) is int:
         return "i32"
+    if isinstance(k, tuple) and k[0] == "tensordesc":
+        return descriptors.type_string(k, key_to_type(k[1])[1:])
     if isinstance(k, tuple):
         kind, d = k
         if kind == "cai":
@@ -480,7 +485,11 @@ class JITFunction:
         self.compile_count += 1
         if warmup:
             return (None, ck)
-        launch = ck.make_launcher(dev, call_names)
+        if any(descriptors.DT.parse(t) for t in sig.values()):
+            expanded = descriptors.expand_names(call_names, sig)
+            launch = descriptors.wrap_launcher(ck.make_launcher(dev, expanded), call_names, expanded)
+        else:
+            launch = ck.make_launcher(dev, call_names)
         entry = (launch, ck)
         if key is not None:
             self._launchers[key] = entry
@@ -523,7 +532,7 @@ class JITFunction:
         if min(g) <= 0:
             return ir_fn
         named = dict(zip(self.arg_names, values))
-        args = [named[n] for n in ir_fn.arg_names]
+        args = descriptors.expand(ir_fn.arg_names, named, lambda tensor: tensor)
         from .. import interpreter  # noqa: PLC0415 - import time: the interpreter loads at the first CPU launch
         interpreter.run(ir_fn, g, args)
         return ir_fn

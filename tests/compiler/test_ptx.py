@@ -691,6 +691,10 @@ def test_cache_and_eviction_qualifiers(cache, ev, masked):
     ptx = nvptx.compile_ir(k.fn(), num_warps=4)["ptx"]
     ptxas_report(ptx)
     want = cache or {"evict_first": ".L1::evict_first", "evict_last": ".L1::evict_last"}.get(ev, "")
+    if ev:  # Triton's L2 eviction hint: a createpolicy register on the access
+        want += ".L2::cache_hint"
+        assert f"createpolicy.fractional.L2::{ev}.b64" in ptx
+        assert re.search(r"st\.global[.\w:]*\.L2::cache_hint\.v4\.b32 \[[^]]+\], \{[^}]+\}, %rd\d+;", ptx)
     assert f"ld.global{want}.v4.b32" in ptx
 
 
