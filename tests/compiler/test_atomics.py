@@ -40,7 +40,9 @@ def _inputs(g, op, dt, device="cpu"):
         lo = 0 if dt == torch.uint32 else -1000
         vals = rand(g, (N,), dt, lo, 1000 if op not in ("and", "or", "xor") else 2 ** 20)
         acc = rand(g, (SLOTS,), dt, lo, 1000)
-    cmp = torch.where(torch.arange(N) % 3 == 0, acc.repeat(N // SLOTS + 1)[:N], vals)  # some lanes match
+    # some lanes match; through int64, since torch has no where() for uint32 on every version
+    wide = torch.int64 if dt == torch.uint32 else dt
+    cmp = torch.where(torch.arange(N) % 3 == 0, acc.to(wide).repeat(N // SLOTS + 1)[:N], vals.to(wide)).to(dt)
     if op == "cas":  # small values so later lanes often compare equal to an earlier lane's swap
         vals = (torch.arange(N) % 3).to(dt)
         cmp = ((torch.arange(N) + 1) % 3).to(dt)
