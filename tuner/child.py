@@ -20,10 +20,16 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+# The "GPU model" of interpret mode: jobs pinned to it are taken by CPU workers (`blocktune worker
+# --interpret`, and `blocktune serve` on a machine without a GPU), and the configs they find are
+# stored under it. Kept as it always was: stored configs and clients' lookups use this name.
+INTERPRETER_MODEL = "blocktune interpreter (CPU)"
+
 INTERPRETER_PROPS = {
     # What constraints see in interpret mode: an H100's limits, so that a spec's constraints select
-    # the same configs on the CPU as on the GPU it is meant for.
-    "name": "blocktune interpreter (CPU)", "capability": (0, 0), "sm_count": 132,
+    # the same configs on the CPU as on the GPU it is meant for. Not what a CPU worker registers
+    # (service/worker.py): these are no properties of the machine.
+    "name": INTERPRETER_MODEL, "capability": (0, 0), "sm_count": 132,
     "total_memory": 80 * 2**30, "max_shared_memory": 232448, "driver_version": "", "cuda_version": "",
     "l2_size": 50 * 2**20,
 }
