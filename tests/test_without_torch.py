@@ -16,11 +16,11 @@ BLOCKER = Path(__file__).resolve().parent / "without_torch"
 SPEC = ROOT / "tests" / "service" / "data" / "add.yaml"
 
 
-def _run(args: list[str], *, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
-    e = {**os.environ, "PYTHONPATH": f"{BLOCKER}{os.pathsep}{ROOT}", **(env or {})}
+def _run(args: list[str], *, timeout: float = 300, returncode: int = 0) -> subprocess.CompletedProcess:
+    e = {**os.environ, "PYTHONPATH": f"{BLOCKER}{os.pathsep}{ROOT}"}
     e.pop("BLOCKTUNE_CHILD_TORCH", None)
     p = subprocess.run([sys.executable, *args], cwd=ROOT, env=e, capture_output=True, text=True, timeout=timeout)
-    assert p.returncode == 0, f"exit {p.returncode}\n{p.stdout}\n{p.stderr}"
+    assert p.returncode == returncode, f"exit {p.returncode}\n{p.stdout}\n{p.stderr}"
     return p
 
 
@@ -70,6 +70,15 @@ def test_tune_interpret_runs_without_torch(tmp_path):
     best = _run(["-m", "service.cli", "best", "--kernel", "add_kernel", "--key", "n_elements=4096", "--db", url,
                  "--json"])
     assert '"gpu_model": "blocktune interpreter (CPU)"' in best.stdout
+
+
+def test_bfloat16_in_interpret_mode_says_it_needs_torch(tmp_path):
+    """numpy has no bfloat16: such a spec's interpret-mode job fails with the reason, not a crash."""
+    spec = tmp_path / "add_bf16.yaml"
+    spec.write_text(SPEC.read_text().replace("dtype: float32", "dtype: bfloat16"))
+    p = _run(["-m", "service.cli", "tune", str(spec), "--interpret", "--db", f"sqlite:///{tmp_path / 'bf16.db'}",
+              "--quiet"], returncode=1)
+    assert "bfloat16 tensors in interpret mode need torch (numpy has no bfloat16)" in " ".join(p.stdout.split())
 
 
 @pytest.mark.timeout(600)
