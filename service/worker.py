@@ -27,23 +27,15 @@ import sqlalchemy as sa
 
 from db.models import Job, Worker as WorkerRow, utcnow
 from db.retry import Backoff, DatabaseUnavailable, Outage, is_unavailable, retry
-from service.claim import claim, find_joinable_job, release_job, renew_lease
+from service.claim import claim, find_joinable_job, gpu_worker_alive, release_job, renew_lease
+from service.devices import cpu_worker_properties
 
 log = logging.getLogger("blocktune.worker")
 
-INTERPRETER_PROPS = {"name": "blocktune interpreter (CPU)", "capability": (0, 0), "sm_count": 1,
-                     "total_memory": 0, "driver_version": "none", "cuda_version": "none",
-                     "max_shared_memory": 101376, "l2_size": 0, "warp_size": 32}
-
-
 def device_props(device: int, interpret: bool) -> dict[str, Any]:
+    """What this worker registers: the GPU's properties, or a CPU worker's (service.devices)."""
     if interpret:
-        try:  # the tuner names the interpreter "device" itself when it has an opinion
-            from tuner.engine import interpreter_device_properties  # type: ignore
-
-            return dict(interpreter_device_properties())
-        except ImportError:
-            return dict(INTERPRETER_PROPS)
+        return cpu_worker_properties()
     from compiler.runtime import driver
 
     return driver.device_properties(device)
@@ -118,7 +110,11 @@ class Worker:
     # -- registration and heartbeat ----------------------------------------------------------
     def register(self) -> None:
         self._db(self._register, f"registering worker {self.name}")
-        log.info("worker %s registered on %s (device %d)", self.name, self.gpu_model, self.device)
+        if self.interpret:
+            log.info("worker %s registered: a CPU worker (the interpreter), taking jobs for %s", self.name,
+                     self.gpu_model)
+        else:
+            log.info("worker %s registered on %s (device %d)", self.name, self.gpu_model, self.device)
 
     def _register(self) -> None:
         from db.repo import get_or_create_gpu
@@ -195,7 +191,9 @@ class Worker:
         return self._db(self._next_job, f"worker {self.name} claiming a job")
 
     def _next_job(self) -> tuple[int, bool, bool] | None:
-        got = claim(self.engine, self.name, self.gpu_model, self.lease_seconds)
+        # a CPU worker leaves the jobs that name no GPU model to the GPU workers, while one is alive
+        unpinned = not self.interpret or not gpu_worker_alive(self.engine, self.lease_seconds)
+        got = claim(self.engine, self.name, self.gpu_model, self.lease_seconds, unpinned=unpinned)
         if got is not None:
             self._finished_joins.discard(got.job_id)
             if got.reclaimed:
