@@ -94,6 +94,25 @@ def compose_command() -> list[str]:
     raise EngineUnavailable("neither `docker compose` nor `docker-compose` is installed")
 
 
+def buildkit_cli() -> str:
+    """A docker CLI that builds with BuildKit under DOCKER_BUILDKIT=1: one with the buildx plugin,
+    or one from before 23.0 (Debian bookworm's docker.io, 20.10), whose BuildKit client is built
+    in. A newer CLI without buildx refuses ("the buildx component is missing")."""
+    seen = set()
+    for d in os.environ.get("PATH", "").split(os.pathsep):
+        cli = Path(d) / "docker"
+        if not os.access(cli, os.X_OK) or cli.resolve() in seen:
+            continue
+        seen.add(cli.resolve())
+        if subprocess.run([cli, "buildx", "version"], capture_output=True).returncode == 0:
+            return str(cli)
+        version = subprocess.run([cli, "version", "--format", "{{.Client.Version}}"], capture_output=True,
+                                 text=True).stdout.strip()
+        if version and int(version.split(".")[0]) < 23:
+            return str(cli)
+    raise EngineUnavailable("no docker CLI here builds with BuildKit (install the buildx plugin)")
+
+
 def have_image(name: str) -> bool:
     return run(["docker", "image", "inspect", name], check=False, timeout=60).returncode == 0
 
@@ -140,6 +159,7 @@ def build_blocktune(tag: str, *, buildkit: bool) -> float:
     the classic builder or BuildKit; returns the seconds it took."""
     official_or_standin("python:3.11-slim", "python")
     started = time.monotonic()
-    run(["docker", "build", "--network", "host", "--build-arg", "BASE_IMAGE=python:3.11-slim", "-t", tag, "."],
+    cli = buildkit_cli() if buildkit else "docker"
+    run([cli, "build", "--network", "host", "--build-arg", "BASE_IMAGE=python:3.11-slim", "-t", tag, "."],
         env={"DOCKER_BUILDKIT": "1" if buildkit else "0"}, timeout=1500)
     return time.monotonic() - started

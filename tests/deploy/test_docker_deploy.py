@@ -15,7 +15,7 @@ import httpx
 import pytest
 import yaml
 
-from docker_engine import REPO, build_blocktune, postgres_image, run
+from docker_engine import EngineUnavailable, build_blocktune, buildkit_cli, postgres_image, run
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(1800)]
 
@@ -77,6 +77,10 @@ def test_compose_config_gives_each_gpu_its_own_worker(compose_cli, gpus):
 
 
 def test_dockerfile_builds_with_buildkit(docker_engine):
+    try:
+        buildkit_cli()
+    except EngineUnavailable as exc:
+        pytest.skip(str(exc))
     build_blocktune("blocktune:test-buildkit", buildkit=True)
     out = run(["docker", "run", "--rm", "--entrypoint", "python", "blocktune:test-buildkit", "-c",
                "import importlib.util, service.worker, tuner.engine, compiler; "
