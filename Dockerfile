@@ -21,8 +21,11 @@ WORKDIR /app
 # dependencies first (a layer that survives source edits)
 COPY pyproject.toml README.md ./
 COPY docker/requirements.py /tmp/requirements.py
+# CUDA_BINDINGS narrows the driver bindings pyproject.toml allows (cuda-bindings 13: NVIDIA driver
+# >= 580.65.06), e.g. 'cuda-bindings>=12.6,<13' for drivers from 550 on (docs/deploy.md)
+ARG CUDA_BINDINGS=""
 RUN python /tmp/requirements.py pyproject.toml > /tmp/requirements.txt \
-    && pip install -r /tmp/requirements.txt
+    && pip install -r /tmp/requirements.txt ${CUDA_BINDINGS}
 
 COPY compiler ./compiler
 COPY tuner ./tuner
