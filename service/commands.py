@@ -104,7 +104,7 @@ def server_implementation(config) -> str:
 # -- worker --------------------------------------------------------------------------------------
 def cmd_worker(args) -> int:
     from service.core.config import Settings
-    from service.worker import Worker
+    from service.worker import Worker, WorkerNameInUse
 
     _logging(args.verbose)
     settings = Settings()
@@ -131,7 +131,11 @@ def cmd_worker(args) -> int:
 
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
-    w.run()
+    try:
+        w.run()
+    except WorkerNameInUse as exc:
+        print(f"blocktune worker: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -121,7 +121,8 @@ def _take_worker_row(engine, name: str, gpu_id: int, device: int,
     if row is None:
         try:
             with engine.begin() as c:
-                return c.execute(sa.insert(WorkerRow).values(name=name, **fresh).returning(WorkerRow.id)).scalar_one(), None
+                inserted = sa.insert(WorkerRow).values(name=name, **fresh).returning(WorkerRow.id)
+                return c.execute(inserted).scalar_one(), None
         except sa.exc.IntegrityError:  # the unique name: another process inserted it first
             return None, None
     return (row.id, None) if took else (None, row.last_heartbeat_at)
@@ -342,6 +343,9 @@ class Worker:
             log.warning("worker %s stopped before it could register (the database is unavailable)", self.name)
             self.engine.dispose()
             return
+        except WorkerNameInUse:
+            self.engine.dispose()
+            raise
         self._hb_thread = threading.Thread(target=self._heartbeat_loop, name=f"heartbeat-{self.name}", daemon=True)
         self._hb_thread.start()
         try:

@@ -120,6 +120,15 @@ class Stack:
     def __call__(self, *args: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:
         return run([*self.compose, *FILES, *args], env=self.env, timeout=timeout, check=check)
 
+    def inspect(self, service: str, fmt: str) -> str:
+        """`docker inspect -f fmt` of the service's one container, found by compose's labels (the
+        same with compose v1 and v2)."""
+        project = self.env["COMPOSE_PROJECT_NAME"]
+        ids = run(["docker", "ps", "-aq", "--filter", f"label=com.docker.compose.project={project}",
+                   "--filter", f"label=com.docker.compose.service={service}"]).stdout.split()
+        assert len(ids) == 1, f"{service}: containers {ids}"
+        return run(["docker", "inspect", "-f", fmt, ids[0]]).stdout.strip()
+
     def logs(self) -> str:
         p = self("logs", "--no-color", "--tail", "60", check=False, timeout=120)
         return p.stdout + p.stderr
@@ -130,10 +139,7 @@ def stack(docker_engine, blocktune_image):
     s = Stack(docker_engine, blocktune_image)
     s("down", "-v", "--remove-orphans", check=False)
     try:
-        yield s
-    except BaseException:
-        print(s.logs())
-        raise
+        yield s      # the test's assertions carry the containers' logs
     finally:
         s("down", "-v", "--remove-orphans", "--timeout", "20", check=False, timeout=300)
 
@@ -149,11 +155,7 @@ def test_compose_stack_runs_a_job_and_keeps_it_across_an_api_restart(stack):
         _wait_healthy(stack.url)
     except AssertionError:
         raise AssertionError(stack.logs())
-    migrate = run(["docker", "inspect", "-f", "{{.State.Status}} {{.State.ExitCode}}",
-                   f"{stack.env['COMPOSE_PROJECT_NAME']}_migrate_1"], check=False).stdout.strip() or \
-        run(["docker", "inspect", "-f", "{{.State.Status}} {{.State.ExitCode}}",
-             f"{stack.env['COMPOSE_PROJECT_NAME']}-migrate-1"]).stdout.strip()
-    assert migrate == "exited 0"
+    assert stack.inspect("migrate", "{{.State.Status}} {{.State.ExitCode}}") == "exited 0"
 
     token = stack("exec", "-T", "api", "blocktune", "token", "create", "ci", "--scope", "read,submit",
                   timeout=120).stdout.strip().splitlines()[-1]
@@ -172,7 +174,9 @@ def test_compose_stack_runs_a_job_and_keeps_it_across_an_api_restart(stack):
     assert job["best_config"]["BLOCK_SIZE"] in (512, 1024, 2048)
     assert workers["ci-node-cpu0"]["alive"] and workers["ci-node-cpu0"]["gpu_model"] == INTERP, workers
 
+    started = stack.inspect("api", "{{.State.StartedAt}}")
     stack("restart", "api", timeout=300)
+    assert stack.inspect("api", "{{.State.StartedAt}}") != started
     _wait_healthy(stack.url)
     with _api(stack, token) as api:
         again = api.get(f"/jobs/{job_id}").json()
@@ -181,4 +185,5 @@ def test_compose_stack_runs_a_job_and_keeps_it_across_an_api_restart(stack):
                                                 "key": '{"n_elements": 4096}'})
     for field in ("state", "trials_done", "best_config", "best_time_ms", "finished_at"):
         assert again[field] == job[field], field
-    assert best.status_code == 200 and best.json()["config"]["BLOCK_SIZE"] == job["best_config"]["BLOCK_SIZE"], best.text
+    assert best.status_code == 200, best.text
+    assert best.json()["config"]["BLOCK_SIZE"] == job["best_config"]["BLOCK_SIZE"]

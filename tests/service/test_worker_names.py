@@ -95,3 +95,27 @@ def test_an_explicit_name_held_by_a_live_worker_is_refused(db_url):
         live.stop()
         thread.join(10)
     assert rows(db_url) == {"gpuhost-gpu0": "stopped"}
+
+
+def test_the_worker_command_refuses_a_live_workers_name(db_url):
+    import os
+    import subprocess
+    import sys
+
+    live = make(db_url, name="gpuhost-gpu0", alive_seconds=2)
+    thread = threading.Thread(target=live.run, daemon=True)
+    thread.start()
+    try:
+        for _ in range(100):
+            if live.worker_id is not None:
+                break
+            threading.Event().wait(0.05)
+        p = subprocess.run([sys.executable, "-m", "service.cli", "worker", "--server-db", db_url, "--interpret",
+                            "--name", "gpuhost-gpu0", "--no-migrate"], capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "BLOCKTUNE_WORKER_ALIVE_SECONDS": "2"})
+    finally:
+        live.stop()
+        thread.join(10)
+    assert p.returncode == 2, p.stderr
+    assert "blocktune worker: a live worker is already registered as 'gpuhost-gpu0'" in p.stderr
+    assert "BLOCKTUNE_NODE" in p.stderr
