@@ -6,7 +6,8 @@ set -eu
 : "${POSTGRES_USER:=postgres}"
 : "${POSTGRES_DB:=$POSTGRES_USER}"
 : "${PGDATA:=/var/lib/postgresql/data}"
-as_postgres() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+# setpriv execs (no parent left behind), so the server is PID 1 and gets `docker stop`'s signal
+as_postgres() { if [ "$(id -u)" = 0 ]; then setpriv --reuid=postgres --regid=postgres --init-groups "$@"; else "$@"; fi; }
 
 if [ "${1:-postgres}" != postgres ]; then exec "$@"; fi
 if [ "$(id -u)" = 0 ]; then
@@ -31,7 +32,5 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
   echo "postgres: initialized $PGDATA (user $POSTGRES_USER, database $POSTGRES_DB)"
 fi
 shift || true
-if [ "$(id -u)" = 0 ]; then
-  exec runuser -u postgres -- postgres -D "$PGDATA" -c listen_addresses='*' "$@"
-fi
-exec postgres -D "$PGDATA" -c listen_addresses='*' "$@"
+exec_as_postgres() { if [ "$(id -u)" = 0 ]; then exec setpriv --reuid=postgres --regid=postgres --init-groups "$@"; fi; exec "$@"; }
+exec_as_postgres postgres -D "$PGDATA" -c listen_addresses='*' "$@"

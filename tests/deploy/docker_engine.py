@@ -117,6 +117,12 @@ def have_image(name: str) -> bool:
     return run(["docker", "image", "inspect", name], check=False, timeout=60).returncode == 0
 
 
+def _is_standin(name: str) -> bool:
+    label = run(["docker", "image", "inspect", "-f", '{{index .Config.Labels "org.blocktune.standin"}}', name],
+                check=False, timeout=60).stdout.strip()
+    return label not in ("", "<no value>")
+
+
 def _pulled(name: str) -> bool:
     try:
         return run(["docker", "pull", "-q", name], check=False, timeout=120).returncode == 0
@@ -136,10 +142,12 @@ def base_image() -> str:
 def official_or_standin(name: str, standin: str) -> str:
     """`name` when it is here or can be pulled; else the stand-in docker/standins/<standin>.Dockerfile
     built from Debian's packages and tagged `name`. Returns how it was obtained."""
-    if have_image(name):
+    if have_image(name) and not _is_standin(name):
         return "present"
-    if _pulled(name):
+    if not have_image(name) and _pulled(name):
         return "pulled"
+    # a stand-in is built again each time: from the layer cache in seconds, and current with its
+    # Dockerfile
     run(["docker", "build", "--network", "host", "--build-arg", f"BASE_IMAGE={base_image()}", "-t", name,
          "-f", f"{standin}.Dockerfile", "."], cwd=REPO / "docker/standins", timeout=1200)
     return "stand-in"
