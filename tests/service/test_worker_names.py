@@ -3,7 +3,12 @@ restarts); two live workers never share a row (the default name takes a suffix, 
 is refused while its holder's heartbeat moves), and a stopped or dead worker's row is taken over."""
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import os
+import socket
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -26,12 +31,28 @@ def make(url, **kw) -> Worker:
     return Worker(url, interpret=True, heartbeat_seconds=0.3, poll_seconds=0.1, **kw)
 
 
+@contextlib.contextmanager
+def live_worker(url, name: str, alive_seconds: float):
+    """A worker running in a thread (registered, heartbeating) until the block ends."""
+    live = make(url, name=name, alive_seconds=alive_seconds)
+    thread = threading.Thread(target=live.run, daemon=True)
+    thread.start()
+    try:
+        for _ in range(200):
+            if live.worker_id is not None:
+                break
+            threading.Event().wait(0.05)
+        yield live
+    finally:
+        live.stop()
+        thread.join(10)
+
+
 def test_default_name_is_node_and_device(monkeypatch):
     monkeypatch.setenv("BLOCKTUNE_NODE", "rack4-node17")
     assert default_worker_name(3) == "rack4-node17-gpu3"
     assert default_worker_name(0, interpret=True) == "rack4-node17-cpu0"
     monkeypatch.delenv("BLOCKTUNE_NODE")
-    import socket
 
     assert default_worker_name(1) == f"{socket.gethostname()}-gpu1"
 
@@ -78,44 +99,20 @@ def test_a_dead_workers_row_is_taken_over_once_its_heartbeat_is_stale(db_url):
 
 
 def test_an_explicit_name_held_by_a_live_worker_is_refused(db_url):
-    live = make(db_url, name="gpuhost-gpu0", alive_seconds=3)
-    thread = threading.Thread(target=live.run, daemon=True)
-    thread.start()
-    try:
-        for _ in range(100):
-            if live.worker_id is not None:
-                break
-            threading.Event().wait(0.05)
+    with live_worker(db_url, "gpuhost-gpu0", alive_seconds=3):
         second = make(db_url, name="gpuhost-gpu0", alive_seconds=3)
         with pytest.raises(WorkerNameInUse, match="gpuhost-gpu0.*BLOCKTUNE_NODE"):
             second.register()
         second.engine.dispose()
         assert rows(db_url) == {"gpuhost-gpu0": "idle"}
-    finally:
-        live.stop()
-        thread.join(10)
     assert rows(db_url) == {"gpuhost-gpu0": "stopped"}
 
 
 def test_the_worker_command_refuses_a_live_workers_name(db_url):
-    import os
-    import subprocess
-    import sys
-
-    live = make(db_url, name="gpuhost-gpu0", alive_seconds=2)
-    thread = threading.Thread(target=live.run, daemon=True)
-    thread.start()
-    try:
-        for _ in range(100):
-            if live.worker_id is not None:
-                break
-            threading.Event().wait(0.05)
+    with live_worker(db_url, "gpuhost-gpu0", alive_seconds=2):
         p = subprocess.run([sys.executable, "-m", "service.cli", "worker", "--server-db", db_url, "--interpret",
                             "--name", "gpuhost-gpu0", "--no-migrate"], capture_output=True, text=True, timeout=120,
                            env={**os.environ, "BLOCKTUNE_WORKER_ALIVE_SECONDS": "2"})
-    finally:
-        live.stop()
-        thread.join(10)
     assert p.returncode == 2, p.stderr
     assert "blocktune worker: a live worker is already registered as 'gpuhost-gpu0'" in p.stderr
     assert "BLOCKTUNE_NODE" in p.stderr
