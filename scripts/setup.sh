@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Set up everything blocktune needs on a fresh Debian/Ubuntu machine: system packages for the
-# tests (PostgreSQL, Chromium), a virtual environment in .venv with blocktune installed editable.
+# tests (PostgreSQL, Chromium, the Docker engine), a virtual environment in .venv with blocktune installed editable.
 # Idempotent: a second run only checks. Set BLOCKTUNE_SKIP_APT=1 to skip the system packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)
+# the deploy tests (tests/deploy): the Docker engine, compose, and debootstrap for a local base image
+[ -x /usr/sbin/dockerd ] || command -v dockerd >/dev/null || need_apt+=(docker.io)
+command -v docker-compose >/dev/null || docker compose version >/dev/null 2>&1 || need_apt+=(docker-compose)
+[ -x /usr/sbin/debootstrap ] || need_apt+=(debootstrap)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
 if [ ${#need_apt[@]} -gt 0 ] && [ "${BLOCKTUNE_SKIP_APT:-0}" != 1 ]; then
   if [ "$(id -u)" = 0 ]; then

@@ -114,7 +114,7 @@ def server_implementation(config) -> str:
 # -- worker --------------------------------------------------------------------------------------
 def cmd_worker(args) -> int:
     from service.core.config import Settings
-    from service.worker import Worker
+    from service.worker import Worker, WorkerNameInUse
 
     _logging(args.verbose)
     settings = Settings()
@@ -141,7 +141,11 @@ def cmd_worker(args) -> int:
 
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
-    w.run()
+    try:
+        w.run()
+    except WorkerNameInUse as exc:
+        print(f"blocktune worker: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -242,7 +246,7 @@ def register(subparsers) -> None:
     p.add_argument("--device", type=int, default=int(os.environ.get("BLOCKTUNE_DEVICE", "0")), help="GPU index")
     p.add_argument("--server-db", "--database-url", dest="server_db", default=None, help=env_db)
     p.add_argument("--name", default=os.environ.get("BLOCKTUNE_WORKER_NAME") or None,
-                   help="worker name, unique ($BLOCKTUNE_WORKER_NAME; default host:gpuN:pid)")
+                   help="worker name, unique ($BLOCKTUNE_WORKER_NAME; default <$BLOCKTUNE_NODE or host name>-gpuN)")
     p.add_argument("--interpret", action="store_true", help="tune on the CPU interpreter (no GPU)")
     p.add_argument("--lease", type=float, default=None, help="job lease in seconds ($BLOCKTUNE_LEASE_SECONDS)")
     p.add_argument("--heartbeat", type=float, default=None, help="heartbeat period ($BLOCKTUNE_HEARTBEAT_SECONDS)")

@@ -15,6 +15,7 @@ job's lease by heartbeat, and runs the tuner (`tuner.engine.run_job`) on the job
 """
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import socket
@@ -72,17 +73,68 @@ def init_optuna_storage(database_url: str) -> None:
             engine.dispose()
 
 
+def default_worker_name(device: int, interpret: bool = False) -> str:
+    """`<node>-gpu<N>` (`-cpu<N>` for the interpreter): unique per host and GPU, the same after a
+    restart. The node is $BLOCKTUNE_NODE (in containers, whose host name is not the host's), else
+    the host name."""
+    node = os.environ.get("BLOCKTUNE_NODE") or socket.gethostname()
+    return f"{node}-{'cpu' if interpret else 'gpu'}{device}"
+
+
+class WorkerNameInUse(RuntimeError):
+    def __init__(self, name: str):
+        super().__init__(f"a live worker is already registered as {name!r} (its heartbeat keeps moving): give "
+                         "every worker its own name (--name / BLOCKTUNE_WORKER_NAME; in docker compose set "
+                         "BLOCKTUNE_NODE to each host's name)")
+
+
+_UNSEEN = object()
+
+
+def _settings_alive_seconds() -> float:
+    from service.core.config import Settings
+
+    return Settings().worker_alive_seconds
+
+
+def _take_worker_row(engine, name: str, gpu_id: int, device: int,
+                     alive_seconds: float) -> tuple[int | None, Any]:
+    """(row id, None) when this process now owns the row named `name` (inserted, or taken over
+    from a stopped or stale worker, each atomically); (None, its last heartbeat) when a live
+    worker holds it; (None, None) when another process inserted it first."""
+    now = utcnow()
+    stale = sa.or_(WorkerRow.state == "stopped", WorkerRow.last_heartbeat_at.is_(None),
+                   WorkerRow.last_heartbeat_at < now - dt.timedelta(seconds=alive_seconds))
+    fresh = dict(gpu_id=gpu_id, device_index=device, state="idle", started_at=now, last_heartbeat_at=now)
+    with engine.begin() as c:
+        row = c.execute(sa.select(WorkerRow.id, WorkerRow.last_heartbeat_at).where(WorkerRow.name == name)).first()
+        if row is not None:
+            took = c.execute(sa.update(WorkerRow).where(WorkerRow.id == row.id, stale).values(**fresh)).rowcount
+    if row is None:
+        try:
+            with engine.begin() as c:
+                inserted = sa.insert(WorkerRow).values(name=name, **fresh).returning(WorkerRow.id)
+                return c.execute(inserted).scalar_one(), None
+        except sa.exc.IntegrityError:  # the unique name: another process inserted it first
+            return None, None
+    return (row.id, None) if took else (None, row.last_heartbeat_at)
+
+
 class Worker:
     def __init__(self, database_url: str, device: int = 0, *, interpret: bool = False, name: str | None = None,
                  lease_seconds: float = 60.0, heartbeat_seconds: float = 10.0, poll_seconds: float = 2.0,
-                 join: bool = True, exit_when_idle: bool = False,
+                 join: bool = True, exit_when_idle: bool = False, alive_seconds: float | None = None,
                  run_job: Callable[..., None] | None = None):
         from db.engine import make_engine
 
         self.database_url = database_url
         self.device = device
         self.interpret = interpret
-        self.name = name or f"{socket.gethostname()}:{'cpu' if interpret else 'gpu'}{device}:{os.getpid()}"
+        # an explicit name is the operator's: a live worker holding it is an error; the default
+        # name is stable across restarts (one row per host and GPU) and takes a suffix when taken
+        self._name_given = name is not None
+        self.name = name or default_worker_name(device, interpret)
+        self.alive_seconds = alive_seconds if alive_seconds is not None else _settings_alive_seconds()
         self.lease_seconds = lease_seconds
         self.heartbeat_seconds = min(heartbeat_seconds, lease_seconds / 3)
         self.poll_seconds = poll_seconds
@@ -124,18 +176,39 @@ class Worker:
         props = device_props(self.device, self.interpret)
         with session_factory(self.engine)() as s:
             gpu = get_or_create_gpu(s, props)
-            s.flush()
-            row = s.scalar(sa.select(WorkerRow).where(WorkerRow.name == self.name))
-            now = utcnow()
-            if row is None:
-                row = WorkerRow(name=self.name, gpu_id=gpu.id, device_index=self.device, state="idle",
-                                started_at=now, last_heartbeat_at=now)
-                s.add(row)
-            else:
-                row.gpu_id, row.device_index, row.state = gpu.id, self.device, "idle"
-                row.started_at, row.last_heartbeat_at = now, now
             s.commit()
-            self.gpu_model, self.worker_id = gpu.model, row.id
+            gpu_id, gpu_model = gpu.id, gpu.model
+        self.worker_id = self._take_name(gpu_id)
+        self.gpu_model = gpu_model
+
+    def _take_name(self, gpu_id: int) -> int:
+        """The id of the worker row this worker now owns. Two live workers never share a row: a
+        name whose row is alive (heartbeat younger than alive_seconds, not stopped) is taken over
+        only once that worker is gone. The default name then takes a suffix at once (`-2`, ...); an
+        explicit name waits up to alive_seconds for the row to go stale (a predecessor that died
+        without marking itself stopped, e.g. a killed container) and is refused when its heartbeat
+        moves meanwhile: another live worker uses it."""
+        base, suffix = self.name, 1
+        deadline = time.monotonic() + self.alive_seconds + 1.0
+        seen_heartbeat: Any = _UNSEEN
+        while True:
+            got, heartbeat = _take_worker_row(self.engine, self.name, gpu_id, self.device, self.alive_seconds)
+            if got is not None:
+                return got
+            if heartbeat is None:     # lost an insert race: look again
+                continue
+            if not self._name_given:
+                suffix += 1
+                self.name = f"{base}-{suffix}"
+                continue
+            if seen_heartbeat is not _UNSEEN and heartbeat != seen_heartbeat:
+                raise WorkerNameInUse(self.name)
+            if seen_heartbeat is _UNSEEN:
+                log.warning("a worker named %s is alive (last heartbeat %s); waiting up to %.0f s for it to be "
+                            "gone", self.name, heartbeat, self.alive_seconds)
+                seen_heartbeat = heartbeat
+            if time.monotonic() > deadline or self._stop.wait(1.0):
+                raise WorkerNameInUse(self.name)
 
     def _set_state(self, state: str) -> None:
         with self.engine.begin() as c:
@@ -268,6 +341,9 @@ class Worker:
             log.warning("worker %s stopped before it could register (the database is unavailable)", self.name)
             self.engine.dispose()
             return
+        except WorkerNameInUse:
+            self.engine.dispose()
+            raise
         self._hb_thread = threading.Thread(target=self._heartbeat_loop, name=f"heartbeat-{self.name}", daemon=True)
         self._hb_thread.start()
         try:
