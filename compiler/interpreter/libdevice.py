@@ -40,8 +40,19 @@ def _safe(f):
     return g
 
 
+# scipy's Bessel functions are accurate to a few ulp; torch's CPU ones only to ~3e-7 (absolute)
+_SCIPY_SPECIAL = {"bessel_j0": "j0", "bessel_j1": "j1", "bessel_y0": "y0", "bessel_y1": "y1",
+                  "modified_bessel_i0": "i0", "modified_bessel_i1": "i1"}
+
+
 def _torch_special(name, fallback=None):
     def f(x):
+        try:
+            import scipy.special  # noqa: PLC0415 - optional, preferred where it has the function
+            if name in _SCIPY_SPECIAL:
+                return getattr(scipy.special, _SCIPY_SPECIAL[name])(_f64(x))
+        except ImportError:
+            pass
         try:
             import torch  # noqa: PLC0415 - optional: only for functions numpy and math lack
         except ImportError:

@@ -3,6 +3,7 @@ tl.inline_asm_elementwise: interpret mode against torch/Python in float64 or exa
 marked `gpu`, the same checks on the GPU."""
 from __future__ import annotations
 
+import importlib.util
 import math
 import secrets
 from fractions import Fraction
@@ -51,6 +52,16 @@ def close(out, ref, rtol, atol):
 
 # (function, input range, float64 reference); inputs are drawn in the range
 D = torch.float64
+def _mp(fn, order):
+    """A Bessel function through mpmath: torch's CPU bessel_j0/y0/... are only good to ~3e-7, too
+    coarse to check libdevice's fp64 versions (mpmath comes with torch, through sympy)."""
+    def ref(x):
+        import mpmath
+        f = getattr(mpmath, fn)
+        return torch.tensor([float(f(order, float(v))) for v in x.double().cpu()], dtype=torch.float64)
+    return ref
+
+
 UNARY = [
     ("acos", (-1, 1), torch.acos), ("acosh", (1, 10), torch.acosh), ("asin", (-1, 1), torch.asin),
     ("asinh", (-5, 5), torch.asinh), ("atan", (-5, 5), torch.atan), ("atanh", (-0.99, 0.99), torch.atanh),
@@ -66,9 +77,9 @@ UNARY = [
     ("nearbyint", (-5, 5), torch.round), ("round", (-5, 5), lambda x: torch.sign(x) * torch.floor(x.abs() + 0.5)),
     ("rsqrt", (0.01, 100), torch.rsqrt), ("sin", (-10, 10), torch.sin), ("sinh", (-5, 5), torch.sinh),
     ("sinpi", (-3, 3), lambda x: torch.sin(math.pi * x)), ("sqrt", (0, 100), torch.sqrt), ("tan", (-1.5, 1.5), torch.tan),
-    ("tanh", (-5, 5), torch.tanh), ("trunc", (-5, 5), torch.trunc), ("j0", (-20, 20), torch.special.bessel_j0),
-    ("j1", (-20, 20), torch.special.bessel_j1), ("y0", (0.1, 20), torch.special.bessel_y0),
-    ("y1", (0.1, 20), torch.special.bessel_y1), ("normcdf", (-5, 5), torch.special.ndtr),
+    ("tanh", (-5, 5), torch.tanh), ("trunc", (-5, 5), torch.trunc), ("j0", (-20, 20), _mp("besselj", 0)),
+    ("j1", (-20, 20), _mp("besselj", 1)), ("y0", (0.1, 20), _mp("bessely", 0)),
+    ("y1", (0.1, 20), _mp("bessely", 1)), ("normcdf", (-5, 5), torch.special.ndtr),
     ("normcdfinv", (0.01, 0.99), torch.special.ndtri), ("cyl_bessel_i0", (-5, 5), torch.special.i0),
     ("cyl_bessel_i1", (-5, 5), torch.special.i1), ("abs", (-5, 5), torch.abs), ("rcbrt", (0.1, 8), lambda x: x ** (-1 / 3)),
     ("saturatef", (-2, 2), lambda x: x.clamp(0, 1)),
@@ -104,6 +115,8 @@ def check_unary(name, rng, ref, dtype, device, gen):
     x = uniform(gen, *rng, dtype)
     y = run(K.apply1_kernel, [x], dtype, device, FN=getattr(libdevice, name))
     rtol, atol = _fp32_tolerance(name) if dtype == torch.float32 else (1e-12, 1e-12)
+    if device == "cpu" and name in ("j0", "j1", "y0", "y1") and importlib.util.find_spec("scipy") is None:
+        atol = 1e-6   # the interpreter falls back on torch's Bessel functions, good to ~3e-7
     close(y, ref(x.to(D)), rtol, atol)
 
 
