@@ -17,6 +17,7 @@ from .runtime.jit import JITFunction, jit  # noqa: E402
 from .runtime.autotune import Autotuner, Config, Heuristics, autotune, heuristics  # noqa: E402
 from .runtime.compile import CompiledKernel, compile  # noqa: E402
 from .runtime.source import jit_from_source  # noqa: E402
+from .runtime.tensor_wrapper import TensorWrapper, reinterpret  # noqa: E402
 from . import testing  # noqa: E402
 
 
@@ -38,5 +39,5 @@ cdiv.__blocktune_host_helper__ = True
 next_power_of_2.__blocktune_host_helper__ = True
 
 __all__ = ["jit", "JITFunction", "autotune", "heuristics", "Config", "Autotuner", "Heuristics",
-           "compile", "CompiledKernel", "jit_from_source", "cdiv", "next_power_of_2",
+           "compile", "CompiledKernel", "jit_from_source", "TensorWrapper", "reinterpret", "cdiv", "next_power_of_2",
            "CompilationError", "OutOfResources", "testing", "language", "runtime", "__version__"]

@@ -1,5 +1,5 @@
 """`import compiler.language as tl` — the same names as `triton.language`."""
-from . import math  # noqa: F401  (tl.math.exp etc.)
+from . import dtypes, math  # noqa: F401  (tl.math.exp etc.)
 from .core import *  # noqa: F401,F403
 from .core import constexpr, range, static_range, tensor  # noqa: F401
 from .dtypes import (  # noqa: F401
@@ -10,3 +10,8 @@ from .dtypes import (  # noqa: F401
 
 float8e4m3fn = float8e4nv
 float8e5m2 = float8e5
+
+
+def str_to_ty(name: str, c=None):
+    """Triton's `tl.str_to_ty`: a signature type name (`"*fp32"`, `"i32"`, `"u1"`) as a type."""
+    return dtypes.from_signature(name)

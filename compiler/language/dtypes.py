@@ -205,3 +205,16 @@ def from_host_dtype(d) -> dtype:
     if npd == np.bool_:
         return int1
     return _TORCH_NAMES[npd.name]
+
+
+# Triton's spelling of each type name → its signature name (`triton.runtime.jit`'s
+# `type_canonicalisation_dict`: torch/numpy names and the short names both map to "fp16", "i32"...).
+type_canonicalisation_dict = {
+    "bool": "u1", "int1": "u1", "uint1": "u1", "i1": "u1",
+    "float8e4nv": "fp8e4nv", "float8_e4m3fn": "fp8e4nv", "float8e5": "fp8e5", "float8_e5m2": "fp8e5",
+    "half": "fp16", "float16": "fp16", "bfloat16": "bf16", "float": "fp32", "float32": "fp32",
+    "double": "fp64", "float64": "fp64",
+    "int8": "i8", "int16": "i16", "int": "i32", "int32": "i32", "int64": "i64",
+    "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64", "void": "void",
+}
+type_canonicalisation_dict.update({v: v for v in list(type_canonicalisation_dict.values())})

@@ -1,0 +1,78 @@
+"""Triton's runtime names that its own tests and kernel libraries import: `triton.reinterpret` /
+`TensorWrapper`, `triton.runtime.errors`, `tl.str_to_ty` and `type_canonicalisation_dict`."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import compiler
+import compiler.language as tl
+from compiler.runtime import jit as jit_module
+from tests.compiler.kernels.util import gen, interpret  # noqa: F401
+
+
+@compiler.jit
+def shift_right_kernel(x_ptr, y_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs) >> 4)
+
+
+def test_reinterpret_runs_a_kernel_on_the_wrapped_dtype(interpret, gen):
+    x = torch.randint(-128, 128, (64,), generator=gen, dtype=torch.int8)
+    x[0] = -16  # 0xF0: >> 4 is 15 as uint8, -1 as int8
+    y = torch.full((64,), 0x5A, dtype=torch.int8)
+    shift_right_kernel[(1,)](compiler.reinterpret(x, tl.uint8), compiler.reinterpret(y, tl.uint8), N=64)
+    expected = x.numpy().view(np.uint8) >> 4
+    assert np.array_equal(y.numpy().view(np.uint8), expected)
+    assert y[0].item() == 15
+    # the same storage as int8: an arithmetic shift
+    shift_right_kernel[(1,)](x, y, N=64)
+    assert np.array_equal(y.numpy(), x.numpy() >> 4) and y[0].item() == -1
+
+
+def test_reinterpret_wraps_and_unwraps():
+    x = torch.zeros(8, dtype=torch.int8)
+    w = compiler.reinterpret(x, tl.uint8)
+    assert isinstance(w, compiler.TensorWrapper) and w.dtype is tl.uint8 and w.base is x
+    assert w.data_ptr() == x.data_ptr() and w.shape == x.shape and w.element_size() == 1
+    assert compiler.reinterpret(w, tl.float8e4nv).base is x
+    assert compiler.reinterpret(w, torch.int8) is x  # back to the base's own dtype: the base
+    with pytest.raises(TypeError, match="Cannot reinterpret"):
+        compiler.reinterpret(3, tl.uint8)
+    assert jit_module.TensorWrapper is compiler.TensorWrapper and jit_module.reinterpret is compiler.reinterpret
+
+
+def test_a_wrapped_argument_specializes_as_a_pointer_to_its_dtype():
+    w = compiler.reinterpret(torch.zeros(16, dtype=torch.int8), tl.uint8)
+    key, aligned, ptr = jit_module.spec_arg(w, 0, "x", interpret=True)
+    assert jit_module.key_to_type(key) == "*u8" and ptr == w.data_ptr() and aligned == (ptr % 16 == 0)
+    with pytest.raises(ValueError, match="CPU tensor"):
+        jit_module.spec_arg(w, 0, "x", interpret=False)
+
+
+def test_runtime_errors_module():
+    from compiler.interpreter import InterpreterError
+    from compiler.runtime import errors
+    assert errors.InterpreterError is InterpreterError and errors.OutOfResources is compiler.OutOfResources
+
+
+def test_str_to_ty_and_type_canonicalisation():
+    canon = jit_module.type_canonicalisation_dict
+    assert tl.str_to_ty("*fp32") is tl.pointer_type(tl.float32)
+    assert tl.str_to_ty(canon["float8_e4m3fn"]) is tl.float8e4nv
+    assert tl.str_to_ty(canon["bool"]) is tl.int1 and tl.str_to_ty(canon["uint16"]) is tl.uint16
+    for name, short in canon.items():
+        assert canon[short] == short  # the short names map to themselves
+        if short != "void":
+            assert tl.str_to_ty(short) is tl.str_to_ty(canon[name])
+    with pytest.raises(ValueError, match="unknown type"):
+        tl.str_to_ty("fp8e4b15")
+
+
+@pytest.mark.gpu
+def test_reinterpret_on_the_gpu(gen):
+    x = torch.randint(-128, 128, (64,), generator=gen, dtype=torch.int8).cuda()
+    y = torch.full((64,), 0x5A, dtype=torch.int8, device="cuda")
+    shift_right_kernel[(1,)](compiler.reinterpret(x, tl.uint8), compiler.reinterpret(y, tl.uint8), N=64)
+    assert np.array_equal(y.cpu().numpy().view(np.uint8), x.cpu().numpy().view(np.uint8) >> 4)
