@@ -3,8 +3,8 @@ from . import dtypes, math  # noqa: F401  (tl.math.exp etc.)
 from .core import *  # noqa: F401,F403
 from .core import constexpr, range, static_range, tensor  # noqa: F401
 from .dtypes import (  # noqa: F401
-    bfloat16, block_type, dtype, float8e4nv, float8e5, float16, float32, float64, int1, int8, int16,
-    int32, int64, pointer_type, uint8, uint16, uint32, uint64, void,
+    bfloat16, block_type, dtype, float8e4b8, float8e4b15, float8e4nv, float8e5, float8e5b16, float16, float32,
+    float64, int1, int8, int16, int32, int64, pointer_type, uint8, uint16, uint32, uint64, void,
 )
 
 

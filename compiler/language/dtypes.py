@@ -149,6 +149,21 @@ float32 = dtype("fp32", dtype.FLOAT, 32)
 float64 = dtype("fp64", dtype.FLOAT, 64)
 float8e4nv = dtype("fp8e4nv", dtype.FLOAT, 8)
 float8e5 = dtype("fp8e5", dtype.FLOAT, 8)
+# Triton's other fp8 formats: names that kernels and tests mention (so they import), but values of
+# them are a compile error (`unsupported`): e4m3 with bias 15 is pre-Hopper only in Triton too, the
+# "fnuz" formats are AMD's.
+float8e4b15 = dtype("fp8e4b15", dtype.FLOAT, 8)
+float8e4b8 = dtype("fp8e4b8", dtype.FLOAT, 8)
+float8e5b16 = dtype("fp8e5b16", dtype.FLOAT, 8)
+_UNSUPPORTED = {"fp8e4b15": "float8e4b15 (fp8 e4m3 with exponent bias 15) is not supported: NVIDIA GPUs from sm_90 "
+                            "have no conversions for it (Triton refuses it there too); use tl.float8e4nv",
+                "fp8e4b8": "float8e4b8 (AMD's fp8 e4m3 fnuz) is not supported on NVIDIA GPUs; use tl.float8e4nv",
+                "fp8e5b16": "float8e5b16 (AMD's fp8 e5m2 fnuz) is not supported on NVIDIA GPUs; use tl.float8e5"}
+
+
+def unsupported(ty) -> str | None:
+    """Why values of `ty` cannot be made (None when they can)."""
+    return _UNSUPPORTED.get(scalar_of(ty).name)
 
 _PY_NAMES = {"i1": "int1", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
              "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",

@@ -76,3 +76,15 @@ def test_reinterpret_on_the_gpu(gen):
     y = torch.full((64,), 0x5A, dtype=torch.int8, device="cuda")
     shift_right_kernel[(1,)](compiler.reinterpret(x, tl.uint8), compiler.reinterpret(y, tl.uint8), N=64)
     assert np.array_equal(y.cpu().numpy().view(np.uint8), x.cpu().numpy().view(np.uint8) >> 4)
+
+
+@compiler.jit
+def to_fp8e4b15_kernel(x_ptr, y_ptr):
+    tl.store(y_ptr, tl.load(x_ptr).to(tl.float8e4b15).to(tl.float32))
+
+
+def test_unsupported_fp8_formats_are_names_and_compile_errors(interpret):
+    assert tl.float8e4b15.primitive_bitwidth == 8 and tl.float8e4b8.is_floating() and tl.float8e5b16.name == "fp8e5b16"
+    x = torch.ones(1)
+    with pytest.raises(compiler.CompilationError, match=r"test_triton_names.py:\d+:\d+: .*float8e4b15 .* is not supported"):
+        to_fp8e4b15_kernel[(1,)](x, torch.empty(1))
