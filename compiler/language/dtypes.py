@@ -8,13 +8,26 @@ from __future__ import annotations
 import numpy as np
 
 
+# Triton spells the integer types' names in full ("int8", "uint32", "int1"); blocktune's names are
+# the signature's ("i8", "u32", "i1"). `tl.dtype("int8")` is `tl.int8` either way.
+_FULL_INT_NAMES = {"int1": "i1", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
+                   "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64"}
+
+
 class dtype:
     """A scalar element type. Instances are interned: compare with `==` or `is`."""
 
     SINT, UINT, FLOAT, BOOL = "int", "uint", "fp", "bool"
+    # Triton's lists of type names, by kind (tests build every type with `map(tl.dtype, ...)`)
+    SINT_TYPES = ["int8", "int16", "int32", "int64"]
+    UINT_TYPES = ["int1", "uint8", "uint16", "uint32", "uint64"]
+    FP_TYPES = ["fp8e4b15", "fp8e4nv", "fp8e4b8", "fp8e5", "fp8e5b16", "fp16", "bf16", "fp32", "fp64"]
+    STANDARD_FP_TYPES = ["fp16", "bf16", "fp32", "fp64"]
+    OTHER_TYPES = ["void"]
     _registry: dict[str, "dtype"] = {}
 
     def __new__(cls, name: str, kind: str | None = None, bits: int | None = None):
+        name = _FULL_INT_NAMES.get(name, name)
         if name in cls._registry:
             return cls._registry[name]
         if kind is None:

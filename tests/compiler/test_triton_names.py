@@ -88,3 +88,14 @@ def test_unsupported_fp8_formats_are_names_and_compile_errors(interpret):
     x = torch.ones(1)
     with pytest.raises(compiler.CompilationError, match=r"test_triton_names.py:\d+:\d+: .*float8e4b15 .* is not supported"):
         to_fp8e4b15_kernel[(1,)](x, torch.empty(1))
+
+
+def test_dtype_by_triton_names():
+    names = tl.dtype.SINT_TYPES + tl.dtype.UINT_TYPES + tl.dtype.FP_TYPES + tl.dtype.OTHER_TYPES
+    types = list(map(tl.dtype, names))
+    assert types[:4] == [tl.int8, tl.int16, tl.int32, tl.int64]
+    assert tl.dtype("int1") is tl.int1 and tl.dtype("uint32") is tl.uint32 and tl.dtype("bf16") is tl.bfloat16
+    assert all(t.is_int_signed() for t in map(tl.dtype, tl.dtype.SINT_TYPES))
+    assert all(t.is_floating() for t in map(tl.dtype, tl.dtype.FP_TYPES))
+    with pytest.raises(ValueError, match="unknown dtype 'int7'"):
+        tl.dtype("int7")
