@@ -3,7 +3,7 @@ them by that name: `InterpreterError` (a kernel cannot run in interpret mode) an
 (a kernel needs more shared memory or registers than the GPU has)."""
 from __future__ import annotations
 
-from ..errors import OutOfResources
+from ..errors import AutotunerError, OutOfResources
 from ..interpreter.values import InterpreterError
 
-__all__ = ["InterpreterError", "OutOfResources"]
+__all__ = ["AutotunerError", "InterpreterError", "OutOfResources"]

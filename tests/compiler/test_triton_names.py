@@ -99,3 +99,43 @@ def test_dtype_by_triton_names():
     assert all(t.is_floating() for t in map(tl.dtype, tl.dtype.FP_TYPES))
     with pytest.raises(ValueError, match="unknown dtype 'int7'"):
         tl.dtype("int7")
+
+
+def test_errors_are_triton_errors():
+    assert issubclass(compiler.CompilationError, compiler.TritonError)
+    assert issubclass(compiler.OutOfResources, compiler.TritonError)
+    assert issubclass(compiler.AutotunerError, compiler.TritonError)
+
+
+@compiler.autotune(configs=[compiler.Config({"BLOCK": 16}), compiler.Config({"BLOCK": 32})], key=["N"],
+                   prune_configs_by={"early_config_prune": lambda configs, nargs, **kw: []})
+@compiler.jit
+def pruned_to_nothing_kernel(x_ptr, N, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, offs, mask=offs < N)
+
+
+def test_pruning_every_config_is_an_autotuner_error(interpret):
+    x = torch.zeros(16, dtype=torch.int32)
+    with pytest.raises(compiler.TritonError) as e:
+        pruned_to_nothing_kernel[(1,)](x, 16)
+    assert isinstance(e.value, compiler.AutotunerError)
+    assert str(e.value) == ("Autotuner error: No valid autotuner configs after pruning. `early_config_prune` should "
+                            "return at least one config.")
+    assert (x == 0).all()
+
+
+@compiler.autotune(configs=[compiler.Config({"BLOCK": 16}), compiler.Config({"BLOCK": 32})], key=["N"],
+                   prune_configs_by={"early_config_prune": lambda configs, nargs, **kw:
+                                     [c for c in configs if c.kwargs["BLOCK"] >= nargs["N"]]})
+@compiler.jit
+def pruned_to_fit_kernel(x_ptr, N, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, offs + 1, mask=offs < N)
+
+
+def test_interpret_mode_runs_a_config_early_config_prune_keeps(interpret):
+    x = torch.zeros(32, dtype=torch.int32)
+    pruned_to_fit_kernel[(1,)](x, 32)  # BLOCK=16, the first config, would write half of x
+    assert pruned_to_fit_kernel.best_config.kwargs["BLOCK"] == 32
+    assert torch.equal(x, torch.arange(1, 33, dtype=torch.int32))
