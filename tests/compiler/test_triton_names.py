@@ -139,3 +139,21 @@ def test_interpret_mode_runs_a_config_early_config_prune_keeps(interpret):
     pruned_to_fit_kernel[(1,)](x, 32)  # BLOCK=16, the first config, would write half of x
     assert pruned_to_fit_kernel.best_config.kwargs["BLOCK"] == 32
     assert torch.equal(x, torch.arange(1, 33, dtype=torch.int32))
+
+
+@compiler.jit
+def member_functions_kernel(x_ptr, y_ptr, s_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    x = tl.load(x_ptr + offs)
+    bits = x.cast(tl.int32, bitcast=True)
+    (y_ptr + offs).store(bits.cast(tl.float32, bitcast=True).floor())
+    tl.store(s_ptr, x.cos().sum(0))
+
+
+def test_triton_tensor_member_functions(interpret, gen):
+    x = torch.rand(32, generator=gen, dtype=torch.float32) * 8 - 4
+    y = torch.full((32,), float("nan"))
+    s = torch.full((1,), float("nan"))
+    member_functions_kernel[(1,)](x, y, s, N=32)
+    assert torch.equal(y, torch.floor(x))
+    torch.testing.assert_close(s[0].double(), torch.cos(x.double()).sum(), rtol=1e-5, atol=1e-5)
