@@ -33,6 +33,8 @@ def _test_file(classname: str) -> str:
     """junit's dotted classname -> the test file ("language.test_core" -> "language/test_core.py");
     a test in a class keeps the class ("language.test_core.TestX" -> "language/test_core.py::TestX")."""
     parts = classname.split(".")
+    if parts[:3] == ["python", "test", "unit"]:  # run from a Triton checkout's root
+        parts = parts[3:]
     for i in range(len(parts), 0, -1):
         if parts[i - 1].startswith("test_") or parts[i - 1] == "conftest":
             return "/".join(parts[:i]) + ".py" + "".join("::" + p for p in parts[i:])
@@ -60,7 +62,11 @@ def read_junit(path: Path) -> dict[str, Case]:
         for child in tc:
             if child.tag in ("failure", "error"):
                 outcome = FAILED
-                message = _first_line(child.get("message", "")) or _first_line(child.text or "")
+                message = child.get("message", "")
+                if message in ("", "collection failure"):  # the exception is in the text's E lines
+                    e_lines = [ln[1:].strip() for ln in (child.text or "").splitlines() if ln.startswith("E ")]
+                    message = e_lines[-1] if e_lines else child.text or message
+                message = _first_line(message)
                 break
             if child.tag == "skipped":
                 outcome = SKIPPED
@@ -72,8 +78,16 @@ def read_junit(path: Path) -> dict[str, Case]:
     return cases
 
 
+def read_all(paths) -> dict[str, Case]:
+    """The cases of several junit files of one side (runs of different selections)."""
+    cases: dict[str, Case] = {}
+    for path in paths:
+        cases.update(read_junit(path))
+    return cases
+
+
 _LOCATION = re.compile(r"^(?:\S+?:\d+:\d+:\s*|at \d+:\d+:\s*)")
-_NUMBER = re.compile(r"(?<![A-Za-z_])-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")  # also inside type names: u8/i32 and u16/i64 are one error
 _MISSING_ATTR = re.compile(r"(?:module |type object |)'([\w.]+)'(?: object)? has no attribute '(\w+)'")
 _MISSING_NAME = re.compile(r"cannot import name '(\w+)' from '([\w.]+)'")
 _MISSING_MODULE = re.compile(r"No module named '([\w.]+)'")
@@ -171,7 +185,7 @@ def _pct(n: int, d: int) -> str:
 
 def render(c: Comparison, console: Console, only_gaps: bool = False, max_groups: int = 30) -> None:
     table = Table(title="Triton's tests: Triton's interpreter vs blocktune (passed / cases)")
-    table.add_column("test function")
+    table.add_column("test function", overflow="fold")
     table.add_column("cases", justify="right")
     table.add_column("triton", justify="right")
     table.add_column("blocktune", justify="right")
@@ -188,8 +202,8 @@ def render(c: Comparison, console: Console, only_gaps: bool = False, max_groups:
                   f"interpreter passes[/] ({c.both_passed}/{c.reference_passed}; target 95%)")
     groups = Table(title="blocktune's failures among the cases Triton passes, by error")
     groups.add_column("cases", justify="right")
-    groups.add_column("error")
-    groups.add_column("test functions")
+    groups.add_column("error", overflow="fold")
+    groups.add_column("test functions", overflow="fold")
     for g, n, fns in c.groups[:max_groups]:
         names = ", ".join(f.rsplit("::", 1)[-1] for f in fns[:4]) + (f" (+{len(fns) - 4})" if len(fns) > 4 else "")
         groups.add_row(str(n), g, names)
@@ -214,13 +228,18 @@ def markdown(c: Comparison, max_groups: int = 40) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--reference", type=Path, required=True, help="junit XML of Triton's own run")
-    p.add_argument("--blocktune", type=Path, required=True, help="junit XML of blocktune's run")
+    p.add_argument("--reference", type=Path, action="append", required=True,
+                   help="junit XML of Triton's own run (repeat for several)")
+    p.add_argument("--blocktune", type=Path, action="append", required=True,
+                   help="junit XML of blocktune's run (repeat for several)")
     p.add_argument("--markdown", type=Path, help="also write the report as Markdown here")
     p.add_argument("--only-gaps", action="store_true", help="list only the functions where blocktune passes less")
     a = p.parse_args(argv)
-    c = compare(read_junit(a.reference), read_junit(a.blocktune))
-    render(c, Console(), only_gaps=a.only_gaps)
+    c = compare(read_all(a.reference), read_all(a.blocktune))
+    console = Console()
+    if not console.is_terminal:  # a log file or a pipe: don't fold the test names at 80 columns
+        console = Console(width=160)
+    render(c, console, only_gaps=a.only_gaps)
     if a.markdown:
         a.markdown.write_text(markdown(c))
     return 0
