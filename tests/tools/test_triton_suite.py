@@ -56,6 +56,10 @@ def test_error_group_spells_missing_names_and_drops_locations():
     assert summary.error_group("AttributeError: type object 'dtype' has no attribute 'is_fp8'") == \
         "missing attribute dtype.is_fp8"
     assert summary.error_group("AssertionError: assert 3 == 4") == "AssertionError: assert N == N"
+    assert summary.error_group("compiler.errors.CompilationError: k.py:3:4: error: compiler.language has no "
+                               "attribute 'flip'") == "missing attribute compiler.language.flip"
+    assert summary.error_group("TypeError: cannot read the source of 'kernel_2' (no source)") == \
+        summary.error_group("TypeError: cannot read the source of 'k' (no source)")
 
 
 def test_sampler_keeps_evenly_spread_cases():

@@ -88,7 +88,8 @@ def read_all(paths) -> dict[str, Case]:
 
 _LOCATION = re.compile(r"^(?:\S+?:\d+:\d+:\s*|at \d+:\d+:\s*)")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")  # also inside type names: u8/i32 and u16/i64 are one error
-_MISSING_ATTR = re.compile(r"(?:module |type object |)'([\w.]+)'(?: object)? has no attribute '(\w+)'")
+_MISSING_ATTR = re.compile(r"(?:module |type object |)'?([\w.]+)'?(?: object)? has no attribute '(\w+)'")
+_QUOTED_NAME = re.compile(r"'[\w.]+'")
 _MISSING_NAME = re.compile(r"cannot import name '(\w+)' from '([\w.]+)'")
 _MISSING_MODULE = re.compile(r"No module named '([\w.]+)'")
 
@@ -112,7 +113,7 @@ def error_group(message: str) -> str:
         rest = _LOCATION.sub("", rest)
     else:
         exc, rest = "", _LOCATION.sub("", msg)
-    rest = _NUMBER.sub("N", rest)
+    rest = _QUOTED_NAME.sub("'…'", _NUMBER.sub("N", rest))  # the kernel's or a variable's name
     if len(rest) > 110:
         rest = rest[:107] + "..."
     return f"{exc}: {rest}" if exc else rest or "(no message)"
