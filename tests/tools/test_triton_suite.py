@@ -116,3 +116,11 @@ def test_shim_refuses_what_is_not_a_triton_checkout(tmp_path):
         assert "not a Triton checkout" in str(e)
     else:
         raise AssertionError("built a shim from an empty folder")
+
+
+def test_cases_outside_blocktunes_selection_are_left_out():
+    ref = summary.read_junit(FIXTURES / "triton.xml")
+    bt = {k: v for k, v in summary.read_junit(FIXTURES / "blocktune.xml").items() if "test_join" not in k}
+    c = summary.compare(ref, bt)
+    assert c.not_run == 2 and (c.reference_passed, c.both_passed) == (4, 1)
+    assert "language/test_core.py::test_join" not in {r.function for r in c.rows}

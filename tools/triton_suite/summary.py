@@ -136,6 +136,7 @@ class Comparison:
     both_passed: int
     total: int
     groups: list[tuple[str, int, list[str]]] = field(default_factory=list)  # (error, cases, functions)
+    not_run: int = 0  # reference cases outside blocktune's run, left out of the comparison
 
     @property
     def share(self) -> float:
@@ -144,14 +145,19 @@ class Comparison:
 
 
 def compare(reference: dict[str, Case], blocktune: dict[str, Case]) -> Comparison:
-    """Line up the two runs case by case. A case one run lacks counts as not passed there (a
-    module that failed to collect has no cases: its error stands for all of them)."""
+    """Line up the two runs case by case. A case Triton's run lacks counts as not passed there; one
+    blocktune's run lacks is left out, unless its module failed to collect in blocktune's run (the
+    error then stands for all of the module's cases)."""
     rows: dict[str, FunctionRow] = {}
     group_cases: Counter = Counter()
     group_functions: dict[str, list[str]] = defaultdict(list)
+    not_run = 0
     for test_id in sorted(set(reference) | set(blocktune)):
         ref, bt = reference.get(test_id), blocktune.get(test_id)
         function = (ref or bt).function
+        if bt is None and _module_error(blocktune, function) is None:
+            not_run += 1  # outside blocktune's selection (-k, paths), or its run was cut short
+            continue
         row = rows.setdefault(function, FunctionRow(function))
         row.cases += 1
         ref_ok = ref is not None and ref.outcome == PASSED
@@ -160,7 +166,7 @@ def compare(reference: dict[str, Case], blocktune: dict[str, Case]) -> Compariso
         row.blocktune_passed += bt_ok
         row.both_passed += ref_ok and bt_ok
         if ref_ok and not bt_ok:
-            group = _group_of_missing(blocktune, function) if bt is None else (
+            group = "collection: " + error_group(_module_error(blocktune, function).message) if bt is None else (
                 error_group(bt.message) if bt.outcome == FAILED else "skipped by blocktune's run")
             group_cases[group] += 1
             if function not in group_functions[group]:
@@ -168,16 +174,13 @@ def compare(reference: dict[str, Case], blocktune: dict[str, Case]) -> Compariso
     ordered = sorted(rows.values(), key=lambda r: r.function)
     groups = [(g, n, group_functions[g]) for g, n in group_cases.most_common()]
     return Comparison(ordered, sum(r.reference_passed for r in ordered), sum(r.blocktune_passed for r in ordered),
-                      sum(r.both_passed for r in ordered), sum(r.cases for r in ordered), groups)
+                      sum(r.both_passed for r in ordered), sum(r.cases for r in ordered), groups, not_run)
 
 
-def _group_of_missing(blocktune: dict[str, Case], function: str) -> str:
-    """Why blocktune's run has no such case: its module failed to collect, or it never ran."""
-    module = function.split("::", 1)[0]
-    err = blocktune.get(module)
-    if err is not None and err.outcome == FAILED:
-        return "collection: " + error_group(err.message)
-    return "not run by blocktune"
+def _module_error(blocktune: dict[str, Case], function: str) -> Case | None:
+    """The collection error of the function's module in blocktune's run, if it failed to import."""
+    err = blocktune.get(function.split("::", 1)[0])
+    return err if err is not None and err.outcome == FAILED else None
 
 
 def _pct(n: int, d: int) -> str:
@@ -198,7 +201,8 @@ def render(c: Comparison, console: Console, only_gaps: bool = False, max_groups:
         table.add_row(r.function, str(r.cases), str(r.reference_passed), str(r.blocktune_passed),
                       f"[{style}]{r.both_passed}/{r.reference_passed}[/]" if r.reference_passed else "-")
     console.print(table)
-    console.print(f"cases: {c.total}; Triton's interpreter passes {c.reference_passed}, blocktune {c.blocktune_passed}")
+    console.print(f"cases: {c.total}; Triton's interpreter passes {c.reference_passed}, blocktune {c.blocktune_passed}"
+                  + (f" ({c.not_run} cases of Triton's run are not in blocktune's and left out)" if c.not_run else ""))
     console.print(f"[bold]blocktune passes {_pct(c.both_passed, c.reference_passed)} of the cases Triton's "
                   f"interpreter passes[/] ({c.both_passed}/{c.reference_passed}; target 95%)")
     groups = Table(title="blocktune's failures among the cases Triton passes, by error")
