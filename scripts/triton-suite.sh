@@ -90,7 +90,7 @@ run_suite() {  # $1: label, $2: python, $3: PYTHONPATH, $4: junit file prefix
     IFS='|' read -r name mark paths <<<"$sel"
     echo "== $label: Triton $VERSION ($COMMIT) tests $paths${mark:+ (-m $mark)} on $DEVICE" >&2
     # shellcheck disable=SC2046,SC2086
-    (cd "$UNIT" && TRITON_INTERPRET="$INTERPRET" PYTHONPATH="$pypath" "$py" -m pytest "${COMMON[@]}" \
+    (cd "$UNIT" && TRITON_INTERPRET="$INTERPRET" BLOCKTUNE_INTERPRET="$INTERPRET" PYTHONPATH="$pypath" "$py" -m pytest "${COMMON[@]}" \
        ${mark:+-m "$mark"} $(xdist_args "$py") --junitxml="$prefix-$name.xml" $paths 2>&1 | tail -n 3) || true
   done
 }
@@ -105,6 +105,7 @@ ensure_reference_venv() {
   local numpy="numpy"
   case "$VERSION" in 3.[0-6].*) numpy="numpy<2.4" ;; esac
   "$REF_VENV/bin/pip" install -q "torch==2.13.0" "triton==$VERSION" "$numpy" scipy pytest pytest-timeout pytest-xdist
+  rm -f "$REF_VENV"/.triton-suite-*
   touch "$stamp"
 }
 
