@@ -649,7 +649,8 @@ class TensorMethod:
         self.value, self.name = value, name
 
     def __call__(self, gen, node, *args, **kwargs):
-        return _METHODS[self.name](gen, node, self.value, *args, **kwargs)
+        impl = _METHODS.get(self.name) or BUILTINS[self.name]
+        return impl(gen, node, self.value, *args, **kwargs)
 
 
 def _to(gen, node, x, dtype, fp_downcast_rounding=None, bitcast=False):
@@ -674,6 +675,18 @@ _METHODS = {
 }
 
 
+# The tl functions Triton also makes tensor methods (`x.cast(...)`, `x.sum(0)`, `p.store(v)`): each
+# is one where blocktune has the builtin, with the value as its first argument.
+_TRITON_MEMBER_FUNCTIONS = frozenset({
+    "abs", "advance", "argmax", "argmin", "associative_scan", "atomic_add", "atomic_and", "atomic_cas",
+    "atomic_max", "atomic_min", "atomic_or", "atomic_xchg", "atomic_xor", "broadcast_to", "cast", "cdiv",
+    "ceil", "cos", "cumprod", "cumsum", "erf", "exp", "exp2", "expand_dims", "flip", "floor", "gather",
+    "histogram", "item", "log", "log2", "max", "min", "permute", "ravel", "reduce", "reduce_or", "reshape",
+    "rsqrt", "sigmoid", "sin", "softmax", "split", "sqrt", "sqrt_rn", "store", "sum", "trans", "view",
+    "xor_sum",
+})
+
+
 def tensor_attribute(b, x: ir.Value, attr: str):
     if attr == "dtype":
         return x.dtype
@@ -685,7 +698,7 @@ def tensor_attribute(b, x: ir.Value, attr: str):
         return x.type.numel if x.is_block else 1
     if attr == "T":
         return S.trans(b, x)
-    if attr in _METHODS:
+    if attr in _METHODS or (attr in _TRITON_MEMBER_FUNCTIONS and attr in BUILTINS):
         return TensorMethod(x, attr)
     raise SemanticError(f"a value of type {x.type} has no attribute '{attr}'")
 

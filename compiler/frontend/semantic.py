@@ -86,7 +86,14 @@ def literal_type(v) -> dtype:
     raise SemanticError(f"expected a number, got {type(v).__name__} {v!r}")
 
 
+def _check_supported(ty) -> None:
+    why = T.unsupported(ty)
+    if why:
+        raise SemanticError(why)
+
+
 def const(b: Builder, v, ty) -> ir.Value:
+    _check_supported(ty)
     elt = scalar_of(ty)
     if elt.is_floating():
         v = float(v)
@@ -321,6 +328,7 @@ def computation_type(a: dtype, a_scalar: bool, c: dtype, c_scalar: bool, div_or_
 def cast(b: Builder, x, to: dtype, bitcast: bool = False) -> ir.Value:
     if isinstance(to, block_type):
         to = to.element_ty
+    _check_supported(to)
     x = to_tensor(b, x, to if not is_value(x) else None)
     src = x.dtype
     if src == to:

@@ -30,7 +30,7 @@ import time
 from typing import Callable
 
 from .. import knobs, plugins
-from ..errors import CompilationError, OutOfResources
+from ..errors import AutotunerError, CompilationError, OutOfResources
 from ..version import __version__
 from . import cache, driver, timing
 from .jit import JITFunction, interpret_mode, key_value
@@ -237,12 +237,18 @@ class Autotuner:
                 return [float("inf")] * 3
             raise
 
+    def _early_pruned(self, kwargs: dict, nargs: dict | None) -> list:
+        """The configs `early_config_prune` keeps for these arguments (all without one)."""
+        if not self.early_config_prune:
+            return self.configs
+        pruned = self.early_config_prune(self.configs, nargs if nargs is not None else kwargs, **kwargs)
+        if not pruned:
+            raise AutotunerError("No valid autotuner configs after pruning. `early_config_prune` should "
+                                 "return at least one config.")
+        return pruned
+
     def prune_configs(self, kwargs: dict, nargs: dict | None = None) -> list:
-        pruned = self.configs
-        if self.early_config_prune:
-            pruned = self.early_config_prune(self.configs, nargs if nargs is not None else kwargs, **kwargs)
-            if not pruned:
-                raise ValueError("early_config_prune left no config")
+        pruned = self._early_pruned(kwargs, nargs)
         if self.perf_model:
             top_k = self.configs_top_k
             if isinstance(top_k, float) and top_k <= 1.0:
@@ -303,10 +309,11 @@ class Autotuner:
         all_args = {**nargs, **kwargs}
         if _interpret():
             # no timing on the CPU: a listener's config when one answers, else the first config
+            # that early_config_prune keeps (the others may not fit these arguments)
             config = self._from_listeners(all_args)
             if config is None:
                 self._launch_missed(all_args, args, kwargs)
-                config = self.configs[0]
+                config = self._early_pruned(kwargs, nargs)[0]
             self.best_config = config
             return self._launch(config, args, kwargs, nargs)
         key = self._key(all_args)

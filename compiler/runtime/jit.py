@@ -38,6 +38,8 @@ from ..language.core import constexpr
 from ..language.library import LibraryFunction
 from ..version import __version__
 from . import build, cache, descriptors, driver, native
+from .tensor_wrapper import TensorWrapper, reinterpret  # noqa: F401  (triton.runtime.jit's names)
+from ..language.dtypes import type_canonicalisation_dict  # noqa: F401  (as triton.runtime.jit's)
 
 # Triton launch options accepted (and ignored: one CTA per program, no register cap) by kernel[grid](...)
 _TRITON_LAUNCH_OPTIONS = ("num_ctas=1", "maxnreg=None", "enable_fp_fusion=True", "debug=None",
@@ -155,6 +157,9 @@ def spec_arg(v, index: int, name: str, specialize: bool = True, interpret: bool 
         return None, False, None
     if isinstance(v, constexpr):
         return spec_arg(v.value, index, name, specialize, interpret)
+    if t is TensorWrapper:  # triton.reinterpret: a pointer to the wrapper's dtype
+        base_kind, aligned, p = spec_arg(v.base, index, name, specialize, interpret)
+        return v.dtype, aligned, p
     torch = sys.modules.get("torch")
     if torch is not None and _NS["_Tensor"] is not torch.Tensor:
         _refresh_torch()
@@ -533,6 +538,7 @@ class JITFunction:
             return ir_fn
         named = dict(zip(self.arg_names, values))
         args = descriptors.expand(ir_fn.arg_names, named, lambda tensor: tensor)
+        args = [a.base if type(a) is TensorWrapper else a for a in args]
         from .. import interpreter  # noqa: PLC0415 - import time: the interpreter loads at the first CPU launch
         interpreter.run(ir_fn, g, args)
         return ir_fn
