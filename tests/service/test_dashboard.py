@@ -12,12 +12,10 @@ from db.engine import make_engine
 from db.migrate import upgrade
 from db.models import DashboardSession, Job, utcnow
 from service.core.security import hash_token
+from dash_browser import browser  # noqa: F401 - a fixture
 from svc_helpers import ROOT, LiveServer, add_worker, make_token, seed
 
 pytestmark = pytest.mark.browser
-
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
 @pytest.fixture(scope="module")
@@ -35,18 +33,6 @@ def site(tmp_path_factory):
         yield {"base": server.base, "db": url, "done": done, "other": other_gpu, "running": running}
     finally:
         server.stop()
-
-
-@pytest.fixture(scope="module")
-def browser(chromium_path):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=chromium_path, headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 @pytest.fixture
