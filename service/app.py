@@ -86,7 +86,7 @@ def create_app(settings: Settings | None = None, *, database_url: str | None = N
     from service.api.routes import configs, gpus, health, jobs, kernels, tokens
 
     app.state.database_probe = health.DatabaseProbe(engine)
-    from service.dashboard import apidocs, login
+    from service.dashboard import actions, apidocs, login
     from service.dashboard import routes as dashboard
 
     for r in (jobs.router, configs.router, kernels.router, gpus.router, tokens.router):
@@ -94,6 +94,7 @@ def create_app(settings: Settings | None = None, *, database_url: str | None = N
     app.include_router(health.router)
     app.include_router(dashboard.router)
     app.include_router(login.router)
+    app.include_router(actions.router)
     apidocs.install(app, f"{API_PREFIX}/openapi.json")   # /docs without a CDN
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
 
