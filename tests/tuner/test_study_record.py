@@ -56,3 +56,19 @@ def test_the_study_holds_real_values_and_repeats_are_not_failures(sqlite_url):
             assert t.state == TS.PRUNED
     assert any(t.state == TS.PRUNED for t in study.trials), "the seed no longer asks a config twice at once"
     assert study.user_attrs["stop_reason:local"] in ("trial budget spent", "search space exhausted")
+
+    # and what optuna-dashboard itself serves to its pages for this study
+    import httpx
+    import optuna_dashboard
+
+    with httpx.Client(transport=httpx.WSGITransport(app=optuna_dashboard.wsgi(sqlite_url)), base_url="http://dash") as c:
+        (summary,) = [st for st in c.get("/api/studies").json()["study_summaries"]
+                      if st["study_name"] == f"job-{job_id}"]
+        shown = c.get(f"/api/studies/{summary['study_id']}", params={"after": 0}).json()["trials"]
+    assert len(shown) == len(study.trials)
+    for t in shown:
+        values = {p["name"]: p["param_external_value"] for p in t["params"]}
+        assert values["BLOCK_SIZE"] in ("1024", "2048", "4096") and values["num_warps"] == "4", values
+        assert t["state"] in ("Complete", "Pruned"), t["state"]
+        if t["state"] == "Pruned":
+            assert any(a["key"] == "duplicate_of" for a in t["user_attrs"])
