@@ -78,7 +78,11 @@
   // --- a job page ----------------------------------------------------------------------------
   function refreshSections(live) {
     return fetch(live.getAttribute("data-src"), { credentials: "same-origin", cache: "no-store" })
-      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (r) {
+        // sent to the login page (the session ended): go there rather than show it inside this one
+        if (r.redirected && r.url.indexOf("/login") !== -1) { window.location.href = r.url; return null; }
+        return r.ok ? r.text() : null;
+      })
       .then(function (html) { if (html != null) live.innerHTML = html; });
   }
   function pollJob(summary, live) {
