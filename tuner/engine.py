@@ -861,14 +861,15 @@ class Tuner:
                 else:
                     log.exception("could not put trial %d back", trial.number)
 
-    def _running_elsewhere(self, number: int) -> set[str]:
-        """Configs other runners of this job are evaluating right now (a shared study)."""
+    def _running_elsewhere(self, number: int) -> dict[str, int]:
+        """Configs other runners of this job are evaluating right now (a shared study), with the
+        number of the trial evaluating each."""
         if not self._maybe_shared:
-            return set()
-        out = set()
+            return {}
+        out = {}
         for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
             if t.number != number and t.user_attrs.get("worker") != self.run_name and "config" in t.user_attrs:
-                out.add(config_key(t.user_attrs["config"]))
+                out[config_key(t.user_attrs["config"])] = t.number
         return out
 
     def _enqueue_untried(self, busy_configs) -> None:
@@ -961,9 +962,15 @@ class Tuner:
                 self._repeats = 0
             return
         self._repeats = 0
-        if any(config_key(c) == key for c in busy) or key in self._running_elsewhere(trial.number):
-            trial.set_user_attr("in_flight_elsewhere", True)
-            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        here = [(t, c) for t, c, _ in pending] + ([(inflight.trial, inflight.config)] if inflight is not None else [])
+        twin = next((t.number for t, c in here if config_key(c) == key), None)
+        if twin is None:
+            twin = self._running_elsewhere(trial.number).get(key)
+        if twin is not None:
+            # the config is being measured (asked ahead here, or by another worker): a duplicate,
+            # not a failure — pruned, naming its twin (optuna-dashboard shows both)
+            trial.set_user_attr("duplicate_of", twin)
+            self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
             self._repeats += 1
             if self._repeats >= MAX_REPEATS:
                 self._enqueue_untried(busy)
@@ -1026,6 +1033,9 @@ class Tuner:
                 self._record(r, inflight.trial)
         self._fail_pending(pending)
         self._retry(lambda: self._save_elapsed(force=True), "saving the elapsed time")
+        # kept in the study for the dashboard, which explains why a job ended before its budget
+        self._retry(lambda: self.study.set_user_attr(f"stop_reason:{self.run_name}", self.stop_reason),
+                    "saving the stop reason")
         tl.add("search", time.monotonic() - t_search)
         if self._first_sent is not None and self._last_answer is not None:
             busy = tl.seconds.get("child_busy", 0.0) - busy_before

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session, joinedload
 
 from db.models import JOB_FINAL_STATES, Job, Kernel, Trial, utcnow
+from service import job_actions
 from service.api.deps import ReadAuth, SessionDep, SettingsDep, SubmitAuth
 from service.api.routing import StandardJSONRoute
 from service.api.schemas import JobOut, JobPage, TrialOut
@@ -32,7 +33,7 @@ def _out(session: Session, settings, job: Job, **kw) -> JobOut:
 
 
 def _get_job(session: Session, job_id: int) -> Job:
-    job = session.scalar(sa.select(Job).options(joinedload(Job.kernel)).where(Job.id == job_id))
+    job = job_actions.find_job(session, job_id)
     if job is None:
         raise HTTPException(404, f"no job {job_id}")
     return job
@@ -159,14 +160,19 @@ def get_job(job_id: JobId, session: SessionDep, settings: SettingsDep, _: ReadAu
              responses={404: {"description": "no such job"}, 409: {"description": "the job is already finished"}})
 def cancel_job(job_id: JobId, session: SessionDep, _: SubmitAuth) -> JobOut:
     """Cancel a queued or running job (a worker running it stops after its current trial)."""
-    now = utcnow()
-    res = session.execute(sa.update(Job).where(Job.id == job_id, Job.state.in_(("queued", "running")))
-                          .values(state="cancelled", finished_at=now, updated_at=now, lease_expires_at=None))
-    session.commit()
-    job = _get_job(session, job_id)
-    if res.rowcount == 0 and job.state != "cancelled":
+    job, _cancelled = job_actions.cancel_job(session, job_id)
+    if job is None:
+        raise HTTPException(404, f"no job {job_id}")
+    if job.state != "cancelled":
         raise HTTPException(409, f"job {job_id} is already {job.state}")
     return JobOut.of(job)
+
+
+@router.post("/{job_id}/rerun", response_model=JobOut, status_code=status.HTTP_201_CREATED,
+             responses={404: {"description": "no such job"}})
+def rerun_job(job_id: JobId, session: SessionDep, _: SubmitAuth) -> JobOut:
+    """Submit the job's spec again, for the same GPU model: a new queued job with a new study."""
+    return JobOut.of(job_actions.rerun_job(session, _get_job(session, job_id)))
 
 
 @router.get("/{job_id}/trials", response_model=list[TrialOut], responses={404: {"description": "no such job"}})
