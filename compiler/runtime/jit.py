@@ -238,13 +238,61 @@ def _strip_decorators(node: ast.FunctionDef) -> None:
     node.decorator_list = []
 
 
+def _exec_source_lines(fn, max_frames: int = 12):
+    """The source lines of a function made by exec() of a string that a caller still holds (as
+    Triton's own tests make variants of a kernel: the template's source edited, then exec'd).
+    Python keeps no source for exec'd code, so the callers' string locals are tried, and one is
+    taken only if it compiles to exactly this function's bytecode."""
+    code = getattr(fn, "__code__", None)
+    if code is None or not code.co_filename.startswith("<"):
+        return None
+    frame = inspect.currentframe()
+    try:
+        for _ in range(max_frames):
+            frame = frame.f_back if frame is not None else None
+            if frame is None:
+                return None
+            for value in list(frame.f_locals.values()):
+                if (isinstance(value, str) and len(value) < 200_000 and f"def {code.co_name}" in value
+                        and _compiles_to(value, code)):
+                    lines = value.splitlines(True)
+                    return inspect.getblock(lines[code.co_firstlineno - 1:]), code.co_firstlineno
+    finally:
+        del frame
+    return None
+
+
+def _compiles_to(text: str, code) -> bool:
+    try:
+        module = compile(text, code.co_filename, "exec")
+    except (SyntaxError, ValueError):
+        return False
+    todo = [module]
+    while todo:
+        c = todo.pop()
+        if (c.co_name == code.co_name and c.co_firstlineno == code.co_firstlineno and c.co_code == code.co_code
+                and c.co_names == code.co_names and c.co_varnames == code.co_varnames
+                and _plain_consts(c) == _plain_consts(code)):
+            return True
+        todo.extend(k for k in c.co_consts if inspect.iscode(k))
+    return False
+
+
+def _plain_consts(code) -> list:
+    return [k for k in code.co_consts if not inspect.iscode(k)]
+
+
 def _parse_python_function(fn):
     """(src, fn_ast, filename, first_lineno, col_offset_shift) for a Python function."""
     try:
         lines, start = inspect.getsourcelines(fn)
     except (OSError, TypeError) as e:
-        raise TypeError(f"cannot read the source of {getattr(fn, '__qualname__', fn)!r} ({e}); @jit needs "
-                        "functions defined in a file (use compiler.jit_from_source for source text)") from None
+        found = _exec_source_lines(fn)
+        if found is not None:
+            lines, start = found
+        else:
+            raise TypeError(f"cannot read the source of {getattr(fn, '__qualname__', fn)!r} ({e}); @jit needs "
+                            "functions defined in a file (use compiler.jit_from_source for source text)") from None
     filename = inspect.getsourcefile(fn) or getattr(fn.__code__, "co_filename", "<unknown>")
     text = "".join(lines)
     dedented = textwrap.dedent(text)
@@ -414,6 +462,21 @@ class JITFunction:
         self._ir_cache: dict = {}      # interpret mode: key → ir.Function
         self._lock = threading.RLock()
         self.compile_count = 0         # specializations compiled (or fetched from a cache) by this object
+
+    def _unsafe_update_src(self, new_src: str) -> None:
+        """Replace the kernel's source text (Triton's name: its tests make variants of a template
+        kernel this way). The new text is parsed like the original; every cache of this object is
+        dropped, and the fingerprint follows the new source."""
+        try:
+            node = next(n for n in ast.parse(textwrap.dedent(new_src)).body if isinstance(n, ast.FunctionDef))
+        except (SyntaxError, StopIteration) as e:
+            raise CompilationError(f"_unsafe_update_src: the new source of {self.__name__}() is not a function "
+                                   f"definition ({e})", None, None) from None
+        ast.increment_lineno(node, self.first_lineno - node.lineno)
+        annotations = getattr(self.fn, "__annotations__", {}) if self.fn is not None else {}
+        self._setup(self.fn, self.__name__, textwrap.dedent(new_src), node, self.filename, self.first_lineno, 0,
+                    self.globals, self.defaults, annotations, self.do_not_specialize, self.noinline, self.debug,
+                    self.autotune_key, self.do_not_specialize_on_alignment)
 
     # -- identity -------------------------------------------------------------------------------
     @property
