@@ -157,3 +157,18 @@ def test_triton_tensor_member_functions(interpret, gen):
     member_functions_kernel[(1,)](x, y, s, N=32)
     assert torch.equal(y, torch.floor(x))
     torch.testing.assert_close(s[0].double(), torch.cos(x.double()).sum(), rtol=1e-5, atol=1e-5)
+
+
+def test_the_active_driver_answers_as_triton_s():
+    """`triton.runtime.driver.active`, which Triton's tests and kernel libraries ask for the target
+    and the device's limits: the same numbers as blocktune's own device properties."""
+    from compiler.runtime import driver
+    assert compiler.runtime.driver.active is driver.active
+    if not driver.has_gpu():
+        assert driver.active.is_active() is False
+        return
+    props = driver.device_properties(driver.active.get_current_device())
+    target = driver.active.get_current_target()
+    assert target.backend == "cuda" and target.arch == props["capability"][0] * 10 + props["capability"][1]
+    info = driver.active.utils.get_device_properties(driver.active.get_current_device())
+    assert info["max_shared_mem"] == props["max_shared_memory"] and info["multiprocessor_count"] == props["sm_count"]
