@@ -863,11 +863,24 @@ def _tuned(cache_results=True, timings=None, **kw):
     return t, configs
 
 
-def test_autotune_interpret_runs_first_config(interpret):
-    t, configs = _tuned()
+def test_autotune_interpret_runs_first_config_without_do_bench(interpret):
+    base = _fresh(dns_kernel)
+    configs = [compiler.Config({"BLOCK": b}) for b in (64, 128)]
+    t = AT.Autotuner(base, base.arg_names, configs, key=["n"])
     x = np.zeros(256, np.float32)
     t[lambda m: (triton.cdiv(m["n"], m["BLOCK"]),)](x, 256)
-    assert t.best_config is configs[0] and (x == 1).all()
+    assert t.best_config is configs[0] and (x == 1).all() and t.configs_timings is None
+
+
+def test_autotune_interpret_benchmarks_with_the_users_do_bench(interpret):
+    """As Triton's interpreter: a do_bench given to @autotune times the configs on the CPU too;
+    restore_value puts the in-place buffer back after each timed run."""
+    import torch
+    t, configs = _tuned(timings={64: 3.0, 128: 1.0, 256: 2.0}, restore_value=["x_ptr"])
+    x = torch.zeros(256)
+    t[lambda m: (triton.cdiv(m["n"], m["BLOCK"]),)](x, 256)
+    assert t.best_config is configs[1] and set(t.configs_timings) == set(configs)
+    assert (x == 1).all()
 
 
 def test_autotune_picks_fastest_and_caches(fake_cuda):
