@@ -38,7 +38,8 @@ from ..language.core import constexpr
 from ..version import __version__
 from . import build, cache, driver, native
 
-# Triton launch options accepted (and ignored: one CTA per program, no register cap) by kernel[grid](...)
+# Triton launch options accepted by kernel[grid](...) and ignored, as hints that change no result (no
+# register cap); num_ctas must be 1 (a program is one CTA: thread-block clusters are not supported)
 _TRITON_LAUNCH_OPTIONS = ("num_ctas=1", "maxnreg=None", "enable_fp_fusion=True", "debug=None",
                           "launch_cooperative_grid=False", "extern_libs=None", "launch_pdl=False",
                           "sanitize_overflow=None")
@@ -650,7 +651,7 @@ def _is_namespace(obj) -> bool:
 _RESERVED = frozenset({"num_warps", "num_stages", "stream", "warmup"} |
                       {o.split("=")[0] for o in _TRITON_LAUNCH_OPTIONS})
 _INTERNAL = re.compile(r"_(grid_|opts|t|[pka]\d+|dev|key|e|n|r|bind|g\d|self|launchers|dflt|make|Tensor|get_device|"
-                       r"get_stream|interpret_var_set|interpret_mode|int_kind|spec_arg|cpu_tensor)")
+                       r"get_stream|interpret_var_set|interpret_mode|int_kind|spec_arg|cpu_tensor|unsupported_num_ctas)")
 
 
 def _generate_runner(jf: JITFunction):
@@ -686,6 +687,7 @@ def _generate_runner(jf: JITFunction):
              f"warmup=False, {', '.join(_TRITON_LAUNCH_OPTIONS)}):")
     all_vals = ", ".join(names)
     tuple_src = f"({all_vals},)" if names else "()"
+    L.append("    if num_ctas != 1: _unsupported_num_ctas(num_ctas)")
     L.append("    if _interpret_var_set() and _interpret_mode():")
     L.append(f"        return _self._run_interpreted(_grid_, {tuple_src}, num_warps, num_stages, warmup)")
     # the common case in C (launch.c's Binder); NotImplemented: the Python body below
@@ -758,6 +760,7 @@ def _generate_runner(jf: JITFunction):
     glb.setdefault("_int_kind", _int_kind)
     glb.setdefault("_spec_arg", spec_arg)
     glb.setdefault("_cpu_tensor", _cpu_tensor)
+    glb.setdefault("_unsupported_num_ctas", _unsupported_num_ctas)
     loc_ns: dict = {}
     exec(compile(factory_src, f"<blocktune runner {jf.__name__}>", "exec"), glb, loc_ns)  # noqa: S102
     dflt = [jf.defaults.get(n) for n in names]
@@ -781,6 +784,11 @@ def _make_binder(jf: JITFunction, ns: dict):
     names = tuple(sys.intern(n) for n in jf.arg_names)
     defaults = tuple(jf.defaults[n] if n in jf.defaults else _MISSING for n in jf.arg_names)
     return mod.Binder(jf._launchers, ns, spec, names, defaults, _MISSING)
+
+
+def _unsupported_num_ctas(num_ctas):
+    raise ValueError(f"num_ctas={num_ctas!r} is not supported: blocktune runs each program as one CTA (thread-block "
+                     "clusters are not implemented); use num_ctas=1 (the default)")
 
 
 def _cpu_tensor(name):

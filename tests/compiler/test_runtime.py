@@ -1079,3 +1079,25 @@ def test_out_of_resources_shared_memory():
         driver.load_module(ptx, "k", shared=limit + 1024)
     lf = driver.load_module(ptx, "k", shared=64 * 1024)
     assert lf.shared == 64 * 1024
+
+
+# ---------------------------------------------------------------------------------------------
+# Triton's launch options
+
+def test_triton_launch_options_num_ctas_1_and_hints_are_accepted(interpret):
+    x = np.zeros(64, np.float32)
+    dns_kernel[(1,)](x, 64, BLOCK=64, num_ctas=1, maxnreg=128, enable_fp_fusion=False, launch_pdl=False)
+    assert (x == 1).all()
+
+
+@pytest.mark.parametrize("mode", ["interpret", "gpu_path"])
+def test_num_ctas_other_than_1_is_a_clear_error(mode, request):
+    request.getfixturevalue("interpret" if mode == "interpret" else "fake_cuda")
+    x = np.zeros(64, np.float32) if mode == "interpret" else FakeTensor(0x7F0000001000)
+    with pytest.raises(ValueError, match=r"num_ctas=2 is not supported: .*one CTA.*use num_ctas=1"):
+        dns_kernel[(1,)](x, 64, BLOCK=64, num_ctas=2)
+    tuned = compiler.autotune([compiler.Config({"BLOCK": 64}, num_ctas=2)], key=["n"])(_fresh(dns_kernel))
+    with pytest.raises(ValueError, match="num_ctas=2"):
+        tuned[(1,)](x, 64)
+    if mode == "interpret":
+        assert (x == 0).all()
