@@ -7,6 +7,7 @@ from ..language.core import constexpr
 from ..language.dtypes import dtype, from_signature
 from .codegen import CodeGenerator
 from .semantic import Builder, SemanticError
+from . import tuple_args
 
 
 def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | None = None) -> ir.Function:
@@ -14,12 +15,14 @@ def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | Non
     order) and `constexprs` (name → compile-time value; includes integers specialized to 1).
 
     `arg_attrs[name]` may carry {"divisibility": 16}. Every parameter of the kernel must appear in
-    exactly one of `signature` and `constexprs`.
+    exactly one of `signature` and `constexprs`. A tuple parameter's value in `constexprs` is its
+    skeleton (tuple_args.py), its runtime leaves `<param>.<i>...` in `signature` (or in
+    `constexprs` when specialized to 1).
     """
     arg_attrs = arg_attrs or {}
     params = list(kernel.arg_names)
     for name in list(signature) + list(constexprs):
-        if name not in params:
+        if tuple_args.root(name) not in params:
             raise CompilationError(f"{kernel.__name__}() has no parameter named '{name}'",
                                    _def_loc(kernel), _def_line(kernel))
     missing = [p for p in params if p not in signature and p not in constexprs]
@@ -30,7 +33,7 @@ def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | Non
         if p in signature:
             raise CompilationError(f"parameter '{p}' of {kernel.__name__}() is a tl.constexpr: pass it a value, not a type",
                                    _def_loc(kernel), _def_line(kernel))
-    runtime = [p for p in params if p in signature]
+    runtime = [n for p in params for n in signature if tuple_args.root(n) == p]
     types = []
     for p in runtime:
         t = signature[p]
@@ -44,6 +47,9 @@ def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | Non
     local = {p: a for p, a in zip(runtime, body.args)}
     for k, v in constexprs.items():
         local[k] = v.value if isinstance(v, constexpr) else v
+    for p in params:
+        if tuple_args.has_leaves(local.get(p)):
+            local[p] = tuple_args.fill(local[p], local.__getitem__)
     b = Builder()
     b.block = body
     b.loc = fn.loc

@@ -38,16 +38,19 @@ def normalize_signature(fn, signature, constexprs: dict) -> dict[str, str]:
         signature = dict(zip(runtime, signature))
     if not isinstance(signature, dict):
         raise TypeError("signature must be a dict {name: type}, a '*fp32,i32' string or a list of types")
-    unknown = [k for k in signature if k not in fn.arg_names]
+    from ..frontend.tuple_args import root  # noqa: PLC0415 - import time: the front end loads at the first compile
+    unknown = [k for k in signature if root(k) not in fn.arg_names]
     if unknown:
         raise ValueError(f"{fn.__name__}() has no parameter(s) {unknown}")
     out = {}
     for p in fn.arg_names:
-        if p in signature:
+        for k in signature:        # `p`, or the leaves `p.0`, `p.1.0`... of a tuple parameter
+            if root(k) != p:
+                continue
             try:
-                out[p] = _type_str(signature[p])
+                out[k] = _type_str(signature[k])
             except (ValueError, KeyError) as e:
-                raise ValueError(f"parameter {p}: {e}") from None
+                raise ValueError(f"parameter {k}: {e}") from None
     return out
 
 

@@ -493,17 +493,55 @@ class JITFunction:
             if name in self.constexpr_names:
                 constexprs[name] = v.value if isinstance(v, constexpr) else v
                 continue
-            call_names.append(name)
-            k, aligned, _ = spec_arg(v, 0, name, name not in self.do_not_specialize, interpret)
-            if k is None:
-                constexprs[name] = None
-                continue
-            sig[name] = key_to_type(k)
-            if k == 1 and type(k) is int:
-                eq1.append(name)
-            elif aligned and name not in self.do_not_specialize_on_alignment:
-                div16.append(name)
+            if isinstance(v, tuple):     # its leaves are the parameters (frontend/tuple_args.py)
+                from ..frontend import tuple_args  # noqa: PLC0415 - import time: loads with the front end
+                constexprs[name], args = tuple_args.flatten(name, v)
+            else:
+                args = ((name, v),)
+            for arg, av in args:
+                call_names.append(arg)
+                k, aligned, _ = spec_arg(av, 0, arg, name not in self.do_not_specialize, interpret)
+                if k is None:
+                    constexprs[arg] = None
+                    continue
+                sig[arg] = key_to_type(k)
+                if k == 1 and type(k) is int:
+                    eq1.append(arg)
+                elif aligned and name not in self.do_not_specialize_on_alignment:
+                    div16.append(arg)
         return sig, constexprs, tuple(div16), tuple(eq1), call_names
+
+    def _with_tuple_leaves(self, values: tuple) -> dict:
+        """name → value of every parameter, and of the leaves of tuple arguments."""
+        named = dict(zip(self.arg_names, values))
+        for name, v in list(named.items()):
+            if isinstance(v, tuple) and name not in self.constexpr_names:
+                from ..frontend import tuple_args  # noqa: PLC0415 - import time: loads with the front end
+                named.update(tuple_args.flatten(name, v)[1])
+        return named
+
+    def _run_with_tuple_args(self, grid, values: tuple, num_warps, num_stages, stream, warmup):
+        """The GPU launch of a call with tuple arguments, all in Python (the leaves are kernel
+        parameters, so neither the C binder nor the runner's key covers them)."""
+        _refresh_torch()
+        dev = _NS["_get_device"]()
+        if stream is None:
+            stream = _NS["_get_stream"](dev)
+        sig, constexprs, div16, eq1, call_names = self.specialize(values, interpret=False)
+        key = ("tuple args", tuple(sig.items()), tuple((k, cache.canon(v)) for k, v in constexprs.items()),
+               div16, eq1, num_warps, num_stages, dev)
+        entry = self._launchers.get(key)
+        if entry is None or warmup:
+            entry = self._miss(key, values, num_warps, num_stages, dev, warmup)
+            if warmup:
+                return entry[1]
+        if callable(grid):
+            grid = grid(dict(zip(self.arg_names, values), num_warps=num_warps, num_stages=num_stages))
+        g = _grid3(grid)
+        if min(g) > 0:
+            named = self._with_tuple_leaves(values)
+            entry[0](*g, stream, *(spec_arg(named[n], 0, n, True, False)[2] for n in call_names))
+        return entry[1]
 
     def _run_interpreted(self, grid, values: tuple, num_warps, num_stages, warmup=False):
         sig, constexprs, div16, eq1, _ = self.specialize(values, interpret=True)
@@ -522,7 +560,7 @@ class JITFunction:
         g = _grid3(grid)
         if min(g) <= 0:
             return ir_fn
-        named = dict(zip(self.arg_names, values))
+        named = self._with_tuple_leaves(values)
         args = [named[n] for n in ir_fn.arg_names]
         from .. import interpreter  # noqa: PLC0415 - import time: the interpreter loads at the first CPU launch
         interpreter.run(ir_fn, g, args)
@@ -716,6 +754,8 @@ def _generate_runner(jf: JITFunction):
             L.append(f"            _k{j} = 'i32'")
         L.append(f"        else: _k{j} = _int_kind({n}, {spec})[0]")
         L.append(f"        _a{j} = {'not (' + n + ' & 15)' if spec else 'False'}")
+        L.append(f"    elif isinstance({n}, tuple):")
+        L.append(f"        return _self._run_with_tuple_args(_grid_, {tuple_src}, num_warps, num_stages, stream, warmup)")
         L.append("    else:")
         L.append(f"        _k{j}, _a{j}, _p{j} = _spec_arg({n}, {j}, {n!r}, {spec})")
         key_parts += [f"_k{j}", f"_a{j}"]

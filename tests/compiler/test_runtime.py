@@ -1101,3 +1101,38 @@ def test_num_ctas_other_than_1_is_a_clear_error(mode, request):
         tuned[(1,)](x, 64)
     if mode == "interpret":
         assert (x == 0).all()
+
+
+# ---------------------------------------------------------------------------------------------
+# Tuple arguments on the GPU path (their semantics in interpret mode: test_tuples.py)
+
+@triton.jit
+def tuple_args_kernel(ptrs, n, coeffs, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(ptrs[0] + offs, mask=offs < n)
+    tl.store(ptrs[1][0] + offs, x * coeffs[0] + coeffs[1], mask=offs < n)
+
+
+def test_tuple_arguments_on_the_gpu_path(fake_cuda):
+    """Each runtime leaf of a tuple argument is a kernel parameter `<param>.<i>...`, specialized like
+    any argument; the PTX assembles; a new tuple structure or leaf specialization compiles anew."""
+    from compiler.backend import nvptx
+    k = _fresh(tuple_args_kernel)
+    x, out = FakeTensor(0x7F0000001000), FakeTensor(0x7F0000002000)
+    fake_cuda.fake_set_nparams(5)
+    ck = k[(3,)]((x, (out, None)), 1000, (2.5, 7), BLOCK=256)
+    assert ck.metadata["arg_names"] == ["ptrs.0", "ptrs.1.0", "n", "coeffs.0", "coeffs.1"]
+    assert ck.metadata["arg_types"] == ["*fp32", "*fp32", "i32", "fp32", "i32"]
+    assert set(ck.metadata["divisible_by_16"]) == {"ptrs.0", "ptrs.1.0"}
+    assert [fake_cuda.fake_param(i) for i in range(2)] == [0x7F0000001000, 0x7F0000002000]
+    assert fake_cuda.fake_param(2) & 0xFFFFFFFF == 1000 and fake_cuda.fake_param(4) & 0xFFFFFFFF == 7
+    assert fake_cuda.fake_grid(0) == 3 and fake_cuda.fake_calls() == 1
+    nvptx.ptxas_check(ck.asm["ptx"])
+    k[(1,)]((x, (FakeTensor(0x7F0000003000), None)), 1000, (2.5, 7), BLOCK=256)    # same specialization
+    assert k.compile_count == 1 and fake_cuda.fake_param(1) == 0x7F0000003000 and fake_cuda.fake_calls() == 2
+    fake_cuda.fake_set_nparams(4)
+    ck1 = k[(1,)]((x, (out, None)), 1000, (2.5, 1), BLOCK=256)                     # a leaf equal to 1
+    assert k.compile_count == 2 and ck1.metadata["passed"] == ["ptrs.0", "ptrs.1.0", "n", "coeffs.0"]
+    ckw = k.warmup((x, (out,)), 1000, (2.5, 7), BLOCK=256, grid=(1,))              # another structure
+    assert k.compile_count == 3 and ckw.metadata["arg_names"][:2] == ["ptrs.0", "ptrs.1.0"]
+    assert fake_cuda.fake_calls() == 3
