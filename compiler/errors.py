@@ -51,6 +51,10 @@ class CompilationError(TritonError):
         return (type(self), (self.message, self.loc, self.source_line))
 
 
+class CompileTimeAssertionFailure(CompilationError):
+    """A `tl.static_assert` (or an `assert` on compile-time values) failed (Triton's name)."""
+
+
 class OutOfResources(TritonError):
     """The kernel needs more shared memory / registers / threads than the device offers."""
 

@@ -12,6 +12,7 @@ from ..language import dtypes as T
 from ..language.core import constexpr
 from ..language.dtypes import block_type, dtype
 from . import semantic as S
+from ..errors import CompileTimeAssertionFailure
 from .semantic import SemanticError, is_value
 
 BUILTINS: dict = {}
@@ -108,7 +109,8 @@ def static_assert(gen, node, cond, msg=""):
     if is_value(cond):
         raise SemanticError("tl.static_assert needs a compile-time condition")
     if not cond:
-        raise SemanticError(f"static assertion failed: {gen.text(node, msg)}")
+        raise CompileTimeAssertionFailure(f"static assertion failed: {gen.text(node, msg)}", gen.loc(node),
+                                          gen.source_line(node))
 
 
 @rule("static_print")

@@ -15,7 +15,7 @@ import types
 from typing import Any
 
 from .. import ir
-from ..errors import CompilationError
+from ..errors import CompilationError, CompileTimeAssertionFailure
 from ..language import core as tl_core
 from ..language import dtypes as T
 from ..language.core import constexpr
@@ -202,7 +202,7 @@ class CodeGenerator(ast.NodeVisitor):
         if is_value(cond):
             self.b.create("assert", [S.to_bool(self.b, cond)], [], {"message": msg})
         elif not cond:
-            raise self.error(node, f"static assertion failed: {msg}")
+            raise CompileTimeAssertionFailure(f"static assertion failed: {msg}", self.loc(node), self.source_line(node))
 
     def visit_If(self, node):
         cond = self.visit(node.test)
@@ -720,15 +720,16 @@ class CodeGenerator(ast.NodeVisitor):
         return S.logical(self.b, "and", a, b)
 
     def visit_BoolOp(self, node):
-        values = [self.visit(v) for v in node.values]
-        acc = values[0]
-        for v in values[1:]:
-            if isinstance(node.op, ast.And):
+        is_and = isinstance(node.op, ast.And)
+        acc = self.visit(node.values[0])
+        for expr in node.values[1:]:
+            if not is_value(acc) and (not acc if is_and else acc):
+                return acc      # decided at compile time: as in Python, the value, the rest unevaluated
+            v = self.visit(expr)
+            if not is_value(acc):
+                acc = v
+            elif is_and:
                 acc = self._and(acc, v)
-            elif not is_value(acc) and not is_value(v):
-                acc = acc or v
-            elif not is_value(acc):
-                acc = True if acc else v
             elif not is_value(v):
                 acc = True if v else acc
             else:

@@ -3,7 +3,7 @@
 A tuple argument (nested, of tensors, numbers, None and tl.constexpr values; torch.Size and
 NamedTuples included) reaches the kernel as its leaves: each runtime leaf is a kernel parameter of
 its own, named `<param>.<i>.<j>...` by its position, and specialized like any argument (pointer
-alignment, integers equal to 1). None and tl.constexpr leaves are compile-time values.
+alignment, integers equal to 1). None, tl.constexpr and @jit function leaves are compile-time values.
 
 The tuple parameter's compile-time value is the tuple's *skeleton*: the tuple with each runtime leaf
 replaced by a `Leaf` naming its parameter. The front end rebuilds the tuple from the skeleton and the
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..language.core import constexpr
+from .codegen import _is_jit
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ def flatten(name: str, value: tuple) -> tuple[tuple, list[tuple[str, Any]]]:
             sub, sub_leaves = flatten(path, v)
             items.append(sub)
             leaves += sub_leaves
-        elif v is None or isinstance(v, constexpr):
+        elif v is None or isinstance(v, constexpr) or _is_jit(v):
             items.append(v)
         else:
             items.append(Leaf(path))

@@ -180,3 +180,42 @@ def test_indexing_a_tuple_argument_with_a_runtime_value_is_a_compile_error():
 
     with pytest.raises(triton.CompilationError, match="compile-time integers"):
         runtime_index[(1,)]((torch.zeros(1), torch.zeros(1)), 5)
+
+
+class Closure(NamedTuple):
+    fn: tl.constexpr
+    captured: tuple
+
+
+@triton.jit
+def times_loaded(x, factor_ptr, offset):
+    return x * tl.load(factor_ptr) + offset
+
+
+@triton.jit
+def apply_closure(closure, X, Y, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(Y + offs, closure.fn(tl.load(X + offs), *closure.captured))
+
+
+def test_a_jit_function_inside_a_tuple_argument_is_called():
+    x = torch.randn(32, dtype=torch.float64)
+    y = torch.full_like(x, float("nan"))
+    factor = torch.tensor([5.25], dtype=torch.float64)
+    apply_closure[(1,)](Closure(times_loaded, (factor, 0.5)), x, y, 32)
+    torch.testing.assert_close(y, x * 5.25 + 0.5, rtol=1e-6, atol=1e-6)
+
+
+@triton.jit
+def tuple_truthiness(out):
+    tl.static_assert(((3, 4) or (5, 6)) == (3, 4))
+    tl.static_assert(((3, 4) and (5, 6)) == (5, 6))
+    tl.static_assert(((1, 2) and () and (5, 6)) == ())
+    tl.static_assert((() and tl.program_id(0)) == ())
+    tl.store(out, len((() or (7, 8, 9))))
+
+
+def test_and_or_on_tuples_return_the_deciding_tuple():
+    out = torch.zeros(1, dtype=torch.int32)
+    tuple_truthiness[(1,)](out)
+    assert out.item() == 3
