@@ -13,14 +13,11 @@ import torch
 
 import compiler as triton
 import compiler.language as tl
+from tests.compiler.kernels.util import interpret  # noqa: F401
 from compiler import knobs
 
 
-@pytest.fixture(autouse=True)
-def interpret(monkeypatch):
-    monkeypatch.setenv("BLOCKTUNE_INTERPRET", "1")
-    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    yield
+pytestmark = pytest.mark.usefixtures("interpret")
 
 
 def timed_by_block(timings: dict, calls: list | None = None):

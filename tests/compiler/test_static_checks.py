@@ -9,13 +9,10 @@ import pytest
 
 import compiler as triton
 import compiler.language as tl
+from tests.compiler.kernels.util import interpret  # noqa: F401
 
 
-@pytest.fixture(autouse=True)
-def interpret(monkeypatch):
-    monkeypatch.setenv("BLOCKTUNE_INTERPRET", "1")
-    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    yield
+pytestmark = pytest.mark.usefixtures("interpret")
 
 
 @triton.jit
@@ -26,13 +23,14 @@ def needs_power_of_two(out, BLOCK: tl.constexpr):
 
 
 def test_static_assert_and_static_print(capsys):
+    kernel = triton.JITFunction(needs_power_of_two.fn)  # empty caches: this test sees the compile
     out = np.zeros(16, np.int32)
-    needs_power_of_two[(1,)](out, 16)
-    needs_power_of_two[(1,)](out, 16)                  # same specialization: not compiled (nor printed) again
+    kernel[(1,)](out, 16)
+    kernel[(1,)](out, 16)                              # same specialization: not compiled (nor printed) again
     assert capsys.readouterr().out == "compiling for BLOCK = 16\n"
     assert (out == np.arange(16)).all()
     with pytest.raises(triton.CompileTimeAssertionFailure) as e:
-        needs_power_of_two[(1,)](np.zeros(12, np.int32), 12)
+        kernel[(1,)](np.zeros(12, np.int32), 12)
     assert isinstance(e.value, triton.CompilationError)
     line = needs_power_of_two.fn.__code__.co_firstlineno + 2
     assert f"test_static_checks.py:{line}:5: error: static assertion failed: BLOCK must be a power of two" in str(e.value)

@@ -14,13 +14,10 @@ import torch
 
 import compiler as triton
 import compiler.language as tl
+from tests.compiler.kernels.util import interpret  # noqa: F401
 
 
-@pytest.fixture(autouse=True)
-def interpret(monkeypatch):
-    monkeypatch.setenv("BLOCKTUNE_INTERPRET", "1")
-    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    yield
+pytestmark = pytest.mark.usefixtures("interpret")
 
 
 @triton.jit

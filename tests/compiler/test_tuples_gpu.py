@@ -5,8 +5,6 @@ kernels are test_tuples.py's and test_autotuner_semantics.py's; there they run i
 """
 from __future__ import annotations
 
-import secrets
-
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -14,19 +12,13 @@ torch = pytest.importorskip("torch")
 import compiler as triton  # noqa: E402
 import test_tuples as T  # noqa: E402  (the kernels)
 import test_autotuner_semantics as A  # noqa: E402
+from test_gpu_codegen import gen  # noqa: E402,F401  (a fresh CUDA generator, its seed printed)
 
 pytestmark = pytest.mark.gpu
 
 DEV = "cuda"
 
 
-@pytest.fixture
-def gen():
-    seed = secrets.randbits(31)
-    g = torch.Generator(device=DEV)
-    g.manual_seed(seed)
-    print(f"seed={seed}")
-    return g
 
 
 @pytest.mark.parametrize("int_leaf", [1, 9])
