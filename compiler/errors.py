@@ -60,8 +60,8 @@ class OutOfResources(TritonError):
 
     def __init__(self, required: int, limit: int, name: str = "shared memory"):
         self.required, self.limit, self.name = required, limit, name
-        super().__init__(f"out of resource: {name}, required: {required}, hardware limit: {limit}. "
-                         "Reducing block sizes or `num_stages` may help.")
+        super().__init__(f"out of resource: {name}, Required: {required}, Hardware limit: {limit}. "
+                         "Reducing block sizes or `num_stages` may help.")   # Triton's words
 
     def __reduce__(self):
         return (type(self), (self.required, self.limit, self.name))

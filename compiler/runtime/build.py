@@ -8,6 +8,7 @@ directly. `stats` counts compiles and hits (tests use it).
 """
 from __future__ import annotations
 
+from ..errors import OutOfResources
 from ..language import dtypes as T
 from ..language.core import constexpr
 from ..version import __version__
@@ -92,8 +93,10 @@ def compile_jit(fn, signature, constexprs: dict | None = None, num_warps: int = 
         if sig[n].startswith("*") or sig[n].startswith("fp") or sig[n] == "bf16":
             raise ValueError(f"'{n}' is {sig[n]}: only integers can be specialized to 1")
     num_warps, num_stages = int(num_warps), int(num_stages)
-    if num_warps < 1 or num_warps & (num_warps - 1) or num_warps > 32:
+    if num_warps < 1 or num_warps & (num_warps - 1):
         raise ValueError(f"num_warps must be a power of two from 1 to 32, got {num_warps}")
+    if num_warps > 32:   # as Triton: a resource error, which @autotune scores as a failed config
+        raise OutOfResources(num_warps * 32, 1024, "threads")
     if target is None:
         target = default_target()
     key = cache.cache_key(fn, sig, constexprs, num_warps, num_stages, target, divisible_by_16, equal_to_1)

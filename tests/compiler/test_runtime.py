@@ -1136,3 +1136,17 @@ def test_tuple_arguments_on_the_gpu_path(fake_cuda):
     ckw = k.warmup((x, (out,)), 1000, (2.5, 7), BLOCK=256, grid=(1,))              # another structure
     assert k.compile_count == 3 and ckw.metadata["arg_names"][:2] == ["ptrs.0", "ptrs.1.0"]
     assert fake_cuda.fake_calls() == 3
+
+
+def test_too_many_warps_is_a_failed_config_the_post_hook_hears_of(fake_cuda):
+    fake_cuda.fake_set_nparams(2)
+    errors = []
+    base = _fresh(dns_kernel)
+    configs = [compiler.Config({"BLOCK": 64}, num_warps=128), compiler.Config({"BLOCK": 64}, num_warps=4)]
+    tuned = AT.Autotuner(base, base.arg_names, configs, key=["n"], cache_results=False,
+                         post_hook=lambda nargs, exception: errors.append(exception),
+                         do_bench=lambda call, quantiles: (call(), [1.0] * 3)[1])
+    tuned[(1,)](FakeTensor(0x7F0000001000), 64)
+    assert tuned.best_config is configs[1]
+    assert isinstance(errors[0], compiler.OutOfResources) and errors[1] is None
+    assert str(errors[0]).startswith("out of resource: threads, Required: 4096, Hardware limit: 1024")
