@@ -143,7 +143,8 @@ def _int_kind(v: int, specialize: bool):
 def spec_arg(v, index: int, name: str, specialize: bool = True, interpret: bool = False):
     """(key part, divisible by 16, launch value) for one runtime argument. The key part is a torch
     dtype / ('cai', typestr) / ('np', dtype) for pointers, 'i32' 'i64' 'u64' 'fp32' 'i1' for scalars,
-    1 for an integer specialized to 1, None for None (a constexpr)."""
+    1 for an integer specialized to 1, None for None (a constexpr), ('jit', fingerprint) for a @jit
+    function (a constexpr, as in Triton)."""
     t = type(v)
     if t is int:
         return _int_kind(v, specialize)
@@ -153,6 +154,8 @@ def spec_arg(v, index: int, name: str, specialize: bool = True, interpret: bool 
         return "fp32", False, v
     if v is None:
         return None, False, None
+    if isinstance(v, JITFunction):
+        return ("jit", v.fingerprint), False, None
     if isinstance(v, constexpr):
         return spec_arg(v.value, index, name, specialize, interpret)
     torch = sys.modules.get("torch")
@@ -501,8 +504,8 @@ class JITFunction:
             for arg, av in args:
                 call_names.append(arg)
                 k, aligned, _ = spec_arg(av, 0, arg, name not in self.do_not_specialize, interpret)
-                if k is None:
-                    constexprs[arg] = None
+                if k is None or isinstance(av, JITFunction):
+                    constexprs[arg] = av
                     continue
                 sig[arg] = key_to_type(k)
                 if k == 1 and type(k) is int:

@@ -1150,3 +1150,41 @@ def test_too_many_warps_is_a_failed_config_the_post_hook_hears_of(fake_cuda):
     assert tuned.best_config is configs[1]
     assert isinstance(errors[0], compiler.OutOfResources) and errors[1] is None
     assert str(errors[0]).startswith("out of resource: threads, Required: 4096, Hardware limit: 1024")
+
+
+@triton.jit
+def _double(x):
+    return x * 2
+
+
+@triton.jit
+def _negate(x):
+    return -x
+
+
+@triton.jit
+def apply_kernel(x_ptr, fn, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, fn(tl.load(x_ptr + offs)))
+
+
+def test_a_jit_function_argument_is_a_compile_time_value(interpret):
+    """As in Triton: a @jit function passed to a parameter not marked tl.constexpr specializes the
+    kernel (one compilation per function)."""
+    k = _fresh(apply_kernel)
+    x = np.arange(8, dtype=np.float32)
+    k[(1,)](x, _double, 8)
+    k[(1,)](x, _negate, 8)
+    k[(1,)](x, _double, 8)
+    assert (x == -np.arange(8) * 4).all() and k.compile_count == 2
+
+
+def test_a_jit_function_argument_on_the_gpu_path(fake_cuda):
+    fake_cuda.fake_set_nparams(1)
+    k = _fresh(apply_kernel)
+    ck = k[(1,)](FakeTensor(0x7F0000001000), _negate, 8)
+    assert ck.metadata["arg_names"] == ["x_ptr"]
+    k[(1,)](FakeTensor(0x7F0000002000), _negate, 8)
+    assert k.compile_count == 1 and fake_cuda.fake_param(0) == 0x7F0000002000
+    doubled = k.warmup(FakeTensor(0x7F0000001000), _double, 8, grid=(1,))
+    assert k.compile_count == 2 and doubled.asm["ptx"] != ck.asm["ptx"]
