@@ -17,6 +17,7 @@ from .runtime.jit import JITFunction, jit  # noqa: E402
 from .runtime.autotune import Autotuner, Config, Heuristics, autotune, heuristics  # noqa: E402
 from .runtime.compile import CompiledKernel, compile  # noqa: E402
 from .runtime.source import jit_from_source  # noqa: E402
+from .runtime.allocator import set_allocator  # noqa: E402
 from . import testing  # noqa: E402
 
 
@@ -40,4 +41,4 @@ next_power_of_2.__blocktune_host_helper__ = True
 __all__ = ["jit", "JITFunction", "autotune", "heuristics", "Config", "Autotuner", "Heuristics",
            "compile", "CompiledKernel", "jit_from_source", "cdiv", "next_power_of_2",
            "CompilationError", "OutOfResources", "TritonError", "AutotunerError", "CompileTimeAssertionFailure",
-           "testing", "language", "runtime", "__version__"]
+           "testing", "language", "runtime", "set_allocator", "__version__"]

@@ -15,6 +15,7 @@ job's lease by heartbeat, and runs the tuner (`tuner.engine.run_job`) on the job
 """
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import socket
@@ -27,23 +28,15 @@ import sqlalchemy as sa
 
 from db.models import Job, Worker as WorkerRow, utcnow
 from db.retry import Backoff, DatabaseUnavailable, Outage, is_unavailable, retry
-from service.claim import claim, find_joinable_job, release_job, renew_lease
+from service.claim import claim, find_joinable_job, gpu_worker_alive, release_job, renew_lease
+from service.devices import cpu_worker_properties
 
 log = logging.getLogger("blocktune.worker")
 
-INTERPRETER_PROPS = {"name": "blocktune interpreter (CPU)", "capability": (0, 0), "sm_count": 1,
-                     "total_memory": 0, "driver_version": "none", "cuda_version": "none",
-                     "max_shared_memory": 101376, "l2_size": 0, "warp_size": 32}
-
-
 def device_props(device: int, interpret: bool) -> dict[str, Any]:
+    """What this worker registers: the GPU's properties, or a CPU worker's (service.devices)."""
     if interpret:
-        try:  # the tuner names the interpreter "device" itself when it has an opinion
-            from tuner.engine import interpreter_device_properties  # type: ignore
-
-            return dict(interpreter_device_properties())
-        except ImportError:
-            return dict(INTERPRETER_PROPS)
+        return cpu_worker_properties()
     from compiler.runtime import driver
 
     return driver.device_properties(device)
@@ -80,17 +73,68 @@ def init_optuna_storage(database_url: str) -> None:
             engine.dispose()
 
 
+def default_worker_name(device: int, interpret: bool = False) -> str:
+    """`<node>-gpu<N>` (`-cpu<N>` for the interpreter): unique per host and GPU, the same after a
+    restart. The node is $BLOCKTUNE_NODE (in containers, whose host name is not the host's), else
+    the host name."""
+    node = os.environ.get("BLOCKTUNE_NODE") or socket.gethostname()
+    return f"{node}-{'cpu' if interpret else 'gpu'}{device}"
+
+
+class WorkerNameInUse(RuntimeError):
+    def __init__(self, name: str):
+        super().__init__(f"a live worker is already registered as {name!r} (its heartbeat keeps moving): give "
+                         "every worker its own name (--name / BLOCKTUNE_WORKER_NAME; in docker compose set "
+                         "BLOCKTUNE_NODE to each host's name)")
+
+
+_UNSEEN = object()
+
+
+def _settings_alive_seconds() -> float:
+    from service.core.config import Settings
+
+    return Settings().worker_alive_seconds
+
+
+def _take_worker_row(engine, name: str, gpu_id: int, device: int,
+                     alive_seconds: float) -> tuple[int | None, Any]:
+    """(row id, None) when this process now owns the row named `name` (inserted, or taken over
+    from a stopped or stale worker, each atomically); (None, its last heartbeat) when a live
+    worker holds it; (None, None) when another process inserted it first."""
+    now = utcnow()
+    stale = sa.or_(WorkerRow.state == "stopped", WorkerRow.last_heartbeat_at.is_(None),
+                   WorkerRow.last_heartbeat_at < now - dt.timedelta(seconds=alive_seconds))
+    fresh = dict(gpu_id=gpu_id, device_index=device, state="idle", started_at=now, last_heartbeat_at=now)
+    with engine.begin() as c:
+        row = c.execute(sa.select(WorkerRow.id, WorkerRow.last_heartbeat_at).where(WorkerRow.name == name)).first()
+        if row is not None:
+            took = c.execute(sa.update(WorkerRow).where(WorkerRow.id == row.id, stale).values(**fresh)).rowcount
+    if row is None:
+        try:
+            with engine.begin() as c:
+                inserted = sa.insert(WorkerRow).values(name=name, **fresh).returning(WorkerRow.id)
+                return c.execute(inserted).scalar_one(), None
+        except sa.exc.IntegrityError:  # the unique name: another process inserted it first
+            return None, None
+    return (row.id, None) if took else (None, row.last_heartbeat_at)
+
+
 class Worker:
     def __init__(self, database_url: str, device: int = 0, *, interpret: bool = False, name: str | None = None,
                  lease_seconds: float = 60.0, heartbeat_seconds: float = 10.0, poll_seconds: float = 2.0,
-                 join: bool = True, exit_when_idle: bool = False,
+                 join: bool = True, exit_when_idle: bool = False, alive_seconds: float | None = None,
                  run_job: Callable[..., None] | None = None):
         from db.engine import make_engine
 
         self.database_url = database_url
         self.device = device
         self.interpret = interpret
-        self.name = name or f"{socket.gethostname()}:{'cpu' if interpret else 'gpu'}{device}:{os.getpid()}"
+        # an explicit name is the operator's: a live worker holding it is an error; the default
+        # name is stable across restarts (one row per host and GPU) and takes a suffix when taken
+        self._name_given = name is not None
+        self.name = name or default_worker_name(device, interpret)
+        self.alive_seconds = alive_seconds if alive_seconds is not None else _settings_alive_seconds()
         self.lease_seconds = lease_seconds
         self.heartbeat_seconds = min(heartbeat_seconds, lease_seconds / 3)
         self.poll_seconds = poll_seconds
@@ -118,7 +162,11 @@ class Worker:
     # -- registration and heartbeat ----------------------------------------------------------
     def register(self) -> None:
         self._db(self._register, f"registering worker {self.name}")
-        log.info("worker %s registered on %s (device %d)", self.name, self.gpu_model, self.device)
+        if self.interpret:
+            log.info("worker %s registered: a CPU worker (the interpreter), taking jobs for %s", self.name,
+                     self.gpu_model)
+        else:
+            log.info("worker %s registered on %s (device %d)", self.name, self.gpu_model, self.device)
 
     def _register(self) -> None:
         from db.repo import get_or_create_gpu
@@ -128,18 +176,39 @@ class Worker:
         props = device_props(self.device, self.interpret)
         with session_factory(self.engine)() as s:
             gpu = get_or_create_gpu(s, props)
-            s.flush()
-            row = s.scalar(sa.select(WorkerRow).where(WorkerRow.name == self.name))
-            now = utcnow()
-            if row is None:
-                row = WorkerRow(name=self.name, gpu_id=gpu.id, device_index=self.device, state="idle",
-                                started_at=now, last_heartbeat_at=now)
-                s.add(row)
-            else:
-                row.gpu_id, row.device_index, row.state = gpu.id, self.device, "idle"
-                row.started_at, row.last_heartbeat_at = now, now
             s.commit()
-            self.gpu_model, self.worker_id = gpu.model, row.id
+            gpu_id, gpu_model = gpu.id, gpu.model
+        self.worker_id = self._take_name(gpu_id)
+        self.gpu_model = gpu_model
+
+    def _take_name(self, gpu_id: int) -> int:
+        """The id of the worker row this worker now owns. Two live workers never share a row: a
+        name whose row is alive (heartbeat younger than alive_seconds, not stopped) is taken over
+        only once that worker is gone. The default name then takes a suffix at once (`-2`, ...); an
+        explicit name waits up to alive_seconds for the row to go stale (a predecessor that died
+        without marking itself stopped, e.g. a killed container) and is refused when its heartbeat
+        moves meanwhile: another live worker uses it."""
+        base, suffix = self.name, 1
+        deadline = time.monotonic() + self.alive_seconds + 1.0
+        seen_heartbeat: Any = _UNSEEN
+        while True:
+            got, heartbeat = _take_worker_row(self.engine, self.name, gpu_id, self.device, self.alive_seconds)
+            if got is not None:
+                return got
+            if heartbeat is None:     # lost an insert race: look again
+                continue
+            if not self._name_given:
+                suffix += 1
+                self.name = f"{base}-{suffix}"
+                continue
+            if seen_heartbeat is not _UNSEEN and heartbeat != seen_heartbeat:
+                raise WorkerNameInUse(self.name)
+            if seen_heartbeat is _UNSEEN:
+                log.warning("a worker named %s is alive (last heartbeat %s); waiting up to %.0f s for it to be "
+                            "gone", self.name, heartbeat, self.alive_seconds)
+                seen_heartbeat = heartbeat
+            if time.monotonic() > deadline or self._stop.wait(1.0):
+                raise WorkerNameInUse(self.name)
 
     def _set_state(self, state: str) -> None:
         with self.engine.begin() as c:
@@ -195,7 +264,9 @@ class Worker:
         return self._db(self._next_job, f"worker {self.name} claiming a job")
 
     def _next_job(self) -> tuple[int, bool, bool] | None:
-        got = claim(self.engine, self.name, self.gpu_model, self.lease_seconds)
+        # a CPU worker leaves the jobs that name no GPU model to the GPU workers, while one is alive
+        unpinned = not self.interpret or not gpu_worker_alive(self.engine, self.lease_seconds)
+        got = claim(self.engine, self.name, self.gpu_model, self.lease_seconds, unpinned=unpinned)
         if got is not None:
             self._finished_joins.discard(got.job_id)
             if got.reclaimed:
@@ -270,6 +341,9 @@ class Worker:
             log.warning("worker %s stopped before it could register (the database is unavailable)", self.name)
             self.engine.dispose()
             return
+        except WorkerNameInUse:
+            self.engine.dispose()
+            raise
         self._hb_thread = threading.Thread(target=self._heartbeat_loop, name=f"heartbeat-{self.name}", daemon=True)
         self._hb_thread.start()
         try:

@@ -9,6 +9,7 @@ directly. `stats` counts compiles and hits (tests use it).
 from __future__ import annotations
 
 from ..errors import OutOfResources
+from ..language import descriptor_type as DT
 from ..language import dtypes as T
 from ..language.core import constexpr
 from ..version import __version__
@@ -22,6 +23,8 @@ def _type_str(t) -> str:
     if isinstance(t, T.dtype):
         return T.to_signature(t)
     s = str(t).strip()
+    if DT.parse(s):
+        return s
     return T.to_signature(T.from_signature(s))
 
 
@@ -117,15 +120,16 @@ def compile_jit(fn, signature, constexprs: dict | None = None, num_warps: int = 
         asm = {"ir": str(ir_fn), "llir": out.pop("llir"), "ptx": out.pop("ptx")}
         if isinstance(out.get("cubin"), (bytes, bytearray)):
             asm["cubin"] = bytes(out.pop("cubin"))
+        flat = DT.flat_signature(sig)  # host descriptors: the kernel takes their parts
         metadata = {
             "name": name,
             "num_warps": int(out.pop("num_warps", num_warps)),
             "num_stages": num_stages,
             "shared": int(out.pop("shared", 0) or 0),
             "target": out.pop("target", target),
-            "arg_names": list(sig),
-            "arg_types": list(sig.values()),
-            "passed": [n for n in sig if n not in equal_to_1],
+            "arg_names": list(flat),
+            "arg_types": list(flat.values()),
+            "passed": [n for n in flat if n not in equal_to_1],
             "constexprs": {k: _jsonable(v) for k, v in constexprs.items()},
             "divisible_by_16": list(divisible_by_16),
             "equal_to_1": list(equal_to_1),
@@ -139,7 +143,7 @@ def compile_jit(fn, signature, constexprs: dict | None = None, num_warps: int = 
             # the backend's own account of the kernel's parameters wins (names, order)
             names = [p["name"] for p in params]
             if names != metadata["passed"]:
-                if not set(names) <= set(sig):
+                if not set(names) <= set(flat):
                     raise RuntimeError(f"backend parameter list {names} does not match the signature {list(sig)}")
                 metadata["passed"] = names
             metadata["params"] = _jsonable(params)

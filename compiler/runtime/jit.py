@@ -35,8 +35,9 @@ from ..errors import CompilationError
 from ..ir import Loc
 from ..language import dtypes as T
 from ..language.core import constexpr
+from ..language.library import LibraryFunction
 from ..version import __version__
-from . import build, cache, driver, native
+from . import build, cache, descriptors, driver, native
 
 # Triton launch options accepted by kernel[grid](...) and ignored, as hints that change no result (no
 # register cap); num_ctas must be 1 (a program is one CTA: thread-block clusters are not supported)
@@ -185,6 +186,9 @@ def spec_arg(v, index: int, name: str, specialize: bool = True, interpret: bool 
             return _int_kind(int(v), specialize)
         if isinstance(v, np.floating):
             return "fp32", False, float(v)
+    if descriptors.is_descriptor(v):
+        base_key, base_aligned, _ = spec_arg(v.base, index, name, specialize, interpret)
+        return descriptors.spec(v, base_key, base_aligned, name), False, v
     dp = getattr(v, "data_ptr", None)
     if dp is not None and hasattr(v, "dtype"):
         p = int(dp())
@@ -201,6 +205,8 @@ def key_to_type(k) -> str:
         return k
     if k == 1 and type(k) is int:
         return "i32"
+    if isinstance(k, tuple) and k[0] == "tensordesc":
+        return descriptors.type_string(k, key_to_type(k[1])[1:])
     if isinstance(k, tuple):
         kind, d = k
         if kind == "cai":
@@ -292,7 +298,7 @@ def _referenced_names(fn_ast: ast.AST) -> list[tuple[str, ...]]:
 
 def _unwrap_jit(obj):
     for _ in range(8):
-        if isinstance(obj, JITFunction):
+        if isinstance(obj, (JITFunction, LibraryFunction)):
             return obj
         nxt = getattr(obj, "fn", None)
         if nxt is None or nxt is obj or not hasattr(obj, "configs") and not hasattr(obj, "values"):
@@ -483,7 +489,11 @@ class JITFunction:
         self.compile_count += 1
         if warmup:
             return (None, ck)
-        launch = ck.make_launcher(dev, call_names)
+        if any(descriptors.DT.parse(t) for t in sig.values()):
+            expanded = descriptors.expand_names(call_names, sig)
+            launch = descriptors.wrap_launcher(ck.make_launcher(dev, expanded), call_names, expanded)
+        else:
+            launch = ck.make_launcher(dev, call_names)
         entry = (launch, ck)
         if key is not None:
             self._launchers[key] = entry
@@ -564,7 +574,7 @@ class JITFunction:
         if min(g) <= 0:
             return ir_fn
         named = self._with_tuple_leaves(values)
-        args = [named[n] for n in ir_fn.arg_names]
+        args = descriptors.expand(ir_fn.arg_names, named, lambda tensor: tensor)
         from .. import interpreter  # noqa: PLC0415 - import time: the interpreter loads at the first CPU launch
         interpreter.run(ir_fn, g, args)
         return ir_fn

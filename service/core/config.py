@@ -35,7 +35,7 @@ class Settings(BaseSettings):
     lease_seconds: float = 60.0
     heartbeat_seconds: float = 10.0
     poll_seconds: float = 2.0
-    # run a worker inside `blocktune serve` (None: when a GPU is found)
+    # run a worker inside `blocktune serve` (None: yes — on the GPU, or a CPU worker without one)
     with_worker: bool | None = None
     interpret: bool = False
     page_size_max: int = 500
@@ -51,7 +51,8 @@ class Settings(BaseSettings):
     kernel_check_timeout_seconds: float = Field(default=20.0, gt=0)
     kernel_check_queue_wait_seconds: float = Field(default=30.0, gt=0)
     kernel_check_nice: int = Field(default=10, ge=0, le=19)
-    # start the checkers with the app instead of at the first submission (which then waits ~0.5 s)
+    # start the checkers with the app instead of at the first submission (which then waits ~0.5 s);
+    # `blocktune serve` turns it on unless this is set
     kernel_check_prewarm: bool = False
     # the config lookup: its in-memory index is re-read from the database by a background thread
     # this often (lookups never wait on the database); answers are memoized in an LRU of at most

@@ -17,6 +17,7 @@ from service.api.routes.gpus import alive_worker_ids
 from service.dashboard.charts import param_charts, trials_chart
 from service.dashboard.login import PageAuth
 from service.dashboard.templates import TEMPLATES
+from service.waiting import waiting_reasons
 
 router = APIRouter(include_in_schema=False)
 
@@ -41,7 +42,7 @@ def jobs_page(request: Request, session: SessionDep, _: PageAuth,
 
 @router.get("/jobs/{job_id}", response_class=HTMLResponse)
 def job_page(request: Request, job_id: Annotated[int, PathParam(ge=1, le=2**31 - 1)], session: SessionDep,
-             _: PageAuth) -> HTMLResponse:
+             settings: SettingsDep, _: PageAuth) -> HTMLResponse:
     job = session.scalar(sa.select(Job).options(joinedload(Job.kernel)).where(Job.id == job_id))
     if job is None:
         raise HTTPException(404, f"no job {job_id}")
@@ -50,6 +51,7 @@ def job_page(request: Request, job_id: Annotated[int, PathParam(ge=1, le=2**31 -
     best = min(ok, key=lambda t: t.median_ms) if ok else None
     return TEMPLATES.TemplateResponse(request, "job.html", {
         "job": job, "trials": trials, "best": best, "n_ok": len(ok),
+        "waiting_reason": waiting_reasons(session, settings.worker_alive_seconds, [job]).get(job.id),
         "trials_svg": Markup(trials_chart(trials)),
         "param_svgs": [(p, Markup(svg)) for p, svg in param_charts(trials)],
         "spec_json": json.dumps(job.spec, indent=2, sort_keys=True), "nav": "jobs"})

@@ -17,6 +17,8 @@
     if (b) b.textContent = job.best_time_ms == null ? "\u2014" : job.best_time_ms.toFixed(4) + (row.classList.contains("summary") ? " ms" : "");
     var c = row.querySelector('[data-field="best_config"]');
     if (c) c.textContent = fmtCfg(job.best_config);
+    var w = row.querySelector('[data-field="waiting_reason"]');
+    if (w) { w.textContent = job.waiting_reason || ""; w.hidden = !job.waiting_reason; }
     var was = row.getAttribute("data-state");
     row.setAttribute("data-state", job.state);
     // a job page reloads once when its job ends, to show the final trials and charts

@@ -17,11 +17,18 @@ from service.api.routing import StandardJSONRoute
 from service.api.schemas import JobOut, JobPage, TrialOut
 from service.kernel_check import CheckerBusy, CheckRejected
 from service.submit import Submission
+from service.waiting import waiting_reasons
 
 router = APIRouter(prefix="/jobs", tags=["jobs"], route_class=StandardJSONRoute)
 
 JobId = Annotated[int, Path(ge=1, le=2**31 - 1)]
 State = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+
+
+def _out(session: Session, settings, job: Job, **kw) -> JobOut:
+    """A job as answered, with why it waits when no live worker can take it."""
+    reason = waiting_reasons(session, settings.worker_alive_seconds, [job]).get(job.id)
+    return JobOut.of(job, waiting_reason=reason, **kw)
 
 
 def _get_job(session: Session, job_id: int) -> Job:
@@ -43,6 +50,7 @@ async def submit_job(
     request: Request,
     response: Response,
     session: SessionDep,
+    settings: SettingsDep,
     _: SubmitAuth,
     spec: Annotated[dict[str, Any], Body(description="a tuner job spec (tuner.spec.JobSpec)")],
     idempotency_key: Annotated[str | None, Header(max_length=200, pattern=r"^[\x21-\x7e]+$")] = None,
@@ -55,7 +63,7 @@ async def submit_job(
     if idempotency_key:
         existing = await run_in_threadpool(_by_idempotency_key, session, idempotency_key)
         if existing is not None:
-            return await run_in_threadpool(_replay, existing, spec, gpu_model, response)
+            return await run_in_threadpool(_replay, session, settings, existing, spec, gpu_model, response)
     # the check may take seconds: no database connection (or SQLite read transaction) waits with it
     await run_in_threadpool(session.close)
     try:   # awaited here: neither the event loop nor a threadpool thread waits on the check
@@ -65,14 +73,14 @@ async def submit_job(
                                       for e in exc.errors])
     except CheckerBusy as exc:
         raise HTTPException(503, str(exc), headers={"Retry-After": str(exc.retry_after)})
-    return await run_in_threadpool(_store, session, sub, spec, idempotency_key, gpu_model, response)
+    return await run_in_threadpool(_store, session, settings, sub, spec, idempotency_key, gpu_model, response)
 
 
 def _by_idempotency_key(session: Session, key: str) -> Job | None:
     return session.scalar(sa.select(Job).options(joinedload(Job.kernel)).where(Job.idempotency_key == key))
 
 
-def _store(session: Session, sub: Submission, spec: dict, idempotency_key: str | None, gpu_model: str | None,
+def _store(session: Session, settings, sub: Submission, spec: dict, idempotency_key: str | None, gpu_model: str | None,
            response: Response) -> JobOut:
     kernel = session.scalar(sa.select(Kernel).where(Kernel.fingerprint == sub.fingerprint))
     if kernel is None:
@@ -99,12 +107,13 @@ def _store(session: Session, sub: Submission, spec: dict, idempotency_key: str |
                                   .where(Job.idempotency_key == idempotency_key)) if idempotency_key else None
         if existing is None:
             raise HTTPException(409, "conflicting concurrent submission; retry")
-        return _replay(existing, spec, gpu_model, response)
+        return _replay(session, settings, existing, spec, gpu_model, response)
     session.refresh(job)
-    return JobOut.of(job)
+    return _out(session, settings, job)
 
 
-def _replay(existing: Job, spec: dict, gpu_model: str | None, response: Response) -> JobOut:
+def _replay(session: Session, settings, existing: Job, spec: dict, gpu_model: str | None,
+            response: Response) -> JobOut:
     try:
         from tuner.spec import JobSpec
 
@@ -114,7 +123,7 @@ def _replay(existing: Job, spec: dict, gpu_model: str | None, response: Response
     if not same:
         raise HTTPException(409, "this Idempotency-Key was already used for a different job spec")
     response.status_code = status.HTTP_200_OK
-    return JobOut.of(existing)
+    return _out(session, settings, existing)
 
 
 @router.get("", response_model=JobPage)
@@ -133,14 +142,17 @@ def list_jobs(session: SessionDep, settings: SettingsDep, _: ReadAuth,
     if gpu_model:
         q = q.where(Job.gpu_model == gpu_model)
     total = session.scalar(sa.select(sa.func.count()).select_from(q.subquery())) or 0
-    rows = session.scalars(q.options(joinedload(Job.kernel)).order_by(Job.id.desc()).limit(limit).offset(offset))
-    return JobPage(items=[JobOut.of(j, with_spec=False) for j in rows], total=total, limit=limit, offset=offset)
+    rows = list(session.scalars(q.options(joinedload(Job.kernel)).order_by(Job.id.desc()).limit(limit).offset(offset)))
+    reasons = waiting_reasons(session, settings.worker_alive_seconds, rows)
+    return JobPage(items=[JobOut.of(j, with_spec=False, waiting_reason=reasons.get(j.id)) for j in rows],
+                   total=total, limit=limit, offset=offset)
 
 
 @router.get("/{job_id}", response_model=JobOut, responses={404: {"description": "no such job"}})
-def get_job(job_id: JobId, session: SessionDep, _: ReadAuth) -> JobOut:
-    """A job with its progress (trials done / budget) and the best config so far."""
-    return JobOut.of(_get_job(session, job_id))
+def get_job(job_id: JobId, session: SessionDep, settings: SettingsDep, _: ReadAuth) -> JobOut:
+    """A job with its progress (trials done / budget), the best config so far, and, while no live
+    worker can take it, why it waits (`waiting_reason`)."""
+    return _out(session, settings, _get_job(session, job_id))
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut,
