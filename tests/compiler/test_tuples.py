@@ -216,3 +216,18 @@ def test_and_or_on_tuples_return_the_deciding_tuple():
     out = torch.zeros(1, dtype=torch.int32)
     tuple_truthiness[(1,)](out)
     assert out.item() == 3
+
+
+@triton.jit
+def scale_through_descriptors(descs, BLOCK: tl.constexpr):
+    src, dst = descs
+    dst.store([0, 0], src.load([0, 0]) * 2)
+
+
+def test_a_tuple_of_host_tensor_descriptors():
+    from compiler.tools.tensor_descriptor import TensorDescriptor
+    x = torch.randn(16, 32)
+    y = torch.full_like(x, float("nan"))
+    pair = (TensorDescriptor.from_tensor(x, [16, 32]), TensorDescriptor.from_tensor(y, [16, 32]))
+    scale_through_descriptors[(1,)](pair, 16)
+    torch.testing.assert_close(y, x * 2, rtol=0, atol=0)

@@ -81,3 +81,12 @@ def test_num_ctas_2_is_refused_on_the_gpu():
         A.increment_kernel[(1,)](x, 64, BLOCK_SIZE=64, num_ctas=2)
     A.increment_kernel[(1,)](x, 64, BLOCK_SIZE=64, num_ctas=1)
     assert torch.equal(x, torch.ones_like(x))
+
+
+def test_a_tuple_of_host_tensor_descriptors(gen):
+    from compiler.tools.tensor_descriptor import TensorDescriptor
+    x = torch.randn((16, 32), generator=gen, device=DEV)
+    y = torch.full_like(x, float("nan"))
+    pair = (TensorDescriptor.from_tensor(x, [16, 32]), TensorDescriptor.from_tensor(y, [16, 32]))
+    T.scale_through_descriptors[(1,)](pair, 16)
+    torch.testing.assert_close(y, x * 2, rtol=0, atol=0)
