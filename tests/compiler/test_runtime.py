@@ -1188,3 +1188,21 @@ def test_a_jit_function_argument_on_the_gpu_path(fake_cuda):
     assert k.compile_count == 1 and fake_cuda.fake_param(0) == 0x7F0000002000
     doubled = k.warmup(FakeTensor(0x7F0000001000), _double, 8, grid=(1,))
     assert k.compile_count == 2 and doubled.asm["ptx"] != ck.asm["ptx"]
+
+
+def test_a_tuple_of_tensor_descriptors_on_the_gpu_path(fake_cuda):
+    """Descriptor leaves of a tuple expand into their parts (base, shapes, strides) like a
+    descriptor argument does, and the PTX assembles."""
+    from compiler.backend import nvptx
+    from compiler.tools.tensor_descriptor import TensorDescriptor
+    from tests.compiler.test_tuples import scale_through_descriptors
+    k = _fresh(scale_through_descriptors)
+    src = TensorDescriptor(FakeTensor(0x7F0000001000), [16, 32], [32, 1], [16, 32])
+    dst = TensorDescriptor(FakeTensor(0x7F0000002000), [16, 32], [32, 1], [16, 32])
+    fake_cuda.fake_set_nparams(10)
+    ck = k[(1,)]((src, dst), 16)
+    assert ck.metadata["arg_names"][:6] == ["descs.0.base", "descs.0.shape0", "descs.0.shape1", "descs.0.stride0",
+                                           "descs.0.stride1", "descs.1.base"]
+    assert [fake_cuda.fake_param(i) for i in (0, 5)] == [0x7F0000001000, 0x7F0000002000]
+    assert [fake_cuda.fake_param(i) & 0xFFFFFFFF for i in (1, 2)] == [16, 32] and fake_cuda.fake_param(3) == 32
+    nvptx.ptxas_check(ck.asm["ptx"])
