@@ -11,7 +11,7 @@ from __future__ import annotations
 from .version import __version__
 
 from . import language  # noqa: E402
-from .errors import AutotunerError, CompilationError, OutOfResources, TritonError  # noqa: E402
+from .errors import AutotunerError, CompilationError, CompileTimeAssertionFailure, OutOfResources, TritonError  # noqa: E402
 from . import runtime  # noqa: E402
 from .runtime.jit import JITFunction, jit  # noqa: E402
 from .runtime.autotune import Autotuner, Config, Heuristics, autotune, heuristics  # noqa: E402
@@ -41,5 +41,5 @@ next_power_of_2.__blocktune_host_helper__ = True
 
 __all__ = ["jit", "JITFunction", "autotune", "heuristics", "Config", "Autotuner", "Heuristics",
            "compile", "CompiledKernel", "jit_from_source", "TensorWrapper", "reinterpret", "cdiv", "next_power_of_2",
-           "CompilationError", "OutOfResources", "TritonError", "AutotunerError", "testing", "language", "runtime",
-           "set_allocator", "__version__"]
+           "CompilationError", "OutOfResources", "TritonError", "AutotunerError", "CompileTimeAssertionFailure",
+           "testing", "language", "runtime", "set_allocator", "__version__"]

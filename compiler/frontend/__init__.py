@@ -10,6 +10,7 @@ from .block_pointers import TensorDescriptor
 from .codegen import CodeGenerator
 from .fold_dot import fold_dot_accumulate
 from .semantic import Builder, SemanticError, const
+from . import tuple_args
 
 
 def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | None = None) -> ir.Function:
@@ -17,12 +18,14 @@ def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | Non
     order) and `constexprs` (name → compile-time value; includes integers specialized to 1).
 
     `arg_attrs[name]` may carry {"divisibility": 16}. Every parameter of the kernel must appear in
-    exactly one of `signature` and `constexprs`.
+    exactly one of `signature` and `constexprs`. A tuple parameter's value in `constexprs` is its
+    skeleton (tuple_args.py), its runtime leaves `<param>.<i>...` in `signature` (or in
+    `constexprs` when specialized to 1).
     """
     arg_attrs = arg_attrs or {}
     params = list(kernel.arg_names)
     for name in list(signature) + list(constexprs):
-        if name not in params:
+        if tuple_args.root(name) not in params:
             raise CompilationError(f"{kernel.__name__}() has no parameter named '{name}'",
                                    _def_loc(kernel), _def_line(kernel))
     missing = [p for p in params if p not in signature and p not in constexprs]
@@ -34,9 +37,7 @@ def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | Non
             raise CompilationError(f"parameter '{p}' of {kernel.__name__}() is a tl.constexpr: pass it a value, not a type",
                                    _def_loc(kernel), _def_line(kernel))
     runtime, types, attrs, descriptors = [], [], [], {}
-    for p in params:
-        if p not in signature:
-            continue
+    for p in [n for q in params for n in signature if tuple_args.root(n) == q]:   # tuple leaves after their tuple
         t = signature[p]
         desc = DT.parse(t)
         if desc is not None:  # a host tensor descriptor: its parts are the parameters
@@ -67,6 +68,9 @@ def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | Non
         # the last stride is 1 (checked at launch): a constant, so the last dim is known contiguous
         strides = list(parts[1 + rank:-1]) + [const(b, 1, int64)]
         local[p] = TensorDescriptor(parts[0], parts[1:1 + rank], strides, block, padding)
+    for p in params:
+        if tuple_args.has_leaves(local.get(p)):
+            local[p] = tuple_args.fill(local[p], local.__getitem__)
     gen = CodeGenerator(kernel, b, local)
     try:
         gen.visit_stmts(kernel.fn_ast.body)

@@ -14,6 +14,7 @@ from ..language.extra.cuda.libdevice import BOOLEAN_RESULT as LIBDEVICE_BOOLEAN,
 from ..language.dtypes import block_type, dtype
 from . import block_pointers as BP
 from . import semantic as S
+from ..errors import CompileTimeAssertionFailure
 from .semantic import SemanticError, is_value
 
 BUILTINS: dict = {}
@@ -115,7 +116,8 @@ def static_assert(gen, node, cond, msg=""):
     if is_value(cond):
         raise SemanticError("tl.static_assert needs a compile-time condition")
     if not cond:
-        raise SemanticError(f"static assertion failed: {gen.text(node, msg)}")
+        raise CompileTimeAssertionFailure(f"static assertion failed: {gen.text(node, msg)}", gen.loc(node),
+                                          gen.source_line(node))
 
 
 @rule("static_print")

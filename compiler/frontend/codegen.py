@@ -15,7 +15,7 @@ import types
 from typing import Any
 
 from .. import ir
-from ..errors import CompilationError
+from ..errors import CompilationError, CompileTimeAssertionFailure
 from ..language import core as tl_core
 from ..language import dtypes as T
 from ..language.core import constexpr
@@ -185,9 +185,19 @@ class CodeGenerator(ast.NodeVisitor):
         elif isinstance(target, (ast.Tuple, ast.List)):
             if not isinstance(value, (tuple, list)):
                 raise self.error(target, f"cannot unpack {self._describe(value)} into {len(target.elts)} names")
-            if len(value) != len(target.elts):
+            starred = [i for i, t in enumerate(target.elts) if isinstance(t, ast.Starred)]
+            if starred:            # `first, *rest = values`: rest gets a list, as in Python
+                i = starred[0]
+                after = len(target.elts) - i - 1
+                if len(starred) > 1 or len(value) < len(target.elts) - 1:
+                    raise self.error(target, f"cannot unpack {len(value)} values into {len(target.elts)} names")
+                value = [*value[:i], list(value[i:len(value) - after]), *value[len(value) - after:]]
+                target_elts = [t.value if isinstance(t, ast.Starred) else t for t in target.elts]
+            elif len(value) != len(target.elts):
                 raise self.error(target, f"cannot unpack {len(value)} values into {len(target.elts)} names")
-            for t, v in zip(target.elts, value):
+            else:
+                target_elts = target.elts
+            for t, v in zip(target_elts, value):
                 self.assign(t, v)
         else:
             raise self.error(target, "only names and tuples of names can be assigned to in a kernel "
@@ -199,7 +209,7 @@ class CodeGenerator(ast.NodeVisitor):
         if is_value(cond):
             self.b.create("assert", [S.to_bool(self.b, cond)], [], {"message": msg})
         elif not cond:
-            raise self.error(node, f"static assertion failed: {msg}")
+            raise CompileTimeAssertionFailure(f"static assertion failed: {msg}", self.loc(node), self.source_line(node))
 
     def visit_If(self, node):
         cond = self.visit(node.test)
@@ -577,6 +587,34 @@ class CodeGenerator(ast.NodeVisitor):
             return v.value
         return v
 
+    def visit_ListComp(self, node):
+        """`[f(v) for v in values if cond]` over a tuple or list known at compile time (unrolled)."""
+        if len(node.generators) != 1 or node.generators[0].is_async:
+            raise self.error(node, "a comprehension in a kernel has exactly one `for`")
+        loop = node.generators[0]
+        items = self.visit(loop.iter)
+        if is_value(items) or not isinstance(items, (tuple, list)):
+            raise self.error(loop.iter, "a comprehension in a kernel iterates over a tuple or list known at compile "
+                                        f"time, not {self._describe(items)}")
+        outer = dict(self.scope.local)
+        out = []
+        try:
+            for item in items:
+                self.assign(loop.target, item)
+                keep = True
+                for cond in loop.ifs:
+                    c = self.visit(cond)
+                    if is_value(c):
+                        raise self.error(cond, "a comprehension's `if` must be known at compile time")
+                    keep = keep and bool(c)
+                if keep:
+                    out.append(self.visit(node.elt))
+        finally:
+            self.scope.local = outer     # the loop variable does not leak, as in Python 3
+        return out
+
+    visit_GeneratorExp = visit_ListComp
+
     def visit_Tuple(self, node):
         return tuple(self.visit(e) for e in node.elts)
 
@@ -608,6 +646,8 @@ class CodeGenerator(ast.NodeVisitor):
             return v.value if isinstance(v, constexpr) else v
         if isinstance(base, tuple) and node.attr in ("index", "count"):
             return getattr(base, node.attr)
+        if isinstance(base, tuple) and node.attr in getattr(type(base), "_fields", ()):
+            return getattr(base, node.attr)       # a NamedTuple's field
         if _is_jit(base):
             return getattr(base, node.attr)
         raise self.error(node, f"cannot take attribute '{node.attr}' of {self._describe(base)} in a kernel")
@@ -717,15 +757,16 @@ class CodeGenerator(ast.NodeVisitor):
         return S.logical(self.b, "and", a, b)
 
     def visit_BoolOp(self, node):
-        values = [self.visit(v) for v in node.values]
-        acc = values[0]
-        for v in values[1:]:
-            if isinstance(node.op, ast.And):
+        is_and = isinstance(node.op, ast.And)
+        acc = self.visit(node.values[0])
+        for expr in node.values[1:]:
+            if not is_value(acc) and (not acc if is_and else acc):
+                return acc      # decided at compile time: as in Python, the value, the rest unevaluated
+            v = self.visit(expr)
+            if not is_value(acc):
+                acc = v
+            elif is_and:
                 acc = self._and(acc, v)
-            elif not is_value(acc) and not is_value(v):
-                acc = acc or v
-            elif not is_value(acc):
-                acc = True if acc else v
             elif not is_value(v):
                 acc = True if v else acc
             else:
@@ -966,4 +1007,5 @@ _PYTHON_BUILTINS = {
     builtins.print: _py_print, builtins.isinstance: _py_isinstance, builtins.abs: _py_abs,
     builtins.range: _py_range_error,
     builtins.tuple: lambda gen, node, x=(): tuple(x), builtins.list: lambda gen, node, x=(): list(x),
+    tl_core.tuple: lambda gen, node, x=(): tuple(x),
 }

@@ -6,6 +6,7 @@ Calling one outside a kernel is an error that says so.
 """
 from __future__ import annotations
 
+import builtins
 import enum
 import functools
 from typing import Any
@@ -252,3 +253,10 @@ class static_range:
 
     def __init__(self, arg1, arg2=None, step=None):
         raise RuntimeError("tl.static_range can only be used inside a @jit kernel")
+
+
+# --- tuples ---------------------------------------------------------------------------------
+class tuple(builtins.tuple):  # noqa: A001 - Triton's name
+    """`tl.tuple(iterable)`: a tuple of kernel values. In a kernel it is a plain tuple (compared,
+    concatenated, indexed with constexprs, unpacked, passed to and returned from @jit functions);
+    on the host it is a tuple that a kernel takes as a tuple argument."""

@@ -41,7 +41,8 @@ from . import build, cache, descriptors, driver, native
 from .tensor_wrapper import TensorWrapper, reinterpret  # noqa: F401  (triton.runtime.jit's names)
 from ..language.dtypes import type_canonicalisation_dict  # noqa: F401  (as triton.runtime.jit's)
 
-# Triton launch options accepted (and ignored: one CTA per program, no register cap) by kernel[grid](...)
+# Triton launch options accepted by kernel[grid](...) and ignored, as hints that change no result (no
+# register cap); num_ctas must be 1 (a program is one CTA: thread-block clusters are not supported)
 _TRITON_LAUNCH_OPTIONS = ("num_ctas=1", "maxnreg=None", "enable_fp_fusion=True", "debug=None",
                           "launch_cooperative_grid=False", "extern_libs=None", "launch_pdl=False",
                           "sanitize_overflow=None")
@@ -145,7 +146,8 @@ def _int_kind(v: int, specialize: bool):
 def spec_arg(v, index: int, name: str, specialize: bool = True, interpret: bool = False):
     """(key part, divisible by 16, launch value) for one runtime argument. The key part is a torch
     dtype / ('cai', typestr) / ('np', dtype) for pointers, 'i32' 'i64' 'u64' 'fp32' 'i1' for scalars,
-    1 for an integer specialized to 1, None for None (a constexpr)."""
+    1 for an integer specialized to 1, None for None (a constexpr), ('jit', fingerprint) for a @jit
+    function (a constexpr, as in Triton)."""
     t = type(v)
     if t is int:
         return _int_kind(v, specialize)
@@ -155,6 +157,8 @@ def spec_arg(v, index: int, name: str, specialize: bool = True, interpret: bool 
         return "fp32", False, v
     if v is None:
         return None, False, None
+    if isinstance(v, JITFunction):
+        return ("jit", v.fingerprint), False, None
     if isinstance(v, constexpr):
         return spec_arg(v.value, index, name, specialize, interpret)
     if t is TensorWrapper:  # triton.reinterpret: a pointer to the wrapper's dtype
@@ -570,17 +574,55 @@ class JITFunction:
             if name in self.constexpr_names:
                 constexprs[name] = v.value if isinstance(v, constexpr) else v
                 continue
-            call_names.append(name)
-            k, aligned, _ = spec_arg(v, 0, name, name not in self.do_not_specialize, interpret)
-            if k is None:
-                constexprs[name] = None
-                continue
-            sig[name] = key_to_type(k)
-            if k == 1 and type(k) is int:
-                eq1.append(name)
-            elif aligned and name not in self.do_not_specialize_on_alignment:
-                div16.append(name)
+            if isinstance(v, tuple):     # its leaves are the parameters (frontend/tuple_args.py)
+                from ..frontend import tuple_args  # noqa: PLC0415 - import time: loads with the front end
+                constexprs[name], args = tuple_args.flatten(name, v)
+            else:
+                args = ((name, v),)
+            for arg, av in args:
+                call_names.append(arg)
+                k, aligned, _ = spec_arg(av, 0, arg, name not in self.do_not_specialize, interpret)
+                if k is None or isinstance(av, JITFunction):
+                    constexprs[arg] = av
+                    continue
+                sig[arg] = key_to_type(k)
+                if k == 1 and type(k) is int:
+                    eq1.append(arg)
+                elif aligned and name not in self.do_not_specialize_on_alignment:
+                    div16.append(arg)
         return sig, constexprs, tuple(div16), tuple(eq1), call_names
+
+    def _with_tuple_leaves(self, values: tuple) -> dict:
+        """name → value of every parameter, and of the leaves of tuple arguments."""
+        named = dict(zip(self.arg_names, values))
+        for name, v in list(named.items()):
+            if isinstance(v, tuple) and name not in self.constexpr_names:
+                from ..frontend import tuple_args  # noqa: PLC0415 - import time: loads with the front end
+                named.update(tuple_args.flatten(name, v)[1])
+        return named
+
+    def _run_with_tuple_args(self, grid, values: tuple, num_warps, num_stages, stream, warmup):
+        """The GPU launch of a call with tuple arguments, all in Python (the leaves are kernel
+        parameters, so neither the C binder nor the runner's key covers them)."""
+        _refresh_torch()
+        dev = _NS["_get_device"]()
+        if stream is None:
+            stream = _NS["_get_stream"](dev)
+        sig, constexprs, div16, eq1, call_names = self.specialize(values, interpret=False)
+        key = ("tuple args", tuple(sig.items()), tuple((k, cache.canon(v)) for k, v in constexprs.items()),
+               div16, eq1, num_warps, num_stages, dev)
+        entry = self._launchers.get(key)
+        if entry is None or warmup:
+            entry = self._miss(key, values, num_warps, num_stages, dev, warmup)
+            if warmup:
+                return entry[1]
+        if callable(grid):
+            grid = grid(dict(zip(self.arg_names, values), num_warps=num_warps, num_stages=num_stages))
+        g = _grid3(grid)
+        if min(g) > 0:
+            named = self._with_tuple_leaves(values)
+            entry[0](*g, stream, *(spec_arg(named[n], 0, n, True, False)[2] for n in call_names))
+        return entry[1]
 
     def _run_interpreted(self, grid, values: tuple, num_warps, num_stages, warmup=False):
         sig, constexprs, div16, eq1, _ = self.specialize(values, interpret=True)
@@ -599,7 +641,7 @@ class JITFunction:
         g = _grid3(grid)
         if min(g) <= 0:
             return ir_fn
-        named = dict(zip(self.arg_names, values))
+        named = self._with_tuple_leaves(values)
         args = descriptors.expand(ir_fn.arg_names, named, lambda tensor: tensor)
         args = [a.base if type(a) is TensorWrapper else a for a in args]
         from .. import interpreter  # noqa: PLC0415 - import time: the interpreter loads at the first CPU launch
@@ -729,7 +771,7 @@ def _is_namespace(obj) -> bool:
 _RESERVED = frozenset({"num_warps", "num_stages", "stream", "warmup"} |
                       {o.split("=")[0] for o in _TRITON_LAUNCH_OPTIONS})
 _INTERNAL = re.compile(r"_(grid_|opts|t|[pka]\d+|dev|key|e|n|r|bind|g\d|self|launchers|dflt|make|Tensor|get_device|"
-                       r"get_stream|interpret_var_set|interpret_mode|int_kind|spec_arg|cpu_tensor)")
+                       r"get_stream|interpret_var_set|interpret_mode|int_kind|spec_arg|cpu_tensor|unsupported_num_ctas)")
 
 
 def _generate_runner(jf: JITFunction):
@@ -765,6 +807,7 @@ def _generate_runner(jf: JITFunction):
              f"warmup=False, {', '.join(_TRITON_LAUNCH_OPTIONS)}):")
     all_vals = ", ".join(names)
     tuple_src = f"({all_vals},)" if names else "()"
+    L.append("    if num_ctas != 1: _unsupported_num_ctas(num_ctas)")
     L.append("    if _interpret_var_set() and _interpret_mode():")
     L.append(f"        return _self._run_interpreted(_grid_, {tuple_src}, num_warps, num_stages, warmup)")
     # the common case in C (launch.c's Binder); NotImplemented: the Python body below
@@ -793,6 +836,8 @@ def _generate_runner(jf: JITFunction):
             L.append(f"            _k{j} = 'i32'")
         L.append(f"        else: _k{j} = _int_kind({n}, {spec})[0]")
         L.append(f"        _a{j} = {'not (' + n + ' & 15)' if spec else 'False'}")
+        L.append(f"    elif isinstance({n}, tuple):")
+        L.append(f"        return _self._run_with_tuple_args(_grid_, {tuple_src}, num_warps, num_stages, stream, warmup)")
         L.append("    else:")
         L.append(f"        _k{j}, _a{j}, _p{j} = _spec_arg({n}, {j}, {n!r}, {spec})")
         key_parts += [f"_k{j}", f"_a{j}"]
@@ -837,6 +882,7 @@ def _generate_runner(jf: JITFunction):
     glb.setdefault("_int_kind", _int_kind)
     glb.setdefault("_spec_arg", spec_arg)
     glb.setdefault("_cpu_tensor", _cpu_tensor)
+    glb.setdefault("_unsupported_num_ctas", _unsupported_num_ctas)
     loc_ns: dict = {}
     exec(compile(factory_src, f"<blocktune runner {jf.__name__}>", "exec"), glb, loc_ns)  # noqa: S102
     dflt = [jf.defaults.get(n) for n in names]
@@ -860,6 +906,11 @@ def _make_binder(jf: JITFunction, ns: dict):
     names = tuple(sys.intern(n) for n in jf.arg_names)
     defaults = tuple(jf.defaults[n] if n in jf.defaults else _MISSING for n in jf.arg_names)
     return mod.Binder(jf._launchers, ns, spec, names, defaults, _MISSING)
+
+
+def _unsupported_num_ctas(num_ctas):
+    raise ValueError(f"num_ctas={num_ctas!r} is not supported: blocktune runs each program as one CTA (thread-block "
+                     "clusters are not implemented); use num_ctas=1 (the default)")
 
 
 def _cpu_tensor(name):
