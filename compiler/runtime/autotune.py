@@ -319,15 +319,6 @@ class Autotuner:
     def run(self, *args, **kwargs):
         nargs = dict(zip(self.arg_names, args))
         all_args = {**nargs, **kwargs}
-        if _interpret():
-            # no timing on the CPU: a listener's config when one answers, else the first config
-            # that early_config_prune keeps (the others may not fit these arguments)
-            config = self._from_listeners(all_args)
-            if config is None:
-                self._launch_missed(all_args, args, kwargs)
-                config = self._early_pruned(kwargs, nargs)[0]
-            self.best_config = config
-            return self._launch(config, args, kwargs, nargs)
         key = self._key(all_args)
         config = self.cache.get(key)
         if config is None:
