@@ -400,6 +400,8 @@ def _scan(lw, op, xs, comb):
                 chunk_total = None
                 for w in range(nwa):
                     chunk_total = tots[w] if chunk_total is None else (comb(tots[w], chunk_total) if rev else comb(chunk_total, tots[w]))
-                carry = chunk_total if carry is None else (comb(chunk_total, carry) if rev else comb(carry, chunk_total))
+                # carry holds the chunks before this one in scan order (higher ones when reversed),
+                # so it stays the left operand in both directions
+                carry = chunk_total if carry is None else comb(carry, chunk_total)
     for k, res in enumerate(op.results):
         lw.set_block(res, lay, [t[k] for t in regs])
