@@ -65,8 +65,8 @@ def layouts_2d(shape, num_warps):
 
 
 @pytest.mark.parametrize("reverse", [False, True])
-@pytest.mark.parametrize("num_warps", [1, 2, 4, 8, 16])
-@pytest.mark.parametrize("n", [1, 2, 16, 64, 256, 512, 2048, 4096, 8192])
+@pytest.mark.parametrize("num_warps", [1, 2, 4, 16])
+@pytest.mark.parametrize("n", [1, 2, 16, 64, 256, 1024, 4096])
 def test_scan_order_1d(n, num_warps, reverse):
     for lay in layouts_1d(n, num_warps):
         run_scan(lay, num_warps, 0, reverse, seed=n)
@@ -74,8 +74,8 @@ def test_scan_order_1d(n, num_warps, reverse):
 
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("axis", [0, 1])
-@pytest.mark.parametrize("num_warps", [1, 4, 8, 16])
-@pytest.mark.parametrize("shape", [(2, 64), (8, 8), (16, 128), (64, 32), (128, 4), (256, 16), (1024, 2)])
+@pytest.mark.parametrize("num_warps", [1, 4, 16])
+@pytest.mark.parametrize("shape", [(2, 64), (8, 8), (16, 128), (128, 4), (256, 16), (1024, 2)])
 def test_scan_order_2d(shape, num_warps, axis, reverse):
     for lay in layouts_2d(shape, num_warps):
         run_scan(lay, num_warps, axis, reverse, seed=shape[0])
@@ -86,3 +86,47 @@ def test_linear_recurrence_h100_case():
     whose running total was composed the wrong way round from the third chunk on."""
     run_scan(blocked((4096,), (0,), 4, 4), 4, 0, True)
     run_scan(default_layout((4096,), 4), 4, 0, True)
+
+
+class _ScanReached(Exception):
+    pass
+
+
+def compiled_scan_layout(monkeypatch, shape, axis, reverse, num_warps, aligned):
+    """The layout the backend hands the scan rule when lowering the GPU test's kernel (`aligned`:
+    the pointers are known to be 16-byte aligned, as for torch tensors at launch, which lets loads
+    vectorize and so changes the layout). The lowering stops there: only the layout is wanted."""
+    from compiler.backend.nvptx import lower_to_llvm
+    from compiler.runtime.compile import build_ir
+    from tests.compiler.kernels import shape_ops as SK
+
+    def spy(lw, op, xs, comb):
+        raise _ScanReached(lw.layout_of(xs[0]))
+    monkeypatch.setattr(reduction, "_scan", spy)
+    sig = dict(A="*fp32", B="*fp32", H="*fp32")
+    if len(shape) == 1:
+        kern, cx = SK.linear_recurrence_kernel, dict(N=shape[0], REVERSE=reverse)
+    else:
+        kern, cx = SK.linear_recurrence_2d_kernel, dict(M=shape[0], N=shape[1], AXIS=axis, REVERSE=reverse)
+    fn = build_ir(kern, sig, cx, divisible_by_16=tuple(sig) if aligned else ())
+    with pytest.raises(_ScanReached) as got:
+        lower_to_llvm(fn, num_warps=num_warps, target="sm_90")
+    monkeypatch.undo()
+    return got.value.args[0]
+
+
+def _gpu_cases():
+    from tests.compiler.kernels import shape_ops as SK
+    return [(n, nw, block) for n in SK.RECURRENCE_SIZES for nw in SK.RECURRENCE_WARPS
+            for block in SK.recurrence_blocks(n)]
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("n,num_warps,block", _gpu_cases())
+def test_scan_order_of_the_gpu_test_kernels(monkeypatch, n, num_warps, block, reverse):
+    """Every case of test_shape_ops_gpu.py::test_linear_recurrence_order, in the layout the compiler
+    really gives its scan, replayed on the model."""
+    shape, axis = block
+    for aligned in (False, True):
+        lay = compiled_scan_layout(monkeypatch, shape, axis, reverse, num_warps, aligned)
+        run_scan(lay, num_warps, axis, reverse, seed=n + num_warps)
