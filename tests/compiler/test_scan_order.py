@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from compiler.backend import reduction
-from compiler.backend.layouts import blocked, default_layout
+from compiler.backend.layouts import Layout, blocked, default_layout
 from compiler.language import dtypes as T
 
 from simt_model import CTA, Op, Val, Value
@@ -79,6 +79,20 @@ def test_scan_order_1d(n, num_warps, reverse):
 def test_scan_order_2d(shape, num_warps, axis, reverse):
     for lay in layouts_2d(shape, num_warps):
         run_scan(lay, num_warps, axis, reverse, seed=shape[0])
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("lay,axis", [
+    # registers interleaved with lanes along the axis
+    (Layout((128,), ((1,), (4,)), ((2,), (8,), (16,), (32,), (64,)), ()), 0),
+    # a register basis across both dims (XOR swizzle)
+    (Layout((2, 32), ((1, 1),), ((0, 1), (0, 2), (0, 4), (0, 8), (0, 16)), ()), 0),
+    (Layout((2, 32), ((1, 1),), ((0, 1), (0, 2), (0, 4), (0, 8), (0, 16)), ()), 1),
+])
+def test_scan_order_of_layouts_the_rule_converts(lay, axis, reverse):
+    """Layouts the rule cannot scan in place (it converts to a blocked one first)."""
+    assert not reduction._scan_ok(lay, axis)
+    run_scan(lay, lay.num_warps, axis, reverse)
 
 
 def test_linear_recurrence_h100_case():
