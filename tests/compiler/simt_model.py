@@ -46,29 +46,13 @@ class Builder:
     def _a(self, x):
         return _arr(x, self.cta.n_threads)
 
-    def _bin(self, f, x, y):
-        return Val(f(self._a(x), self._a(y)), getattr(x, "type", I32))
+    def _binary(f):
+        def op(self, x, y):
+            return Val(f(self._a(x), self._a(y)), getattr(x, "type", I32))
+        return op
 
-    def add(self, x, y):
-        return self._bin(np.add, x, y)
-
-    def mul(self, x, y):
-        return self._bin(np.multiply, x, y)
-
-    def and_(self, x, y):
-        return self._bin(np.bitwise_and, x, y)
-
-    def or_(self, x, y):
-        return self._bin(np.bitwise_or, x, y)
-
-    def xor(self, x, y):
-        return self._bin(np.bitwise_xor, x, y)
-
-    def shl(self, x, y):
-        return self._bin(np.left_shift, x, y)
-
-    def lshr(self, x, y):
-        return self._bin(np.right_shift, x, y)
+    add, mul, and_, or_, xor, shl, lshr = map(_binary, (np.add, np.multiply, np.bitwise_and, np.bitwise_or,
+                                                        np.bitwise_xor, np.left_shift, np.right_shift))
 
     def icmp_unsigned(self, op, x, y):
         return Val(_CMP[op](self._a(x), self._a(y)))
