@@ -251,7 +251,9 @@ def lower_scan_combine(lw, op):
 def _scan(lw, op, xs, comb):
     """Inclusive scan of tuples of registers (one component per input) with `comb`: in registers,
     across lanes (Hillis–Steele with shuffles), then across warps and register chunks through shared
-    memory. `comb(earlier, later)` keeps the order of its operands along the axis."""
+    memory. `comb(earlier, later)` keeps the order of its operands in scan order: along the axis, or
+    from the end when reversed (Triton's reverse scan is the forward scan of the flipped block, so
+    there the higher elements are the left operand)."""
     x = xs[0]
     axis, rev = op.attrs["axis"], bool(op.attrs.get("reverse", False))
     dts = [v.dtype for v in xs]
@@ -400,6 +402,8 @@ def _scan(lw, op, xs, comb):
                 chunk_total = None
                 for w in range(nwa):
                     chunk_total = tots[w] if chunk_total is None else (comb(tots[w], chunk_total) if rev else comb(chunk_total, tots[w]))
-                carry = chunk_total if carry is None else (comb(chunk_total, carry) if rev else comb(carry, chunk_total))
+                # carry holds the chunks before this one in scan order (higher ones when reversed),
+                # so it stays the left operand in both directions
+                carry = chunk_total if carry is None else comb(carry, chunk_total)
     for k, res in enumerate(op.results):
         lw.set_block(res, lay, [t[k] for t in regs])

@@ -121,6 +121,15 @@ def test_linear_recurrence_tuple_scan(interpret, gen, N, reverse):
     torch.testing.assert_close(h.double(), R.linear_recurrence_ref(a, b, reverse), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_linear_recurrence_2d(interpret, gen, axis, reverse):
+    a, b = rand(gen, (8, 32), torch.float32, 0.5, 1.0), rand(gen, (8, 32), torch.float32)
+    h = poisoned((8, 32), torch.float32)
+    SK.linear_recurrence_2d_kernel[(1,)](a, b, h, M=8, N=32, AXIS=axis, REVERSE=reverse)
+    torch.testing.assert_close(h.double(), R.linear_recurrence_ref(a, b, reverse, axis), rtol=1e-5, atol=1e-5)
+
+
 def test_combine_fn_must_be_jit():
     src = '''
 import compiler as triton
@@ -255,6 +264,10 @@ PTX_CASES = {
        for ax in (0, 1) for op in (0, 1, 2) for rev in (False, True)},
     "linear_recurrence": (SK.linear_recurrence_kernel, dict(A="*fp32", B="*fp32", H="*fp32"), dict(N=1024, REVERSE=False), 4),
     "linear_recurrence_rev": (SK.linear_recurrence_kernel, dict(A="*fp32", B="*fp32", H="*fp32"), dict(N=256, REVERSE=True), 8),
+    "linear_recurrence_2d_ax0_rev": (SK.linear_recurrence_2d_kernel, dict(A="*fp32", B="*fp32", H="*fp32"),
+                                     dict(M=512, N=16, AXIS=0, REVERSE=True), 8),
+    "linear_recurrence_2d_ax1": (SK.linear_recurrence_2d_kernel, dict(A="*fp32", B="*fp32", H="*fp32"),
+                                 dict(M=16, N=256, AXIS=1, REVERSE=False), 4),
     "gather_ax0": (SK.gather_kernel, dict(Src="*fp32", Index="*i32", Out="*fp32"), dict(M=64, N=32, K=16, AXIS=0), 4),
     "gather_ax1_i64": (SK.gather_kernel, dict(Src="*fp16", Index="*i64", Out="*fp16"), dict(M=16, N=128, K=256, AXIS=1), 4),
     **{f"flip_sort_dim{d}_desc{int(desc)}_{dt}": (SK.flip_sort_kernel, dict(X=f"*{dt}", Flipped=f"*{dt}", Sorted=f"*{dt}"),

@@ -99,6 +99,23 @@ def test_linear_recurrence_tuple_scan(gen, N, nw, reverse):
     torch.testing.assert_close(h.double().cpu(), R.linear_recurrence_ref(a, b, reverse), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("block", [0, 1, 2, 3, 4])
+@pytest.mark.parametrize("nw", SK.RECURRENCE_WARPS)
+@pytest.mark.parametrize("n", SK.RECURRENCE_SIZES)
+@pytest.mark.parametrize("reverse", [False, True])
+def test_linear_recurrence_order(gen, n, nw, block, reverse):
+    """A non-commutative combine over many elements per thread, warps along the axis and 2-D
+    blocks: a combine that sees its operands out of order shows (a reversed cumsum would not)."""
+    shape, axis = SK.recurrence_blocks(n)[block]
+    a, b = rand(gen, shape, torch.float32, 0.5, 1.0), rand(gen, shape, torch.float32)
+    h = poisoned(shape, torch.float32)
+    if len(shape) == 1:
+        SK.linear_recurrence_kernel[(1,)](a, b, h, N=n, REVERSE=reverse, num_warps=nw)
+    else:
+        SK.linear_recurrence_2d_kernel[(1,)](a, b, h, M=shape[0], N=shape[1], AXIS=axis, REVERSE=reverse, num_warps=nw)
+    torch.testing.assert_close(h.double().cpu(), R.linear_recurrence_ref(a, b, reverse, axis), rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("M,N,K,axis,nw", [(8, 16, 8, 0, 1), (8, 16, 32, 0, 4), (16, 32, 64, 1, 4), (32, 4, 2, 1, 1),
                                            (64, 64, 64, 0, 8)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64])

@@ -135,6 +135,26 @@ def linear_recurrence_kernel(A, B, H, N: tl.constexpr, REVERSE: tl.constexpr):
     tl.store(H + offs, h)
 
 
+@triton.jit
+def linear_recurrence_2d_kernel(A, B, H, M: tl.constexpr, N: tl.constexpr, AXIS: tl.constexpr, REVERSE: tl.constexpr):
+    """The linear recurrence along AXIS of a [M, N] tile, every row (column) on its own."""
+    offs = tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :]
+    a = tl.load(A + offs)
+    b = tl.load(B + offs)
+    _, h = tl.associative_scan((a, b), AXIS, _affine, reverse=REVERSE)
+    tl.store(H + offs, h)
+
+
+# (shape, axis) of the linear-recurrence cases run on the GPU and replayed on the CTA model: for
+# n elements, 1-D and 2-D blocks scanned along a long and a short axis, so that registers, lanes
+# and warps along the axis come in every order and count
+def recurrence_blocks(n):
+    return [((n,), 0), ((n // 16, 16), 0), ((n // 16, 16), 1), ((16, n // 16), 0), ((16, n // 16), 1)]
+
+
+RECURRENCE_SIZES, RECURRENCE_WARPS = (512, 2048, 4096, 8192), (1, 4, 8)
+
+
 # ---- gather, flip, sort, histogram ----------------------------------------------------------------
 
 @triton.jit

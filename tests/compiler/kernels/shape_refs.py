@@ -12,15 +12,14 @@ def scan_ref(x, axis, op, reverse):
     return r.flip(axis) if reverse else r
 
 
-def linear_recurrence_ref(a, b, reverse):
-    """h[i] = a[i] * h[i-1] + b[i] (from the end when reversed), in float64 on the CPU."""
-    ad, bd = a.double().cpu(), b.double().cpu()
-    n = ad.shape[0]
-    ref, acc = torch.empty(n, dtype=torch.float64), 0.0
-    for i in (range(n - 1, -1, -1) if reverse else range(n)):
-        acc = ad[i].item() * acc + bd[i].item()
+def linear_recurrence_ref(a, b, reverse, axis=0):
+    """h[i] = a[i] * h[i-1] + b[i] along `axis` (from the end when reversed), in float64 on the CPU."""
+    ad, bd = (t.double().cpu().movedim(axis, 0) for t in (a, b))
+    ref, acc = torch.empty_like(ad), torch.zeros_like(ad[0])
+    for i in (range(ad.shape[0] - 1, -1, -1) if reverse else range(ad.shape[0])):
+        acc = ad[i] * acc + bd[i]
         ref[i] = acc
-    return ref
+    return ref.movedim(0, axis)
 
 
 def check_join_split_interleave(x, y, joined, a, b, inter):
