@@ -1,8 +1,11 @@
 # blocktune: one image for the API (`blocktune serve`), the migration (`blocktune migrate`) and the
 # GPU workers (`blocktune worker`). The CUDA driver (libcuda) comes from the host through the NVIDIA
 # container toolkit; PTX is produced by LLVM (llvmlite) and loaded by the driver, so no CUDA toolkit
-# is needed in the image.
-FROM python:3.11-slim
+# is needed in the image, and no torch (the worker hands the GPU its own buffers; the CPU worker
+# interprets on numpy). BASE_IMAGE: any Debian-like image with Python >= 3.11 and pip on PATH.
+# Builds with the classic builder and with BuildKit (no heredocs, no RUN --mount).
+ARG BASE_IMAGE=python:3.11-slim
+FROM ${BASE_IMAGE}
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
@@ -17,12 +20,12 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /app
 # dependencies first (a layer that survives source edits)
 COPY pyproject.toml README.md ./
-RUN python - <<'PY' > /tmp/requirements.txt
-import tomllib
-p = tomllib.load(open("pyproject.toml", "rb"))["project"]
-print("\n".join(p["dependencies"] + p["optional-dependencies"]["postgres"]))
-PY
-RUN pip install -r /tmp/requirements.txt
+COPY docker/requirements.py /tmp/requirements.py
+# CUDA_BINDINGS narrows the driver bindings pyproject.toml allows (cuda-bindings 13: NVIDIA driver
+# >= 580.65.06), e.g. 'cuda-bindings>=12.6,<13' for drivers from 550 on (docs/deploy.md)
+ARG CUDA_BINDINGS=""
+RUN python /tmp/requirements.py pyproject.toml > /tmp/requirements.txt \
+    && pip install -r /tmp/requirements.txt ${CUDA_BINDINGS}
 
 COPY compiler ./compiler
 COPY tuner ./tuner

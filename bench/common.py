@@ -46,3 +46,34 @@ def geomean(xs):
     import math
     xs = [x for x in xs if x and x > 0]
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def report(rows: list[dict], kernel: str, unit: str, json_name: str) -> None:
+    """Print rows (blocktune_<unit>, triton_<unit>, torch_<unit>, vs_triton, vs_torch) as a markdown
+    table with the geomean ratio to Triton, and write them to $OUT/<json_name> when OUT is set."""
+    import json
+    label = {"gbs": "GB/s", "tflops": "TFLOP/s"}[unit]
+    print(f"\n| kernel | shape | blocktune {label} | Triton {label} | torch {label} | × Triton | × torch |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['kernel']} | {r['shape']} | {r[f'blocktune_{unit}']:.1f} | {r[f'triton_{unit}'] or 0:.1f} | "
+              f"{r[f'torch_{unit}']:.1f} | {r['vs_triton'] or 0:.3f} | {r['vs_torch']:.3f} |")
+    ratios = [r["vs_triton"] for r in rows if r["vs_triton"]]
+    if ratios:
+        print(f"{kernel}: geomean × Triton {geomean(ratios):.3f}, worst {min(ratios):.3f}")
+    if os.environ.get("OUT"):
+        with open(os.path.join(os.environ["OUT"], json_name), "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+def result_row(kernel: str, shape: str, work: float, unit: str, times: dict, t_torch: float) -> dict:
+    """One benchmark row: `work` (GB or TFLOP) per ms of blocktune, Triton (None when absent) and
+    torch, and the ratios; printed as it is made."""
+    t_bt, t_tri = times["blocktune"], times["triton"]
+    r = {"kernel": kernel, "shape": shape, "blocktune_ms": t_bt, "triton_ms": t_tri, "torch_ms": t_torch,
+         f"blocktune_{unit}": work / (t_bt * 1e-3), f"triton_{unit}": work / (t_tri * 1e-3) if t_tri else None,
+         f"torch_{unit}": work / (t_torch * 1e-3), "vs_triton": t_tri / t_bt if t_tri else None, "vs_torch": t_torch / t_bt}
+    label = {"gbs": "GB/s", "tflops": "TFLOP/s"}[unit]
+    print(f"{kernel} {shape}: blocktune {r[f'blocktune_{unit}']:7.1f} {label}  triton {r[f'triton_{unit}'] or 0:7.1f}  "
+          f"torch {r[f'torch_{unit}']:7.1f}  ×triton {r['vs_triton'] or 0:.3f}  ×torch {r['vs_torch']:.3f}", flush=True)
+    return r

@@ -4,6 +4,7 @@ Stands alone: it imports nothing of compiler/tuner/db/service.
 """
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from typing import Any, Mapping
@@ -13,6 +14,7 @@ import httpx
 from client.models import BestConfig, Gpu, Job, JobPage, Kernel, Trial
 
 API = "/api/v1"
+log = logging.getLogger("blocktune.client")
 
 
 class ServiceError(Exception):
@@ -122,13 +124,28 @@ class Client:
         return [Trial.model_validate(t) for t in self._request("GET", f"{API}/jobs/{int(job_id)}/trials").json()]
 
     def wait(self, job_id: int, *, poll: float = 1.0, timeout: float | None = None, progress: bool = True) -> Job:
-        """Follow a job until it ends, with a rich progress bar; returns the final job."""
+        """Follow a job until it ends, with a rich progress bar; returns the final job.
+
+        While no live worker can take the job, the service says why (`Job.waiting_reason`, e.g.
+        "waiting for a worker with GPU model X; 1 worker alive: …"): the progress bar shows it, and
+        without one it is logged (logger "blocktune.client") each time it changes. A TimeoutError
+        carries it too."""
         deadline = None if timeout is None else time.monotonic() + timeout
         job = self.get_job(job_id)
+
+        def raise_if_late() -> None:
+            if deadline is None or time.monotonic() <= deadline:
+                return
+            why = f": {job.waiting_reason}" if job.waiting_reason else ""
+            raise TimeoutError(f"job {job_id} still {job.state} after {timeout}s{why}")
+
         if not progress:
+            said = None
             while not job.done:
-                if deadline is not None and time.monotonic() > deadline:
-                    raise TimeoutError(f"job {job_id} still {job.state} after {timeout}s")
+                if job.waiting_reason and job.waiting_reason != said:
+                    log.warning("job %d: %s", job_id, job.waiting_reason)
+                said = job.waiting_reason
+                raise_if_late()
                 time.sleep(poll)
                 job = self.get_job(job_id)
             return job
@@ -136,15 +153,16 @@ class Client:
 
         with Progress(TextColumn("[bold]job {task.fields[job]}[/] {task.fields[state]}"), BarColumn(),
                       MofNCompleteColumn(), TextColumn("best {task.fields[best]}"), TimeElapsedColumn(),
-                      transient=False) as bar:
-            task = bar.add_task("job", total=job.trials_total or None, job=job_id, state=job.state, best="-")
+                      TextColumn("{task.fields[waiting]}", style="yellow"), transient=False) as bar:
+            task = bar.add_task("job", total=job.trials_total or None, job=job_id, state=job.state, best="-",
+                                waiting="")
             while True:
                 best = f"{job.best_time_ms:.4f} ms" if job.best_time_ms is not None else "-"
-                bar.update(task, completed=job.trials_done, total=job.trials_total or None, state=job.state, best=best)
+                bar.update(task, completed=job.trials_done, total=job.trials_total or None, state=job.state, best=best,
+                           waiting=job.waiting_reason or "")
                 if job.done:
                     return job
-                if deadline is not None and time.monotonic() > deadline:
-                    raise TimeoutError(f"job {job_id} still {job.state} after {timeout}s")
+                raise_if_late()
                 time.sleep(poll)
                 job = self.get_job(job_id)
 

@@ -32,6 +32,8 @@ class Job(_Model):
     finished_at: datetime | None = None
     updated_at: datetime | None = None
     spec: dict[str, Any] | None = None
+    # set while no live worker can take the job: what it waits for and which workers are alive
+    waiting_reason: str | None = None
 
     @property
     def done(self) -> bool:

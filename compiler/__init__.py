@@ -11,12 +11,14 @@ from __future__ import annotations
 from .version import __version__
 
 from . import language  # noqa: E402
-from .errors import CompilationError, OutOfResources  # noqa: E402
+from .errors import AutotunerError, CompilationError, CompileTimeAssertionFailure, OutOfResources, TritonError  # noqa: E402
 from . import runtime  # noqa: E402
 from .runtime.jit import JITFunction, jit  # noqa: E402
 from .runtime.autotune import Autotuner, Config, Heuristics, autotune, heuristics  # noqa: E402
 from .runtime.compile import CompiledKernel, compile  # noqa: E402
 from .runtime.source import jit_from_source  # noqa: E402
+from .runtime.allocator import set_allocator  # noqa: E402
+from .runtime.tensor_wrapper import TensorWrapper, reinterpret  # noqa: E402
 from . import testing  # noqa: E402
 
 
@@ -38,5 +40,6 @@ cdiv.__blocktune_host_helper__ = True
 next_power_of_2.__blocktune_host_helper__ = True
 
 __all__ = ["jit", "JITFunction", "autotune", "heuristics", "Config", "Autotuner", "Heuristics",
-           "compile", "CompiledKernel", "jit_from_source", "cdiv", "next_power_of_2",
-           "CompilationError", "OutOfResources", "testing", "language", "runtime", "__version__"]
+           "compile", "CompiledKernel", "jit_from_source", "TensorWrapper", "reinterpret", "cdiv", "next_power_of_2",
+           "CompilationError", "OutOfResources", "TritonError", "AutotunerError", "CompileTimeAssertionFailure",
+           "testing", "language", "runtime", "set_allocator", "__version__"]

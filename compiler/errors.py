@@ -1,10 +1,15 @@
-"""Errors raised by the compiler: `CompilationError` (with a source location) and `OutOfResources`."""
+"""Errors raised by the compiler: `CompilationError` (with a source location), `OutOfResources` and
+`AutotunerError`, all `TritonError`s as in Triton."""
 from __future__ import annotations
 
 _SHOWN_CHARS = 160     # of a long source line, the error shows this much around the column
 
 
-class CompilationError(Exception):
+class TritonError(Exception):
+    """The base of the compiler's own errors (Triton's `triton.TritonError`)."""
+
+
+class CompilationError(TritonError):
     """A kernel could not be compiled. `str()` reads like a C compiler diagnostic:
 
         file.py:12:9: error: <message>
@@ -46,13 +51,31 @@ class CompilationError(Exception):
         return (type(self), (self.message, self.loc, self.source_line))
 
 
-class OutOfResources(Exception):
+class CompileTimeAssertionFailure(CompilationError):
+    """A `tl.static_assert` (or an `assert` on compile-time values) failed (Triton's name)."""
+
+
+class OutOfResources(TritonError):
     """The kernel needs more shared memory / registers / threads than the device offers."""
 
     def __init__(self, required: int, limit: int, name: str = "shared memory"):
         self.required, self.limit, self.name = required, limit, name
-        super().__init__(f"out of resource: {name}, required: {required}, hardware limit: {limit}. "
-                         "Reducing block sizes or `num_stages` may help.")
+        super().__init__(f"out of resource: {name}, Required: {required}, Hardware limit: {limit}. "
+                         "Reducing block sizes or `num_stages` may help.")   # Triton's words
 
     def __reduce__(self):
         return (type(self), (self.required, self.limit, self.name))
+
+
+class AutotunerError(TritonError):
+    """@autotune was set up so that it cannot pick a config (e.g. pruning left none)."""
+
+    def __init__(self, message: str):
+        self.message = str(message)
+        super().__init__(self.message)
+
+    def __str__(self) -> str:
+        return f"Autotuner error: {self.message}"
+
+    def __reduce__(self):
+        return (type(self), (self.message,))

@@ -18,6 +18,17 @@ The op set (operand names in order; `?` marks an optional operand that may be No
   expand_dims x         → r        attrs: axis (a size-1 dim is inserted there)
   reshape    x          → r        attrs: can_reorder; row-major element order is kept
   trans      x          → r        attrs: perm (tuple)
+  join       a, b       → r        a, b of one type; r = their values side by side in a new minor
+                                   dim of size 2 (r[..., 0] = a, r[..., 1] = b)
+  split      x          → r0, r1   x's last dim has size 2; r0 = x[..., 0], r1 = x[..., 1]
+  gather     src, index → r        attrs: axis; index (integers) has src's rank and src's size in
+                                   every other dim; r (index's shape, src's type) = src with the
+                                   `axis` coordinate replaced by index's element (out of range: the
+                                   interpreter raises, the GPU wraps it modulo the dim)
+  flip       x          → r        attrs: dim; x reversed along dim
+  sort       x          → r        attrs: dim, descending; NaN sorts above every number
+  histogram  x, mask?   → r        attrs: num_bins; x 1-D integers; r: i32[num_bins], the count of
+                                   each value 0 … num_bins-1 among x (where mask); others ignored
   cast       x          → r        numeric conversion to r's element type (float→int truncates,
                                    int→bool is x != 0, ptr↔int reinterprets the address)
   bitcast    x          → r        same bit width, reinterpret
@@ -31,7 +42,11 @@ The op set (operand names in order; `?` marks an optional operand that may be No
                                    sqrt rsqrt sin cos floor ceil erf tanh; float ops also take
                                    attrs: fast (bool) — backends may use approximate instructions
   fma        a, b, c    → r        a*b+c, one rounding
-  umulhi     a, b       → r
+  umulhi     a, b       → r        high half of the unsigned double-width product
+  extern_elementwise *args → r     attrs: symbol (a libdevice function, `__nv_*`); elementwise,
+                                   args have r's shape and the symbol's argument types
+  inline_asm *args      → *r       attrs: asm, constraints, pure, pack; PTX inline assembly per
+                                   element (per `pack` elements); args and results share a shape
   select     c, a, b    → r        c is i1 (same shape), a and b have r's type
   addptr     p, off     → r        p + off * sizeof(element); off is an integer of p's shape
   load       p, mask?, other? → r  attrs: cache, eviction, volatile; `other` has r's type
@@ -44,6 +59,10 @@ The op set (operand names in order; `?` marks an optional operand that may be No
                                    argmax/argmin give i32 indices (first occurrence on ties);
                                    attrs: tie_break_left
   scan       x          → r        attrs: axis, kind in sum prod max min, reverse
+  reduce_combine *xs    → *rs      tl.reduce with a @jit combine: xs of one shape, rs drop `axis`;
+                                   attrs: axis; region combine(*a, *b) (scalars) ends with yield(*r)
+  scan_combine *xs      → *rs      tl.associative_scan: rs of xs's types; attrs: axis, reverse;
+                                   region combine(*a, *b) ends with yield(*r) (a: the earlier elements)
   dot        a, b, c    → r        r = a @ b + c; a [M,K], b [K,N], c/r [M,N]; attrs:
                                    input_precision in ieee tf32 tf32x3, max_num_imprecise_acc
   barrier                          all threads of the program meet here

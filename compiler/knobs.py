@@ -180,6 +180,9 @@ class autotuning_knobs(_Group):
         self.before_tuning = HookChain()
         self.launch_missed = HookChain()
         self.config_chosen = HookChain()
+        # Triton's one listener (fn, key, best_config, configs_timings, duration, cache_hit), called
+        # after each tuning (not for a single config or configs pruned to one)
+        self.listener = None
 
 
 codegen = codegen_knobs()

@@ -22,6 +22,8 @@ _MEMORY_RESULTS = ("load", "atomic_rmw", "atomic_cas")
 # ops whose results carry no address: comparisons, index generators, reductions of values
 _NO_PROVENANCE = ("const", "arange", "program_id", "num_programs", "cmp", "reduce", "scan", "dot")
 _CONTROL = ("for", "if", "while")
+# custom reductions/scans: their combine region only combines the operands' values
+_COMBINE_OPS = ("reduce_combine", "scan_combine")
 
 
 class Undetermined(Exception):
@@ -94,7 +96,7 @@ def _provenance(fn: ir.Function) -> dict[int, frozenset[str]]:
                     changed |= join(a, [of(fwd[i])] if i < len(fwd) else [])
                 for i, r in enumerate(op.results):
                     changed |= join(r, [of(fwd[i])] if i < len(fwd) else [])
-            elif op.regions:
+            elif op.regions and name not in _COMBINE_OPS:
                 raise Undetermined(f"unknown control flow op '{name}'")
             else:
                 # address arithmetic, splat/broadcast/reshape/trans, casts (ptr <-> int), assume,

@@ -111,7 +111,7 @@ class Worker(Base):
     __table_args__ = (sa.CheckConstraint(_in("state", WORKER_STATES), name="state"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    name: Mapped[str] = mapped_column(sa.String(200), unique=True)  # "host:gpu0"
+    name: Mapped[str] = mapped_column(sa.String(200), unique=True)  # "<host>-gpu0"
     gpu_id: Mapped[int | None] = mapped_column(sa.ForeignKey("gpus.id"))
     device_index: Mapped[int] = mapped_column(default=0)
     state: Mapped[str] = mapped_column(sa.String(16), default="idle")

@@ -64,7 +64,7 @@ def create_app(settings: Settings | None = None, *, database_url: str | None = N
     url = database_url or settings.resolved_database_url()
     app = FastAPI(title="blocktune", version=_version(),
                   description="Tuning jobs, best configs per GPU model, and the launch-time config lookup.",
-                  docs_url="/docs", openapi_url=f"{API_PREFIX}/openapi.json", lifespan=_lifespan,
+                  docs_url=None, openapi_url=f"{API_PREFIX}/openapi.json", lifespan=_lifespan,
                   **_without_opentelemetry())
     engine = make_engine(url)
     app.state.settings = settings
@@ -86,7 +86,7 @@ def create_app(settings: Settings | None = None, *, database_url: str | None = N
     from service.api.routes import configs, gpus, health, jobs, kernels, tokens
 
     app.state.database_probe = health.DatabaseProbe(engine)
-    from service.dashboard import login
+    from service.dashboard import actions, apidocs, login
     from service.dashboard import routes as dashboard
 
     for r in (jobs.router, configs.router, kernels.router, gpus.router, tokens.router):
@@ -94,6 +94,8 @@ def create_app(settings: Settings | None = None, *, database_url: str | None = N
     app.include_router(health.router)
     app.include_router(dashboard.router)
     app.include_router(login.router)
+    app.include_router(actions.router)
+    apidocs.install(app, f"{API_PREFIX}/openapi.json")   # /docs without a CDN
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
 
     openapi.install(app, API_PREFIX)

@@ -51,33 +51,43 @@ def cmd_serve(args) -> int:
     overrides = {k: v for k, v in {"host": args.host, "port": args.port, "database_url": args.database_url,
                                    "read_requires_token": args.read_requires_token}.items() if v is not None}
     settings = Settings(**overrides)
+    if "kernel_check_prewarm" not in settings.model_fields_set:
+        # the checkers start in the background with the server, so the first submission finds them
+        # warm (otherwise it waits for a checker to import the compiler)
+        settings = settings.model_copy(update={"kernel_check_prewarm": True})
     url = _db_url(argparse.Namespace(database_url=settings.database_url or None))
     _ensure_migrated(url)
-    with_worker = args.with_worker if args.with_worker is not None else settings.with_worker
-    interpret = args.interpret or settings.interpret
-    gpu = _has_gpu()
-    worker = None
-    if with_worker is None:
-        with_worker = gpu
-    if with_worker and not gpu and not interpret:
-        print("blocktune: --with-worker needs a CUDA GPU (or --interpret)", file=sys.stderr)
-        return 2
-    if with_worker:
-        from service.worker import Worker
-
-        worker = Worker(url, args.device, interpret=interpret, lease_seconds=settings.lease_seconds,
-                        heartbeat_seconds=settings.heartbeat_seconds, poll_seconds=settings.poll_seconds)
-        print(f"blocktune: running a worker on device {args.device}" + (" (interpret mode)" if interpret else ""),
-              file=sys.stderr)
-    else:
-        print("blocktune: no worker in this process" + ("" if gpu else " (no CUDA GPU found)") +
-              ": jobs will wait for a worker (`blocktune worker --device N --server-db URL`)", file=sys.stderr)
+    worker = _serve_worker(args, settings, url)
     app = create_app(settings, database_url=url, worker=worker)
     config = server_config(app, settings, log_level=args.log_level, access_log=args.access_log)
     print(f"blocktune: serving on http://{settings.host}:{settings.port} (dashboard at /, API at /api/v1, docs at /docs;"
           f" {server_implementation(config)})", file=sys.stderr)
     uvicorn.Server(config).run()
     return 0
+
+
+def _serve_worker(args, settings, url: str):
+    """The worker `blocktune serve` runs in its process: on the GPU when there is one, else a CPU
+    worker (the interpreter), so that jobs run on any machine; none with --no-worker."""
+    with_worker = args.with_worker if args.with_worker is not None else settings.with_worker
+    if with_worker is False:
+        print("blocktune: no worker in this process (--no-worker): jobs wait for a worker "
+              "(`blocktune worker --device N --server-db URL`, or `--interpret` on the CPU)", file=sys.stderr)
+        return None
+    from service.devices import CPU_LABEL, INTERPRETER_MODEL
+    from service.worker import Worker
+
+    interpret = args.interpret or settings.interpret
+    if not interpret and not _has_gpu():
+        interpret = True
+        print(f"blocktune: no CUDA GPU found: running a {CPU_LABEL} worker. It takes the jobs for GPU model "
+              f"\"{INTERPRETER_MODEL}\" and, while no GPU worker is alive, jobs that name no GPU model; its "
+              "timings say nothing about a GPU. `--no-worker` turns it off.", file=sys.stderr)
+    else:
+        print(f"blocktune: running a {CPU_LABEL + ' worker' if interpret else f'worker on GPU {args.device}'} "
+              "in this process (`--no-worker` turns it off)", file=sys.stderr)
+    return Worker(url, args.device, interpret=interpret, lease_seconds=settings.lease_seconds,
+                  heartbeat_seconds=settings.heartbeat_seconds, poll_seconds=settings.poll_seconds)
 
 
 def server_config(app, settings, *, log_level: str = "info", access_log: bool = False):
@@ -103,7 +113,7 @@ def server_implementation(config) -> str:
 # -- worker --------------------------------------------------------------------------------------
 def cmd_worker(args) -> int:
     from service.core.config import Settings
-    from service.worker import Worker
+    from service.worker import Worker, WorkerNameInUse
 
     _logging(args.verbose)
     settings = Settings()
@@ -131,7 +141,11 @@ def cmd_worker(args) -> int:
 
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
-    w.run()
+    try:
+        w.run()
+    except WorkerNameInUse as exc:
+        print(f"blocktune worker: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -209,16 +223,20 @@ def cmd_migrate(args) -> int:
 def register(subparsers) -> None:
     env_db = "database URL (default: $BLOCKTUNE_DATABASE_URL, else SQLite in the user data dir)"
 
-    p = subparsers.add_parser("serve", help="run the API, the dashboard (and a worker when a GPU is present)")
+    p = subparsers.add_parser("serve", help="run the API, the dashboard and a worker (on the GPU, or without one "
+                                            "the CPU interpreter)")
     p.add_argument("--host", default=None, help="address to listen on (default 127.0.0.1; $BLOCKTUNE_HOST)")
     p.add_argument("--port", type=int, default=None, help="port (default 8000; $BLOCKTUNE_PORT)")
     p.add_argument("--database-url", "--db", dest="database_url", default=None, help=env_db)
     g = p.add_mutually_exclusive_group()
     g.add_argument("--with-worker", dest="with_worker", action="store_true", default=None,
-                   help="also run a worker in this process (default when a CUDA GPU is found)")
-    g.add_argument("--no-worker", dest="with_worker", action="store_false", help="never run a worker here")
+                   help="also run a worker in this process (the default): on the GPU, or without a CUDA GPU a CPU "
+                        "worker (the interpreter)")
+    g.add_argument("--no-worker", dest="with_worker", action="store_false",
+                   help="run no worker here, not even the CPU one ($BLOCKTUNE_WITH_WORKER=false)")
     p.add_argument("--device", type=int, default=0, help="GPU of the in-process worker")
-    p.add_argument("--interpret", action="store_true", help="the in-process worker tunes in interpret mode (CPU)")
+    p.add_argument("--interpret", action="store_true",
+                   help="the in-process worker runs the CPU interpreter even when a GPU is present")
     p.add_argument("--read-requires-token", action="store_true", default=None,
                    help="reads need an API token too ($BLOCKTUNE_READ_REQUIRES_TOKEN)")
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
@@ -229,7 +247,7 @@ def register(subparsers) -> None:
     p.add_argument("--device", type=int, default=None, help="GPU index ($BLOCKTUNE_DEVICE; default 0)")
     p.add_argument("--server-db", "--database-url", dest="server_db", default=None, help=env_db)
     p.add_argument("--name", default=None,
-                   help="worker name, unique ($BLOCKTUNE_WORKER_NAME; default host:gpuN:pid)")
+                   help="worker name, unique ($BLOCKTUNE_WORKER_NAME; default <$BLOCKTUNE_NODE or host name>-gpuN)")
     p.add_argument("--interpret", action="store_true", help="tune on the CPU interpreter (no GPU)")
     p.add_argument("--lease", type=float, default=None, help="job lease in seconds ($BLOCKTUNE_LEASE_SECONDS)")
     p.add_argument("--heartbeat", type=float, default=None, help="heartbeat period ($BLOCKTUNE_HEARTBEAT_SECONDS)")

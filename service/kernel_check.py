@@ -369,6 +369,15 @@ def _child_main(req_fd: int, rep_fd: int, memory_bytes: int, nice: int) -> None:
         os.nice(nice)
     requests = Connection(req_fd, writable=False)
     replies = Connection(rep_fd, readable=False)
+    try:
+        _serve_checks(requests, replies, memory_bytes)
+    except BrokenPipeError:      # the API closed the pipe (it stopped, e.g. while this one warmed up)
+        return
+
+
+def _serve_checks(requests: Connection, replies: Connection, memory_bytes: int) -> None:
+    import resource
+
     warm = _check(_WARM_UP_SPEC)
     if "ok" not in warm:
         replies.send_bytes(json.dumps({"error": f"the warm-up check failed: {warm}"}).encode())

@@ -16,7 +16,6 @@ job's lease by heartbeat, and runs the tuner (`tuner.engine.run_job`) on the job
 from __future__ import annotations
 
 import logging
-import os
 import socket
 import threading
 import time
@@ -27,17 +26,19 @@ import sqlalchemy as sa
 
 from db import repo
 from db.engine import session_factory
-from db.models import Job
-from db.repo import claim, find_joinable_job, release_job, renew_lease
+from db.models import Gpu, Job
+from db.repo import claim, find_joinable_job, gpu_worker_alive, release_job, renew_lease
 from db.retry import Backoff, DatabaseUnavailable, Outage, is_unavailable, retry
-from jobspec.device import interpreter_properties
+from jobspec.device import INTERPRETER_MODEL
+from service.devices import cpu_worker_properties
 
 log = logging.getLogger("blocktune.worker")
 
 
 def device_props(device: int, interpret: bool) -> dict[str, Any]:
+    """What this worker registers: the GPU's properties, or a CPU worker's (service.devices)."""
     if interpret:
-        return interpreter_properties()
+        return cpu_worker_properties()
     from compiler.runtime import driver
 
     return driver.device_properties(device)
@@ -74,17 +75,47 @@ def init_optuna_storage(database_url: str) -> None:
             engine.dispose()
 
 
+def default_worker_name(device: int, interpret: bool = False) -> str:
+    """`<node>-gpu<N>` (`-cpu<N>` for the interpreter): unique per host and GPU, the same after a
+    restart. The node is $BLOCKTUNE_NODE (in containers, whose host name is not the host's), else
+    the host name."""
+    from service.core.config import Settings
+
+    node = Settings().node or socket.gethostname()
+    return f"{node}-{'cpu' if interpret else 'gpu'}{device}"
+
+
+class WorkerNameInUse(RuntimeError):
+    def __init__(self, name: str):
+        super().__init__(f"a live worker is already registered as {name!r} (its heartbeat keeps moving): give "
+                         "every worker its own name (--name / BLOCKTUNE_WORKER_NAME; in docker compose set "
+                         "BLOCKTUNE_NODE to each host's name)")
+
+
+_UNSEEN = object()
+
+
+def _settings_alive_seconds() -> float:
+    from service.core.config import Settings
+
+    return Settings().worker_alive_seconds
+
+
 class Worker:
     def __init__(self, database_url: str, device: int = 0, *, interpret: bool = False, name: str | None = None,
                  lease_seconds: float = 60.0, heartbeat_seconds: float = 10.0, poll_seconds: float = 2.0,
-                 join: bool = True, exit_when_idle: bool = False,
+                 join: bool = True, exit_when_idle: bool = False, alive_seconds: float | None = None,
                  run_job: Callable[..., None] | None = None):
         from db.engine import make_engine
 
         self.database_url = database_url
         self.device = device
         self.interpret = interpret
-        self.name = name or f"{socket.gethostname()}:{'cpu' if interpret else 'gpu'}{device}:{os.getpid()}"
+        # an explicit name is the operator's: a live worker holding it is an error; the default
+        # name is stable across restarts (one row per host and GPU) and takes a suffix when taken
+        self._name_given = name is not None
+        self.name = name or default_worker_name(device, interpret)
+        self.alive_seconds = alive_seconds if alive_seconds is not None else _settings_alive_seconds()
         self.lease_seconds = lease_seconds
         self.heartbeat_seconds = min(heartbeat_seconds, lease_seconds / 3)
         self.poll_seconds = poll_seconds
@@ -112,7 +143,11 @@ class Worker:
     # -- registration and heartbeat ----------------------------------------------------------
     def register(self) -> None:
         self._db(self._register, f"registering worker {self.name}")
-        log.info("worker %s registered on %s (device %d)", self.name, self.gpu_model, self.device)
+        if self.interpret:
+            log.info("worker %s registered: a CPU worker (the interpreter), taking jobs for %s", self.name,
+                     self.gpu_model)
+        else:
+            log.info("worker %s registered on %s (device %d)", self.name, self.gpu_model, self.device)
 
     def _register(self) -> None:
         init_optuna_storage(self.database_url)
@@ -120,8 +155,42 @@ class Worker:
         with session_factory(self.engine).begin() as s:
             gpu = repo.get_or_create_gpu(s, props)
             s.flush()
-            row = repo.register_worker(s, name=self.name, gpu=gpu, device_index=self.device)
-            self.gpu_model, self.worker_id = gpu.model, row.id
+            gpu_id, gpu_model = gpu.id, gpu.model
+        self.worker_id = self._take_name(gpu_id)
+        self.gpu_model = gpu_model
+
+    def _take_name(self, gpu_id: int) -> int:
+        """The id of the worker row this worker now owns. Two live workers never share a row: a
+        name whose row is alive (heartbeat younger than alive_seconds, not stopped) is taken over
+        only once that worker is gone. The default name then takes a suffix at once (`-2`, ...); an
+        explicit name waits up to alive_seconds for the row to go stale (a predecessor that died
+        without marking itself stopped, e.g. a killed container) and is refused when its heartbeat
+        moves meanwhile: another live worker uses it."""
+        base, suffix = self.name, 1
+        deadline = time.monotonic() + self.alive_seconds + 1.0
+        seen_heartbeat: Any = _UNSEEN
+        while True:
+            with session_factory(self.engine).begin() as s:
+                gpu = s.get(Gpu, gpu_id)
+                got = repo.register_worker(s, name=self.name, gpu=gpu, device_index=self.device,
+                                           alive_seconds=self.alive_seconds)
+            if got.worker_id is not None:
+                return got.worker_id
+            heartbeat = got.holder_heartbeat
+            if heartbeat is None:     # lost an insert race: look again
+                continue
+            if not self._name_given:
+                suffix += 1
+                self.name = f"{base}-{suffix}"
+                continue
+            if seen_heartbeat is not _UNSEEN and heartbeat != seen_heartbeat:
+                raise WorkerNameInUse(self.name)
+            if seen_heartbeat is _UNSEEN:
+                log.warning("a worker named %s is alive (last heartbeat %s); waiting up to %.0f s for it to be "
+                            "gone", self.name, heartbeat, self.alive_seconds)
+                seen_heartbeat = heartbeat
+            if time.monotonic() > deadline or self._stop.wait(1.0):
+                raise WorkerNameInUse(self.name)
 
     def _set_state(self, state: str) -> None:
         with session_factory(self.engine).begin() as s:
@@ -176,7 +245,10 @@ class Worker:
         return self._db(self._next_job, f"worker {self.name} claiming a job")
 
     def _next_job(self) -> tuple[int, bool, bool] | None:
-        got = claim(self.engine, self.name, self.gpu_model, self.lease_seconds)
+        # a CPU worker leaves the jobs that name no GPU model to the GPU workers, while one is alive
+        unpinned = not self.interpret or not gpu_worker_alive(self.engine, self.lease_seconds,
+                                                              cpu_model=INTERPRETER_MODEL)
+        got = claim(self.engine, self.name, self.gpu_model, self.lease_seconds, unpinned=unpinned)
         if got is not None:
             self._finished_joins.discard(got.job_id)
             if got.reclaimed:
@@ -249,6 +321,9 @@ class Worker:
             log.warning("worker %s stopped before it could register (the database is unavailable)", self.name)
             self.engine.dispose()
             return
+        except WorkerNameInUse:
+            self.engine.dispose()
+            raise
         self._hb_thread = threading.Thread(target=self._heartbeat_loop, name=f"heartbeat-{self.name}", daemon=True)
         self._hb_thread.start()
         try:

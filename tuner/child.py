@@ -23,6 +23,7 @@ from typing import Any
 from jobspec.config import split_config
 from jobspec.device import interpreter_properties
 
+
 def classify(exc: BaseException) -> str:
     import compiler
 
@@ -79,9 +80,13 @@ class Bench:
         self.interpret = bool(init.get("interpret"))
         index = int(init.get("device", 0))
         self.index = index
-        # the GPU runs without torch (tuner/device_plane.py: driver API + numpy) unless asked for;
-        # interpret mode runs the CPU interpreter over torch CPU tensors
-        use_torch = self.interpret or bool(init.get("torch"))
+        # no torch unless asked for: the GPU runs on the driver API and numpy (tuner/device_plane.py),
+        # interpret mode on numpy arrays in this process (tuner/host_data.py), except for bfloat16
+        # tensors, which numpy lacks: those take torch's CPU tensors
+        if self.interpret:
+            use_torch = any((a.get("tensor") or {}).get("dtype") == "bfloat16" for a in init["spec"].get("args", []))
+        else:
+            use_torch = bool(init.get("torch"))
         torch = None
         if self.interpret:
             os.environ["BLOCKTUNE_INTERPRET"] = "1"
@@ -91,7 +96,13 @@ class Bench:
         else:
             context = None
         if use_torch:
-            import torch
+            try:
+                import torch
+            except ImportError as exc:
+                if not self.interpret:
+                    raise
+                raise RuntimeError("bfloat16 tensors in interpret mode need torch (numpy has no bfloat16): "
+                                   "install torch, or tune this spec on a GPU") from exc
 
             lap("import_torch")
         if context is not None:
@@ -106,15 +117,22 @@ class Bench:
 
         self.torch = torch
         self.compiler = compiler
-        self.plane = None               # tuner.device_plane.DriverPlane when torch is not used
+        # tuner.device_plane.DriverPlane or tuner.host_data.HostPlane; None: torch's tensors
+        self.plane = None
         self.spec = JobSpec.model_validate(init["spec"])
         self.workdir = Path(init["workdir"])
         # inputs differ between the two data planes (numpy's generator vs torch's): each keeps its own
         self.reference_path = self.workdir / ("reference.pt" if use_torch else "reference.npz")
         if self.interpret:
-            self.device = torch.device("cpu")
             self.props = interpreter_properties()
             self.timer = None
+            if use_torch:
+                self.device = torch.device("cpu")
+            else:
+                from tuner.host_data import HostPlane
+
+                self.device = None
+                self.plane = HostPlane()
         elif use_torch:
             from compiler.runtime import driver
             from tuner.measure import CudaTimer
@@ -145,7 +163,7 @@ class Bench:
 
             self.args, self.tensors, self.env = build_args(self.spec, self.device)
         to_reset = set(self.spec.check.outputs) | {a.name for a in self.spec.args if a.is_tensor and a.tensor.inplace}
-        self.initial = {n: self.tensors[n].clone() for n in to_reset}
+        self.initial = {n: self._clone(self.tensors[n]) for n in to_reset}
         self.inplace = [a.name for a in self.spec.args if a.is_tensor and a.tensor.inplace]
         self.launchers: dict[str, Any] = {}
         self.cubin_error: str | None = None     # a cubin the driver refused: PTX from then on
@@ -185,9 +203,9 @@ class Bench:
         return None
 
     def _snapshot(self) -> dict[str, Any]:
-        """The checked outputs as they are now (host arrays with the driver plane)."""
+        """The checked outputs as they are now (host arrays, except on torch's plane)."""
         if self.plane is not None:
-            return {n: self.tensors[n].download() for n in self.spec.check.outputs}
+            return {n: self.plane.host(self.tensors[n]) for n in self.spec.check.outputs}
         return {n: self.tensors[n].clone() for n in self.spec.check.outputs}
 
     def _save_reference(self) -> None:
@@ -212,8 +230,7 @@ class Bench:
         grid_exprs = ref.grid if ref.grid is not None else self.spec.grid
         grid = tuple(int(safe_eval(g, env)) for g in grid_exprs)
         self.reset()
-        stream = {"stream": self.plane.stream_handle} if self.plane is not None else {}
-        fn[grid](*self.args, num_warps=num_warps, num_stages=num_stages, **stream,
+        fn[grid](*self.args, num_warps=num_warps, num_stages=num_stages, **self._launch_kw(),
                  **{**self.spec.constants, **constexprs})
         self.sync()
         return self._snapshot()
@@ -226,13 +243,25 @@ class Bench:
         elif not self.interpret:
             self.torch.cuda.synchronize()
 
+    def _clone(self, t):
+        return self.plane.clone(t) if self.plane is not None else t.clone()
+
+    def _copy(self, dst, src) -> None:
+        if self.plane is not None:
+            self.plane.copy(dst, src)
+        else:
+            dst.copy_(src)
+
+    def _launch_kw(self) -> dict[str, Any]:
+        return dict(self.plane.launch_kw) if self.plane is not None else {}
+
     def reset(self) -> None:
         for n, t in self.initial.items():
-            self.tensors[n].copy_(t)
+            self._copy(self.tensors[n], t)
 
     def reset_inplace(self) -> None:
         for n in self.inplace:
-            self.tensors[n].copy_(self.initial[n])
+            self._copy(self.tensors[n], self.initial[n])
 
     def load(self, compiled) -> None:
         """Load the module now (timed), falling back to the PTX when the driver refuses the cubin
@@ -280,9 +309,8 @@ class Bench:
         else:
             kernel = self.fn[grid]
             args = self.args
-            kw = {**self.spec.constants, **constexprs, "num_warps": num_warps, "num_stages": num_stages}
-            if self.plane is not None:
-                kw["stream"] = self.plane.stream_handle
+            kw = {**self.spec.constants, **constexprs, "num_warps": num_warps, "num_stages": num_stages,
+                  **self._launch_kw()}
 
             def run():
                 kernel(*args, **kw)
@@ -291,10 +319,10 @@ class Bench:
 
     def context_ok(self) -> bool:
         """After an error on the GPU: is the CUDA context still usable?"""
-        if self.interpret:
-            return True
         if self.plane is not None:
             return self.plane.context_ok()
+        if self.interpret:
+            return True
         try:
             self.torch.cuda.synchronize()
             x = self.torch.ones(4, device=self.device)

@@ -271,6 +271,7 @@ def cmd_gpus(args) -> int:
     from db.engine import default_url, make_engine, session_factory
     from db.migrate import upgrade
     from db.models import Gpu
+    from jobspec.device import INTERPRETER_MODEL
 
     console = _console()
     table = Table(title="GPUs on this machine")
@@ -302,8 +303,12 @@ def cmd_gpus(args) -> int:
                 for col in ("model", "compute capability", "SMs", "memory", "driver", "CUDA", "first seen"):
                     t.add_column(col)
                 for g in rows:
+                    seen = g.created_at.strftime("%Y-%m-%d %H:%M UTC")
+                    if g.model == INTERPRETER_MODEL:     # CPU workers: no GPU, nothing of a GPU to show
+                        t.add_row(g.model, "— (CPU interpreter)", "—", "—", "—", "—", seen)
+                        continue
                     t.add_row(g.model, g.compute_capability, str(g.sm_count), f"{g.total_memory / 2**30:.1f} GiB",
-                              g.driver_version, g.cuda_version, g.created_at.strftime("%Y-%m-%d %H:%M UTC"))
+                              g.driver_version, g.cuda_version, seen)
                 console.print(t)
     finally:
         engine.dispose()

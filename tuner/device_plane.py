@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from compiler.runtime import driver
-from tuner.host_data import NUMPY, compare, make_array
+from tuner.host_data import NUMPY, compare, host_arguments
 from tuner.measure import L2_FLUSH_BYTES, EventTimer
 
 _ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int8": 1, "int16": 2, "int32": 4,
@@ -71,23 +71,34 @@ class DriverPlane:
     # --- data -----------------------------------------------------------------------------------
     def make_args(self, spec) -> tuple[list[Any], dict[str, DeviceBuffer], dict[str, Any]]:
         """(positional kernel args in spec order, buffers by name, the expression environment)."""
-        env = spec.scalar_env()
-        shapes = spec.shapes()
+        host_args, hosts, env = host_arguments(spec)
         tensors: dict[str, DeviceBuffer] = {}
-        args: list[Any] = []
-        for i, a in enumerate(spec.args):
+        for a in spec.args:
             if a.is_tensor:
-                host = make_array(a.tensor, tuple(shapes[a.name]), spec.seed * 1000 + i)
-                buf = DeviceBuffer(self, tuple(shapes[a.name]), a.tensor.dtype)
-                buf.upload(host)
-                tensors[a.name] = buf
-                args.append(buf)
-            else:
-                args.append(env[a.name])
+                tensors[a.name] = DeviceBuffer(self, hosts[a.name].shape, a.tensor.dtype)
+                tensors[a.name].upload(hosts[a.name])
+        args = [tensors[a.name] if a.is_tensor else v for a, v in zip(spec.args, host_args)]
         return args, tensors, env
 
     def compare(self, out: DeviceBuffer, ref: np.ndarray, atol: float, rtol: float) -> str | None:
         return compare(out.download(), ref, out.dtype, atol, rtol)
+
+    @staticmethod
+    def clone(t: DeviceBuffer) -> DeviceBuffer:
+        return t.clone()
+
+    @staticmethod
+    def copy(dst: DeviceBuffer, src: DeviceBuffer) -> None:
+        dst.copy_(src)
+
+    @staticmethod
+    def host(t: DeviceBuffer) -> np.ndarray:
+        return t.download()
+
+    @property
+    def launch_kw(self) -> dict[str, int]:
+        """Launches go on the plane's stream: the one its events time and its graphs capture."""
+        return {"stream": self.stream_handle}
 
     def sync(self) -> None:
         _ck(driver._driver().cuStreamSynchronize(self.stream), "cuStreamSynchronize")

@@ -210,6 +210,8 @@ class Tuner:
                 self._record(r, inflight.trial)
         study.fail_pending(pending)
         ctx.retry(lambda: study.save_elapsed(self._elapsed(), force=True), "saving the elapsed time")
+        # kept in the study for the dashboard, which explains why a job ended before its budget
+        ctx.retry(lambda: study.save_stop_reason(self.stop_reason), "saving the stop reason")
         tl.add("search", time.monotonic() - t_search)
         m = self.measurement
         if m.first_sent is not None and m.last_answer is not None:
@@ -260,8 +262,12 @@ class Tuner:
             study.tell_repeat(trial, self.recorder.seen[key], busy)
             return
         study.repeats = 0
-        if any(config_key(c) == key for c in busy) or key in study.running_elsewhere(trial.number):
-            study.tell_busy(trial, busy)
+        here = [(t, c) for t, c, _ in pending] + ([(inflight.trial, inflight.config)] if inflight is not None else [])
+        twin = next((t.number for t, c in here if config_key(c) == key), None)
+        if twin is None:
+            twin = study.running_elsewhere(trial.number).get(key)
+        if twin is not None:
+            study.tell_busy(trial, twin, busy)
             return
         pending.append((trial, config, self.queue.submit(config)))
 

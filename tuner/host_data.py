@@ -86,3 +86,54 @@ def compare(out: np.ndarray, ref: np.ndarray, dtype: str, atol: float, rtol: flo
     return (f"{len(bad)} of {ok.size} elements differ (max |diff| {float(diff.max()):.4g}, "
             f"first at {first}: {float(a[first]):.6g} vs reference {float(b[first]):.6g}; "
             f"atol={atol:g}, rtol={rtol:g})")
+
+
+def host_arguments(spec) -> tuple[list, dict[str, np.ndarray], dict]:
+    """(positional kernel args in spec order, the tensors' host arrays by name, the expression
+    environment): each tensor from its own seed, so every plane gets the same values."""
+    env = spec.scalar_env()
+    shapes = spec.shapes()
+    tensors: dict[str, np.ndarray] = {}
+    args: list = []
+    for i, a in enumerate(spec.args):
+        if a.is_tensor:
+            tensors[a.name] = make_array(a.tensor, tuple(shapes[a.name]), spec.seed * 1000 + i)
+            args.append(tensors[a.name])
+        else:
+            args.append(env[a.name])
+    return args, tensors, env
+
+
+class HostPlane:
+    """Interpret mode's data plane: the kernel's arguments are numpy arrays in the child's memory,
+    which the CPU interpreter reads and writes directly. No torch: interpret mode runs where only
+    numpy is installed. (numpy has no bfloat16: a spec with bfloat16 tensors takes torch's CPU
+    tensors instead, see tuner/child.py.)"""
+
+    launch_kw: dict = {}
+
+    @staticmethod
+    def make_args(spec) -> tuple[list, dict[str, np.ndarray], dict]:
+        return host_arguments(spec)
+
+    @staticmethod
+    def clone(t: np.ndarray) -> np.ndarray:
+        return t.copy()
+
+    @staticmethod
+    def copy(dst: np.ndarray, src: np.ndarray) -> None:
+        np.copyto(dst, src)
+
+    @staticmethod
+    def host(t: np.ndarray) -> np.ndarray:
+        return t.copy()
+
+    @staticmethod
+    def compare(out: np.ndarray, ref: np.ndarray, atol: float, rtol: float) -> str | None:
+        return compare(out, ref, out.dtype.name, atol, rtol)
+
+    def sync(self) -> None:
+        """The interpreter is synchronous."""
+
+    def context_ok(self) -> bool:
+        return True

@@ -22,12 +22,25 @@ def _is_ordinal(values: list) -> bool:
     return (len(values) >= 3 and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values))
 
 
+def _even_step(values: list) -> int | None:
+    """The step of a sorted list of three or more distinct integers spaced evenly (1, 2, 3, 4 or
+    32, 64, 96), which Optuna's IntDistribution(first, last, step) holds exactly; else None."""
+    if len(values) < 3 or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return None
+    step = values[1] - values[0]
+    if step <= 0 or any(b - a != step for a, b in zip(values, values[1:])):
+        return None
+    return step
+
+
 class SearchSpace:
     """Lists of values per parameter (constexprs, num_warps, num_stages).
 
-    Numeric parameters with three or more values are given to Optuna as an integer index into
-    the sorted list (so TPE sees their order: powers of two become a log scale); others as
-    categorical. The decoded config is kept on every Optuna trial as the user attribute `config`.
+    Optuna is given the real values, so that its trials (and optuna-dashboard) show BLOCK_SIZE=1024,
+    not a position in a list: an evenly spaced list of integers (num_stages 1, 2, 3, 4) as an
+    integer range with that step, which keeps its order for TPE; any other list (powers of two,
+    strings) as categorical. Numeric lists are sorted. The config is also kept on every Optuna
+    trial as the user attribute `config`.
     """
 
     def __init__(self, params: Mapping[str, list], constraints: list[str] | None = None):
@@ -78,10 +91,11 @@ class SearchSpace:
     # --- Optuna -----------------------------------------------------------------------------
 
     def distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
-        out = {}
+        out: dict[str, optuna.distributions.BaseDistribution] = {}
         for name, values in self.params.items():
-            if _is_ordinal(values):
-                out[name] = optuna.distributions.IntDistribution(0, len(values) - 1)
+            step = _even_step(values)
+            if step is not None:
+                out[name] = optuna.distributions.IntDistribution(values[0], values[-1], step=step)
             else:
                 out[name] = optuna.distributions.CategoricalDistribution(values)
         return out
@@ -90,23 +104,17 @@ class SearchSpace:
         config = {}
         for name, dist in self.distributions().items():
             if isinstance(dist, optuna.distributions.IntDistribution):
-                config[name] = self.params[name][trial.suggest_int(name, dist.low, dist.high)]
+                config[name] = trial.suggest_int(name, dist.low, dist.high, step=dist.step)
             else:
                 config[name] = trial.suggest_categorical(name, dist.choices)
         return config
 
     def encode(self, config: Mapping[str, Any]) -> dict[str, Any]:
-        """Optuna params for `config` (for enqueue_trial)."""
-        out = {}
-        for name, values in self.params.items():
-            out[name] = values.index(config[name]) if _is_ordinal(values) else config[name]
-        return out
+        """Optuna params for `config` (for enqueue_trial): its values, in the space's order."""
+        return {name: config[name] for name in self.params}
 
     def decode(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        out = {}
-        for name, values in self.params.items():
-            out[name] = values[int(params[name])] if _is_ordinal(values) else params[name]
-        return out
+        return {name: params[name] for name in self.params}
 
     def complete(self, partial: Mapping[str, Any]) -> dict[str, Any] | None:
         """Fill a partial known-good config: num_warps/num_stages from Triton's defaults (or the

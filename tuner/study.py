@@ -367,10 +367,11 @@ class JobStudy:
         self.study.tell(trial, prev.median_ms if prev.median_ms is not None else math.inf)
         self._repeated(busy)
 
-    def tell_busy(self, trial: optuna.trial.Trial, busy: list[dict[str, Any]]) -> None:
-        """The sampler proposed a config being evaluated (here or by another worker): failed."""
-        trial.set_user_attr("in_flight_elsewhere", True)
-        self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+    def tell_busy(self, trial: optuna.trial.Trial, twin: int, busy: list[dict[str, Any]]) -> None:
+        """The sampler proposed a config being measured (asked ahead here, or by another worker) as
+        trial `twin`: a duplicate, not a failure — pruned, naming its twin (optuna-dashboard shows both)."""
+        trial.set_user_attr("duplicate_of", twin)
+        self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
         self._repeated(busy)
 
     def _repeated(self, busy: list[dict[str, Any]]) -> None:
@@ -391,14 +392,15 @@ class JobStudy:
             self.study.enqueue_trial(self.space.encode(cfg), user_attrs={"untried_after_repeats": True})
             self.queued += 1
 
-    def running_elsewhere(self, number: int) -> set[str]:
-        """Configs other runners of this job are evaluating right now (a shared study)."""
+    def running_elsewhere(self, number: int) -> dict[str, int]:
+        """Configs other runners of this job are evaluating right now (a shared study), with the
+        number of the trial evaluating each."""
         if not self.ctx.shared:
-            return set()
-        out = set()
+            return {}
+        out = {}
         for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
             if t.number != number and t.user_attrs.get("worker") != self.ctx.run_name and "config" in t.user_attrs:
-                out.add(config_key(t.user_attrs["config"]))
+                out[config_key(t.user_attrs["config"])] = t.number
         return out
 
     # --- telling -----------------------------------------------------------------------------------
@@ -444,6 +446,10 @@ class JobStudy:
         if force or now - self._elapsed_saved >= 1.0:
             self._elapsed_saved = now
             self.study.set_user_attr(f"elapsed_s:{self.ctx.run_name}", elapsed)
+
+    def save_stop_reason(self, reason: str | None) -> None:
+        """Why this run stopped, in the study: the dashboard explains a job that ended before its budget."""
+        self.study.set_user_attr(f"stop_reason:{self.ctx.run_name}", reason)
 
     def close(self) -> None:
         if self._beat_stop is not None:

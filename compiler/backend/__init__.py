@@ -8,6 +8,7 @@ checks it):
   pipeline        software pipelining of K loops that feed tensor-core dots (cp.async)
   dot             tl.dot: FMAs, or tensor cores through mma / wgmma
   mma, wgmma      mma.sync (sm_80+) and warpgroup MMA (sm_90a)
+  shape_ops, histogram     join/split, flip, gather, sort; tl.histogram
   elementwise, memory, reduction, debug_ops     the other rules
   lowering        the lowering state (Lowering) and the RuleTable it runs
   assign_layouts  a layout for every block value

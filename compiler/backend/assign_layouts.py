@@ -21,7 +21,8 @@ from .dot_layouts import acc_layout_for, mma_kind
 from .layouts import Layout, blocked, default_layout, dot_acc_layout, log2
 
 ELEMENTWISE = set(ir.BINARY_OPS) | set(ir.UNARY_OPS) | {"cmp", "fma", "umulhi", "select", "cast", "bitcast",
-                                                       "addptr", "assume", "load", "atomic_rmw", "atomic_cas"}
+                                                       "addptr", "assume", "load", "atomic_rmw", "atomic_cas",
+                                                       "extern_elementwise"}
 
 
 def memory_layout(ptr: ir.Value, axis: AxisAnalysis, num_warps: int) -> Layout:
@@ -165,6 +166,12 @@ class LayoutAssignment:
                 self._set(o, lay.reshape(o.shape))
         elif n == "dot":
             self._set(op.operands[2], lay)
+        elif n == "join":
+            for o in op.operands:
+                if o.is_block:
+                    self._set(o, lay.slice(lay.rank - 1))
+        elif n == "split":
+            self._set(op.operands[0], lay.with_minor_pair())
 
     def _anchors(self):
         ops = list(self.fn.walk())
@@ -280,6 +287,16 @@ class LayoutAssignment:
             return ins[0].reshape(res.shape)
         if n == "broadcast" and ins and ins[0] is not None:
             return broadcast_layout(ins[0], res.shape)
+        if n == "join" and first is None and ins and ins[0] is not None:
+            return ins[0].with_minor_pair()
+        if n == "split" and ins and ins[0] is not None:
+            return ins[0].slice(ins[0].rank - 1)
+        if n == "reduce_combine" and ins and ins[0] is not None:
+            return ins[0].slice(op.attrs["axis"])
+        if n == "scan_combine" and first is not None:
+            return first
+        if n in ("gather", "flip", "sort") and first is not None:
+            return first
         return default_layout(res.shape, self.num_warps) if default else None
 
 

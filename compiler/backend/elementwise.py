@@ -216,6 +216,10 @@ def lower_umulhi(lw, op, lay):
     n = dt.primitive_bitwidth
     w = ll.IntType(2 * n)
     b = lw.b
+    if n in (32, 64):  # mul.hi.u32/u64 (what __nv_umulhi is); LLVM turns the wide form below into
+        # a 64-bit multiply when one operand is a constant (Philox's multipliers)
+        name, t = ("llvm.nvvm.mulhi.ui", I32) if n == 32 else ("llvm.nvvm.mulhi.ull", I64)
+        return map_elementwise(lw, op, lay, lambda x, y: lw.call(name, t, [x, y]))
 
     def f(x, y):
         p = b.mul(b.zext(x, w), b.zext(y, w))
@@ -397,3 +401,72 @@ def lower_math(lw, op, lay):
     if not dt.is_floating():
         raise BackendError(f"tl.{name} needs a floating-point operand, got {dt}", op.loc)
     return map_elementwise(lw, op, lay, lambda x: lw.from_f32(math_f32(lw, name, lw.to_f32(x, dt), fast), dt))
+
+
+# ---- libdevice calls and inline assembly -----------------------------------------------------
+
+def lower_extern_elementwise(lw, op, lay):
+    """A libdevice function per element; module_text copies its definition into the module."""
+    symbol = op.attrs["symbol"]
+    if not lw.has_libdevice():
+        raise BackendError(f"{symbol} needs libdevice (libdevice.10.bc not found: install nvidia-cuda-nvcc "
+                           "or set BLOCKTUNE_LIBDEVICE)", op.loc)
+    ret = lty(op.result.dtype)
+    return map_elementwise(lw, op, lay, lambda *xs: lw.call(symbol, ret, list(xs)))
+
+
+def lower_inline_asm(lw, op):
+    """Triton's elementwise inline asm: one asm instance per `pack` consecutive registers of a thread;
+    with pack > 1 each operand and result is that many elements in one register (<pack x T> bitcast
+    to an integer of the same width, as "r"/"l"/"h" constraints need)."""
+    b = lw.b
+    pack = op.attrs["pack"]
+    results = op.results
+    lay = lw.want(results[0]) if results[0].is_block else None
+    n = lay.n_regs if lay is not None else 1
+    if lay is None and pack > 1:
+        raise BackendError("tl.inline_asm_elementwise with pack > 1 needs block arguments", op.loc)
+    groups = -(-n // pack)
+    args = [lw.block(o, lay) if lay is not None else [lw.scalar(o)] for o in op.operands]
+
+    def packed_type(dt):
+        t = lty(dt)
+        if pack == 1:
+            return t, None
+        bits = dt.primitive_bitwidth * pack
+        if bits not in (16, 32, 64):
+            raise BackendError(f"tl.inline_asm_elementwise: pack={pack} elements of {dt} are {bits} bits, "
+                               "not one 16-, 32- or 64-bit register", op.loc)
+        return ll.IntType(bits), ll.VectorType(t, pack)
+
+    def pack_regs(regs, dt):
+        whole, vec = packed_type(dt)
+        if vec is None:
+            return regs
+        out = []
+        for g in range(groups):
+            v = ll.Constant(vec, ll.Undefined)
+            for j in range(pack):
+                v = b.insert_element(v, regs[min(g * pack + j, n - 1)], ll.Constant(I32, j))
+            out.append(b.bitcast(v, whole))
+        return out
+
+    ins = [pack_regs(a, o.dtype) for a, o in zip(args, op.operands)]
+    outs = [packed_type(r.dtype) for r in results]
+    ret = outs[0][0] if len(outs) == 1 else ll.LiteralStructType([t for t, _ in outs])
+    fty = ll.FunctionType(ret, [a[0].type for a in ins])
+    values = [[] for _ in results]
+    for g in range(groups):
+        r = b.asm(fty, op.attrs["asm"], op.attrs["constraints"], [a[g] for a in ins], not op.attrs["pure"])
+        for k, (whole, vec) in enumerate(outs):
+            v = r if len(outs) == 1 else b.extract_value(r, k)
+            if vec is None:
+                values[k].append(v)
+                continue
+            v = b.bitcast(v, vec)
+            values[k].extend(b.extract_element(v, ll.Constant(I32, j)) for j in range(pack))
+    for res, regs in zip(results, values):
+        if lay is None:
+            lw.vals[res.id] = regs[0]
+        else:
+            lw.set_block(res, lay, regs[:n])

@@ -124,6 +124,13 @@ class Layout:
         keep = [s != 1 or t == 1 for s, t in zip(src_shape, self.shape)]
         return self._map(lambda c: tuple(x if k else 0 for x, k in zip(c, keep)), src_shape)
 
+    def with_minor_pair(self) -> "Layout":
+        """The layout of shape + (2,) whose new minor dim is the thread's first register bit, the
+        rest as here: `tl.join` of two values in this layout needs no data movement."""
+        ext = lambda c: c + (0,)  # noqa: E731
+        return Layout(self.shape + (2,), ((0,) * self.rank + (1,),) + tuple(ext(b) for b in self.reg),
+                      tuple(ext(b) for b in self.lane), tuple(ext(b) for b in self.warp))
+
     def reshape(self, shape: tuple) -> "Layout":
         """Row-major order kept: relabel each basis through the flat offset."""
         shape = tuple(shape)

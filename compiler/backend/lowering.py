@@ -445,6 +445,27 @@ class Lowering:
                 res.extend(got)
         return res
 
+    def each_thread_share(self, count: int, body) -> None:
+        """body(i) for i = tid, tid + T, … below `count` (T: the program's threads): work shared out
+        over the threads (tl.sort's compare-and-swap pairs, tl.histogram's bins), unrolled when
+        short, else a loop."""
+        b = self.b
+        threads = 32 * self.num_warps
+        if count < threads:
+            with b.if_then(b.icmp_unsigned("<", self.tid, ll.Constant(I32, count))):
+                body(self.tid)
+            return
+        trips = count // threads
+        if trips <= 8:
+            for t in range(trips):
+                body(b.add(self.tid, ll.Constant(I32, t * threads)) if t else self.tid)
+            return
+        step = ll.Constant(I32, threads)
+        header, exitb, iv, _ = self.loop_head("share", ll.Constant(I32, 0), ll.Constant(I32, count), step, [], True)
+        body(b.add(iv, self.tid))
+        self.loop_back(header, iv, step, [], [])
+        b.position_at_end(exitb)
+
     # ------------------------------------------------------------------------------------------
     # driving
     def run(self):

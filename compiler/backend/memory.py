@@ -27,11 +27,31 @@ _EVICT = {"evict_first": ".L1::evict_first", "evict_last": ".L1::evict_last", "e
           "no_allocate": ".L1::no_allocate"}
 
 
+_L2_POLICY = {"evict_first": "evict_first", "evict_last": "evict_last"}
+
+
 def _cache_qualifiers(op) -> str:
     """`.cg`-style cache operator, else an L1 eviction priority (PTX cannot combine the two: the
-    cache operator wins)."""
+    cache operator wins). evict_first/evict_last also get an L2 cache hint (`_l2_policy`), as Triton
+    emits; a volatile load takes neither."""
+    if op.attrs.get("volatile"):
+        return ""
     c = _CACHE.get(op.attrs.get("cache", ""), "")
-    return c or _EVICT.get(op.attrs.get("eviction", "") or "", "")
+    q = c or _EVICT.get(op.attrs.get("eviction", "") or "", "")
+    return q + (".L2::cache_hint" if _l2_policy_kind(op) else "")
+
+
+def _l2_policy_kind(op) -> str | None:
+    return None if op.attrs.get("volatile") else _L2_POLICY.get(op.attrs.get("eviction", "") or "")
+
+
+def _l2_policy(lw, op):
+    """The 64-bit L2 eviction policy register for `.L2::cache_hint` (createpolicy.fractional, as
+    Triton makes it: the whole access at that priority), or None."""
+    kind = _l2_policy_kind(op)
+    if kind is None:
+        return None
+    return lw.b.asm(ll.FunctionType(I64, []), f"createpolicy.fractional.L2::{kind}.b64 $0, 1.0;", "=l", [], False)
 
 
 def _word_plan(es: int, vec: int):
@@ -110,7 +130,7 @@ def _and_pred(b, p, q):
     return b.and_(p, q)
 
 
-def _ld_asm(lw, ptr, pred, others, mt, es, vec, cache, volatile):
+def _ld_asm(lw, ptr, pred, others, mt, es, vec, cache, volatile, policy=None):
     wbits, nw = _word_plan(es, vec)
     regbits = 16 if wbits == 8 else wbits
     rt = ll.IntType(regbits)
@@ -137,7 +157,12 @@ def _ld_asm(lw, ptr, pred, others, mt, es, vec, cache, volatile):
     regs = ", ".join(f"${j}" for j in range(nw))
     regs = f"{{ {regs} }}" if nw > 1 else regs
     p = f"@${nw + 1} " if pred is not None else ""
-    lines.append(f"{p}{op}{vs}{ty} {regs}, [ ${nw} + 0 ];")
+    hint = ""
+    if policy is not None:
+        hint = f", ${nw + len(ins)}"
+        ins.append(policy)
+        cons.append("l")
+    lines.append(f"{p}{op}{vs}{ty} {regs}, [ ${nw} + 0 ]{hint};")
     ret = rt if nw == 1 else ll.LiteralStructType([rt] * nw)
     constraint = ",".join([f"={letter}"] * nw + cons)
     res = b.asm(ll.FunctionType(ret, [x.type for x in ins]), "\n\t".join(lines), constraint, ins, True)
@@ -147,7 +172,7 @@ def _ld_asm(lw, ptr, pred, others, mt, es, vec, cache, volatile):
     return _from_words(lw, words, mt, wbits)
 
 
-def _st_asm(lw, ptr, pred, vals, mt, es, vec, cache):
+def _st_asm(lw, ptr, pred, vals, mt, es, vec, cache, policy=None):
     wbits, nw = _word_plan(es, vec)
     regbits = 16 if wbits == 8 else wbits
     letter = _reg_letter(wbits)
@@ -171,7 +196,12 @@ def _st_asm(lw, ptr, pred, vals, mt, es, vec, cache):
     ty = ".b8" if wbits == 8 else f".b{wbits}"
     regs = ", ".join(f"${pi + 1 + j}" for j in range(nw))
     regs = f"{{ {regs} }}" if nw > 1 else regs
-    text = f"{p}st.global{cache}{vs}{ty} [ ${pi} + 0 ], {regs};"
+    hint = ""
+    if policy is not None:
+        hint = f", ${len(ins)}"
+        ins.append(policy)
+        cons.append("l")
+    text = f"{p}st.global{cache}{vs}{ty} [ ${pi} + 0 ], {regs}{hint};"
     b.asm(ll.FunctionType(ll.VoidType(), [x.type for x in ins]), text, ",".join(cons), ins, True)
 
 
@@ -222,6 +252,7 @@ def lower_load(lw, op):
     mt, es = _mem_type(dt), esize(dt)
     cache = _cache_qualifiers(op)
     volatile = bool(op.attrs.get("volatile", False))
+    policy = _l2_policy(lw, op)
     if not res.is_block:
         ptr = lw.scalar(p)
         pred = lw.scalar(mask) if mask is not None else None
@@ -229,7 +260,7 @@ def lower_load(lw, op):
         if pred is None and not cache and not volatile:
             vals = _plain_load(lw, ptr, mt, es, 1)
         else:
-            vals = _ld_asm(lw, ptr, pred, oth, mt, es, 1, cache, volatile)
+            vals = _ld_asm(lw, ptr, pred, oth, mt, es, 1, cache, volatile, policy)
         lw.vals[res.id] = _from_mem(lw, vals, dt)[0]
         return
     lay = lw.want(res)
@@ -243,7 +274,8 @@ def lower_load(lw, op):
         if pred is None and not cache and not volatile:
             out.extend(_plain_load(lw, ptrs[g], mt, es, vec))
         else:
-            out.extend(_ld_asm(lw, ptrs[g], pred, others[g:g + vec] if others is not None else None, mt, es, vec, cache, volatile))
+            out.extend(_ld_asm(lw, ptrs[g], pred, others[g:g + vec] if others is not None else None, mt, es, vec, cache,
+                               volatile, policy))
     lw.set_block(res, lay, _from_mem(lw, out, dt))
 
 
@@ -252,10 +284,11 @@ def lower_store(lw, op):
     dt = v.dtype
     mt, es = _mem_type(dt), esize(dt)
     cache = _cache_qualifiers(op)
+    policy = _l2_policy(lw, op)
     b = lw.b
     if not p.is_block:
         pred = _and_pred(b, lw.scalar(mask) if mask is not None else None, lw.owner_pred(None))
-        _st_asm(lw, lw.scalar(p), pred, _to_mem(lw, [lw.scalar(v)], dt), mt, es, 1, cache)
+        _st_asm(lw, lw.scalar(p), pred, _to_mem(lw, [lw.scalar(v)], dt), mt, es, 1, cache, policy)
         return
     lay = lw.layout_of(p) if isinstance(lw.vals.get(p.id), tuple) else lw.want(p)
     lay = lw.assign.get(p) or lay
@@ -269,7 +302,7 @@ def lower_store(lw, op):
         if pred is None and not cache:
             _plain_store(lw, ptrs[g], vals[g:g + vec], mt, es)
         else:
-            _st_asm(lw, ptrs[g], pred, vals[g:g + vec], mt, es, vec, cache)
+            _st_asm(lw, ptrs[g], pred, vals[g:g + vec], mt, es, vec, cache, policy)
 
 
 # ---- atomics ---------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ Block dims: (32 * num_warps, 1, 1); dynamic shared memory: `compile_ir(...)["sha
 from __future__ import annotations
 
 from .. import ir
-from . import control_flow, debug_ops, dot, elementwise as ew, memory, reduction
+from . import control_flow, debug_ops, dot, elementwise as ew, histogram, memory, reduction, shape_ops
 from .errors import BackendError
 from .llvm_target import cpu_for, libdevice_defs, llir_to_ptx
 from .lowering import Lowering, RuleTable
@@ -39,6 +39,9 @@ RULES = RuleTable(
         "fma": ew.lower_fma, "umulhi": ew.lower_umulhi, "cast": ew.lower_cast, "bitcast": ew.lower_bitcast,
         "not": ew.lower_not, "neg": ew.lower_neg, "abs": ew.lower_abs,
         **dict.fromkeys(MATH_FUNCTIONS, ew.lower_math),
+        "extern_elementwise": ew.lower_extern_elementwise,
+        # shape ops, scans, sorts
+        "join": shape_ops.lower_join,
     },
     statements={
         # memory
@@ -47,11 +50,17 @@ RULES = RuleTable(
         # across threads
         "reduce": reduction.lower_reduce, "scan": reduction.lower_scan, "dot": dot.lower_dot,
         "barrier": control_flow.lower_barrier,
+        # PTX written by the user
+        "inline_asm": ew.lower_inline_asm,
         # control flow
         "for": control_flow.lower_for, "if": control_flow.lower_if, "while": control_flow.lower_while,
         "return": control_flow.lower_return,
         # debugging
         "print": debug_ops.lower_print, "assert": debug_ops.lower_assert,
+        # shape ops, scans, sorts
+        "split": shape_ops.lower_split,
+        "reduce_combine": reduction.lower_reduce_combine, "scan_combine": reduction.lower_scan_combine,
+        "gather": shape_ops.lower_gather, "flip": shape_ops.lower_flip, "sort": shape_ops.lower_sort, "histogram": histogram.lower_histogram,
     },
 )
 

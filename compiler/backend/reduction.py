@@ -15,7 +15,7 @@ from .layouts import Layout, blocked, default_layout
 from .llvm_types import BF16, F16, F32, F64, FULL_MASK, I1, I8, I16, I32, I64, esize, fsuffix_of, is_signed, lty, mty
 
 
-def _shfl(lw, x, mode: str, lane_arg):
+def shfl(lw, x, mode: str, lane_arg):
     """shfl.sync.<mode> of any ≤64-bit value."""
     b = lw.b
     t = x.type
@@ -26,14 +26,14 @@ def _shfl(lw, x, mode: str, lane_arg):
         iv = b.bitcast(x, I64) if t == F64 else x
         lo = b.trunc(iv, I32)
         hi = b.trunc(b.lshr(iv, ll.Constant(I64, 32)), I32)
-        lo, hi = _shfl(lw, lo, mode, lane_arg), _shfl(lw, hi, mode, lane_arg)
+        lo, hi = shfl(lw, lo, mode, lane_arg), shfl(lw, hi, mode, lane_arg)
         r = b.or_(b.zext(lo, I64), b.shl(b.zext(hi, I64), ll.Constant(I64, 32)))
         return b.bitcast(r, F64) if t == F64 else r
     if isinstance(t, ll.IntType):
-        r = _shfl(lw, b.zext(x, I32), mode, lane_arg)
+        r = shfl(lw, b.zext(x, I32), mode, lane_arg)
         return b.trunc(r, t)
     if t in (F16, BF16):
-        r = _shfl(lw, b.zext(b.bitcast(x, I16), I32), mode, lane_arg)
+        r = shfl(lw, b.zext(b.bitcast(x, I16), I32), mode, lane_arg)
         return b.bitcast(b.trunc(r, I16), t)
     raise BackendError(f"shuffle of {t}")
 
@@ -91,14 +91,34 @@ def _axis_bits(bases, axis):
     return along, other, mixed
 
 
+def region_combiner(lw, region):
+    """The combine function of a custom reduction/scan: its region lowered on scalar registers, once
+    per call (tuples of registers in, the yielded registers out)."""
+    def comb(a, c):
+        for arg, v in zip(region.args, tuple(a) + tuple(c)):
+            lw.vals[arg.id] = v
+        lw.scopes.append({})
+        try:
+            term = lw.lower_block(region)
+            return tuple(lw.scalar(y) for y in term.operands)
+        finally:
+            lw.scopes.pop()
+    return comb
+
+
+def _reduce_layout(lw, x, axis) -> Layout:
+    lay = lw.layout_of(x)
+    if any(_axis_bits(g, axis)[2] for g in (lay.reg, lay.lane, lay.warp)):
+        lay = default_layout(x.shape, lw.num_warps)
+    return lay
+
+
 def lower_reduce(lw, op):
     x = op.operands[0]
     axis, kind = op.attrs["axis"], op.attrs["kind"]
     res = op.result
     dt = x.dtype
-    lay = lw.layout_of(x)
-    if any(_axis_bits(g, axis)[2] for g in (lay.reg, lay.lane, lay.warp)):
-        lay = default_layout(x.shape, lw.num_warps)
+    lay = _reduce_layout(lw, x, axis)
     regs = lw.block(x, lay)
     b = lw.b
     arg = kind in ("argmax", "argmin")
@@ -108,6 +128,36 @@ def lower_reduce(lw, op):
         regs = [b.fpext(r, F32) for r in regs]
     comb = _combiner(lw, kind, work_dt)
     vals = [(r, lw.index(lay, axis, i)) if arg else (r,) for i, r in enumerate(regs)]
+    acc, out_lay = _reduce_tuples(lw, lay, axis, vals, comb, [work_dt] + ([T.int32] if arg else []))
+    outs = [a[1] if arg else a[0] for a in acc]
+    if work_dt != dt and not arg:
+        outs = [b.fptrunc(v, lty(dt)) for v in outs]
+    if not res.is_block:
+        lw.vals[res.id] = outs[0]
+    else:
+        lw.set_block(res, out_lay, outs)
+
+
+def lower_reduce_combine(lw, op):
+    """tl.reduce with a @jit combine function over one or more inputs (tuples of registers)."""
+    xs = op.operands
+    axis = op.attrs["axis"]
+    lay = _reduce_layout(lw, xs[0], axis)
+    cols = [lw.block(x, lay) for x in xs]
+    vals = [tuple(c[r] for c in cols) for r in range(lay.n_regs)]
+    acc, out_lay = _reduce_tuples(lw, lay, axis, vals, region_combiner(lw, op.regions[0]), [x.dtype for x in xs])
+    for k, res in enumerate(op.results):
+        if not res.is_block:
+            lw.vals[res.id] = acc[0][k]
+        else:
+            lw.set_block(res, out_lay, [a[k] for a in acc])
+
+
+def _reduce_tuples(lw, lay, axis, vals, comb, dts):
+    """Reduce tuples of registers (one tuple per register of `lay`, components of types `dts`) along
+    `axis`: in registers, across lanes, across warps. Returns (tuples per register of the sliced
+    layout, the sliced layout)."""
+    b = lw.b
     ra, ro, _ = _axis_bits(lay.reg, axis)
     acc = []
     for oi in range(1 << len(ro)):
@@ -119,14 +169,14 @@ def lower_reduce(lw, op):
         acc.append(a)
     la, _, _ = _axis_bits(lay.lane, axis)
     for i in la:
-        acc = [comb(a, tuple(_shfl(lw, v, "bfly", ll.Constant(I32, 1 << i)) for v in a)) for a in acc]
+        acc = [comb(a, tuple(shfl(lw, v, "bfly", ll.Constant(I32, 1 << i)) for v in a)) for a in acc]
     out_lay = lay.slice(axis)
     wa, _, _ = _axis_bits(lay.warp, axis)
     if wa:
         nw = 1 << len(wa)
         n_out = out_lay.numel()
-        parts = [lty(work_dt)] + ([I32] if arg else [])
-        sizes = [esize(work_dt)] + ([4] if arg else [])
+        parts = [lty(d) for d in dts]
+        sizes = [esize(d) for d in dts]
         total = sum(n_out * nw * s for s in sizes)
         lw.smem_bytes = max(lw.smem_bytes, total + 16)
         lw.barrier()
@@ -163,13 +213,7 @@ def lower_reduce(lw, op):
                 a = tuple(items) if a is None else comb(a, tuple(items))
             new.append(a)
         acc = new
-    outs = [a[1] if arg else a[0] for a in acc]
-    if work_dt != dt and not arg:
-        outs = [b.fptrunc(v, lty(dt)) for v in outs]
-    if not res.is_block:
-        lw.vals[res.id] = outs[0]
-    else:
-        lw.set_block(res, out_lay, outs)
+    return acc, out_lay
 
 
 def _scan_ok(lay: Layout, axis: int) -> bool:
@@ -196,17 +240,36 @@ def _scan_ok(lay: Layout, axis: int) -> bool:
 
 def lower_scan(lw, op):
     x = op.operands[0]
-    axis, kind, rev = op.attrs["axis"], op.attrs["kind"], bool(op.attrs.get("reverse", False))
-    res = op.result
-    dt = x.dtype
+    _scan(lw, op, [x], _combiner(lw, op.attrs["kind"], x.dtype))
+
+
+def lower_scan_combine(lw, op):
+    """tl.associative_scan with a @jit combine function over one or more inputs."""
+    _scan(lw, op, list(op.operands), region_combiner(lw, op.regions[0]))
+
+
+def _scan(lw, op, xs, comb):
+    """Inclusive scan of tuples of registers (one component per input) with `comb`: in registers,
+    across lanes (Hillis–Steele with shuffles), then across warps and register chunks through shared
+    memory. `comb(earlier, later)` keeps the order of its operands in scan order: along the axis, or
+    from the end when reversed (Triton's reverse scan is the forward scan of the flipped block, so
+    there the higher elements are the left operand)."""
+    x = xs[0]
+    axis, rev = op.attrs["axis"], bool(op.attrs.get("reverse", False))
+    dts = [v.dtype for v in xs]
     lay = lw.layout_of(x)
     if not _scan_ok(lay, axis):
         order = (axis,) + tuple(d for d in reversed(range(x.type.numel and len(x.shape))) if d != axis)
         lay = blocked(x.shape, order, 1, lw.num_warps)
-    regs = list(lw.block(x, lay))
+    cols = [list(lw.block(v, lay)) for v in xs]
+    regs = [tuple(c[r] for c in cols) for r in range(lay.n_regs)]
     b = lw.b
-    comb1 = _combiner(lw, kind, dt)
-    comb = lambda p, q: comb1((p,), (q,))[0]  # noqa: E731
+
+    def select(c, p, q):
+        return tuple(b.select(c, pi, qi) for pi, qi in zip(p, q))
+
+    def shfl_all(t, mode, lane_arg):
+        return tuple(shfl(lw, v, mode, lane_arg) for v in t)
     # axis bits in increasing value
     reg_axis = sorted((lay.reg[i][axis], i) for i in _axis_bits(lay.reg, axis)[0])
     lane_axis = sorted((lay.lane[i][axis], i) for i in _axis_bits(lay.lane, axis)[0])
@@ -248,31 +311,34 @@ def lower_scan(lw, op):
                 for s in range(nl):
                     delta = 1 << (lb0 + s)
                     if rev:
-                        other_v = _shfl(lw, incl, "down", ll.Constant(I32, delta))
+                        other_v = shfl_all(incl, "down", ll.Constant(I32, delta))
                         ok = b.icmp_unsigned("<", lidx, ll.Constant(I32, (1 << nl) - (1 << s)))
                     else:
-                        other_v = _shfl(lw, incl, "up", ll.Constant(I32, delta))
+                        other_v = shfl_all(incl, "up", ll.Constant(I32, delta))
                         ok = b.icmp_unsigned(">=", lidx, ll.Constant(I32, 1 << s))
-                    incl = b.select(ok, comb(other_v, incl), incl)
+                    incl = select(ok, comb(other_v, incl), incl)
                 # exclusive prefix from the neighbouring lane
                 d1 = 1 << lb0
                 if rev:
-                    ex = _shfl(lw, incl, "down", ll.Constant(I32, d1))
+                    ex = shfl_all(incl, "down", ll.Constant(I32, d1))
                     has = b.icmp_unsigned("<", lidx, ll.Constant(I32, (1 << nl) - 1))
                 else:
-                    ex = _shfl(lw, incl, "up", ll.Constant(I32, d1))
+                    ex = shfl_all(incl, "up", ll.Constant(I32, d1))
                     has = b.icmp_unsigned(">", lidx, ll.Constant(I32, 0))
                 for lo in range(n_lo):
                     r = reg_of(o, lo, h)
-                    regs[r] = b.select(has, comb(ex, regs[r]), regs[r])
+                    regs[r] = select(has, comb(ex, regs[r]), regs[r])
     # 3. across warps and 4. across high register chunks, through shared memory
     if warp_axis or high:
         nwa = 1 << len(warp_axis)
-        es = esize(dt)
-        mt = mty(dt)
+        ess = [esize(d) for d in dts]
+        mts = [mty(d) for d in dts]
         sl = lay.slice(axis)
         n_other = sl.numel()
-        lw.smem_bytes = max(lw.smem_bytes, n_other * n_hi * nwa * es)
+        bases = [0]
+        for es in ess[:-1]:
+            bases.append(bases[-1] + n_other * n_hi * nwa * es)
+        lw.smem_bytes = max(lw.smem_bytes, sum(n_other * n_hi * nwa * es for es in ess))
         widx = ll.Constant(I32, 0)
         for j, (_, i) in enumerate(warp_axis):
             bit = pb.and_(pb.lshr(lw.warp, ll.Constant(I32, i)), ll.Constant(I32, 1))
@@ -286,16 +352,20 @@ def lower_scan(lw, op):
         tv, tm = lw.thread_flat(sl)
         lw.barrier()
         slot = {}
+
+        def smem_at(base, w, k):
+            off = b.mul(b.add(base, w), ll.Constant(I32, ess[k]))
+            return lw.smem_ptr(b.add(off, ll.Constant(I32, bases[k])) if bases[k] else off)
         for o in range(n_o):
             flat = lw.combine_const(tv, tm, sl.flat(sl.reg_coord(o)))
             for h in range(n_hi):
                 tot = regs[reg_of(o, last_lo, h)]
                 if lane_axis:
-                    tot = _shfl(lw, tot, "idx", src_lane)
+                    tot = shfl_all(tot, "idx", src_lane)
                 base = b.mul(b.add(b.mul(flat, ll.Constant(I32, n_hi)), ll.Constant(I32, h)), ll.Constant(I32, nwa))
                 slot[(o, h)] = base
-                off = b.mul(b.add(base, widx), ll.Constant(I32, es))
-                b.store(b.zext(tot, I8) if dt.name == "i1" else tot, lw.smem_ptr(off), align=es)
+                for k, (v, dt) in enumerate(zip(tot, dts)):
+                    b.store(b.zext(v, I8) if dt.name == "i1" else v, smem_at(base, widx, k), align=ess[k])
         lw.barrier()
         for o in range(n_o):
             carry = None  # combined totals of all earlier (h, w) chunks
@@ -303,9 +373,11 @@ def lower_scan(lw, op):
             for h in hs:
                 tots = []
                 for w in range(nwa):
-                    off = b.mul(b.add(slot[(o, h)], ll.Constant(I32, w)), ll.Constant(I32, es))
-                    v = b.load(lw.smem_ptr(off), typ=mt, align=es)
-                    tots.append(b.trunc(v, I1) if dt.name == "i1" else v)
+                    t = []
+                    for k, dt in enumerate(dts):
+                        v = b.load(smem_at(slot[(o, h)], ll.Constant(I32, w), k), typ=mts[k], align=ess[k])
+                        t.append(b.trunc(v, I1) if dt.name == "i1" else v)
+                    tots.append(tuple(t))
                 # exclusive prefix over the warps before mine (after mine when reversed)
                 ex, has = None, None
                 if nwa > 1:
@@ -318,17 +390,20 @@ def lower_scan(lw, op):
                     for w in order_w[:-1]:
                         tgt = w - 1 if rev else w + 1
                         sel = b.icmp_unsigned("==", widx, ll.Constant(I32, tgt))
-                        ex = pref[w] if ex is None else b.select(sel, pref[w], ex)
+                        ex = pref[w] if ex is None else select(sel, pref[w], ex)
                     has = b.icmp_unsigned("<", widx, ll.Constant(I32, nwa - 1)) if rev else b.icmp_unsigned(">", widx, ll.Constant(I32, 0))
                 for lo in range(n_lo):
                     r = reg_of(o, lo, h)
                     if ex is not None:
-                        pre = b.select(has, comb(carry, ex), carry) if carry is not None else None
-                        regs[r] = comb(pre, regs[r]) if pre is not None else b.select(has, comb(ex, regs[r]), regs[r])
+                        pre = select(has, comb(carry, ex), carry) if carry is not None else None
+                        regs[r] = comb(pre, regs[r]) if pre is not None else select(has, comb(ex, regs[r]), regs[r])
                     elif carry is not None:
                         regs[r] = comb(carry, regs[r])
                 chunk_total = None
                 for w in range(nwa):
                     chunk_total = tots[w] if chunk_total is None else (comb(tots[w], chunk_total) if rev else comb(chunk_total, tots[w]))
-                carry = chunk_total if carry is None else (comb(chunk_total, carry) if rev else comb(carry, chunk_total))
-    lw.set_block(res, lay, regs)
+                # carry holds the chunks before this one in scan order (higher ones when reversed),
+                # so it stays the left operand in both directions
+                carry = chunk_total if carry is None else comb(carry, chunk_total)
+    for k, res in enumerate(op.results):
+        lw.set_block(res, lay, [t[k] for t in regs])

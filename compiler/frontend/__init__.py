@@ -4,9 +4,13 @@ from __future__ import annotations
 from .. import ir
 from ..errors import CompilationError
 from ..language.core import constexpr
-from ..language.dtypes import dtype, from_signature
+from ..language.dtypes import dtype, from_signature, int64
+from ..language import descriptor_type as DT
+from .block_pointers import TensorDescriptor
 from .codegen import CodeGenerator
-from .semantic import Builder, SemanticError
+from .fold_dot import fold_dot_accumulate
+from .semantic import Builder, SemanticError, const
+from . import tuple_args
 
 
 def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | None = None) -> ir.Function:
@@ -14,12 +18,14 @@ def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | Non
     order) and `constexprs` (name → compile-time value; includes integers specialized to 1).
 
     `arg_attrs[name]` may carry {"divisibility": 16}. Every parameter of the kernel must appear in
-    exactly one of `signature` and `constexprs`.
+    exactly one of `signature` and `constexprs`. A tuple parameter's value in `constexprs` is its
+    skeleton (tuple_args.py), its runtime leaves `<param>.<i>...` in `signature` (or in
+    `constexprs` when specialized to 1).
     """
     arg_attrs = arg_attrs or {}
     params = list(kernel.arg_names)
     for name in list(signature) + list(constexprs):
-        if name not in params:
+        if tuple_args.root(name) not in params:
             raise CompilationError(f"{kernel.__name__}() has no parameter named '{name}'",
                                    _def_loc(kernel), _def_line(kernel))
     missing = [p for p in params if p not in signature and p not in constexprs]
@@ -30,23 +36,41 @@ def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | Non
         if p in signature:
             raise CompilationError(f"parameter '{p}' of {kernel.__name__}() is a tl.constexpr: pass it a value, not a type",
                                    _def_loc(kernel), _def_line(kernel))
-    runtime = [p for p in params if p in signature]
-    types = []
-    for p in runtime:
+    runtime, types, attrs, descriptors = [], [], [], {}
+    for p in [n for q in params for n in signature if tuple_args.root(n) == q]:   # tuple leaves after their tuple
         t = signature[p]
-        if not isinstance(t, dtype):
-            t = from_signature(str(t))
-        types.append(t)
+        desc = DT.parse(t)
+        if desc is not None:  # a host tensor descriptor: its parts are the parameters
+            elt, block, padding, shape_div16 = desc
+            rank = len(block)
+            descriptors[p] = (len(runtime), block, padding)
+            runtime += DT.part_names(p, rank)
+            types += DT.part_types(elt, rank)
+            # Triton's TMA rules, checked at launch: a 16-byte aligned base, strides of 16 bytes
+            stride_div = max(1, 16 // max(1, elt.primitive_bitwidth // 8))
+            attrs += [{"divisibility": 16}] + [{"divisibility": 16 if d else 1} for d in shape_div16] \
+                + [{"divisibility": stride_div}] * (rank - 1) + [{"divisibility": 1}]
+            continue
+        runtime.append(p)
+        types.append(t if isinstance(t, dtype) else from_signature(str(t)))
+        attrs.append(dict({"divisibility": 1}, **arg_attrs.get(p, {})))
     body = ir.Block(types, runtime)
-    fn = ir.Function(kernel.__name__, runtime, types, body,
-                     [dict({"divisibility": 1}, **arg_attrs.get(p, {})) for p in runtime],
-                     dict(constexprs), _def_loc(kernel))
+    fn = ir.Function(kernel.__name__, runtime, types, body, attrs, dict(constexprs), _def_loc(kernel))
     local = {p: a for p, a in zip(runtime, body.args)}
     for k, v in constexprs.items():
         local[k] = v.value if isinstance(v, constexpr) else v
     b = Builder()
     b.block = body
     b.loc = fn.loc
+    for p, (first, block, padding) in descriptors.items():
+        rank = len(block)
+        parts = body.args[first:first + 1 + 2 * rank]
+        # the last stride is 1 (checked at launch): a constant, so the last dim is known contiguous
+        strides = list(parts[1 + rank:-1]) + [const(b, 1, int64)]
+        local[p] = TensorDescriptor(parts[0], parts[1:1 + rank], strides, block, padding)
+    for p in params:
+        if tuple_args.has_leaves(local.get(p)):
+            local[p] = tuple_args.fill(local[p], local.__getitem__)
     gen = CodeGenerator(kernel, b, local)
     try:
         gen.visit_stmts(kernel.fn_ast.body)
@@ -56,6 +80,7 @@ def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | Non
         raise CompilationError("the kernel nests too deeply (nested expressions, blocks and @jit calls add up); "
                                "simplify it", _def_loc(kernel), _def_line(kernel)) from None
     body.ops.append(ir.Op("return", [], [], loc=b.loc))
+    fold_dot_accumulate(fn)
     ir.eliminate_dead_code(fn)
     return fn
 

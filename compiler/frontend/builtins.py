@@ -10,8 +10,11 @@ import builtins
 from .. import ir
 from ..language import dtypes as T
 from ..language.core import constexpr
+from ..language.extra.cuda.libdevice import BOOLEAN_RESULT as LIBDEVICE_BOOLEAN, SIGNATURES as LIBDEVICE
 from ..language.dtypes import block_type, dtype
+from . import block_pointers as BP
 from . import semantic as S
+from ..errors import CompileTimeAssertionFailure
 from .semantic import SemanticError, is_value
 
 BUILTINS: dict = {}
@@ -103,12 +106,18 @@ def cdiv(gen, node, x, div):
     return S.floordiv(gen.b, S.sub(gen.b, S.add(gen.b, x, div), 1), div)
 
 
+@rule("to_tensor")
+def to_tensor(gen, node, x):
+    return S.to_tensor(gen.b, x)
+
+
 @rule("static_assert")
 def static_assert(gen, node, cond, msg=""):
     if is_value(cond):
         raise SemanticError("tl.static_assert needs a compile-time condition")
     if not cond:
-        raise SemanticError(f"static assertion failed: {gen.text(node, msg)}")
+        raise CompileTimeAssertionFailure(f"static assertion failed: {gen.text(node, msg)}", gen.loc(node),
+                                          gen.source_line(node))
 
 
 @rule("static_print")
@@ -155,8 +164,8 @@ def view(gen, node, input, *shape):
 
 
 @rule("ravel")
-def ravel(gen, node, x):
-    return S.reshape(gen.b, x, (x.type.numel,), False)
+def ravel(gen, node, x, can_reorder=False):
+    return S.reshape(gen.b, x, (x.type.numel,), bool(_const(gen, node, can_reorder, "can_reorder")))
 
 
 @rule("trans", "permute")
@@ -185,6 +194,45 @@ def broadcast(gen, node, input, other):
     return S.broadcast_pair(gen.b, S.to_tensor(gen.b, input), S.to_tensor(gen.b, other))
 
 
+@rule("join")
+def join(gen, node, a, b):
+    return S.join(gen.b, a, b)
+
+
+@rule("split")
+def split(gen, node, a):
+    return S.split(gen.b, a)
+
+
+@rule("interleave")
+def interleave(gen, node, a, b):
+    """Triton's definition: join, then merge the new dim into the last one."""
+    c = S.join(gen.b, a, b)
+    if len(c.shape) == 1:
+        return c
+    return S.reshape(gen.b, c, c.shape[:-2] + (2 * c.shape[-2],))
+
+
+@rule("gather")
+def gather(gen, node, src, index, axis):
+    return S.gather(gen.b, src, index, _const(gen, node, axis, "tl.gather's axis"))
+
+
+@rule("flip")
+def flip(gen, node, x, dim=None):
+    return S.flip(gen.b, x, _const(gen, node, dim, "tl.flip's dim"))
+
+
+@rule("sort")
+def sort(gen, node, x, dim=None, descending=False):
+    return S.sort(gen.b, x, _const(gen, node, dim, "tl.sort's dim"), _const(gen, node, descending, "descending"))
+
+
+@rule("histogram")
+def histogram(gen, node, input, num_bins, mask=None):
+    return S.histogram(gen.b, input, _const(gen, node, num_bins, "tl.histogram's num_bins"), mask)
+
+
 # -- elementwise ---------------------------------------------------------------------------------
 @rule("where")
 def where(gen, node, condition, x, y):
@@ -197,8 +245,7 @@ def _minmax(which):
     def impl(gen, node, x, y, propagate_nan=None):
         if not is_value(x) and not is_value(y):
             return builtins.min(x, y) if which == "minimum" else builtins.max(x, y)
-        nan = propagate_nan is not None and str(getattr(propagate_nan, "name", propagate_nan)).upper().endswith("ALL")
-        return S.minmax(gen.b, which, x, y, nan)
+        return S.minmax(gen.b, which, x, y, _propagates_nan(propagate_nan))
     return impl
 
 
@@ -208,10 +255,19 @@ BUILTINS["minimum"] = _minmax("minimum")
 
 @rule("clamp")
 def clamp(gen, node, x, min, max, propagate_nan=None):
+    """Triton's clampf: min(max(x, lo), hi); with PropagateNan.ALL a NaN in x, lo or hi gives NaN,
+    else NaN in x gives lo (maxnum/minnum)."""
     x = S.to_tensor(gen.b, x)
     if not x.dtype.is_floating():
-        raise SemanticError(f"tl.clamp needs a floating-point value, got {x.dtype}")
-    return S.minmax(gen.b, "minimum", S.minmax(gen.b, "maximum", x, min), max)
+        raise SemanticError(f"tl.clamp needs a floating-point value, got {x.dtype} (use tl.minimum/tl.maximum on integers)")
+    nan = _propagates_nan(propagate_nan)
+    lo = S.cast(gen.b, min, x.dtype) if not is_value(min) else min
+    hi = S.cast(gen.b, max, x.dtype) if not is_value(max) else max
+    return S.minmax(gen.b, "minimum", S.minmax(gen.b, "maximum", x, lo, nan), hi, nan)
+
+
+def _propagates_nan(propagate_nan) -> bool:
+    return propagate_nan is not None and str(getattr(propagate_nan, "name", propagate_nan)).upper().endswith("ALL")
 
 
 def _math(name, **attrs):
@@ -268,6 +324,79 @@ def cast(gen, node, input, dtype, fp_downcast_rounding=None, bitcast=False):
     return S.cast(gen.b, input, _const(gen, node, dtype, "dtype"), bitcast=bool(bitcast))
 
 
+# -- libdevice, extern functions and inline assembly ----------------------------------------------
+def extern_call(gen, what, args, signatures, boolean=False):
+    """Triton's extern_elementwise: the symbol for the arguments' exact types, else for their common
+    type; all arguments broadcast to one shape."""
+    args = [S.to_tensor(gen.b, a) for a in args]
+    key = tuple(a.dtype.name for a in args)
+    if key not in signatures and len(args) > 1:
+        ty = args[0].dtype
+        for a in args[1:]:
+            ty = S.computation_type(ty, False, a.dtype, False, False)
+        args = [S.cast(gen.b, a, ty) for a in args]
+        key = tuple(a.dtype.name for a in args)
+    if key not in signatures:
+        accepted = "; ".join("(" + ", ".join(k) + ")" for k in signatures)
+        raise SemanticError(f"{what} takes arguments of types {accepted}, got ({', '.join(key)}); "
+                            "cast them first, e.g. x.to(tl.float32)")
+    shape = S.broadcast_shapes(*(a.shape for a in args))
+    args = [S.broadcast_to(gen.b, a, shape) for a in args]
+    symbol, result = signatures[key]
+    out = gen.b.value("extern_elementwise", args, S._with_shape(T.from_signature(result), shape), symbol=symbol)
+    return S.cast(gen.b, out, T.int1) if boolean else out
+
+
+def _libdevice(name):
+    def impl(gen, node, *args):
+        return extern_call(gen, f"libdevice.{name}", args, LIBDEVICE[name], boolean=name in LIBDEVICE_BOOLEAN)
+    return impl
+
+
+for _n in LIBDEVICE:
+    BUILTINS[f"libdevice.{_n}"] = _libdevice(_n)
+
+
+@rule("extern_elementwise")
+def extern_elementwise(gen, node, lib_name, lib_path, args, arg_type_symbol_dict, is_pure=True):
+    """`tl.extern_elementwise("", "", [x], {(tl.float32,): ("__nv_sinf", tl.float32)}, is_pure=True)`:
+    libdevice symbols only (the NVPTX backend links libdevice; other libraries are not linked)."""
+    signatures = {}
+    for types, (symbol, result) in dict(arg_type_symbol_dict).items():
+        if not str(symbol).startswith("__nv_"):
+            raise SemanticError(f"tl.extern_elementwise: only libdevice functions (__nv_*) can be called, got {symbol!r}")
+        signatures[tuple(T.from_signature(str(getattr(t, "name", t))).name for t in types)] = \
+            (symbol, T.from_signature(str(getattr(result, "name", result))).name)
+    return extern_call(gen, f"tl.extern_elementwise({lib_name!r})", list(args), signatures)
+
+
+@rule("inline_asm_elementwise")
+def inline_asm_elementwise(gen, node, asm, constraints, args, dtype, is_pure, pack):
+    """PTX inline assembly applied elementwise; `pack` elements per asm instance (Triton's
+    semantics). Runs on the GPU only: interpret mode refuses it (so does Triton's interpreter)."""
+    asm = _const(gen, node, asm, "tl.inline_asm_elementwise's asm")
+    constraints = _const(gen, node, constraints, "tl.inline_asm_elementwise's constraints")
+    pack = _const(gen, node, pack, "tl.inline_asm_elementwise's pack")
+    is_pure = _const(gen, node, is_pure, "tl.inline_asm_elementwise's is_pure")
+    if not isinstance(asm, str) or not isinstance(constraints, str):
+        raise SemanticError("tl.inline_asm_elementwise needs the asm and the constraints as strings")
+    if not isinstance(pack, int) or pack < 1 or pack & (pack - 1):
+        raise SemanticError(f"tl.inline_asm_elementwise's pack must be a power of two >= 1, got {pack!r}")
+    dtypes = tuple(dtype) if isinstance(dtype, (tuple, list)) else (dtype,)
+    for d in dtypes:
+        if not isinstance(d, T.dtype) or d.is_ptr() or d.name == "void":
+            raise SemanticError(f"tl.inline_asm_elementwise's dtype must be a scalar dtype or a tuple of them, got {d!r}")
+    args = [S.to_tensor(gen.b, a) for a in args]
+    shape = S.broadcast_shapes(*(a.shape for a in args)) if args else ()
+    args = [S.broadcast_to(gen.b, a, shape) for a in args]
+    n_out = constraints.count("=")
+    if n_out != len(dtypes):
+        raise SemanticError(f"tl.inline_asm_elementwise: the constraints name {n_out} outputs ('=…') but dtype gives {len(dtypes)}")
+    op = gen.b.create("inline_asm", args, [S._with_shape(d, shape) for d in dtypes],
+                      {"asm": asm, "constraints": constraints, "pure": bool(is_pure), "pack": pack})
+    return tuple(op.results) if isinstance(dtype, (tuple, list)) else op.results[0]
+
+
 # -- reductions and scans --------------------------------------------------------------------
 @rule("sum")
 def sum_(gen, node, input, axis=None, keep_dims=False, dtype=None):
@@ -304,30 +433,170 @@ BUILTINS["argmax"] = _arg("argmax")
 BUILTINS["argmin"] = _arg("argmin")
 
 
+def _scan_input(gen, node, input, dtype):
+    """As Triton's cumsum/cumprod: bfloat16 accumulates (and returns) float32; `dtype` casts first."""
+    x = S.to_tensor(gen.b, input)
+    if x.dtype == T.bfloat16:
+        x = S.cast(gen.b, x, T.float32)
+    if dtype is not None:
+        x = S.cast(gen.b, x, _const(gen, node, dtype, "dtype"))
+    return x
+
+
 @rule("cumsum")
-def cumsum(gen, node, input, axis=0, reverse=False):
-    return S.scan(gen.b, input, _axis(gen, node, axis), "sum", bool(reverse))
+def cumsum(gen, node, input, axis=0, reverse=False, dtype=None):
+    return S.scan(gen.b, _scan_input(gen, node, input, dtype), _axis(gen, node, axis), "sum", bool(reverse))
 
 
 @rule("cumprod")
-def cumprod(gen, node, input, axis=0, reverse=False):
-    return S.scan(gen.b, input, _axis(gen, node, axis), "prod", bool(reverse))
+def cumprod(gen, node, input, axis=0, reverse=False, dtype=None):
+    return S.scan(gen.b, _scan_input(gen, node, input, dtype), _axis(gen, node, axis), "prod", bool(reverse))
+
+
+def _combine_region(gen, node, combine_fn, dtypes) -> ir.Block:
+    """The region of a custom reduction/scan: `combine_fn(*a, *b)` inlined on scalar arguments,
+    its results cast to the inputs' types and yielded."""
+    if not hasattr(combine_fn, "fn_ast"):
+        raise SemanticError(f"combine_fn must be a @triton.jit function, got {gen._describe(combine_fn)}")
+    region = ir.Block(list(dtypes) * 2)
+    saved = gen.b.block
+    gen.b.block = region
+    try:
+        out = gen.inline(node, combine_fn, list(region.args), {})
+        outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+        if len(outs) != len(dtypes):
+            raise SemanticError(f"combine_fn {combine_fn.__name__} returns {len(outs)} values for "
+                                f"{len(dtypes)} inputs; it must return one value per input")
+        ys = []
+        for v, dt in zip(outs, dtypes):
+            if v is None or (is_value(v) and v.is_block):
+                raise SemanticError(f"combine_fn {combine_fn.__name__} must return scalars of the inputs' types")
+            ys.append(S.cast(gen.b, v, dt))
+        gen.b.create("yield", ys, [])
+    finally:
+        gen.b.block = saved
+    return region
+
+
+def _combine_inputs(gen, input, what):
+    xs = tuple(input) if isinstance(input, (tuple, list)) else (input,)
+    xs = tuple(S.to_tensor(gen.b, x) for x in xs)
+    if not xs or any(not x.is_block for x in xs):
+        raise SemanticError(f"{what} needs blocks, got {', '.join(S._describe(x) for x in xs) or 'nothing'}")
+    if len({x.shape for x in xs}) != 1:
+        raise SemanticError(f"{what}: every input must have the same shape, got {[list(x.shape) for x in xs]}")
+    return xs
+
+
+def _combine_axis(gen, node, axis, rank, what):
+    axis = _axis(gen, node, axis)
+    if not -rank <= axis < rank:
+        raise SemanticError(f"{what}: axis {axis} out of range for a {rank}-D block")
+    return axis % rank
+
+
+@rule("reduce")
+def reduce_(gen, node, input, axis, combine_fn, keep_dims=False):
+    xs = _combine_inputs(gen, input, "tl.reduce")
+    if axis is None:
+        xs = tuple(S.reshape(gen.b, x, (x.type.numel,)) for x in xs)
+        axis = 0
+        if keep_dims:
+            raise SemanticError("tl.reduce: keep_dims=True needs an axis")
+    axis = _combine_axis(gen, node, axis, len(xs[0].shape), "tl.reduce")
+    region = _combine_region(gen, node, combine_fn, [x.dtype for x in xs])
+    shape = xs[0].shape[:axis] + xs[0].shape[axis + 1:]
+    op = gen.b.create("reduce_combine", list(xs), [S._with_shape(x.dtype, shape) for x in xs], {"axis": axis},
+                      regions=[region])
+    outs = tuple(S.expand_dims(gen.b, r, axis) if keep_dims else r for r in op.results)
+    return outs if isinstance(input, (tuple, list)) else outs[0]
+
+
+@rule("associative_scan")
+def associative_scan(gen, node, input, axis, combine_fn, reverse=False):
+    xs = _combine_inputs(gen, input, "tl.associative_scan")
+    axis = _combine_axis(gen, node, axis, len(xs[0].shape), "tl.associative_scan")
+    region = _combine_region(gen, node, combine_fn, [x.dtype for x in xs])
+    op = gen.b.create("scan_combine", list(xs), [x.type for x in xs], {"axis": axis, "reverse": bool(reverse)},
+                      regions=[region])
+    return tuple(op.results) if isinstance(input, (tuple, list)) else op.result
 
 
 # -- memory ----------------------------------------------------------------------------------
 @rule("load")
 def load(gen, node, pointer, mask=None, other=None, boundary_check=(), padding_option="", cache_modifier="",
          eviction_policy="", volatile=False):
+    if isinstance(pointer, BP.BlockPointer):
+        return BP.load(gen.b, pointer, mask, other, boundary_check, padding_option, cache_modifier, eviction_policy, volatile)
     if boundary_check:
-        raise SemanticError("block pointers (boundary_check) are not supported yet; use masks")
+        raise SemanticError("boundary_check is only for block pointers (tl.make_block_ptr); use a mask")
     return S.load(gen.b, pointer, mask, other, cache_modifier, eviction_policy, volatile)
 
 
 @rule("store")
 def store(gen, node, pointer, value, mask=None, boundary_check=(), cache_modifier="", eviction_policy=""):
+    if isinstance(pointer, BP.BlockPointer):
+        return BP.store(gen.b, pointer, value, mask, boundary_check, cache_modifier, eviction_policy)
     if boundary_check:
-        raise SemanticError("block pointers (boundary_check) are not supported yet; use masks")
+        raise SemanticError("boundary_check is only for block pointers (tl.make_block_ptr); use a mask")
     S.store(gen.b, pointer, value, mask, cache_modifier, eviction_policy)
+
+
+@rule("make_block_ptr")
+def make_block_ptr(gen, node, base, shape, strides, offsets, block_shape, order):
+    return BP.make_block_ptr(gen.b, base, shape, strides, offsets, block_shape, order)
+
+
+@rule("advance")
+def advance(gen, node, base, offsets):
+    return BP.advance(gen.b, base, offsets)
+
+
+@rule("make_tensor_descriptor")
+def make_tensor_descriptor(gen, node, base, shape, strides, block_shape, padding_option="zero"):
+    if padding_option not in ("zero", constexpr("zero")):
+        raise SemanticError(f"tensor descriptors support padding_option='zero' only, got {padding_option!r}")
+    return BP.make_tensor_descriptor(gen.b, base, shape, strides, block_shape)
+
+
+class DescriptorMethod:
+    """`desc.load(offsets)` / `desc.store(offsets, value)` bound to a tensor descriptor."""
+
+    def __init__(self, desc, name):
+        self.desc, self.name = desc, name
+
+    def __call__(self, gen, node, *args, **kwargs):
+        if self.name == "load":
+            return _descriptor_load(gen, node, self.desc, *args, **kwargs)
+        if self.name == "store":
+            return _descriptor_store(gen, node, self.desc, *args, **kwargs)
+        return _descriptor_atomic(gen, node, self.desc, self.name, *args, **kwargs)
+
+
+def _descriptor_load(gen, node, desc, offsets):
+    return BP.descriptor_load(gen.b, desc, offsets)
+
+
+def _descriptor_store(gen, node, desc, offsets, value):
+    BP.descriptor_store(gen.b, desc, offsets, value)
+
+
+def _descriptor_atomic(gen, node, desc, kind, offsets, value):
+    BP.descriptor_atomic(gen.b, desc, kind, offsets, value)
+
+
+def composite_attribute(b, x, attr: str):
+    """Attributes of a block pointer or tensor descriptor inside a kernel."""
+    if isinstance(x, BP.TensorDescriptor):
+        if attr in ("load", "store") or attr in BP.DESCRIPTOR_ATOMICS:
+            return DescriptorMethod(x, attr)
+        if attr in ("block_shape", "dtype", "block_type"):
+            return getattr(x, attr)
+        if attr in ("shape", "strides"):
+            return tuple(getattr(x, attr))
+    elif attr in ("type", "dtype"):
+        return getattr(x, attr)
+    raise SemanticError(f"a {x!r} has no attribute '{attr}'")
 
 
 def _atomic(kind):
@@ -382,7 +651,8 @@ class TensorMethod:
         self.value, self.name = value, name
 
     def __call__(self, gen, node, *args, **kwargs):
-        return _METHODS[self.name](gen, node, self.value, *args, **kwargs)
+        impl = _METHODS.get(self.name) or BUILTINS[self.name]
+        return impl(gen, node, self.value, *args, **kwargs)
 
 
 def _to(gen, node, x, dtype, fp_downcast_rounding=None, bitcast=False):
@@ -397,7 +667,26 @@ _METHODS = {
     "broadcast_to": BUILTINS["broadcast_to"], "exp": BUILTINS["exp"], "exp2": BUILTINS["exp2"],
     "log": BUILTINS["log"], "log2": BUILTINS["log2"], "sqrt": BUILTINS["sqrt"], "abs": BUILTINS["abs"],
     "sigmoid": BUILTINS["sigmoid"], "ravel": BUILTINS["ravel"], "xor_sum": BUILTINS["xor_sum"],
+    # the rest of Triton's tl.math tensor members
+    "cos": BUILTINS["cos"], "sin": BUILTINS["sin"], "sqrt_rn": BUILTINS["sqrt_rn"], "erf": BUILTINS["erf"],
+    "floor": BUILTINS["floor"], "ceil": BUILTINS["ceil"], "rsqrt": BUILTINS["rsqrt"],
+    # shape ops, scans, sorts
+    "split": BUILTINS["split"], "cumprod": BUILTINS["cumprod"], "reduce": BUILTINS["reduce"],
+    "associative_scan": BUILTINS["associative_scan"], "gather": BUILTINS["gather"], "flip": BUILTINS["flip"],
+    "sort": BUILTINS["sort"], "histogram": BUILTINS["histogram"],
 }
+
+
+# The tl functions Triton also makes tensor methods (`x.cast(...)`, `x.sum(0)`, `p.store(v)`): each
+# is one where blocktune has the builtin, with the value as its first argument.
+_TRITON_MEMBER_FUNCTIONS = frozenset({
+    "abs", "advance", "argmax", "argmin", "associative_scan", "atomic_add", "atomic_and", "atomic_cas",
+    "atomic_max", "atomic_min", "atomic_or", "atomic_xchg", "atomic_xor", "broadcast_to", "cast", "cdiv",
+    "ceil", "cos", "cumprod", "cumsum", "erf", "exp", "exp2", "expand_dims", "flip", "floor", "gather",
+    "histogram", "item", "log", "log2", "max", "min", "permute", "ravel", "reduce", "reduce_or", "reshape",
+    "rsqrt", "sigmoid", "sin", "softmax", "split", "sqrt", "sqrt_rn", "store", "sum", "trans", "view",
+    "xor_sum",
+})
 
 
 def tensor_attribute(b, x: ir.Value, attr: str):
@@ -411,7 +700,7 @@ def tensor_attribute(b, x: ir.Value, attr: str):
         return x.type.numel if x.is_block else 1
     if attr == "T":
         return S.trans(b, x)
-    if attr in _METHODS:
+    if attr in _METHODS or (attr in _TRITON_MEMBER_FUNCTIONS and attr in BUILTINS):
         return TensorMethod(x, attr)
     raise SemanticError(f"a value of type {x.type} has no attribute '{attr}'")
 

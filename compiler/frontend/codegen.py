@@ -15,13 +15,14 @@ import types
 from typing import Any
 
 from .. import ir
-from ..errors import CompilationError
+from ..errors import CompilationError, CompileTimeAssertionFailure
 from ..language import core as tl_core
 from ..language import dtypes as T
 from ..language.core import constexpr
 from ..language.dtypes import block_type, dtype
 from . import semantic as S
-from .builtins import BUILTINS, TensorMethod, tensor_attribute
+from .block_pointers import Composite
+from .builtins import BUILTINS, DescriptorMethod, TensorMethod, composite_attribute, tensor_attribute
 from .limits import (MAX_FRONTEND_STEPS, MAX_INLINE_DEPTH, MAX_STATIC_RANGE_TRIPS, binop_problem,
                      format_spec_problem, text_problem, value_problem)
 from .semantic import SemanticError, is_value
@@ -140,7 +141,13 @@ class CodeGenerator(ast.NodeVisitor):
     def visit_Expr(self, node):
         if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
             return  # docstring
-        self.visit(node.value)
+        value = self.visit(node.value)
+        call = node.value
+        if isinstance(call, ast.Call) and call.args and isinstance(call.args[0], ast.Name) and is_value(value) \
+                and getattr(self.visit(call.func), "__blocktune_builtin__", None) in _IN_PLACE_HINTS:
+            # Triton attaches these hints to the value itself: `tl.multiple_of(ptrs, 16)` as a
+            # statement (tutorial 08) still informs later uses of `ptrs`
+            self.assign(call.args[0], value)
 
     def visit_Return(self, node):
         value = None if node.value is None else self.visit(node.value)
@@ -178,9 +185,19 @@ class CodeGenerator(ast.NodeVisitor):
         elif isinstance(target, (ast.Tuple, ast.List)):
             if not isinstance(value, (tuple, list)):
                 raise self.error(target, f"cannot unpack {self._describe(value)} into {len(target.elts)} names")
-            if len(value) != len(target.elts):
+            starred = [i for i, t in enumerate(target.elts) if isinstance(t, ast.Starred)]
+            if starred:            # `first, *rest = values`: rest gets a list, as in Python
+                i = starred[0]
+                after = len(target.elts) - i - 1
+                if len(starred) > 1 or len(value) < len(target.elts) - 1:
+                    raise self.error(target, f"cannot unpack {len(value)} values into {len(target.elts)} names")
+                value = [*value[:i], list(value[i:len(value) - after]), *value[len(value) - after:]]
+                target_elts = [t.value if isinstance(t, ast.Starred) else t for t in target.elts]
+            elif len(value) != len(target.elts):
                 raise self.error(target, f"cannot unpack {len(value)} values into {len(target.elts)} names")
-            for t, v in zip(target.elts, value):
+            else:
+                target_elts = target.elts
+            for t, v in zip(target_elts, value):
                 self.assign(t, v)
         else:
             raise self.error(target, "only names and tuples of names can be assigned to in a kernel "
@@ -192,7 +209,7 @@ class CodeGenerator(ast.NodeVisitor):
         if is_value(cond):
             self.b.create("assert", [S.to_bool(self.b, cond)], [], {"message": msg})
         elif not cond:
-            raise self.error(node, f"static assertion failed: {msg}")
+            raise CompileTimeAssertionFailure(f"static assertion failed: {msg}", self.loc(node), self.source_line(node))
 
     def visit_If(self, node):
         cond = self.visit(node.test)
@@ -222,6 +239,7 @@ class CodeGenerator(ast.NodeVisitor):
         else_block, else_scope, else_ret = run_branch(node.orelse)
         self.scope.local = dict(before)
         self.scope.returned = _MISSING
+        composites = self._spread_composites(node, then_scope, else_scope)
 
         # values that differ between the branches (or from before) flow out of the `if`
         names = [n for n in then_scope if n in else_scope and
@@ -271,8 +289,27 @@ class CodeGenerator(ast.NodeVisitor):
             self.scope.returned = tuple(rets) if isinstance(ret_pair[0], tuple) else rets[0]
         for n in set(before) - set(names):
             self.scope.local[n] = before[n]
+        for n, template in composites.items():  # block pointers assigned in a branch: reassemble
+            k = len(template.parts())
+            self.scope.local[n] = template.with_parts([self.scope.local.pop(f"{n}.{i}") for i in builtins.range(k)])
         if bare_return:
             self.scope.returned = None
+
+    def _spread_composites(self, node, then_scope, else_scope) -> dict:
+        """Block pointers / descriptors that differ between the branches flow out of the `if` as
+        their scalar parts (`name.0`, …); returns name → template to reassemble them from."""
+        out = {}
+        for n in [n for n in then_scope if n in else_scope]:
+            tv, ev = then_scope[n], else_scope[n]
+            if tv is ev or not (isinstance(tv, Composite) or isinstance(ev, Composite)):
+                continue
+            if not (isinstance(tv, Composite) and isinstance(ev, Composite)) or tv.structure() != ev.structure():
+                raise self.error(node, f"`{n}` is a {tv!r} in one branch and {ev!r} in the other")
+            for scope, v in ((then_scope, tv), (else_scope, ev)):
+                del scope[n]
+                scope.update({f"{n}.{i}": p for i, p in enumerate(v.parts())})
+            out[n] = tv
+        return out
 
     def _unify_branch_values(self, node, what, tv, ev, then_block, else_block):
         """Give a value assigned in both branches one type, turning constants into tensors."""
@@ -388,7 +425,7 @@ class CodeGenerator(ast.NodeVisitor):
         if not is_value(cond) and not cond:
             return
         carried_names = self._carried_names(node.body + [ast.Expr(node.test)])
-        self._build_while(node, carried_names)
+        self._build_while(node, _CarriedSlots(self, node, carried_names))
 
     def _carried_names(self, stmts) -> list[str]:
         assigned = []
@@ -400,11 +437,11 @@ class CodeGenerator(ast.NodeVisitor):
                     assigned.append(sub.target.id)
         return [n for n in assigned if n in self.scope.local]
 
-    def _initial_carried(self, node, names, forced_types):
+    def _initial_carried(self, node, names, forced_types, current):
         """Initial values of loop-carried names as tensors (constants become tensors)."""
         vals = []
         for n in names:
-            v = self.scope.local[n]
+            v = current[n]
             if n in forced_types:
                 ft = forced_types[n]
                 if not is_value(v):
@@ -423,21 +460,21 @@ class CodeGenerator(ast.NodeVisitor):
 
     def _build_loop(self, node, kind, bounds, iv_types, body_fn, attrs, iv_name):
         loop_var = node.target.id if isinstance(getattr(node, "target", None), ast.Name) else None
-        names = [n for n in self._carried_names(node.body) if n not in (iv_name, loop_var)]
+        slots = _CarriedSlots(self, node, [n for n in self._carried_names(node.body) if n not in (iv_name, loop_var)])
+        names = slots.flat_names
         forced: dict[str, Any] = {}
         for attempt in builtins.range(4):
-            inits = self._initial_carried(node, names, forced)
+            inits = self._initial_carried(node, names, forced, slots.flatten(self.scope.local))
             before = dict(self.scope.local)
             outer = self.b.block
             body = ir.Block(iv_types + [v.type for v in inits], [iv_name] + names)
             self.b.block = body
             self.scope.local = dict(before)
             self.scope.local[iv_name] = body.args[0]
-            for n, a in zip(names, body.args[1:]):
-                self.scope.local[n] = a
+            slots.bind(self.scope.local, body.args[1:])
             try:
                 body_fn(body, names)
-                nexts = [self.scope.local[n] for n in names]
+                nexts = [slots.flatten(self.scope.local)[n] for n in names]
             finally:
                 after_scope = self.scope.local
                 self.b.block = outer
@@ -451,7 +488,7 @@ class CodeGenerator(ast.NodeVisitor):
                 break
             if attempt == 3 or all(forced.get(n) == t for n, t in mismatch.items()):
                 n, t = next(iter(mismatch.items()))
-                raise self.error(node, f"loop-carried variable `{n}` has type {forced.get(n, self.scope.local[n].type if is_value(self.scope.local[n]) else S.literal_type(self.scope.local[n]))} before the loop but {t} after one iteration; "
+                raise self.error(node, f"loop-carried variable `{n}` has type {forced.get(n, inits[names.index(n)].type)} before the loop but {t} after one iteration; "
                                        f"initialize it with the type it keeps (e.g. tl.zeros(shape, dtype))")
             forced.update(mismatch)
         saved = self.b.block
@@ -465,8 +502,7 @@ class CodeGenerator(ast.NodeVisitor):
         body.ops.append(ir.Op("yield", yielded, [], loc=self.b.loc))
         self.b.block = saved
         op = self.b.create(kind, list(bounds) + inits, [v.type for v in inits], attrs=attrs, regions=[body])
-        for n, r in zip(names, op.results):
-            self.scope.local[n] = r
+        slots.bind(self.scope.local, op.results)
         for n in list(after_scope):
             if n not in self.scope.local and n != iv_name:
                 pass  # names first bound inside the loop are not visible after it (as in Triton)
@@ -481,10 +517,11 @@ class CodeGenerator(ast.NodeVisitor):
             if not (S.scalar_of(init_ty).is_ptr() or S.scalar_of(next_ty).is_ptr()) else next_ty
         return S._with_shape(ty, S.shape_of(init_ty))
 
-    def _build_while(self, node, names):
+    def _build_while(self, node, slots):
+        names = slots.flat_names
         forced: dict[str, Any] = {}
         for attempt in builtins.range(4):
-            inits = self._initial_carried(node, names, forced)
+            inits = self._initial_carried(node, names, forced, slots.flatten(self.scope.local))
             before = dict(self.scope.local)
             outer = self.b.block
             cond_block = ir.Block([v.type for v in inits], names)
@@ -492,7 +529,7 @@ class CodeGenerator(ast.NodeVisitor):
             try:
                 self.b.block = cond_block
                 self.scope.local = dict(before)
-                self.scope.local.update(zip(names, cond_block.args))
+                slots.bind(self.scope.local, cond_block.args)
                 cond = self.visit(node.test)
                 if not is_value(cond):
                     raise self.error(node.test, "a while loop over runtime values needs a runtime condition")
@@ -501,11 +538,11 @@ class CodeGenerator(ast.NodeVisitor):
                 cond = S.to_bool(self.b, cond)
                 self.b.block = body
                 self.scope.local = dict(before)
-                self.scope.local.update(zip(names, body.args))
+                slots.bind(self.scope.local, body.args)
                 self.visit_stmts(node.body)
                 if self.scope.returned is not _MISSING:
                     raise self.error(node, "return inside a loop is not supported")
-                nexts = [self.scope.local[n] for n in names]
+                nexts = [slots.flatten(self.scope.local)[n] for n in names]
             finally:
                 self.b.block = outer
                 self.scope.local = before
@@ -528,8 +565,7 @@ class CodeGenerator(ast.NodeVisitor):
         body.ops.append(ir.Op("yield", yielded, [], loc=self.b.loc))
         self.b.block = saved
         op = self.b.create("while", inits, [v.type for v in inits], regions=[cond_block, body])
-        for n, r in zip(names, op.results):
-            self.scope.local[n] = r
+        slots.bind(self.scope.local, op.results)
 
     def visit_Break(self, node):
         raise self.error(node, "break is not supported in kernels; fold the exit condition into a while loop")
@@ -551,10 +587,47 @@ class CodeGenerator(ast.NodeVisitor):
             return v.value
         return v
 
+    def visit_ListComp(self, node):
+        """`[f(v) for v in values if cond]` over a tuple or list known at compile time (unrolled)."""
+        if len(node.generators) != 1 or node.generators[0].is_async:
+            raise self.error(node, "a comprehension in a kernel has exactly one `for`")
+        loop = node.generators[0]
+        items = self.visit(loop.iter)
+        if is_value(items) or not isinstance(items, (tuple, list)):
+            raise self.error(loop.iter, "a comprehension in a kernel iterates over a tuple or list known at compile "
+                                        f"time, not {self._describe(items)}")
+        outer = dict(self.scope.local)
+        out = []
+        try:
+            for item in items:
+                self.assign(loop.target, item)
+                keep = True
+                for cond in loop.ifs:
+                    c = self.visit(cond)
+                    if is_value(c):
+                        raise self.error(cond, "a comprehension's `if` must be known at compile time")
+                    keep = keep and bool(c)
+                if keep:
+                    out.append(self.visit(node.elt))
+        finally:
+            self.scope.local = outer     # the loop variable does not leak, as in Python 3
+        return out
+
+    visit_GeneratorExp = visit_ListComp
+
     def visit_Tuple(self, node):
         return tuple(self.visit(e) for e in node.elts)
 
     visit_List = visit_Tuple
+
+    def visit_Dict(self, node):
+        """A dict with compile-time keys (e.g. tl.extern_elementwise's table of symbols)."""
+        if any(k is None for k in node.keys):
+            raise self.error(node, "** unpacking in a dict is not supported in kernels")
+        keys = [self.visit(k) for k in node.keys]
+        if any(is_value(k) for k in keys):
+            raise self.error(node, "dict keys in a kernel must be compile-time constants")
+        return dict(zip(keys, (self.visit(v) for v in node.values)))
 
     def visit_Attribute(self, node):
         if node.attr.startswith("_"):
@@ -562,6 +635,8 @@ class CodeGenerator(ast.NodeVisitor):
         base = self.visit(node.value)
         if is_value(base):
             return tensor_attribute(self.b, base, node.attr)
+        if isinstance(base, Composite):
+            return composite_attribute(self.b, base, node.attr)
         if isinstance(base, (dtype, block_type)):
             return getattr(base, node.attr)
         if isinstance(base, types.ModuleType) or isinstance(base, type) or hasattr(base, "__blocktune_builtin__"):
@@ -571,6 +646,8 @@ class CodeGenerator(ast.NodeVisitor):
             return v.value if isinstance(v, constexpr) else v
         if isinstance(base, tuple) and node.attr in ("index", "count"):
             return getattr(base, node.attr)
+        if isinstance(base, tuple) and node.attr in getattr(type(base), "_fields", ()):
+            return getattr(base, node.attr)       # a NamedTuple's field
         if _is_jit(base):
             return getattr(base, node.attr)
         raise self.error(node, f"cannot take attribute '{node.attr}' of {self._describe(base)} in a kernel")
@@ -680,15 +757,16 @@ class CodeGenerator(ast.NodeVisitor):
         return S.logical(self.b, "and", a, b)
 
     def visit_BoolOp(self, node):
-        values = [self.visit(v) for v in node.values]
-        acc = values[0]
-        for v in values[1:]:
-            if isinstance(node.op, ast.And):
+        is_and = isinstance(node.op, ast.And)
+        acc = self.visit(node.values[0])
+        for expr in node.values[1:]:
+            if not is_value(acc) and (not acc if is_and else acc):
+                return acc      # decided at compile time: as in Python, the value, the rest unevaluated
+            v = self.visit(expr)
+            if not is_value(acc):
+                acc = v
+            elif is_and:
                 acc = self._and(acc, v)
-            elif not is_value(acc) and not is_value(v):
-                acc = acc or v
-            elif not is_value(acc):
-                acc = True if acc else v
             elif not is_value(v):
                 acc = True if v else acc
             else:
@@ -745,7 +823,7 @@ class CodeGenerator(ast.NodeVisitor):
         name = getattr(fn, "__blocktune_builtin__", None)
         if name is not None:
             return BUILTINS[name](self, node, *args, **kwargs)
-        if isinstance(fn, TensorMethod):
+        if isinstance(fn, (TensorMethod, DescriptorMethod)):
             return fn(self, node, *args, **kwargs)
         if _is_jit(fn):
             return self.inline(node, fn, args, kwargs)
@@ -764,6 +842,9 @@ class CodeGenerator(ast.NodeVisitor):
         py = _PYTHON_BUILTINS.get(fn)
         if py is not None:
             return py(self, node, *args, **kwargs)
+        if isinstance(getattr(fn, "__self__", None), dtype) and \
+                all(not is_value(a) for a in args) and all(not is_value(v) for v in kwargs.values()):
+            return fn(*args, **kwargs)  # x.dtype.is_int(), x.dtype.is_floating(), ... at compile time
         if getattr(fn, "__blocktune_host_helper__", False) and \
                 all(not is_value(a) for a in args) and all(not is_value(v) for v in kwargs.values()):
             return fn(*args, **kwargs)  # compiler.cdiv / next_power_of_2 on compile-time values
@@ -815,6 +896,46 @@ class CodeGenerator(ast.NodeVisitor):
 
 
 _PY_CMP = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge}
+
+
+class _CarriedSlots:
+    """Loop-carried names, with each block pointer / tensor descriptor spread over one slot per
+    scalar part (`name.0`, `name.1`, …) so that loops carry plain IR values."""
+
+    def __init__(self, gen, node, names: list[str]):
+        self.gen, self.node, self.names = gen, node, names
+        self.templates = {n: gen.scope.local[n] for n in names if isinstance(gen.scope.local[n], Composite)}
+        self.flat_names = []
+        for n in names:
+            t = self.templates.get(n)
+            self.flat_names.extend([n] if t is None else [f"{n}.{i}" for i in builtins.range(len(t.parts()))])
+
+    def flatten(self, scope: dict) -> dict:
+        out = {}
+        for n in self.names:
+            v, t = scope[n], self.templates.get(n)
+            if t is None:
+                if isinstance(v, Composite):
+                    raise self.gen.error(self.node, f"`{n}` becomes a {v!r} inside the loop; define it before the loop")
+                out[n] = v
+                continue
+            if not isinstance(v, Composite) or v.structure() != t.structure():
+                raise self.gen.error(self.node, f"loop-carried `{n}` must stay a {t!r}, got {self.gen._describe(v) if not isinstance(v, Composite) else repr(v)}")
+            out.update({f"{n}.{i}": p for i, p in enumerate(v.parts())})
+        return out
+
+    def bind(self, scope: dict, values) -> None:
+        values = list(values)
+        for n in self.names:
+            t = self.templates.get(n)
+            if t is None:
+                scope[n] = values.pop(0)
+            else:
+                k = len(t.parts())
+                scope[n], values = t.with_parts(values[:k]), values[k:]
+
+
+_IN_PLACE_HINTS = ("multiple_of", "max_contiguous", "max_constancy")
 
 
 def _ends_with_return(stmts) -> bool:
@@ -886,4 +1007,5 @@ _PYTHON_BUILTINS = {
     builtins.print: _py_print, builtins.isinstance: _py_isinstance, builtins.abs: _py_abs,
     builtins.range: _py_range_error,
     builtins.tuple: lambda gen, node, x=(): tuple(x), builtins.list: lambda gen, node, x=(): list(x),
+    tl_core.tuple: lambda gen, node, x=(): tuple(x),
 }

@@ -74,6 +74,8 @@ def literal_type(v) -> dtype:
     if isinstance(v, int):
         if -2**31 <= v < 2**31:
             return T.int32
+        if 0 <= v < 2**32:  # as Triton: 0xD2511F53 is a uint32, so `c * 0xD2511F53` stays 32-bit
+            return T.uint32
         if -2**63 <= v < 2**63:
             return T.int64
         if 0 <= v < 2**64:
@@ -84,7 +86,14 @@ def literal_type(v) -> dtype:
     raise SemanticError(f"expected a number, got {type(v).__name__} {v!r}")
 
 
+def _check_supported(ty) -> None:
+    why = T.unsupported(ty)
+    if why:
+        raise SemanticError(why)
+
+
 def const(b: Builder, v, ty) -> ir.Value:
+    _check_supported(ty)
     elt = scalar_of(ty)
     if elt.is_floating():
         v = float(v)
@@ -197,6 +206,79 @@ def trans(b: Builder, x: ir.Value, perm=None) -> ir.Value:
     return b.value("trans", [x], block_type(x.dtype, tuple(x.shape[p] for p in perm)), perm=perm)
 
 
+def join(b: Builder, x, y) -> ir.Value:
+    """Two values side by side in a new minor dim of size 2 (broadcast to one shape first)."""
+    x, y = to_tensor(b, x), to_tensor(b, y)
+    if x.dtype != y.dtype:
+        raise SemanticError(f"tl.join needs two values of one type, got {x.dtype} and {y.dtype}; cast one first")
+    x, y = broadcast_pair(b, x, y)
+    return b.value("join", [x, y], block_type(x.dtype, x.shape + (2,)))
+
+
+def split(b: Builder, x) -> tuple:
+    """The inverse of join: (x[..., 0], x[..., 1])."""
+    x = to_tensor(b, x)
+    if not x.is_block or x.shape[-1] != 2:
+        raise SemanticError(f"tl.split needs a block whose last dimension has size 2, got {x.type}")
+    ty = _with_shape(x.dtype, x.shape[:-1])
+    return tuple(b.create("split", [x], [ty, ty]).results)
+
+
+def _dim(x: ir.Value, dim, what: str) -> int:
+    rank = len(x.shape)
+    dim = rank - 1 if dim is None else int(dim)
+    if not -rank <= dim < rank:
+        raise SemanticError(f"{what}: dim {dim} out of range for a {rank}-D block")
+    return dim % rank
+
+
+def gather(b: Builder, src, index, axis) -> ir.Value:
+    src, index = to_tensor(b, src), to_tensor(b, index)
+    if not src.is_block or not index.is_block or len(src.shape) != len(index.shape):
+        raise SemanticError(f"tl.gather needs a source and an index block of one rank, got {src.type} and {index.type}")
+    if not index.dtype.is_int():
+        raise SemanticError(f"tl.gather's index must hold integers, got {index.dtype}")
+    axis = _dim(src, axis, "tl.gather")
+    for d, (s, i) in enumerate(zip(src.shape, index.shape)):
+        if d != axis and s != i:
+            raise SemanticError(f"tl.gather: the index's shape {list(index.shape)} must equal the source's "
+                                f"{list(src.shape)} in every dim but axis {axis}")
+    if src.dtype.is_ptr():
+        raise SemanticError("tl.gather of pointers is not supported; gather offsets and add them to the pointer")
+    return b.value("gather", [src, index], block_type(src.dtype, index.shape), axis=axis)
+
+
+def flip(b: Builder, x, dim=None) -> ir.Value:
+    x = to_tensor(b, x)
+    if not x.is_block:
+        raise SemanticError(f"tl.flip needs a block, got {x.type}")
+    if x.dtype.is_ptr():
+        raise SemanticError("tl.flip of pointers is not supported; flip the offsets")
+    return b.value("flip", [x], x.type, dim=_dim(x, dim, "tl.flip"))
+
+
+def sort(b: Builder, x, dim=None, descending=False) -> ir.Value:
+    x = to_tensor(b, x)
+    if not x.is_block:
+        raise SemanticError(f"tl.sort needs a block, got {x.type}")
+    if x.dtype.is_ptr():
+        raise SemanticError("tl.sort of pointers is not supported")
+    return b.value("sort", [x], x.type, dim=_dim(x, dim, "tl.sort"), descending=bool(descending))
+
+
+def histogram(b: Builder, x, num_bins: int, mask=None) -> ir.Value:
+    x = to_tensor(b, x)
+    if not x.is_block or len(x.shape) != 1:
+        raise SemanticError(f"tl.histogram needs a 1-D block, got {x.type}")
+    if not x.dtype.is_int() or x.dtype.is_bool():
+        raise SemanticError(f"tl.histogram needs integers, got {x.dtype}")
+    if not isinstance(num_bins, int) or num_bins <= 0 or num_bins & (num_bins - 1):
+        raise SemanticError(f"tl.histogram: num_bins must be a power of two, got {num_bins}")
+    if mask is not None:
+        mask = broadcast_to(b, to_bool(b, mask), x.shape)
+    return b.value("histogram", [x, mask], block_type(T.int32, (num_bins,)), num_bins=num_bins)
+
+
 # ---------------------------------------------------------------------------------------------
 # Types: Triton's computation-type rules
 
@@ -246,6 +328,7 @@ def computation_type(a: dtype, a_scalar: bool, c: dtype, c_scalar: bool, div_or_
 def cast(b: Builder, x, to: dtype, bitcast: bool = False) -> ir.Value:
     if isinstance(to, block_type):
         to = to.element_ty
+    _check_supported(to)
     x = to_tensor(b, x, to if not is_value(x) else None)
     src = x.dtype
     if src == to:
@@ -458,7 +541,20 @@ def _load_type(elt: dtype) -> dtype:
     return elt
 
 
+LOAD_CACHE_MODIFIERS = ("", ".ca", ".cg", ".cv")
+STORE_CACHE_MODIFIERS = ("", ".wb", ".cg", ".cs", ".wt")
+EVICTION_POLICIES = ("", "evict_first", "evict_last")
+
+
+def _check_cache_hints(cache, eviction, allowed):
+    if (cache or "") not in allowed:
+        raise SemanticError(f"cache modifier {cache!r} is not supported here; use one of {list(allowed[1:])}")
+    if (eviction or "") not in EVICTION_POLICIES:
+        raise SemanticError(f"eviction policy {eviction!r} is not supported; use one of {list(EVICTION_POLICIES[1:])}")
+
+
 def load(b, ptr, mask=None, other=None, cache="", eviction="", volatile=False):
+    _check_cache_hints(cache, eviction, LOAD_CACHE_MODIFIERS)
     if not _is_ptr(ptr):
         raise SemanticError(f"tl.load expects a pointer or a block of pointers, got {_describe(ptr)}")
     if other is not None and mask is None:
@@ -472,6 +568,7 @@ def load(b, ptr, mask=None, other=None, cache="", eviction="", volatile=False):
 
 
 def store(b, ptr, value, mask=None, cache="", eviction=""):
+    _check_cache_hints(cache, eviction, STORE_CACHE_MODIFIERS)
     if not _is_ptr(ptr):
         raise SemanticError(f"tl.store expects a pointer or a block of pointers, got {_describe(ptr)}")
     value = to_tensor(b, value, ptr.dtype.element_ty if not is_value(value) else None)
@@ -484,7 +581,21 @@ def store(b, ptr, value, mask=None, cache="", eviction=""):
     b.create("store", [ptr, value, mask], [], {"cache": cache or "", "eviction": eviction or ""})
 
 
+MEMORY_SEMANTICS = ("acq_rel", "acquire", "release", "relaxed")
+MEMORY_SCOPES = ("gpu", "cta", "sys")
+
+
+def _sem_and_scope(what, sem, scope):
+    sem, scope = sem or "acq_rel", scope or "gpu"
+    if sem not in MEMORY_SEMANTICS:
+        raise SemanticError(f"{what}: memory semantic {sem!r} is not supported; use one of {list(MEMORY_SEMANTICS)}")
+    if scope not in MEMORY_SCOPES:
+        raise SemanticError(f"{what}: memory scope {scope!r} is not supported; use one of {list(MEMORY_SCOPES)}")
+    return sem, scope
+
+
 def atomic_rmw(b, kind, ptr, val, mask=None, sem=None, scope=None):
+    sem, scope = _sem_and_scope(f"tl.atomic_{kind}", sem, scope)
     if not _is_ptr(ptr):
         raise SemanticError(f"tl.atomic_{kind} expects a pointer, got {_describe(ptr)}")
     elt = ptr.dtype.element_ty
@@ -498,10 +609,11 @@ def atomic_rmw(b, kind, ptr, val, mask=None, sem=None, scope=None):
         raise SemanticError(f"tl.atomic_{kind} needs an integer pointer, got {elt}")
     if elt in (T.float16, T.bfloat16) and kind not in ("add", "xchg"):
         raise SemanticError(f"tl.atomic_{kind} is not supported on {elt}")
-    return b.value("atomic_rmw", [ptr, val, mask], val.type, kind=kind, sem=sem or "acq_rel", scope=scope or "gpu")
+    return b.value("atomic_rmw", [ptr, val, mask], val.type, kind=kind, sem=sem, scope=scope)
 
 
 def atomic_cas(b, ptr, cmp, val, sem=None, scope=None):
+    sem, scope = _sem_and_scope("tl.atomic_cas", sem, scope)
     if not _is_ptr(ptr):
         raise SemanticError(f"tl.atomic_cas expects a pointer, got {_describe(ptr)}")
     elt = ptr.dtype.element_ty
@@ -513,7 +625,7 @@ def atomic_cas(b, ptr, cmp, val, sem=None, scope=None):
     val = broadcast_to(b, cast(b, val, elt), shape)
     if elt.primitive_bitwidth not in (16, 32, 64):
         raise SemanticError(f"tl.atomic_cas needs a 16, 32 or 64-bit element type, got {elt}")
-    return b.value("atomic_cas", [ptr, cmp, val], val.type, sem=sem or "acq_rel", scope=scope or "gpu")
+    return b.value("atomic_cas", [ptr, cmp, val], val.type, sem=sem, scope=scope)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -5,11 +5,16 @@ Every array/tensor argument registers the whole allocation it lives in (the root
 the torch storage), so views, strides and offsets work as on the GPU. A load/store/atomic lane that
 is active (mask true, or no mask) must fall inside one of those allocations, naturally aligned;
 otherwise an `IndexError` names the kernel source location. Masked-off lanes never touch memory.
+An address outside every argument may still lie in a live CPU torch tensor the kernel reached
+through memory (tutorial 08 reads its matrices' addresses from a device array, as Triton's
+interpreter allows): that tensor's allocation is then registered too (`_adopt`).
 """
 from __future__ import annotations
 
 import bisect
 import ctypes
+import gc
+import sys
 
 import numpy as np
 
@@ -103,6 +108,27 @@ class _Memory:
             return self.buffers[i]
         return None
 
+    def _adopt(self, addr, size) -> _Buffer | None:
+        """Register the live CPU torch tensor whose allocation holds [addr, addr + size), if any."""
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return None
+        for obj in gc.get_objects():
+            if type(obj) is not torch.Tensor and not isinstance(obj, torch.Tensor):
+                continue
+            try:
+                if obj.device.type != "cpu":
+                    continue
+                st = obj.untyped_storage()
+                lo, hi = st.data_ptr(), st.data_ptr() + st.nbytes()
+            except (RuntimeError, NotImplementedError):  # meta, sparse or nested tensors hold no plain storage
+                continue
+            if lo <= addr and addr + size <= hi:
+                raw = np.ctypeslib.as_array((ctypes.c_uint8 * (hi - lo)).from_address(lo))
+                self.add(lo, hi, raw, obj, "a tensor reached by address")
+                return self._find(addr)
+        return None
+
     def locate(self, addrs, size, what, loc, lanes, shape):
         """Group active addresses by buffer: a list of (buffer, positions in addrs or None, byte addrs)."""
         if addrs.size == 0:
@@ -121,6 +147,8 @@ class _Memory:
         while todo.size:
             first = int(addrs[todo[0]])
             b = self._find(first)
+            if b is None:
+                b = self._adopt(first, size)
             if b is None or first + size > b.hi:
                 self._oob(first, what, loc, lanes, int(todo[0]), shape)
             inside = (addrs[todo] >= b.lo) & (addrs[todo] + size <= b.hi)

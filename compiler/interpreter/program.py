@@ -11,6 +11,7 @@ from .. import ir
 from ..language import dtypes as T
 from ..language.dtypes import block_type, pointer_type, scalar_of, shape_of
 from .memory import _Memory, _buffer_of, _from_mem, _to_mem
+from . import libdevice
 from .values import (_CMP, _UNARY_FLOAT, _UNARY_INT, InterpreterError, _float_binary, _fma, _int_binary, _mem_np, _np,
                      _scalar_from_py, _tf32_round, _umulhi, _wrap_int, bf16_round, bitcast_value, cast_value)
 
@@ -196,6 +197,68 @@ class Program:
             env[s] = np.transpose(env[x], perm)
         return f
 
+    def _op_join(self, op):
+        a, c, s = self._slot(op.operands[0]), self._slot(op.operands[1]), self._rs(op)
+
+        def f(env):
+            env[s] = np.stack([env[a], env[c]], axis=-1)
+        return f
+
+    def _op_split(self, op):
+        x = self._slot(op.operands[0])
+        s0, s1 = (self._slot(r) for r in op.results)
+
+        def f(env):
+            v = env[x]
+            env[s0], env[s1] = v[..., 0][()], v[..., 1][()]
+        return f
+
+    def _op_gather(self, op):
+        src, index, s = self._slot(op.operands[0]), self._slot(op.operands[1]), self._rs(op)
+        axis = int(op.attrs["axis"]) + self.BATCH
+        loc = op.loc
+
+        def f(env):
+            v, i = env[src], env[index].astype(np.int64)
+            n = v.shape[axis]
+            if i.size and (i.min() < 0 or i.max() >= n):
+                bad = i[(i < 0) | (i >= n)].ravel()[0]
+                raise InterpreterError(f"{loc}: tl.gather index {bad} out of range for a dim of size {n}")
+            env[s] = np.take_along_axis(v, i, axis)
+        return f
+
+    def _op_flip(self, op):
+        x, s, axis = self._slot(op.operands[0]), self._rs(op), int(op.attrs["dim"]) + self.BATCH
+
+        def f(env):
+            env[s] = np.flip(env[x], axis)
+        return f
+
+    def _op_sort(self, op):
+        x, s = self._slot(op.operands[0]), self._rs(op)
+        axis, desc = int(op.attrs["dim"]) + self.BATCH, bool(op.attrs["descending"])
+
+        def f(env):
+            r = np.sort(env[x], axis=axis)  # NaN last, as the GPU orders it
+            env[s] = np.flip(r, axis) if desc else r
+        return f
+
+    def _op_histogram(self, op):
+        x, m, s = self._slot(op.operands[0]), self._slot(op.operands[1]), self._rs(op)
+        nb = int(op.attrs["num_bins"])
+
+        def f(env):
+            v = np.asarray(env[x]).astype(np.int64)
+            rows = v.reshape(-1, v.shape[-1])
+            keep = (rows >= 0) & (rows < nb)
+            if m is not None:
+                keep &= np.asarray(env[m]).reshape(rows.shape).astype(bool)
+            out = np.zeros((rows.shape[0], nb), dtype=np.int32)
+            r, c = np.nonzero(keep)
+            np.add.at(out, (r, rows[r, c]), 1)
+            env[s] = out.reshape(v.shape[:-1] + (nb,))
+        return f
+
     def _op_cast(self, op):
         x, s = self._slot(op.operands[0]), self._rs(op)
         src, dst = op.operands[0].dtype, op.result.dtype
@@ -284,6 +347,19 @@ class Program:
         def f(env):
             env[s] = _umulhi(env[a], env[b], dt)
         return f
+
+    def _op_extern_elementwise(self, op):
+        slots, s, symbol = [self._slot(v) for v in op.operands], self._rs(op), op.attrs["symbol"]
+
+        def f(env):
+            r = libdevice.call(symbol, [env[a] for a in slots])
+            env[s] = r if r.shape else r[()]
+        return f
+
+    def _op_inline_asm(self, op):
+        raise InterpreterError(f"{op.loc}: tl.inline_asm_elementwise cannot run in interpret mode: its PTX runs "
+                               "only on an NVIDIA GPU (Triton's interpreter cannot run inline assembly either); "
+                               "run the kernel on the GPU, or give interpret mode a tl.* equivalent")
 
     def _op_select(self, op):
         c, a, b = (self._slot(v) for v in op.operands)
@@ -524,6 +600,44 @@ class Program:
                 env[s] = scan(v)
         return f
 
+    def _op_reduce_combine(self, op):
+        """A left fold of the combine region along the axis, over all other elements at once."""
+        xs, rs = [self._slot(v) for v in op.operands], [self._slot(r) for r in op.results]
+        axis = int(op.attrs["axis"]) + self.BATCH
+        comb = _CombineRegion(op.regions[0])
+
+        def f(env):
+            cols = [np.moveaxis(env[x], axis, 0) for x in xs]
+            acc = [c[0] for c in cols]
+            for i in range(1, cols[0].shape[0]):
+                acc = comb(acc, [c[i] for c in cols])
+            shape = cols[0].shape[1:]
+            for sl, v, r in zip(rs, acc, op.results):
+                env[sl] = np.array(np.broadcast_to(np.asarray(v, dtype=_np(r.dtype)), shape))[()]
+        return f
+
+    def _op_scan_combine(self, op):
+        """An inclusive scan with the combine region, element by element along the axis (from the end
+        when reversed: combine(later elements, this one))."""
+        xs, rs = [self._slot(v) for v in op.operands], [self._slot(r) for r in op.results]
+        axis, reverse = int(op.attrs["axis"]) + self.BATCH, bool(op.attrs.get("reverse", False))
+        comb = _CombineRegion(op.regions[0])
+
+        def f(env):
+            cols = [np.moveaxis(env[x], axis, 0) for x in xs]
+            n = cols[0].shape[0]
+            outs = [np.empty_like(c) for c in cols]
+            order = range(n - 1, -1, -1) if reverse else range(n)
+            acc = None
+            for i in order:
+                cur = [c[i] for c in cols]
+                acc = cur if acc is None else comb(acc, cur)
+                for o, v in zip(outs, acc):
+                    o[i] = v
+            for sl, o in zip(rs, outs):
+                env[sl] = np.moveaxis(o, 0, axis)
+        return f
+
     def _op_dot(self, op):
         a, b, c = (self._slot(v) for v in op.operands)
         s = self._rs(op)
@@ -738,6 +852,38 @@ class Program:
         if not isinstance(a, (bool, int, float)):
             raise TypeError(f"argument {name!r} has type {ty}; got {type(a).__name__}")
         return _scalar_from_py(a, ty)
+
+
+class _CombineRegion(Program):
+    """The combine region of a custom reduction or scan, compiled on its own: its scalar ops run on
+    numpy arrays that hold every element of the other dims at once."""
+
+    def __init__(self, region: ir.Block):
+        self.fn = None
+        self.slots, self.nslots = {}, 1
+        self.block = self._block(region)
+        self.types = [a.type for a in region.args]
+        # runtime control flow inside the combine function branches per element
+        self.per_element = any(op.regions for op in region.walk())
+
+    def _checked(self, op, f):
+        return f  # values here are arrays of what the IR types as scalars
+
+    def __call__(self, a: list, b: list) -> list:
+        args = [np.asarray(v, dtype=_np(ty)) for v, ty in zip(list(a) + list(b), self.types)]
+        if not self.per_element:
+            return self._run(args)
+        shape = np.broadcast_shapes(*(v.shape for v in args))
+        args = [np.broadcast_to(v, shape) for v in args]
+        outs = [self._run([v[i] for v in args]) for i in np.ndindex(shape)]
+        return [np.array([o[k] for o in outs], dtype=_np(ty)).reshape(shape)
+                for k, ty in enumerate(self.types[:len(self.types) // 2])]
+
+    def _run(self, args: list) -> list:
+        env = [None] * self.nslots
+        for sl, v in zip(self.block.arg_slots, args):
+            env[sl] = v
+        return _run_block(self.block, env)
 
 
 def _uint_of(dt):

@@ -135,7 +135,7 @@ def bitcast_value(x, src, dst):
     db = 64 if isinstance(dst, pointer_type) else dst.primitive_bitwidth
     if sb != db:
         raise InterpreterError(f"bitcast between types of different widths: {src} → {dst}")
-    a = np.ascontiguousarray(x)
+    a = np.ascontiguousarray(x).reshape(np.shape(x))  # ascontiguousarray makes scalars 1-D
     if src is T.bfloat16:
         a = bf16_to_bits(a)
     else:
@@ -171,15 +171,27 @@ def _int_rem(a, b):
 
 
 def _umulhi(a, b, dt):
+    """The high half of the unsigned double-width product (PTX mul.hi.u32/u64), whatever the
+    signedness of `dt`: Triton's tl.umulhi is __nv_umulhi / __nv_umul64hi."""
     bits = dt.primitive_bitwidth
+    unsigned = np.dtype(f"uint{bits}") if bits in (8, 16, 32, 64) else None
+    ua = np.asarray(a).astype(unsigned) if unsigned is not None else np.asarray(a)
+    ub = np.asarray(b).astype(unsigned) if unsigned is not None else np.asarray(b)
     if bits <= 32:
-        wide = np.int64 if dt.is_int_signed() else np.uint64
-        r = ((np.asarray(a).astype(wide) * np.asarray(b).astype(wide)) >> bits).astype(dt.np)
+        r = ((ua.astype(np.uint64) * ub.astype(np.uint64)) >> np.uint64(bits)).astype(unsigned).astype(dt.np)
     else:
-        fa = np.asarray(a).ravel().tolist()
-        fb = np.broadcast_to(np.asarray(b), np.shape(a)).ravel().tolist()
-        r = np.array([_wrap_int((x * y) >> 64, 64, dt.is_int_signed()) for x, y in zip(fa, fb)],
-                     dtype=dt.np).reshape(np.shape(a))
+        # 64×64 → 128 bits from 32-bit halves, vectorized (numpy has no 128-bit integers)
+        m32 = np.uint64(0xFFFFFFFF)
+        s32 = np.uint64(32)
+        ua, ub = np.broadcast_arrays(ua, ub)
+        a_lo, a_hi = ua & m32, ua >> s32
+        b_lo, b_hi = ub & m32, ub >> s32
+        lo_lo = a_lo * b_lo
+        hi_lo = a_hi * b_lo
+        lo_hi = a_lo * b_hi
+        hi_hi = a_hi * b_hi
+        cross = (lo_lo >> s32) + (hi_lo & m32) + lo_hi
+        r = (hi_hi + (hi_lo >> s32) + (cross >> s32)).astype(dt.np)
     return r if r.shape else r[()]
 
 

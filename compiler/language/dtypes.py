@@ -8,13 +8,26 @@ from __future__ import annotations
 import numpy as np
 
 
+# Triton spells the integer types' names in full ("int8", "uint32", "int1"); blocktune's names are
+# the signature's ("i8", "u32", "i1"). `tl.dtype("int8")` is `tl.int8` either way.
+_FULL_INT_NAMES = {"int1": "i1", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
+                   "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64"}
+
+
 class dtype:
     """A scalar element type. Instances are interned: compare with `==` or `is`."""
 
     SINT, UINT, FLOAT, BOOL = "int", "uint", "fp", "bool"
+    # Triton's lists of type names, by kind (tests build every type with `map(tl.dtype, ...)`)
+    SINT_TYPES = ["int8", "int16", "int32", "int64"]
+    UINT_TYPES = ["int1", "uint8", "uint16", "uint32", "uint64"]
+    FP_TYPES = ["fp8e4b15", "fp8e4nv", "fp8e4b8", "fp8e5", "fp8e5b16", "fp16", "bf16", "fp32", "fp64"]
+    STANDARD_FP_TYPES = ["fp16", "bf16", "fp32", "fp64"]
+    OTHER_TYPES = ["void"]
     _registry: dict[str, "dtype"] = {}
 
     def __new__(cls, name: str, kind: str | None = None, bits: int | None = None):
+        name = _FULL_INT_NAMES.get(name, name)
         if name in cls._registry:
             return cls._registry[name]
         if kind is None:
@@ -149,6 +162,21 @@ float32 = dtype("fp32", dtype.FLOAT, 32)
 float64 = dtype("fp64", dtype.FLOAT, 64)
 float8e4nv = dtype("fp8e4nv", dtype.FLOAT, 8)
 float8e5 = dtype("fp8e5", dtype.FLOAT, 8)
+# Triton's other fp8 formats: names that kernels and tests mention (so they import), but values of
+# them are a compile error (`unsupported`): e4m3 with bias 15 is pre-Hopper only in Triton too, the
+# "fnuz" formats are AMD's.
+float8e4b15 = dtype("fp8e4b15", dtype.FLOAT, 8)
+float8e4b8 = dtype("fp8e4b8", dtype.FLOAT, 8)
+float8e5b16 = dtype("fp8e5b16", dtype.FLOAT, 8)
+_UNSUPPORTED = {"fp8e4b15": "float8e4b15 (fp8 e4m3 with exponent bias 15) is not supported: NVIDIA GPUs from sm_90 "
+                            "have no conversions for it (Triton refuses it there too); use tl.float8e4nv",
+                "fp8e4b8": "float8e4b8 (AMD's fp8 e4m3 fnuz) is not supported on NVIDIA GPUs; use tl.float8e4nv",
+                "fp8e5b16": "float8e5b16 (AMD's fp8 e5m2 fnuz) is not supported on NVIDIA GPUs; use tl.float8e5"}
+
+
+def unsupported(ty) -> str | None:
+    """Why values of `ty` cannot be made (None when they can)."""
+    return _UNSUPPORTED.get(scalar_of(ty).name)
 
 _PY_NAMES = {"i1": "int1", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
              "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
@@ -205,3 +233,16 @@ def from_host_dtype(d) -> dtype:
     if npd == np.bool_:
         return int1
     return _TORCH_NAMES[npd.name]
+
+
+# Triton's spelling of each type name → its signature name (`triton.runtime.jit`'s
+# `type_canonicalisation_dict`: torch/numpy names and the short names both map to "fp16", "i32"...).
+type_canonicalisation_dict = {
+    "bool": "u1", "int1": "u1", "uint1": "u1", "i1": "u1",
+    "float8e4nv": "fp8e4nv", "float8_e4m3fn": "fp8e4nv", "float8e5": "fp8e5", "float8_e5m2": "fp8e5",
+    "half": "fp16", "float16": "fp16", "bfloat16": "bf16", "float": "fp32", "float32": "fp32",
+    "double": "fp64", "float64": "fp64",
+    "int8": "i8", "int16": "i16", "int": "i32", "int32": "i32", "int64": "i64",
+    "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64", "void": "void",
+}
+type_canonicalisation_dict.update({v: v for v in list(type_canonicalisation_dict.values())})

@@ -13,6 +13,7 @@ from .compile import CompiledKernel  # noqa: F401
 from . import autotune  # noqa: F401  (the module; the decorator is compiler.autotune)
 from .autotune import Autotuner, Config, Heuristics, heuristics  # noqa: F401
 from .source import jit_from_source  # noqa: F401
+from ..errors import AutotunerError, OutOfResources  # noqa: F401  (as triton.runtime's)
 
 __all__ = ["driver", "compile", "jit", "autotune", "JITFunction", "CompiledKernel", "Autotuner", "Config",
-           "Heuristics", "heuristics", "jit_from_source"]
+           "Heuristics", "heuristics", "jit_from_source", "AutotunerError", "OutOfResources"]

@@ -5,7 +5,8 @@
     def kernel(x_ptr, n, BLOCK: tl.constexpr): ...
 
 Per key (the values of the `key` arguments, plus the dtypes of tensor arguments, as Triton does)
-the first launch picks a config and later launches reuse it:
+the first launch picks a config and later launches reuse it (one config: no key, no tuning;
+configs pruned to one by `prune_configs_by`: that one, untimed):
 
   1. a listener of `knobs.autotuning.before_tuning` may answer with a config (the tuning service's
      plug-in in client/ does, when BLOCKTUNE_SERVICE_URL is set); when none does, the
@@ -13,11 +14,15 @@ the first launch picks a config and later launches reuse it:
   2. else a result stored on disk by an earlier process (same kernel fingerprint, key, configs,
      GPU, compiler version);
   3. else benchmark every (pruned) config with `do_bench` and keep the fastest.
-The `config_chosen` listeners hear of the choice in 2. and 3. (`cache_hit` says which).
+The `config_chosen` listeners hear of the choice in 2. and 3. (`cache_hit` says which), and so does
+Triton's single `knobs.autotuning.listener` when one is set.
 
 `kernel.best_config` is the config of the last launch; `kernel.cache` maps key → config;
 `kernel.configs_timings` the timings of the last tuning. In interpret mode a listener's config or
-the first config runs, with no timing.
+the first (pruned) config runs, untimed, unless the user gave `do_bench`: then the configs are
+benchmarked with it as on the GPU (as Triton's interpreter does); pruning, the hooks and the per-key
+cache work as on the GPU, the disk cache and the `config_chosen` listeners are left out (interpreter
+timings say nothing about a GPU).
 """
 from __future__ import annotations
 
@@ -30,7 +35,7 @@ import time
 from typing import Callable
 
 from .. import knobs, plugins
-from ..errors import CompilationError, OutOfResources
+from ..errors import AutotunerError, CompilationError, OutOfResources
 from ..version import __version__
 from . import cache, driver, timing
 from .jit import JITFunction, interpret_mode, key_value
@@ -40,13 +45,16 @@ class Config:
     """One point of the search space: meta-parameters + num_warps / num_stages."""
 
     def __init__(self, kwargs: dict, num_warps: int = 4, num_stages: int = 3, num_ctas: int = 1,
-                 maxnreg: int | None = None, pre_hook: Callable | None = None):
+                 maxnreg: int | None = None, pre_hook: Callable | None = None, ir_override: str | None = None):
         self.kwargs = dict(kwargs)
         self.num_warps = num_warps
         self.num_stages = num_stages
         self.num_ctas = num_ctas
         self.maxnreg = maxnreg
         self.pre_hook = pre_hook
+        # Triton's hand-written TTIR/TTGIR/PTX for this config: kept (it names the config, as in
+        # Triton's disk-cache keys) but refused at launch, since blocktune compiles from the source
+        self.ir_override = ir_override
 
     def all_kwargs(self) -> dict:
         out = dict(self.kwargs)
@@ -60,7 +68,7 @@ class Config:
 
     def to_dict(self) -> dict:
         return {"kwargs": dict(self.kwargs), "num_warps": self.num_warps, "num_stages": self.num_stages,
-                "num_ctas": self.num_ctas, "maxnreg": self.maxnreg}
+                "num_ctas": self.num_ctas, "maxnreg": self.maxnreg, "ir_override": self.ir_override}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Config":
@@ -69,13 +77,13 @@ class Config:
         if "kwargs" in d and isinstance(d["kwargs"], dict):
             kw = d["kwargs"]
         else:
-            kw = {k: v for k, v in d.items() if k not in ("num_warps", "num_stages", "num_ctas", "maxnreg")}
+            kw = {k: v for k, v in d.items() if k not in ("num_warps", "num_stages", "num_ctas", "maxnreg", "ir_override")}
         return cls(kw, num_warps=int(d.get("num_warps") or 4), num_stages=int(d.get("num_stages") or 3),
-                   num_ctas=int(d.get("num_ctas") or 1), maxnreg=d.get("maxnreg"))
+                   num_ctas=int(d.get("num_ctas") or 1), maxnreg=d.get("maxnreg"), ir_override=d.get("ir_override"))
 
     def _ident(self):
         return (tuple(sorted(self.kwargs.items(), key=lambda kv: kv[0])), self.num_warps, self.num_stages,
-                self.num_ctas, self.maxnreg)
+                self.num_ctas, self.maxnreg, self.ir_override)
 
     def __eq__(self, other):
         return isinstance(other, Config) and self._ident() == other._ident()
@@ -89,7 +97,7 @@ class Config:
     def __str__(self) -> str:
         res = [f"{k}: {v}" for k, v in self.kwargs.items()]
         res += [f"num_warps: {self.num_warps}", f"num_ctas: {self.num_ctas}", f"num_stages: {self.num_stages}",
-                f"maxnreg: {self.maxnreg}"]
+                f"maxnreg: {self.maxnreg}", f"ir_override: {self.ir_override}"]
         return ", ".join(res)
 
     __repr__ = __str__
@@ -185,10 +193,13 @@ class Autotuner:
     def pre_hook(self, kwargs: dict, reset_only: bool = False):
         if self._user_pre_hook is not None:
             return self._user_pre_hook(kwargs, reset_only)
+        # an optional buffer passed as None (the kernel then does not write it) is left alone
         for name in self.reset_to_zero:
-            kwargs[name].zero_()
+            if kwargs[name] is not None:
+                kwargs[name].zero_()
         if not reset_only:
-            self._restore_copies = {name: kwargs[name].clone() for name in self.restore_value}
+            self._restore_copies = {name: kwargs[name].clone() for name in self.restore_value
+                                    if kwargs[name] is not None}
 
     def post_hook(self, kwargs: dict, exception):
         if self._user_post_hook is not None:
@@ -210,6 +221,7 @@ class Autotuner:
         if conflicts:
             raise ValueError(f"Conflicting meta-parameters: {', '.join(sorted(conflicts))}. Make sure that you don't "
                              "re-define auto-tuned symbols.")
+        _refuse_ir_override(config)
         current = dict(meta, **config.all_kwargs())
         full_nargs = {**dict(zip(self.arg_names, args)), **current}
 
@@ -237,21 +249,27 @@ class Autotuner:
                 return [float("inf")] * 3
             raise
 
+    def _early_pruned(self, kwargs: dict, nargs: dict | None) -> list:
+        """The configs `early_config_prune` keeps for these arguments (all without one)."""
+        if not self.early_config_prune:
+            return self.configs
+        pruned = self.early_config_prune(self.configs, nargs if nargs is not None else kwargs, **kwargs)
+        if not pruned:
+            raise AutotunerError("No valid autotuner configs after pruning. `early_config_prune` should "
+                                 "return at least one config.")
+        return pruned
+
     def prune_configs(self, kwargs: dict, nargs: dict | None = None) -> list:
-        pruned = self.configs
-        if self.early_config_prune:
-            pruned = self.early_config_prune(self.configs, nargs if nargs is not None else kwargs, **kwargs)
-            if not pruned:
-                raise ValueError("early_config_prune left no config")
+        pruned = self._early_pruned(kwargs, nargs)
         if self.perf_model:
             top_k = self.configs_top_k
             if isinstance(top_k, float) and top_k <= 1.0:
-                top_k = int(len(pruned) * top_k)
+                top_k = max(1, int(len(pruned) * top_k))   # a small fraction of few configs still keeps one
             elif not isinstance(top_k, int):
                 raise TypeError("top_k must be an int or a float <= 1.0")
             if len(pruned) > top_k:
                 est = {c: self.perf_model(**(nargs or {}), **kwargs, **c.all_kwargs()) for c in pruned}
-                pruned = sorted(est, key=lambda c: est[c])[:max(1, top_k)]
+                pruned = sorted(est, key=lambda c: est[c])[:top_k]
         return pruned
 
     # -- keys and caches ---------------------------------------------------------------------------
@@ -301,14 +319,6 @@ class Autotuner:
     def run(self, *args, **kwargs):
         nargs = dict(zip(self.arg_names, args))
         all_args = {**nargs, **kwargs}
-        if _interpret():
-            # no timing on the CPU: a listener's config when one answers, else the first config
-            config = self._from_listeners(all_args)
-            if config is None:
-                self._launch_missed(all_args, args, kwargs)
-                config = self.configs[0]
-            self.best_config = config
-            return self._launch(config, args, kwargs, nargs)
         key = self._key(all_args)
         config = self.cache.get(key)
         if config is None:
@@ -324,12 +334,16 @@ class Autotuner:
         if cfg is not None:
             return cfg
         self._launch_missed(all_args, args, kwargs)
-        path = self._disk_path(key, _gpu_model())
+        interpret = _interpret()
+        path = None if interpret else self._disk_path(key, _gpu_model())
         cfg = self._load_disk(path)
         if cfg is not None:
             self._chosen(all_args, cfg, {}, 0.0, cache_hit=True)
+            self._tell_listener(key, cfg, None, None, cache_hit=True)
             return cfg
         pruned = self.prune_configs(kwargs, nargs)
+        if len(pruned) == 1 or (interpret and self._do_bench is None):
+            return pruned[0]     # nothing to compare (or no meaningful clock): untimed
         self._last_errors = {}
         t0 = time.perf_counter()
         timings = {c: self._bench(*args, config=c, **kwargs) for c in pruned}
@@ -344,7 +358,9 @@ class Autotuner:
         if knobs.autotuning.print:
             print(f"Autotuning kernel {self.__name__} with config {best} finished after {self.bench_time:.2f}s; "
                   f"best config selected: {best};")
-        self._chosen(all_args, best, timings, self.bench_time, cache_hit=False)
+        if not interpret:
+            self._chosen(all_args, best, timings, self.bench_time, cache_hit=False)
+        self._tell_listener(key, best, timings, self.bench_time, cache_hit=False)
         # like Triton: leave reset_to_zero buffers zeroed for the real launch
         full = {**nargs, **kwargs, **best.all_kwargs()}
         self.pre_hook(full, reset_only=True)
@@ -377,7 +393,16 @@ class Autotuner:
             hooks.config_chosen(**self._event(all_args), best_config=best, configs_timings=timings,
                                 duration=duration, cache_hit=cache_hit)
 
+    def _tell_listener(self, key, best: Config, timings, duration, cache_hit: bool) -> None:
+        """Triton's `knobs.autotuning.listener(fn, key, best_config, configs_timings, duration,
+        cache_hit)`, after a tuning or a disk-cache hit."""
+        listener = knobs.autotuning.listener
+        if listener is not None:
+            listener(fn=self.base_fn, key=key, best_config=best, configs_timings=timings, duration=duration,
+                     cache_hit=cache_hit)
+
     def _launch(self, config: Config, args, kwargs, nargs):
+        _refuse_ir_override(config)
         conflicts = set(kwargs) & set(config.kwargs)
         if conflicts:
             raise ValueError(f"Conflicting meta-parameters: {', '.join(sorted(conflicts))}. Make sure that you don't "
@@ -395,6 +420,12 @@ class Autotuner:
         for config in self.prune_configs(kwargs, dict(zip(self.arg_names, args))):
             out.append(self.fn.warmup(*args, **kwargs, **config.all_kwargs()))
         return out
+
+
+def _refuse_ir_override(config: Config) -> None:
+    if config.ir_override is not None:
+        raise ValueError(f"Config(ir_override={config.ir_override!r}) is not supported: blocktune compiles kernels "
+                         "from their Python source and cannot load Triton IR or PTX files; remove ir_override")
 
 
 def _run_with_grid(tuner, grid, *args, **kwargs):

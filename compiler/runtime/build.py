@@ -8,6 +8,8 @@ directly. `stats` counts compiles and hits (tests use it).
 """
 from __future__ import annotations
 
+from ..errors import OutOfResources
+from ..language import descriptor_type as DT
 from ..language import dtypes as T
 from ..language.core import constexpr
 from ..version import __version__
@@ -21,6 +23,8 @@ def _type_str(t) -> str:
     if isinstance(t, T.dtype):
         return T.to_signature(t)
     s = str(t).strip()
+    if DT.parse(s):
+        return s
     return T.to_signature(T.from_signature(s))
 
 
@@ -38,16 +42,19 @@ def normalize_signature(fn, signature, constexprs: dict) -> dict[str, str]:
         signature = dict(zip(runtime, signature))
     if not isinstance(signature, dict):
         raise TypeError("signature must be a dict {name: type}, a '*fp32,i32' string or a list of types")
-    unknown = [k for k in signature if k not in fn.arg_names]
+    from ..frontend.tuple_args import root  # noqa: PLC0415 - import time: the front end loads at the first compile
+    unknown = [k for k in signature if root(k) not in fn.arg_names]
     if unknown:
         raise ValueError(f"{fn.__name__}() has no parameter(s) {unknown}")
     out = {}
     for p in fn.arg_names:
-        if p in signature:
+        for k in signature:        # `p`, or the leaves `p.0`, `p.1.0`... of a tuple parameter
+            if root(k) != p:
+                continue
             try:
-                out[p] = _type_str(signature[p])
+                out[k] = _type_str(signature[k])
             except (ValueError, KeyError) as e:
-                raise ValueError(f"parameter {p}: {e}") from None
+                raise ValueError(f"parameter {k}: {e}") from None
     return out
 
 
@@ -89,8 +96,10 @@ def compile_jit(fn, signature, constexprs: dict | None = None, num_warps: int = 
         if sig[n].startswith("*") or sig[n].startswith("fp") or sig[n] == "bf16":
             raise ValueError(f"'{n}' is {sig[n]}: only integers can be specialized to 1")
     num_warps, num_stages = int(num_warps), int(num_stages)
-    if num_warps < 1 or num_warps & (num_warps - 1) or num_warps > 32:
+    if num_warps < 1 or num_warps & (num_warps - 1):
         raise ValueError(f"num_warps must be a power of two from 1 to 32, got {num_warps}")
+    if num_warps > 32:   # as Triton: a resource error, which @autotune scores as a failed config
+        raise OutOfResources(num_warps * 32, 1024, "threads")
     if target is None:
         target = default_target()
     key = cache.cache_key(fn, sig, constexprs, num_warps, num_stages, target, divisible_by_16, equal_to_1)
@@ -111,15 +120,16 @@ def compile_jit(fn, signature, constexprs: dict | None = None, num_warps: int = 
         asm = {"ir": str(ir_fn), "llir": out.pop("llir"), "ptx": out.pop("ptx")}
         if isinstance(out.get("cubin"), (bytes, bytearray)):
             asm["cubin"] = bytes(out.pop("cubin"))
+        flat = DT.flat_signature(sig)  # host descriptors: the kernel takes their parts
         metadata = {
             "name": name,
             "num_warps": int(out.pop("num_warps", num_warps)),
             "num_stages": num_stages,
             "shared": int(out.pop("shared", 0) or 0),
             "target": out.pop("target", target),
-            "arg_names": list(sig),
-            "arg_types": list(sig.values()),
-            "passed": [n for n in sig if n not in equal_to_1],
+            "arg_names": list(flat),
+            "arg_types": list(flat.values()),
+            "passed": [n for n in flat if n not in equal_to_1],
             "constexprs": {k: _jsonable(v) for k, v in constexprs.items()},
             "divisible_by_16": list(divisible_by_16),
             "equal_to_1": list(equal_to_1),
@@ -133,7 +143,7 @@ def compile_jit(fn, signature, constexprs: dict | None = None, num_warps: int = 
             # the backend's own account of the kernel's parameters wins (names, order)
             names = [p["name"] for p in params]
             if names != metadata["passed"]:
-                if not set(names) <= set(sig):
+                if not set(names) <= set(flat):
                     raise RuntimeError(f"backend parameter list {names} does not match the signature {list(sig)}")
                 metadata["passed"] = names
             metadata["params"] = _jsonable(params)

@@ -12,6 +12,7 @@ atomically (temp file + os.replace). `memory` holds this process's CompiledKerne
 """
 from __future__ import annotations
 
+import enum
 import functools
 import hashlib
 import importlib.util
@@ -83,6 +84,8 @@ def canon(v: Any) -> str:
         return f"block:{v.element_ty.name}:{v.shape}"
     if isinstance(v, (tuple, list)):
         return f"{type(v).__name__}(" + ",".join(canon(x) for x in v) + ")"
+    if isinstance(v, enum.Enum):  # tl.PropagateNan.ALL: members have no __qualname__ of their own
+        return f"enum:{type(v).__module__}.{type(v).__qualname__}.{v.name}"
     fp = getattr(v, "fingerprint", None)
     if isinstance(fp, str):  # a @jit function passed as a constexpr
         return f"jit:{fp}"

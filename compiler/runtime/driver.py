@@ -20,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import threading
+from dataclasses import dataclass
 
 from .. import ptxas
 from ..errors import OutOfResources
@@ -356,3 +357,55 @@ def launch(fn: LoadedFunction, grid, block_x: int, shared: int, stream: int, par
 def synchronize() -> None:
     ensure_context()
     _check(_driver().cuCtxSynchronize(), "cuCtxSynchronize")
+
+
+# ---------------------------------------------------------------------------------------------
+# Triton's `triton.runtime.driver.active`: the calls kernel libraries and Triton's tests make
+
+@dataclass(frozen=True)
+class GPUTarget:
+    """Triton's target triple: backend name, architecture (90 for sm_90), warp size."""
+    backend: str
+    arch: int
+    warp_size: int
+
+
+class _Utils:
+    @staticmethod
+    def get_device_properties(device: int = 0) -> dict:
+        """Triton's names for the device's properties."""
+        p = device_properties(device)
+        return {"max_shared_mem": p["max_shared_memory"], "multiprocessor_count": p["sm_count"],
+                "max_num_regs": p["max_registers_per_block"], "warpSize": p["warp_size"],
+                "sm_clock_rate": p["clock_rate_khz"]}
+
+
+class ActiveDriver:
+    """`triton.runtime.driver.active` for the CUDA driver blocktune launches through."""
+    utils = _Utils()
+
+    @staticmethod
+    def get_current_target() -> GPUTarget:
+        major, minor = device_properties(current_device())["capability"]
+        return GPUTarget("cuda", major * 10 + minor, 32)
+
+    @staticmethod
+    def get_current_device() -> int:
+        return current_device()
+
+    @staticmethod
+    def get_current_stream(device: int | None = None) -> int:
+        import torch  # noqa: PLC0415 - the stream torch launches on, as Triton's launcher uses
+        return torch.cuda.current_stream(device).cuda_stream
+
+    @staticmethod
+    def get_device_interface():
+        import torch  # noqa: PLC0415
+        return torch.cuda
+
+    @staticmethod
+    def is_active() -> bool:
+        return has_gpu()
+
+
+active = ActiveDriver()

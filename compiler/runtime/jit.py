@@ -35,10 +35,14 @@ from ..errors import CompilationError
 from ..ir import Loc
 from ..language import dtypes as T
 from ..language.core import constexpr
+from ..language.library import LibraryFunction
 from ..version import __version__
-from . import build, cache, driver, native
+from . import build, cache, descriptors, driver, native
+from .tensor_wrapper import TensorWrapper, reinterpret  # noqa: F401  (triton.runtime.jit's names)
+from ..language.dtypes import type_canonicalisation_dict  # noqa: F401  (as triton.runtime.jit's)
 
-# Triton launch options accepted (and ignored: one CTA per program, no register cap) by kernel[grid](...)
+# Triton launch options accepted by kernel[grid](...) and ignored, as hints that change no result (no
+# register cap); num_ctas must be 1 (a program is one CTA: thread-block clusters are not supported)
 _TRITON_LAUNCH_OPTIONS = ("num_ctas=1", "maxnreg=None", "enable_fp_fusion=True", "debug=None",
                           "launch_cooperative_grid=False", "extern_libs=None", "launch_pdl=False",
                           "sanitize_overflow=None")
@@ -142,7 +146,8 @@ def _int_kind(v: int, specialize: bool):
 def spec_arg(v, index: int, name: str, specialize: bool = True, interpret: bool = False):
     """(key part, divisible by 16, launch value) for one runtime argument. The key part is a torch
     dtype / ('cai', typestr) / ('np', dtype) for pointers, 'i32' 'i64' 'u64' 'fp32' 'i1' for scalars,
-    1 for an integer specialized to 1, None for None (a constexpr)."""
+    1 for an integer specialized to 1, None for None (a constexpr), ('jit', fingerprint) for a @jit
+    function (a constexpr, as in Triton)."""
     t = type(v)
     if t is int:
         return _int_kind(v, specialize)
@@ -152,8 +157,13 @@ def spec_arg(v, index: int, name: str, specialize: bool = True, interpret: bool 
         return "fp32", False, v
     if v is None:
         return None, False, None
+    if isinstance(v, JITFunction):
+        return ("jit", v.fingerprint), False, None
     if isinstance(v, constexpr):
         return spec_arg(v.value, index, name, specialize, interpret)
+    if t is TensorWrapper:  # triton.reinterpret: a pointer to the wrapper's dtype
+        base_kind, aligned, p = spec_arg(v.base, index, name, specialize, interpret)
+        return v.dtype, aligned, p
     torch = sys.modules.get("torch")
     if torch is not None and _NS["_Tensor"] is not torch.Tensor:
         _refresh_torch()
@@ -181,6 +191,9 @@ def spec_arg(v, index: int, name: str, specialize: bool = True, interpret: bool 
             return _int_kind(int(v), specialize)
         if isinstance(v, np.floating):
             return "fp32", False, float(v)
+    if descriptors.is_descriptor(v):
+        base_key, base_aligned, _ = spec_arg(v.base, index, name, specialize, interpret)
+        return descriptors.spec(v, base_key, base_aligned, name), False, v
     dp = getattr(v, "data_ptr", None)
     if dp is not None and hasattr(v, "dtype"):
         p = int(dp())
@@ -197,6 +210,8 @@ def key_to_type(k) -> str:
         return k
     if k == 1 and type(k) is int:
         return "i32"
+    if isinstance(k, tuple) and k[0] == "tensordesc":
+        return descriptors.type_string(k, key_to_type(k[1])[1:])
     if isinstance(k, tuple):
         kind, d = k
         if kind == "cai":
@@ -227,13 +242,61 @@ def _strip_decorators(node: ast.FunctionDef) -> None:
     node.decorator_list = []
 
 
+def _exec_source_lines(fn, max_frames: int = 12):
+    """The source lines of a function made by exec() of a string that a caller still holds (as
+    Triton's own tests make variants of a kernel: the template's source edited, then exec'd).
+    Python keeps no source for exec'd code, so the callers' string locals are tried, and one is
+    taken only if it compiles to exactly this function's bytecode."""
+    code = getattr(fn, "__code__", None)
+    if code is None or not code.co_filename.startswith("<"):
+        return None
+    frame = inspect.currentframe()
+    try:
+        for _ in range(max_frames):
+            frame = frame.f_back if frame is not None else None
+            if frame is None:
+                return None
+            for value in list(frame.f_locals.values()):
+                if (isinstance(value, str) and len(value) < 200_000 and f"def {code.co_name}" in value
+                        and _compiles_to(value, code)):
+                    lines = value.splitlines(True)
+                    return inspect.getblock(lines[code.co_firstlineno - 1:]), code.co_firstlineno
+    finally:
+        del frame
+    return None
+
+
+def _compiles_to(text: str, code) -> bool:
+    try:
+        module = compile(text, code.co_filename, "exec")
+    except (SyntaxError, ValueError):
+        return False
+    todo = [module]
+    while todo:
+        c = todo.pop()
+        if (c.co_name == code.co_name and c.co_firstlineno == code.co_firstlineno and c.co_code == code.co_code
+                and c.co_names == code.co_names and c.co_varnames == code.co_varnames
+                and _plain_consts(c) == _plain_consts(code)):
+            return True
+        todo.extend(k for k in c.co_consts if inspect.iscode(k))
+    return False
+
+
+def _plain_consts(code) -> list:
+    return [k for k in code.co_consts if not inspect.iscode(k)]
+
+
 def _parse_python_function(fn):
     """(src, fn_ast, filename, first_lineno, col_offset_shift) for a Python function."""
     try:
         lines, start = inspect.getsourcelines(fn)
     except (OSError, TypeError) as e:
-        raise TypeError(f"cannot read the source of {getattr(fn, '__qualname__', fn)!r} ({e}); @jit needs "
-                        "functions defined in a file (use compiler.jit_from_source for source text)") from None
+        found = _exec_source_lines(fn)
+        if found is not None:
+            lines, start = found
+        else:
+            raise TypeError(f"cannot read the source of {getattr(fn, '__qualname__', fn)!r} ({e}); @jit needs "
+                            "functions defined in a file (use compiler.jit_from_source for source text)") from None
     filename = inspect.getsourcefile(fn) or getattr(fn.__code__, "co_filename", "<unknown>")
     text = "".join(lines)
     dedented = textwrap.dedent(text)
@@ -288,7 +351,7 @@ def _referenced_names(fn_ast: ast.AST) -> list[tuple[str, ...]]:
 
 def _unwrap_jit(obj):
     for _ in range(8):
-        if isinstance(obj, JITFunction):
+        if isinstance(obj, (JITFunction, LibraryFunction)):
             return obj
         nxt = getattr(obj, "fn", None)
         if nxt is None or nxt is obj or not hasattr(obj, "configs") and not hasattr(obj, "values"):
@@ -404,6 +467,21 @@ class JITFunction:
         self._lock = threading.RLock()
         self.compile_count = 0         # specializations compiled (or fetched from a cache) by this object
 
+    def _unsafe_update_src(self, new_src: str) -> None:
+        """Replace the kernel's source text (Triton's name: its tests make variants of a template
+        kernel this way). The new text is parsed like the original; every cache of this object is
+        dropped, and the fingerprint follows the new source."""
+        try:
+            node = next(n for n in ast.parse(textwrap.dedent(new_src)).body if isinstance(n, ast.FunctionDef))
+        except (SyntaxError, StopIteration) as e:
+            raise CompilationError(f"_unsafe_update_src: the new source of {self.__name__}() is not a function "
+                                   f"definition ({e})", None, None) from None
+        ast.increment_lineno(node, self.first_lineno - node.lineno)
+        annotations = getattr(self.fn, "__annotations__", {}) if self.fn is not None else {}
+        self._setup(self.fn, self.__name__, textwrap.dedent(new_src), node, self.filename, self.first_lineno, 0,
+                    self.globals, self.defaults, annotations, self.do_not_specialize, self.noinline, self.debug,
+                    self.autotune_key, self.do_not_specialize_on_alignment)
+
     # -- identity -------------------------------------------------------------------------------
     @property
     def fingerprint(self) -> str:
@@ -479,7 +557,11 @@ class JITFunction:
         self.compile_count += 1
         if warmup:
             return (None, ck)
-        launch = ck.make_launcher(dev, call_names)
+        if any(descriptors.DT.parse(t) for t in sig.values()):
+            expanded = descriptors.expand_names(call_names, sig)
+            launch = descriptors.wrap_launcher(ck.make_launcher(dev, expanded), call_names, expanded)
+        else:
+            launch = ck.make_launcher(dev, call_names)
         entry = (launch, ck)
         if key is not None:
             self._launchers[key] = entry
@@ -492,17 +574,55 @@ class JITFunction:
             if name in self.constexpr_names:
                 constexprs[name] = v.value if isinstance(v, constexpr) else v
                 continue
-            call_names.append(name)
-            k, aligned, _ = spec_arg(v, 0, name, name not in self.do_not_specialize, interpret)
-            if k is None:
-                constexprs[name] = None
-                continue
-            sig[name] = key_to_type(k)
-            if k == 1 and type(k) is int:
-                eq1.append(name)
-            elif aligned and name not in self.do_not_specialize_on_alignment:
-                div16.append(name)
+            if isinstance(v, tuple):     # its leaves are the parameters (frontend/tuple_args.py)
+                from ..frontend import tuple_args  # noqa: PLC0415 - import time: loads with the front end
+                constexprs[name], args = tuple_args.flatten(name, v)
+            else:
+                args = ((name, v),)
+            for arg, av in args:
+                call_names.append(arg)
+                k, aligned, _ = spec_arg(av, 0, arg, name not in self.do_not_specialize, interpret)
+                if k is None or isinstance(av, JITFunction):
+                    constexprs[arg] = av
+                    continue
+                sig[arg] = key_to_type(k)
+                if k == 1 and type(k) is int:
+                    eq1.append(arg)
+                elif aligned and name not in self.do_not_specialize_on_alignment:
+                    div16.append(arg)
         return sig, constexprs, tuple(div16), tuple(eq1), call_names
+
+    def _with_tuple_leaves(self, values: tuple) -> dict:
+        """name → value of every parameter, and of the leaves of tuple arguments."""
+        named = dict(zip(self.arg_names, values))
+        for name, v in list(named.items()):
+            if isinstance(v, tuple) and name not in self.constexpr_names:
+                from ..frontend import tuple_args  # noqa: PLC0415 - import time: loads with the front end
+                named.update(tuple_args.flatten(name, v)[1])
+        return named
+
+    def _run_with_tuple_args(self, grid, values: tuple, num_warps, num_stages, stream, warmup):
+        """The GPU launch of a call with tuple arguments, all in Python (the leaves are kernel
+        parameters, so neither the C binder nor the runner's key covers them)."""
+        _refresh_torch()
+        dev = _NS["_get_device"]()
+        if stream is None:
+            stream = _NS["_get_stream"](dev)
+        sig, constexprs, div16, eq1, call_names = self.specialize(values, interpret=False)
+        key = ("tuple args", tuple(sig.items()), tuple((k, cache.canon(v)) for k, v in constexprs.items()),
+               div16, eq1, num_warps, num_stages, dev)
+        entry = self._launchers.get(key)
+        if entry is None or warmup:
+            entry = self._miss(key, values, num_warps, num_stages, dev, warmup)
+            if warmup:
+                return entry[1]
+        if callable(grid):
+            grid = grid(dict(zip(self.arg_names, values), num_warps=num_warps, num_stages=num_stages))
+        g = _grid3(grid)
+        if min(g) > 0:
+            named = self._with_tuple_leaves(values)
+            entry[0](*g, stream, *(spec_arg(named[n], 0, n, True, False)[2] for n in call_names))
+        return entry[1]
 
     def _run_interpreted(self, grid, values: tuple, num_warps, num_stages, warmup=False):
         sig, constexprs, div16, eq1, _ = self.specialize(values, interpret=True)
@@ -521,8 +641,9 @@ class JITFunction:
         g = _grid3(grid)
         if min(g) <= 0:
             return ir_fn
-        named = dict(zip(self.arg_names, values))
-        args = [named[n] for n in ir_fn.arg_names]
+        named = self._with_tuple_leaves(values)
+        args = descriptors.expand(ir_fn.arg_names, named, lambda tensor: tensor)
+        args = [a.base if type(a) is TensorWrapper else a for a in args]
         from .. import interpreter  # noqa: PLC0415 - import time: the interpreter loads at the first CPU launch
         interpreter.run(ir_fn, g, args)
         return ir_fn
@@ -650,7 +771,7 @@ def _is_namespace(obj) -> bool:
 _RESERVED = frozenset({"num_warps", "num_stages", "stream", "warmup"} |
                       {o.split("=")[0] for o in _TRITON_LAUNCH_OPTIONS})
 _INTERNAL = re.compile(r"_(grid_|opts|t|[pka]\d+|dev|key|e|n|r|bind|g\d|self|launchers|dflt|make|Tensor|get_device|"
-                       r"get_stream|interpret_var_set|interpret_mode|int_kind|spec_arg|cpu_tensor)")
+                       r"get_stream|interpret_var_set|interpret_mode|int_kind|spec_arg|cpu_tensor|unsupported_num_ctas)")
 
 
 def _generate_runner(jf: JITFunction):
@@ -686,6 +807,7 @@ def _generate_runner(jf: JITFunction):
              f"warmup=False, {', '.join(_TRITON_LAUNCH_OPTIONS)}):")
     all_vals = ", ".join(names)
     tuple_src = f"({all_vals},)" if names else "()"
+    L.append("    if num_ctas != 1: _unsupported_num_ctas(num_ctas)")
     L.append("    if _interpret_var_set() and _interpret_mode():")
     L.append(f"        return _self._run_interpreted(_grid_, {tuple_src}, num_warps, num_stages, warmup)")
     # the common case in C (launch.c's Binder); NotImplemented: the Python body below
@@ -714,6 +836,8 @@ def _generate_runner(jf: JITFunction):
             L.append(f"            _k{j} = 'i32'")
         L.append(f"        else: _k{j} = _int_kind({n}, {spec})[0]")
         L.append(f"        _a{j} = {'not (' + n + ' & 15)' if spec else 'False'}")
+        L.append(f"    elif isinstance({n}, tuple):")
+        L.append(f"        return _self._run_with_tuple_args(_grid_, {tuple_src}, num_warps, num_stages, stream, warmup)")
         L.append("    else:")
         L.append(f"        _k{j}, _a{j}, _p{j} = _spec_arg({n}, {j}, {n!r}, {spec})")
         key_parts += [f"_k{j}", f"_a{j}"]
@@ -758,6 +882,7 @@ def _generate_runner(jf: JITFunction):
     glb.setdefault("_int_kind", _int_kind)
     glb.setdefault("_spec_arg", spec_arg)
     glb.setdefault("_cpu_tensor", _cpu_tensor)
+    glb.setdefault("_unsupported_num_ctas", _unsupported_num_ctas)
     loc_ns: dict = {}
     exec(compile(factory_src, f"<blocktune runner {jf.__name__}>", "exec"), glb, loc_ns)  # noqa: S102
     dflt = [jf.defaults.get(n) for n in names]
@@ -781,6 +906,11 @@ def _make_binder(jf: JITFunction, ns: dict):
     names = tuple(sys.intern(n) for n in jf.arg_names)
     defaults = tuple(jf.defaults[n] if n in jf.defaults else _MISSING for n in jf.arg_names)
     return mod.Binder(jf._launchers, ns, spec, names, defaults, _MISSING)
+
+
+def _unsupported_num_ctas(num_ctas):
+    raise ValueError(f"num_ctas={num_ctas!r} is not supported: blocktune runs each program as one CTA (thread-block "
+                     "clusters are not implemented); use num_ctas=1 (the default)")
 
 
 def _cpu_tensor(name):

@@ -6,7 +6,8 @@ read, then an UPDATE that is a compare-and-set on the row as it was read (state,
 the single writer runs it on fresh data, so a worker that read a job another one claimed since
 updates nothing and reads again. A job is claimable when it is queued, or running with an expired
 lease (every worker on it died or lost the database for longer than the lease), and its GPU model
-is this worker's or unset.
+is this worker's or unset. A CPU worker (the interpreter) takes jobs with no GPU model only while
+no GPU worker is alive: where there are GPUs, such a job is tuned on one.
 """
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from db.models import Job, utcnow
+from db.models import Gpu, Job, Worker, utcnow
+from db.repo.hardware import alive_clause
 
 
 @dataclass(frozen=True)
@@ -29,10 +31,10 @@ class Claim:
     previous_holder: str | None = None
 
 
-def _claimable(now: dt.datetime, gpu_model: str):
+def _claimable(now: dt.datetime, gpu_model: str, unpinned: bool):
     return sa.and_(
         sa.or_(Job.state == "queued", sa.and_(Job.state == "running", Job.lease_expires_at < now)),
-        sa.or_(Job.gpu_model == gpu_model, Job.gpu_model.is_(None)),
+        sa.or_(Job.gpu_model == gpu_model, Job.gpu_model.is_(None)) if unpinned else Job.gpu_model == gpu_model,
     )
 
 
@@ -40,13 +42,24 @@ def _same(column, value):
     return column.is_(None) if value is None else column == value
 
 
-def claim(engine: Engine, worker_name: str, gpu_model: str, lease_seconds: float) -> Claim | None:
-    """Claim the oldest claimable job for `gpu_model`, or None."""
+def gpu_worker_alive(engine: Engine, alive_seconds: float, *, cpu_model: str) -> bool:
+    """Whether a GPU worker (not a CPU one: those register under the "GPU model" `cpu_model`,
+    jobspec.device.INTERPRETER_MODEL) heartbeat within `alive_seconds` and did not stop."""
+    q = (sa.select(Worker.id).join(Gpu, Worker.gpu_id == Gpu.id)
+         .where(Gpu.model != cpu_model, alive_clause(alive_seconds)).limit(1))
+    with engine.connect() as c:
+        return c.execute(q).first() is not None
+
+
+def claim(engine: Engine, worker_name: str, gpu_model: str, lease_seconds: float, *,
+          unpinned: bool = True) -> Claim | None:
+    """Claim the oldest claimable job for `gpu_model` (and, with `unpinned`, of those that name
+    no GPU model), or None."""
     busy = 0
     while True:
         now = utcnow()
         pick = (sa.select(Job.id, Job.state, Job.claimed_by, Job.lease_expires_at)
-                .where(_claimable(now, gpu_model)).order_by(Job.created_at, Job.id).limit(1))
+                .where(_claimable(now, gpu_model, unpinned)).order_by(Job.created_at, Job.id).limit(1))
         if engine.dialect.name == "postgresql":
             pick = pick.with_for_update(skip_locked=True)
         try:
@@ -57,7 +70,7 @@ def claim(engine: Engine, worker_name: str, gpu_model: str, lease_seconds: float
                 got = c.execute(
                     sa.update(Job)
                     .where(Job.id == row.id, Job.state == row.state, _same(Job.claimed_by, row.claimed_by),
-                           _same(Job.lease_expires_at, row.lease_expires_at), _claimable(now, gpu_model))
+                           _same(Job.lease_expires_at, row.lease_expires_at), _claimable(now, gpu_model, unpinned))
                     .values(state="running", claimed_by=worker_name,
                             lease_expires_at=now + dt.timedelta(seconds=lease_seconds),
                             started_at=sa.func.coalesce(Job.started_at, now),

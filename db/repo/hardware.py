@@ -1,6 +1,8 @@
 """GPUs (one row per model and compute capability) and the workers attached to them."""
 from __future__ import annotations
 
+import datetime as dt
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -14,6 +16,12 @@ def capability_str(capability) -> str:
         return capability
     major, minor = capability
     return f"{major}.{minor}"
+
+
+def alive_clause(alive_seconds: float):
+    """Workers whose last heartbeat is younger than `alive_seconds` and that did not stop."""
+    since = utcnow() - dt.timedelta(seconds=alive_seconds)
+    return sa.and_(Worker.last_heartbeat_at >= since, Worker.state != "stopped")
 
 
 def get_or_create_gpu(session: Session, props: dict[str, Any]) -> Gpu:
@@ -37,20 +45,36 @@ def get_or_create_gpu(session: Session, props: dict[str, Any]) -> Gpu:
     return gpu
 
 
-def register_worker(session: Session, *, name: str, gpu: Gpu, device_index: int) -> Worker:
-    """The worker row named `name`, created or taken over (a restarted worker keeps its row), idle
-    and just seen. Flushes to get the id."""
-    row = session.scalar(sa.select(Worker).where(Worker.name == name))
+@dataclass(frozen=True)
+class Registration:
+    """What registering under a name gave: the row's id when this worker now owns it; else the
+    last heartbeat of the live worker that holds it (None when another process inserted the name
+    first: look again)."""
+    worker_id: int | None
+    holder_heartbeat: dt.datetime | None = None
+
+
+def register_worker(session: Session, *, name: str, gpu: Gpu, device_index: int,
+                    alive_seconds: float) -> Registration:
+    """Take the worker row named `name`: inserted, or taken over from a worker that stopped or
+    whose heartbeat is older than `alive_seconds` (a restarted worker keeps its row), idle and just
+    seen. Two live workers never share a row: one held by a live worker is left alone."""
     now = utcnow()
-    if row is None:
-        row = Worker(name=name, gpu_id=gpu.id, device_index=device_index, state="idle", started_at=now,
-                     last_heartbeat_at=now)
-        session.add(row)
-    else:
-        row.gpu_id, row.device_index, row.state = gpu.id, device_index, "idle"
-        row.started_at, row.last_heartbeat_at = now, now
-    session.flush()
-    return row
+    stale = sa.or_(Worker.state == "stopped", Worker.last_heartbeat_at.is_(None),
+                   Worker.last_heartbeat_at < now - dt.timedelta(seconds=alive_seconds))
+    fresh = dict(gpu_id=gpu.id, device_index=device_index, state="idle", started_at=now, last_heartbeat_at=now)
+    row = session.execute(sa.select(Worker.id, Worker.last_heartbeat_at).where(Worker.name == name)).first()
+    if row is not None:
+        # a compare-and-set on staleness: of two workers taking over one stale row, one wins
+        took = session.execute(sa.update(Worker).where(Worker.id == row.id, stale).values(**fresh)
+                               .execution_options(synchronize_session=False)).rowcount
+        return Registration(row.id) if took else Registration(None, row.last_heartbeat_at)
+    try:
+        with session.begin_nested():
+            return Registration(session.execute(sa.insert(Worker).values(name=name, **fresh)
+                                                .returning(Worker.id)).scalar_one())
+    except sa.exc.IntegrityError:   # the unique name: another process inserted it first
+        return Registration(None)
 
 
 def set_worker_state(session: Session, worker_id: int, state: str) -> None:

@@ -11,6 +11,7 @@ from db.models import TOKEN_SCOPES, ApiToken, BestConfig, Gpu, Job, Kernel, Tria
 from jobspec.model import ProblemKey
 from service.core.json_input import encodable
 from service.core.security import DEFAULT_SCOPES, scopes_text
+from service.devices import INTERPRETER_MODEL, DeviceKind, device_kind
 
 
 def _no_nul(value: str) -> str:
@@ -74,9 +75,13 @@ class JobOut(Out):
     finished_at: dt.datetime | None
     updated_at: dt.datetime
     spec: dict[str, Any] | None = None
+    waiting_reason: str | None = Field(
+        default=None, description="why the job does not start: set while it is queued (or running with an expired "
+                                  "lease) and no live worker can take it, e.g. \"waiting for a worker with GPU model X; "
+                                  "2 workers alive: A (model …), B (…)\"; null otherwise")
 
     @classmethod
-    def of(cls, job: Job, *, with_spec: bool = True) -> "JobOut":
+    def of(cls, job: Job, *, with_spec: bool = True, waiting_reason: str | None = None) -> "JobOut":
         k = job.kernel
         return cls(id=job.id, state=job.state, kernel_id=job.kernel_id, kernel_name=k.name if k else None,
                    kernel_fingerprint=k.fingerprint if k else None, gpu_model=job.gpu_model,
@@ -84,7 +89,8 @@ class JobOut(Out):
                    best_time_ms=job.best_time_ms, best_config=job.best_config, error=job.error,
                    idempotency_key=job.idempotency_key, study_name=job.study_name, claimed_by=job.claimed_by,
                    lease_expires_at=job.lease_expires_at, created_at=job.created_at, started_at=job.started_at,
-                   finished_at=job.finished_at, updated_at=job.updated_at, spec=job.spec if with_spec else None)
+                   finished_at=job.finished_at, updated_at=job.updated_at, spec=job.spec if with_spec else None,
+                   waiting_reason=waiting_reason)
 
 
 class JobPage(Out):
@@ -128,7 +134,9 @@ class WorkerOut(Out):
     id: int
     name: str
     gpu_id: int | None
-    gpu_model: str | None
+    gpu_model: str | None = Field(description=f'the GPU model it takes jobs for; "{INTERPRETER_MODEL}" for a CPU worker')
+    kind: DeviceKind = Field(description='"gpu", or "cpu": the CPU interpreter (`blocktune worker --interpret`, '
+                                         'or `blocktune serve` on a machine without a GPU)')
     device_index: int
     state: str
     started_at: dt.datetime
@@ -137,19 +145,23 @@ class WorkerOut(Out):
 
     @classmethod
     def of(cls, w: Worker, alive: bool) -> "WorkerOut":
-        return cls(id=w.id, name=w.name, gpu_id=w.gpu_id, gpu_model=w.gpu.model if w.gpu else None,
+        model = w.gpu.model if w.gpu else None
+        return cls(id=w.id, name=w.name, gpu_id=w.gpu_id, gpu_model=model, kind=device_kind(model),
                    device_index=w.device_index, state=w.state, started_at=w.started_at,
                    last_heartbeat_at=w.last_heartbeat_at, alive=alive)
 
 
 class GpuOut(Out):
+    """A GPU model workers registered, or the CPU interpreter (kind "cpu": no compute capability,
+    SMs, GPU memory, driver or CUDA version)."""
     id: int
     model: str
-    compute_capability: str
-    sm_count: int
-    total_memory: int
-    driver_version: str
-    cuda_version: str
+    kind: DeviceKind
+    compute_capability: str | None
+    sm_count: int | None
+    total_memory: int | None
+    driver_version: str | None
+    cuda_version: str | None
     workers: list[WorkerOut]
     alive_workers: int
 
@@ -227,6 +239,9 @@ class TokenOut(Out):
 
 def gpu_out(g: Gpu, alive_ids: set[int]) -> GpuOut:
     ws = [WorkerOut.of(w, w.id in alive_ids) for w in g.workers]
-    return GpuOut(id=g.id, model=g.model, compute_capability=g.compute_capability, sm_count=g.sm_count,
-                  total_memory=g.total_memory, driver_version=g.driver_version, cuda_version=g.cuda_version,
-                  workers=ws, alive_workers=sum(w.alive for w in ws))
+    common = dict(id=g.id, model=g.model, kind=device_kind(g.model), workers=ws, alive_workers=sum(w.alive for w in ws))
+    if common["kind"] == "cpu":
+        return GpuOut(**common, compute_capability=None, sm_count=None, total_memory=None, driver_version=None,
+                      cuda_version=None)
+    return GpuOut(**common, compute_capability=g.compute_capability, sm_count=g.sm_count,
+                  total_memory=g.total_memory, driver_version=g.driver_version, cuda_version=g.cuda_version)

@@ -35,13 +35,16 @@ class Settings(BaseSettings):
     lease_seconds: float = 60.0
     heartbeat_seconds: float = 10.0
     poll_seconds: float = 2.0
-    # run a worker inside `blocktune serve` (None: when a GPU is found)
+    # run a worker inside `blocktune serve` (None: yes — on the GPU, or a CPU worker without one)
     with_worker: bool | None = None
     # workers tune on the CPU interpreter (the compiler's BLOCKTUNE_INTERPRET, compiler/knobs.py)
     interpret: bool = False
-    # `blocktune worker`: its GPU, and its name (unique; None: host:gpuN:pid)
+    # `blocktune worker`: its GPU, and its name (unique; None: `<node>-gpuN`, `<node>-cpuN` for a CPU worker)
     device: int = Field(default=0, ge=0)
     worker_name: str | None = None
+    # the node's name in default worker names (in containers, whose host name is not the host's);
+    # None: the host name
+    node: str | None = None
     # submission checks (service/kernel_check.py) run in warm checker processes, never in the API's:
     # at most `kernel_check_workers` checks at once, `kernel_check_queue` more wait (then 503 with
     # Retry-After, as for one that waited `kernel_check_queue_wait_seconds`). Each check is limited in
@@ -54,7 +57,8 @@ class Settings(BaseSettings):
     kernel_check_timeout_seconds: float = Field(default=20.0, gt=0)
     kernel_check_queue_wait_seconds: float = Field(default=30.0, gt=0)
     kernel_check_nice: int = Field(default=10, ge=0, le=19)
-    # start the checkers with the app instead of at the first submission (which then waits ~0.5 s)
+    # start the checkers with the app instead of at the first submission (which then waits ~0.5 s);
+    # `blocktune serve` turns it on unless this is set
     kernel_check_prewarm: bool = False
     # the config lookup: its in-memory index is re-read from the database by a background thread
     # this often (lookups never wait on the database); answers are memoized in an LRU of at most

@@ -44,6 +44,8 @@ REASONS = {
     "scope": "Your API token lacks the read scope the dashboard needs. Paste one that has it "
              "(`blocktune token create NAME --scope read`).",
     "logged_out": "You are logged out.",
+    "submit": "Cancelling or re-running a job needs a login with a token that has the submit scope "
+              "(`blocktune token create NAME --scope read --scope submit`).",
 }
 
 router = APIRouter(include_in_schema=False)
@@ -106,7 +108,7 @@ async def login_redirect(request: Request, exc: LoginRequired) -> RedirectRespon
     return response
 
 
-def _cross_site(request: Request) -> bool:
+def cross_site(request: Request) -> bool:
     """A form posted from another site's page (login CSRF): the browser says so in Sec-Fetch-Site,
     older ones through Origin."""
     if request.headers.get("sec-fetch-site") == "cross-site":
@@ -156,7 +158,7 @@ def _open_session(request: Request, token: str) -> str:
 
 @router.post("/login", response_class=HTMLResponse)
 async def login(request: Request) -> Response:
-    if _cross_site(request):
+    if cross_site(request):
         return Response("cross-site login refused", status_code=status.HTTP_403_FORBIDDEN)
     body = await request.body()
     try:
@@ -186,7 +188,7 @@ def _end_session(request: Request, sid: str) -> None:
 
 @router.post("/logout")
 async def logout(request: Request) -> Response:
-    if _cross_site(request):
+    if cross_site(request):
         return Response("cross-site logout refused", status_code=status.HTTP_403_FORBIDDEN)
     sid = session_from_request(request)
     if sid:

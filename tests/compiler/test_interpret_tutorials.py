@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import pytest
-import torch
+torch = pytest.importorskip("torch", reason="runs Triton's tutorials with their torch host code (torch is not installed)")
 
 from tests.compiler.kernels import tutorials as T
 from tests.compiler.kernels.util import assert_close, gen, interpret, poisoned, rand  # noqa: F401

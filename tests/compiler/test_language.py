@@ -10,7 +10,7 @@ import re
 
 import numpy as np
 import pytest
-import torch
+torch = pytest.importorskip("torch", reason="runs the language over torch CPU tensors (bfloat16 included) against torch (torch is not installed)")
 
 import compiler as triton
 import compiler.language as tl

@@ -20,7 +20,7 @@ from compiler.ptxas import require as find_ptxas
 
 import compiler as triton
 import compiler.language as tl
-from tests.compiler.kernels import tutorials as TUTORIALS
+from tests.compiler.kernels import bench_kernels
 
 HAVE_FRONTEND = True
 find_ptxas()  # CI installs ptxas (the nvidia-cuda-nvcc wheel): without it these tests must fail, not skip
@@ -59,7 +59,7 @@ if HAVE_FRONTEND:
         y = num / den
         tl.store(out_ptr + row * out_stride + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
 
-    layer_norm_fwd = TUTORIALS._layer_norm_fwd_fused  # tutorial 05, the text the benchmark runs
+    layer_norm_fwd = bench_kernels("tutorial_kernels.py")._layer_norm_fwd_fused  # tutorial 05, the text the benchmark runs
 
     @triton.jit
     def reduce2d_kernel(X, Rows, Cols, Centered, M, N, stride_m, BM: tl.constexpr, BN: tl.constexpr):
@@ -692,6 +692,10 @@ def test_cache_and_eviction_qualifiers(cache, ev, masked):
     ptx = nvptx.compile_ir(k.fn(), num_warps=4)["ptx"]
     ptxas_report(ptx)
     want = cache or {"evict_first": ".L1::evict_first", "evict_last": ".L1::evict_last"}.get(ev, "")
+    if ev:  # Triton's L2 eviction hint: a createpolicy register on the access
+        want += ".L2::cache_hint"
+        assert f"createpolicy.fractional.L2::{ev}.b64" in ptx
+        assert re.search(r"st\.global[.\w:]*\.L2::cache_hint\.v4\.b32 \[[^]]+\], \{[^}]+\}, %rd\d+;", ptx)
     assert f"ld.global{want}.v4.b32" in ptx
 
 

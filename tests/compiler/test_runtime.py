@@ -863,11 +863,24 @@ def _tuned(cache_results=True, timings=None, **kw):
     return t, configs
 
 
-def test_autotune_interpret_runs_first_config(interpret):
-    t, configs = _tuned()
+def test_autotune_interpret_runs_first_config_without_do_bench(interpret):
+    base = _fresh(dns_kernel)
+    configs = [compiler.Config({"BLOCK": b}) for b in (64, 128)]
+    t = AT.Autotuner(base, base.arg_names, configs, key=["n"])
     x = np.zeros(256, np.float32)
     t[lambda m: (triton.cdiv(m["n"], m["BLOCK"]),)](x, 256)
-    assert t.best_config is configs[0] and (x == 1).all()
+    assert t.best_config is configs[0] and (x == 1).all() and t.configs_timings is None
+
+
+def test_autotune_interpret_benchmarks_with_the_users_do_bench(interpret):
+    """As Triton's interpreter: a do_bench given to @autotune times the configs on the CPU too;
+    restore_value puts the in-place buffer back after each timed run."""
+    import torch
+    t, configs = _tuned(timings={64: 3.0, 128: 1.0, 256: 2.0}, restore_value=["x_ptr"])
+    x = torch.zeros(256)
+    t[lambda m: (triton.cdiv(m["n"], m["BLOCK"]),)](x, 256)
+    assert t.best_config is configs[1] and set(t.configs_timings) == set(configs)
+    assert (x == 1).all()
 
 
 def test_autotune_picks_fastest_and_caches(fake_cuda):
@@ -1066,3 +1079,130 @@ def test_out_of_resources_shared_memory():
         driver.load_module(ptx, "k", shared=limit + 1024)
     lf = driver.load_module(ptx, "k", shared=64 * 1024)
     assert lf.shared == 64 * 1024
+
+
+# ---------------------------------------------------------------------------------------------
+# Triton's launch options
+
+def test_triton_launch_options_num_ctas_1_and_hints_are_accepted(interpret):
+    x = np.zeros(64, np.float32)
+    dns_kernel[(1,)](x, 64, BLOCK=64, num_ctas=1, maxnreg=128, enable_fp_fusion=False, launch_pdl=False)
+    assert (x == 1).all()
+
+
+@pytest.mark.parametrize("mode", ["interpret", "gpu_path"])
+def test_num_ctas_other_than_1_is_a_clear_error(mode, request):
+    request.getfixturevalue("interpret" if mode == "interpret" else "fake_cuda")
+    x = np.zeros(64, np.float32) if mode == "interpret" else FakeTensor(0x7F0000001000)
+    with pytest.raises(ValueError, match=r"num_ctas=2 is not supported: .*one CTA.*use num_ctas=1"):
+        dns_kernel[(1,)](x, 64, BLOCK=64, num_ctas=2)
+    tuned = compiler.autotune([compiler.Config({"BLOCK": 64}, num_ctas=2)], key=["n"])(_fresh(dns_kernel))
+    with pytest.raises(ValueError, match="num_ctas=2"):
+        tuned[(1,)](x, 64)
+    if mode == "interpret":
+        assert (x == 0).all()
+
+
+# ---------------------------------------------------------------------------------------------
+# Tuple arguments on the GPU path (their semantics in interpret mode: test_tuples.py)
+
+@triton.jit
+def tuple_args_kernel(ptrs, n, coeffs, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(ptrs[0] + offs, mask=offs < n)
+    tl.store(ptrs[1][0] + offs, x * coeffs[0] + coeffs[1], mask=offs < n)
+
+
+def test_tuple_arguments_on_the_gpu_path(fake_cuda):
+    """Each runtime leaf of a tuple argument is a kernel parameter `<param>.<i>...`, specialized like
+    any argument; the PTX assembles; a new tuple structure or leaf specialization compiles anew."""
+    from compiler import ptxas
+    k = _fresh(tuple_args_kernel)
+    x, out = FakeTensor(0x7F0000001000), FakeTensor(0x7F0000002000)
+    fake_cuda.fake_set_nparams(5)
+    ck = k[(3,)]((x, (out, None)), 1000, (2.5, 7), BLOCK=256)
+    assert ck.metadata["arg_names"] == ["ptrs.0", "ptrs.1.0", "n", "coeffs.0", "coeffs.1"]
+    assert ck.metadata["arg_types"] == ["*fp32", "*fp32", "i32", "fp32", "i32"]
+    assert set(ck.metadata["divisible_by_16"]) == {"ptrs.0", "ptrs.1.0"}
+    assert [fake_cuda.fake_param(i) for i in range(2)] == [0x7F0000001000, 0x7F0000002000]
+    assert fake_cuda.fake_param(2) & 0xFFFFFFFF == 1000 and fake_cuda.fake_param(4) & 0xFFFFFFFF == 7
+    assert fake_cuda.fake_grid(0) == 3 and fake_cuda.fake_calls() == 1
+    ptxas.report(ck.asm["ptx"])
+    k[(1,)]((x, (FakeTensor(0x7F0000003000), None)), 1000, (2.5, 7), BLOCK=256)    # same specialization
+    assert k.compile_count == 1 and fake_cuda.fake_param(1) == 0x7F0000003000 and fake_cuda.fake_calls() == 2
+    fake_cuda.fake_set_nparams(4)
+    ck1 = k[(1,)]((x, (out, None)), 1000, (2.5, 1), BLOCK=256)                     # a leaf equal to 1
+    assert k.compile_count == 2 and ck1.metadata["passed"] == ["ptrs.0", "ptrs.1.0", "n", "coeffs.0"]
+    ckw = k.warmup((x, (out,)), 1000, (2.5, 7), BLOCK=256, grid=(1,))              # another structure
+    assert k.compile_count == 3 and ckw.metadata["arg_names"][:2] == ["ptrs.0", "ptrs.1.0"]
+    assert fake_cuda.fake_calls() == 3
+
+
+def test_too_many_warps_is_a_failed_config_the_post_hook_hears_of(fake_cuda):
+    fake_cuda.fake_set_nparams(2)
+    errors = []
+    base = _fresh(dns_kernel)
+    configs = [compiler.Config({"BLOCK": 64}, num_warps=128), compiler.Config({"BLOCK": 64}, num_warps=4)]
+    tuned = AT.Autotuner(base, base.arg_names, configs, key=["n"], cache_results=False,
+                         post_hook=lambda nargs, exception: errors.append(exception),
+                         do_bench=lambda call, quantiles: (call(), [1.0] * 3)[1])
+    tuned[(1,)](FakeTensor(0x7F0000001000), 64)
+    assert tuned.best_config is configs[1]
+    assert isinstance(errors[0], compiler.OutOfResources) and errors[1] is None
+    assert str(errors[0]).startswith("out of resource: threads, Required: 4096, Hardware limit: 1024")
+
+
+@triton.jit
+def _double(x):
+    return x * 2
+
+
+@triton.jit
+def _negate(x):
+    return -x
+
+
+@triton.jit
+def apply_kernel(x_ptr, fn, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, fn(tl.load(x_ptr + offs)))
+
+
+def test_a_jit_function_argument_is_a_compile_time_value(interpret):
+    """As in Triton: a @jit function passed to a parameter not marked tl.constexpr specializes the
+    kernel (one compilation per function)."""
+    k = _fresh(apply_kernel)
+    x = np.arange(8, dtype=np.float32)
+    k[(1,)](x, _double, 8)
+    k[(1,)](x, _negate, 8)
+    k[(1,)](x, _double, 8)
+    assert (x == -np.arange(8) * 4).all() and k.compile_count == 2
+
+
+def test_a_jit_function_argument_on_the_gpu_path(fake_cuda):
+    fake_cuda.fake_set_nparams(1)
+    k = _fresh(apply_kernel)
+    ck = k[(1,)](FakeTensor(0x7F0000001000), _negate, 8)
+    assert ck.metadata["arg_names"] == ["x_ptr"]
+    k[(1,)](FakeTensor(0x7F0000002000), _negate, 8)
+    assert k.compile_count == 1 and fake_cuda.fake_param(0) == 0x7F0000002000
+    doubled = k.warmup(FakeTensor(0x7F0000001000), _double, 8, grid=(1,))
+    assert k.compile_count == 2 and doubled.asm["ptx"] != ck.asm["ptx"]
+
+
+def test_a_tuple_of_tensor_descriptors_on_the_gpu_path(fake_cuda):
+    """Descriptor leaves of a tuple expand into their parts (base, shapes, strides) like a
+    descriptor argument does, and the PTX assembles."""
+    from compiler import ptxas
+    from compiler.tools.tensor_descriptor import TensorDescriptor
+    from tests.compiler.test_tuples import scale_through_descriptors
+    k = _fresh(scale_through_descriptors)
+    src = TensorDescriptor(FakeTensor(0x7F0000001000), [16, 32], [32, 1], [16, 32])
+    dst = TensorDescriptor(FakeTensor(0x7F0000002000), [16, 32], [32, 1], [16, 32])
+    fake_cuda.fake_set_nparams(10)
+    ck = k[(1,)]((src, dst), 16)
+    assert ck.metadata["arg_names"][:6] == ["descs.0.base", "descs.0.shape0", "descs.0.shape1", "descs.0.stride0",
+                                           "descs.0.stride1", "descs.1.base"]
+    assert [fake_cuda.fake_param(i) for i in (0, 5)] == [0x7F0000001000, 0x7F0000002000]
+    assert [fake_cuda.fake_param(i) & 0xFFFFFFFF for i in (1, 2)] == [16, 32] and fake_cuda.fake_param(3) == 32
+    ptxas.report(ck.asm["ptx"])

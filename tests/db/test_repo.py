@@ -188,14 +188,26 @@ def test_a_worker_fails_only_the_job_it_runs(Session):
 
 
 def test_workers_register_once_per_name(Session):
+    """One row per name; a live worker's row is never taken (its heartbeat is answered instead),
+    a stopped or silent worker's row is taken over by the next one of that name."""
     with Session.begin() as s:
         gpu = repo.get_or_create_gpu(s, H100)
-        w = repo.register_worker(s, name="host:gpu0", gpu=gpu, device_index=0)
-        repo.set_worker_state(s, w.id, "busy")
-        worker_id = w.id
+        w = repo.register_worker(s, name="host-gpu0", gpu=gpu, device_index=0, alive_seconds=30)
+        repo.set_worker_state(s, w.worker_id, "busy")
+        worker_id = w.worker_id
     with Session.begin() as s:
-        again = repo.register_worker(s, name="host:gpu0", gpu=repo.get_or_create_gpu(s, H100), device_index=1)
-        assert again.id == worker_id and again.state == "idle" and again.device_index == 1
+        live = repo.register_worker(s, name="host-gpu0", gpu=repo.get_or_create_gpu(s, H100), device_index=1,
+                                    alive_seconds=30)
+        assert live.worker_id is None and live.holder_heartbeat is not None
+        assert s.get(Worker, worker_id).state == "busy" and s.get(Worker, worker_id).device_index == 0
+        repo.set_worker_state(s, worker_id, "stopped")
+    with Session.begin() as s:
+        again = repo.register_worker(s, name="host-gpu0", gpu=repo.get_or_create_gpu(s, H100), device_index=1,
+                                     alive_seconds=30)
+        assert again.worker_id == worker_id
+        row = s.get(Worker, worker_id)
+        s.refresh(row)
+        assert row.state == "idle" and row.device_index == 1
         repo.set_worker_state(s, worker_id, "stopped")
     with Session() as s:
         assert s.scalar(sa.select(sa.func.count()).select_from(Worker)) == 1

@@ -107,14 +107,16 @@ def add_worker(url: str, gpu_id: int, name: str, heartbeat_age_s: float) -> None
 class LiveServer:
     """`blocktune serve` in a subprocess on 127.0.0.1, as a user runs it."""
 
-    def __init__(self, url: str, *extra: str, env: dict | None = None, worker: bool = False):
+    def __init__(self, url: str, *extra: str, env: dict | None = None, worker: bool | None = False):
+        """worker: --with-worker, --no-worker, or (None) neither: `blocktune serve` as the README runs it."""
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         e = dict(os.environ)
         e.update(env or {})
         e["PYTHONPATH"] = str(ROOT)
         self.proc = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port", str(self.port),
-                                      "--database-url", url, "--with-worker" if worker else "--no-worker",
+                                      "--database-url", url,
+                                      *({True: ["--with-worker"], False: ["--no-worker"], None: []}[worker]),
                                       "--log-level", "warning", *extra],
                                      cwd=ROOT, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         # drained as it comes: a server that logs a lot (a traceback per request) must not block

@@ -9,7 +9,8 @@ import sqlalchemy as sa
 
 from db.engine import make_engine, session_factory
 from db.models import Job, Kernel, utcnow
-from db.repo import claim, find_joinable_job, release_job, renew_lease
+from db.repo import claim, find_joinable_job, gpu_worker_alive, release_job, renew_lease
+from jobspec.device import INTERPRETER_MODEL
 
 
 def claim_job(engine, worker_name: str, gpu_model: str, lease_seconds: float) -> int | None:
@@ -148,3 +149,41 @@ def test_renewal_by_the_holder_fails_once_another_worker_claimed_the_job(db_url)
     assert _row(eng, j)["claimed_by"] == "fast"
     eng.dispose()
 
+
+
+def _register(eng, name: str, model: str, *, heartbeat_age_s: float = 0.0, state: str = "idle") -> None:
+    from db.models import Worker
+    from db.repo import get_or_create_gpu
+
+    with session_factory(eng)() as s:
+        gpu = get_or_create_gpu(s, {"name": model, "capability": (9, 0) if model != INTERPRETER_MODEL else (0, 0)})
+        s.flush()
+        beat = utcnow() - dt.timedelta(seconds=heartbeat_age_s)
+        s.add(Worker(name=name, gpu_id=gpu.id, state=state, started_at=beat, last_heartbeat_at=beat))
+        s.commit()
+
+
+def test_a_cpu_worker_leaves_jobs_without_a_gpu_model_to_live_gpu_workers(db_url):
+    """`blocktune serve` on a machine without a GPU runs a CPU worker: in a fleet it must not take
+    the jobs that name no GPU model while a GPU worker is alive, only the interpreter's own."""
+    eng, (anyone,) = _jobs(db_url, 1)
+    _, (cpu_job,) = _jobs(db_url, 1, gpu_model=INTERPRETER_MODEL)
+    _register(eng, "gpu-host:gpu0", "GPU-A")
+    assert gpu_worker_alive(eng, 60, cpu_model=INTERPRETER_MODEL)
+    # as the worker claims: the older, unpinned job is left
+    assert claim(eng, "cpu-host:cpu0", INTERPRETER_MODEL, 60, unpinned=False).job_id == cpu_job
+    assert claim(eng, "cpu-host:cpu0", INTERPRETER_MODEL, 60, unpinned=False) is None
+    assert _row(eng, anyone)["state"] == "queued"
+    # the GPU worker stops: the CPU worker may take the job (the Worker asks gpu_worker_alive first)
+    with eng.begin() as c:
+        c.execute(sa.text("UPDATE workers SET state = 'stopped'"))
+    assert not gpu_worker_alive(eng, 60, cpu_model=INTERPRETER_MODEL)
+    assert claim(eng, "cpu-host:cpu0", INTERPRETER_MODEL, 60, unpinned=True).job_id == anyone
+
+
+def test_gpu_worker_alive_counts_neither_cpu_workers_nor_silent_ones(db_url):
+    eng, _ = _jobs(db_url, 0)
+    _register(eng, "cpu-host:cpu0", INTERPRETER_MODEL)
+    _register(eng, "gpu-host:gpu0", "GPU-A", heartbeat_age_s=120)
+    assert not gpu_worker_alive(eng, 60, cpu_model=INTERPRETER_MODEL)
+    assert gpu_worker_alive(eng, 180, cpu_model=INTERPRETER_MODEL)

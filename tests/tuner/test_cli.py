@@ -86,3 +86,25 @@ def test_tune_refuses_what_the_api_refuses(tmp_path, sqlite_url, capsys):
             assert c.scalar(sa.select(sa.func.count()).select_from(Job)) == 0
     finally:
         engine.dispose()
+
+
+def test_gpus_shows_the_cpu_interpreter_as_no_gpu(sqlite_url, capsys):
+    from db.engine import make_engine, session_factory
+    from db.migrate import upgrade
+    from db.repo import get_or_create_gpu
+    from jobspec.device import interpreter_properties
+
+    upgrade(sqlite_url)
+    engine = make_engine(sqlite_url)
+    with session_factory(engine)() as s:
+        get_or_create_gpu(s, interpreter_properties())          # as a CPU worker of an older version registered it
+        get_or_create_gpu(s, {"name": "NVIDIA H100 80GB HBM3", "capability": (9, 0), "sm_count": 132,
+                              "total_memory": 80 * 2**30})
+        s.commit()
+    engine.dispose()
+    assert main(["gpus", "--db", sqlite_url]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if "│" in line]
+    cpu = " ".join(line for line in rows if "interpreter" in line or "(CPU)" in line)
+    gpu = " ".join(line for line in rows if "H100" in line)
+    assert "CPU" in cpu and "132" not in cpu and "0.0" not in cpu
+    assert "9.0" in gpu and "132" in gpu

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
+torch = pytest.importorskip("torch", reason="compares the numpy data plane with torch's (tuner/data.py) (torch is not installed)")
 
 from jobspec.model import TensorSpec
 from tuner import data, host_data

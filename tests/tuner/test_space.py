@@ -31,7 +31,7 @@ def test_encode_decode_roundtrip_and_completion():
     sp = matmul_space()
     cfg = {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 8, "num_stages": 3}
     enc = sp.encode(cfg)
-    assert enc["BLOCK_M"] == 2 and enc["num_warps"] == 8  # index vs categorical
+    assert enc == cfg                                        # Optuna gets the real values
     assert sp.decode(enc) == cfg
     assert sp.complete({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}) == {
         "BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 4, "num_stages": 3}
@@ -75,3 +75,30 @@ def test_tpe_learns_from_infeasible_trials():
         if i >= 40 and bad:
             late_bad += 1
     assert late_bad < 10, late_bad  # random would hit ~20 of 40
+
+
+def test_optuna_trials_hold_the_real_values():
+    """optuna-dashboard shows trial.params: they are the config's values (BLOCK_SIZE=2048), never a
+    position in the list; evenly spaced integers stay an ordered range for TPE."""
+    sp = SearchSpace({"BLOCK_SIZE": [4096, 1024, 2048], "num_warps": [2, 4, 8], "num_stages": [1, 2, 3, 4],
+                      "MODE": ["a", "b"]})
+    dists = sp.distributions()
+    assert dists["num_stages"] == optuna.distributions.IntDistribution(1, 4, step=1)
+    assert dists["BLOCK_SIZE"] == optuna.distributions.CategoricalDistribution([1024, 2048, 4096])
+    assert isinstance(dists["num_warps"], optuna.distributions.CategoricalDistribution)   # 2, 4, 8: not evenly spaced
+    assert SearchSpace({"B": [32, 64, 96, 128]}).distributions()["B"] == optuna.distributions.IntDistribution(
+        32, 128, step=32)
+    study = optuna.create_study(sampler=make_sampler("tpe", seed=5, n_startup_trials=4))
+    seen_block_sizes = set()
+    for _ in range(12):
+        t = study.ask()
+        cfg = sp.suggest(t)
+        assert t.params == cfg and cfg in sp
+        seen_block_sizes.add(cfg["BLOCK_SIZE"])
+        study.tell(t, float(cfg["BLOCK_SIZE"]) / cfg["num_warps"])
+    assert seen_block_sizes <= {1024, 2048, 4096} and len(seen_block_sizes) >= 2
+    assert all(ft.params == sp.decode(ft.params) for ft in study.trials)
+    # a config enqueued (known-good configs, re-queued trials) comes back as itself
+    study.enqueue_trial(sp.encode({"BLOCK_SIZE": 2048, "num_warps": 8, "num_stages": 3, "MODE": "b"}))
+    t = study.ask()
+    assert sp.suggest(t) == {"BLOCK_SIZE": 2048, "num_warps": 8, "num_stages": 3, "MODE": "b"}

@@ -1,23 +1,20 @@
 """GPU models seen by workers, and the workers (alive = heartbeat younger than a setting)."""
 from __future__ import annotations
 
-import datetime as dt
-
 import sqlalchemy as sa
 from fastapi import APIRouter
 from sqlalchemy.orm import selectinload
 
-from db.models import Gpu, Worker, utcnow
+from db.models import Gpu, Worker
 from service.api.deps import ReadAuth, SessionDep, SettingsDep
 from service.api.schemas import GpuOut, WorkerOut, gpu_out
+from service.waiting import alive_clause
 
 router = APIRouter(tags=["gpus"])
 
 
 def alive_worker_ids(session, settings) -> set[int]:
-    since = utcnow() - dt.timedelta(seconds=settings.worker_alive_seconds)
-    return set(session.scalars(sa.select(Worker.id).where(Worker.last_heartbeat_at >= since,
-                                                          Worker.state != "stopped")))
+    return set(session.scalars(sa.select(Worker.id).where(alive_clause(settings.worker_alive_seconds))))
 
 
 @router.get("/gpus", response_model=list[GpuOut])

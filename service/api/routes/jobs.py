@@ -12,10 +12,12 @@ from sqlalchemy.orm import Session, joinedload
 from db import repo
 from db.models import Job, Kernel, Trial
 from jobspec.model import JobSpec
+from service import job_actions
 from service.api.deps import ReadAuth, SessionDep, SettingsDep, SubmitAuth
 from service.api.routing import StandardJSONRoute
 from service.api.schemas import JobOut, JobPage, TrialOut
 from service.kernel_check import CheckerBusy, CheckRejected
+from service.waiting import waiting_reasons
 from tuner.submission import Submission
 
 router = APIRouter(prefix="/jobs", tags=["jobs"], route_class=StandardJSONRoute)
@@ -24,8 +26,14 @@ JobId = Annotated[int, Path(ge=1, le=2**31 - 1)]
 State = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 
 
+def _out(session: Session, settings, job: Job, **kw) -> JobOut:
+    """A job as answered, with why it waits when no live worker can take it."""
+    reason = waiting_reasons(session, settings.worker_alive_seconds, [job]).get(job.id)
+    return JobOut.of(job, waiting_reason=reason, **kw)
+
+
 def _get_job(session: Session, job_id: int) -> Job:
-    job = session.scalar(sa.select(Job).options(joinedload(Job.kernel)).where(Job.id == job_id))
+    job = job_actions.find_job(session, job_id)
     if job is None:
         raise HTTPException(404, f"no job {job_id}")
     return job
@@ -41,6 +49,7 @@ async def submit_job(
     request: Request,
     response: Response,
     session: SessionDep,
+    settings: SettingsDep,
     _: SubmitAuth,
     spec: JobSpec,
     idempotency_key: Annotated[str | None, Header(max_length=200, pattern=r"^[\x21-\x7e]+$")] = None,
@@ -54,7 +63,7 @@ async def submit_job(
     if idempotency_key:
         existing = await run_in_threadpool(_by_idempotency_key, session, idempotency_key)
         if existing is not None:
-            return await run_in_threadpool(_replay, existing, spec, gpu_model, response)
+            return await run_in_threadpool(_replay, session, settings, existing, spec, gpu_model, response)
     # the check may take seconds: no database connection (or SQLite read transaction) waits with it
     await run_in_threadpool(session.close)
     try:   # awaited here: neither the event loop nor a threadpool thread waits on the check
@@ -64,14 +73,14 @@ async def submit_job(
                                       for e in exc.errors])
     except CheckerBusy as exc:
         raise HTTPException(503, str(exc), headers={"Retry-After": str(exc.retry_after)})
-    return await run_in_threadpool(_store, session, sub, spec, idempotency_key, gpu_model, response)
+    return await run_in_threadpool(_store, session, settings, sub, spec, idempotency_key, gpu_model, response)
 
 
 def _by_idempotency_key(session: Session, key: str) -> Job | None:
     return session.scalar(sa.select(Job).options(joinedload(Job.kernel)).where(Job.idempotency_key == key))
 
 
-def _store(session: Session, sub: Submission, spec: JobSpec, idempotency_key: str | None, gpu_model: str | None,
+def _store(session: Session, settings, sub: Submission, spec: JobSpec, idempotency_key: str | None, gpu_model: str | None,
            response: Response) -> JobOut:
     try:
         job = repo.submit_job(session, fingerprint=sub.fingerprint, kernel_name=sub.kernel_name, source=sub.source,
@@ -84,17 +93,18 @@ def _store(session: Session, sub: Submission, spec: JobSpec, idempotency_key: st
                                   .where(Job.idempotency_key == idempotency_key)) if idempotency_key else None
         if existing is None:
             raise HTTPException(409, "conflicting concurrent submission; retry")
-        return _replay(existing, spec, gpu_model, response)
+        return _replay(session, settings, existing, spec, gpu_model, response)
     session.refresh(job)
-    return JobOut.of(job)
+    return _out(session, settings, job)
 
 
-def _replay(existing: Job, spec: JobSpec, gpu_model: str | None, response: Response) -> JobOut:
+def _replay(session: Session, settings, existing: Job, spec: JobSpec, gpu_model: str | None,
+            response: Response) -> JobOut:
     same = spec.to_json() == existing.spec and (gpu_model is None or gpu_model == existing.gpu_model)
     if not same:
         raise HTTPException(409, "this Idempotency-Key was already used for a different job spec")
     response.status_code = status.HTTP_200_OK
-    return JobOut.of(existing)
+    return _out(session, settings, existing)
 
 
 @router.get("", response_model=JobPage)
@@ -113,26 +123,36 @@ def list_jobs(session: SessionDep, settings: SettingsDep, _: ReadAuth,
     if gpu_model:
         q = q.where(Job.gpu_model == gpu_model)
     total = session.scalar(sa.select(sa.func.count()).select_from(q.subquery())) or 0
-    rows = session.scalars(q.options(joinedload(Job.kernel)).order_by(Job.id.desc()).limit(limit).offset(offset))
-    return JobPage(items=[JobOut.of(j, with_spec=False) for j in rows], total=total, limit=limit, offset=offset)
+    rows = list(session.scalars(q.options(joinedload(Job.kernel)).order_by(Job.id.desc()).limit(limit).offset(offset)))
+    reasons = waiting_reasons(session, settings.worker_alive_seconds, rows)
+    return JobPage(items=[JobOut.of(j, with_spec=False, waiting_reason=reasons.get(j.id)) for j in rows],
+                   total=total, limit=limit, offset=offset)
 
 
 @router.get("/{job_id}", response_model=JobOut, responses={404: {"description": "no such job"}})
-def get_job(job_id: JobId, session: SessionDep, _: ReadAuth) -> JobOut:
-    """A job with its progress (trials done / budget) and the best config so far."""
-    return JobOut.of(_get_job(session, job_id))
+def get_job(job_id: JobId, session: SessionDep, settings: SettingsDep, _: ReadAuth) -> JobOut:
+    """A job with its progress (trials done / budget), the best config so far, and, while no live
+    worker can take it, why it waits (`waiting_reason`)."""
+    return _out(session, settings, _get_job(session, job_id))
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut,
              responses={404: {"description": "no such job"}, 409: {"description": "the job is already finished"}})
 def cancel_job(job_id: JobId, session: SessionDep, _: SubmitAuth) -> JobOut:
     """Cancel a queued or running job (a worker running it stops after its current trial)."""
-    cancelled = repo.finish_job(session, job_id, "cancelled")
-    session.commit()
-    job = _get_job(session, job_id)
-    if not cancelled and job.state != "cancelled":
+    job, _cancelled = job_actions.cancel_job(session, job_id)
+    if job is None:
+        raise HTTPException(404, f"no job {job_id}")
+    if job.state != "cancelled":
         raise HTTPException(409, f"job {job_id} is already {job.state}")
     return JobOut.of(job)
+
+
+@router.post("/{job_id}/rerun", response_model=JobOut, status_code=status.HTTP_201_CREATED,
+             responses={404: {"description": "no such job"}})
+def rerun_job(job_id: JobId, session: SessionDep, _: SubmitAuth) -> JobOut:
+    """Submit the job's spec again, for the same GPU model: a new queued job with a new study."""
+    return JobOut.of(job_actions.rerun_job(session, _get_job(session, job_id)))
 
 
 @router.get("/{job_id}/trials", response_model=list[TrialOut], responses={404: {"description": "no such job"}})

@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 import torch
 
+from .modes import interpret  # noqa: F401 - re-exported: the tests import their fixtures from here
+
 TORCH = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "fp64": torch.float64,
          "i8": torch.int8, "i16": torch.int16, "i32": torch.int32, "i64": torch.int64, "u8": torch.uint8,
          "u32": torch.uint32, "i1": torch.bool}
@@ -15,18 +17,6 @@ SENTINEL = {torch.int8: -77, torch.int16: -7777, torch.int32: -123456789, torch.
 # (rtol, atol) for comparing a kernel's result with a float32/float64 reference
 TOL = {torch.float16: (2e-3, 2e-3), torch.bfloat16: (1.6e-2, 1e-2), torch.float32: (1.3e-6, 1e-5),
        torch.float64: (1e-12, 1e-12)}
-
-
-@pytest.fixture(params=["vec", "seq"])
-def interpret(monkeypatch, request):
-    """Turn interpret mode on for one test (the runtime reads the environment at launch time).
-
-    Every test runs twice: with straight-line kernels vectorized over programs ("vec") and with
-    every program run one by one ("seq"); kernels with control flow always run one by one."""
-    monkeypatch.setenv("BLOCKTUNE_INTERPRET", "1")
-    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    monkeypatch.setenv("BLOCKTUNE_INTERPRET_VECTORIZE", "1" if request.param == "vec" else "0")
-    yield
 
 
 @pytest.fixture

@@ -1,0 +1,179 @@
+"""Fleet benchmark: workers on several GPUs of one host against one PostgreSQL (issue 10).
+
+    python3 bench/fleet.py [--devices 0,1] [--trials 64] [--size 4096]
+
+Runs what a platform team runs: a throw-away PostgreSQL cluster (bench/postgres.py), `blocktune
+serve --no-worker` on it, and `blocktune worker --device N` processes, each with its own name. Jobs
+are submitted over the REST API with a submit-scoped token, as a client does, and timed from
+submission to `succeeded` (the workers are already up and idle, as in a fleet). Scenarios:
+
+  one worker     one job of --trials trials, the worker on the first device alone
+  shared         one such job, every worker joining it (the job is shared trial by trial)
+  two jobs       two such jobs submitted together, as many workers
+
+Each scenario starts from an empty kernel cache of its own, so no scenario compiles for another.
+The job is Triton's tutorial matmul (examples/specs/matmul.yaml) at --size³ with random sampling and
+no early stop, so every scenario measures exactly --trials trials per job. Target (issue 10):
+shared / one worker ≤ 0.55 for a 64-trial job on two GPUs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from postgres import Postgres, free_port  # noqa: E402
+
+BLOCKTUNE = [sys.executable, "-m", "service.cli"]
+
+
+def job_spec(size: int, trials: int, seed: int) -> dict:
+    spec = yaml.safe_load((REPO / "examples" / "specs" / "matmul.yaml").read_text())
+    spec["sizes"] = {"M": size, "N": size, "K": size}
+    spec["budget"] = {"trials": trials, "seconds": 3600, "patience": trials * 10}
+    spec["sampler"] = "random"
+    spec["seed"] = seed
+    return spec
+
+
+class Fleet:
+    """The API server and the workers of one scenario, on one database."""
+
+    def __init__(self, url: str, devices: list[int], cache: str, interpret: bool = False):
+        self.url, self.devices, self.interpret = url, devices, interpret
+        self.env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+                    "BLOCKTUNE_CACHE_DIR": cache, "PYTHONUNBUFFERED": "1"}
+        self.logs = Path(tempfile.mkdtemp(prefix="fleet-logs-"))
+        self.procs: list[subprocess.Popen] = []
+
+    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
+        log = open(self.logs / f"{name}.log", "w")
+        p = subprocess.Popen(BLOCKTUNE + args, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        self.procs.append(p)
+        return p
+
+    def __enter__(self):
+        subprocess.run(BLOCKTUNE + ["migrate", "--db", self.url], cwd=REPO, env=self.env, check=True,
+                       capture_output=True)
+        made = subprocess.run(BLOCKTUNE + ["token", "create", "fleet", "--scope", "submit", "--scope", "read",
+                                           "--db", self.url], cwd=REPO, env=self.env, check=True,
+                              capture_output=True, text=True)
+        self.token = made.stdout.strip().splitlines()[-1]
+        self.port = free_port()
+        self._spawn("api", ["serve", "--no-worker", "--db", self.url, "--port", str(self.port)])
+        self.http = httpx.Client(base_url=f"http://127.0.0.1:{self.port}",
+                                 headers={"Authorization": f"Bearer {self.token}"}, timeout=60)
+        self._wait(lambda: self.http.get("/healthz").status_code == 200, 60, "the API")
+        host = os.uname().nodename
+        for d in self.devices:
+            self._spawn(f"worker-gpu{d}", ["worker", "--device", str(d), "--server-db", self.url,
+                                           "--name", f"{host}-gpu{d}", "--poll", "0.2", "--no-migrate"]
+                        + (["--interpret"] if self.interpret else []))
+        self._wait(lambda: sum(w["alive"] for w in self.http.get("/api/v1/workers").json()) == len(self.devices),
+                   180, f"{len(self.devices)} live workers")
+        return self
+
+    def _wait(self, ready, seconds: float, what: str):
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for p in self.procs:
+                if p.poll() is not None:
+                    raise RuntimeError(f"a process exited ({p.args}); logs in {self.logs}")
+            try:
+                if ready():
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise TimeoutError(f"waited {seconds:.0f} s for {what}; logs in {self.logs}")
+
+    def run_jobs(self, specs: list[dict]) -> tuple[float, list[dict]]:
+        """Submit the specs together; seconds until all are done, and the jobs."""
+        t0 = time.perf_counter()
+        ids = []
+        for spec in specs:
+            r = self.http.post("/api/v1/jobs", json=spec)
+            r.raise_for_status()
+            ids.append(r.json()["id"])
+        jobs: list[dict] = []
+
+        def finished():
+            nonlocal jobs
+            jobs = [self.http.get(f"/api/v1/jobs/{i}").json() for i in ids]
+            bad = [j for j in jobs if j["state"] in ("failed", "cancelled")]
+            if bad:
+                raise RuntimeError(f"job {bad[0]['id']} ended {bad[0]['state']}: {bad[0].get('error')}")
+            return all(j["state"] == "succeeded" for j in jobs)
+
+        self._wait(finished, 1800, "the jobs to finish")
+        return time.perf_counter() - t0, jobs
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        self.http.close()
+
+
+def scenario(pg_url: str, name: str, devices: list[int], specs: list[dict], interpret: bool) -> dict:
+    db = f"fleet_{name.replace(' ', '_')}_{time.time_ns()}"
+    import sqlalchemy as sa
+
+    admin = sa.create_engine(pg_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as c:
+        c.execute(sa.text(f'CREATE DATABASE "{db}"'))
+    admin.dispose()
+    url = pg_url.rsplit("/", 1)[0] + "/" + db
+    with tempfile.TemporaryDirectory(prefix="fleet-cache-") as cache, Fleet(url, devices, cache, interpret) as fleet:
+        seconds, jobs = fleet.run_jobs(specs)
+        trials = [j.get("trials_done") for j in jobs]
+        workers = fleet.http.get("/api/v1/workers").json()
+    row = {"scenario": name, "workers": len(devices), "jobs": len(specs), "seconds": round(seconds, 2),
+           "trials_done": trials, "worker_names": sorted(w["name"] for w in workers)}
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--devices", default="0,1")
+    ap.add_argument("--trials", type=int, default=64)
+    ap.add_argument("--size", type=int, default=4096)
+    ap.add_argument("--interpret", action="store_true",
+                    help="CPU workers on the interpreter, to check the script itself (use a small --size)")
+    args = ap.parse_args()
+    devices = [int(d) for d in args.devices.split(",")]
+    pg = Postgres()
+    try:
+        rows = [scenario(pg.url, "one worker", devices[:1], [job_spec(args.size, args.trials, 1)], args.interpret),
+                scenario(pg.url, "shared", devices, [job_spec(args.size, args.trials, 1)], args.interpret),
+                scenario(pg.url, "two jobs", devices, [job_spec(args.size, args.trials, 1),
+                                                       job_spec(args.size, args.trials, 2)], args.interpret)]
+    finally:
+        pg.stop()
+    one = rows[0]["seconds"]
+    print("\n| scenario | workers | jobs × trials | seconds | × one worker |\n|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['scenario']} | {r['workers']} | {r['jobs']} × {args.trials} | {r['seconds']:.1f} | "
+              f"{r['seconds'] / one:.2f} |")
+    print(f"shared {args.trials}-trial job on {len(devices)} GPUs: {rows[1]['seconds'] / one:.2f}× one worker "
+          f"(target ≤ 0.55)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""Host tensor descriptors (compiler/tools/tensor_descriptor.py) as kernel arguments.
+
+A descriptor argument `d` is specialized on its element type, block shape, padding and which shape
+dims are multiples of 16 (so that bounds-checked accesses stay vectorized): the signature type
+`tensordesc<fp16[64, 64]|zero|10>`. The compiled kernel takes it as separate parameters
+`d.base`, `d.shape0…`, `d.stride0…` (the front end rebuilds the descriptor from them, see
+frontend/block_pointers.py); `expand` turns the call's values into those parameters' values.
+"""
+from __future__ import annotations
+
+from ..language import descriptor_type as DT
+from ..language import dtypes as T
+from ..tools.tensor_descriptor import TensorDescriptor
+
+
+def is_descriptor(v) -> bool:
+    return isinstance(v, TensorDescriptor)
+
+
+def spec(v: TensorDescriptor, base_key, base_aligned: bool, name: str) -> tuple:
+    """The key part of a descriptor argument (after checking Triton's TMA requirements)."""
+    if not base_aligned:
+        raise ValueError(f"argument '{name}': a tensor descriptor's base must be 16-byte aligned")
+    es = T.from_host_dtype(v.base.dtype).primitive_bitwidth // 8
+    for s in v.strides[:-1]:
+        if (int(s) * es) % 16:
+            raise ValueError(f"argument '{name}': tensor descriptor strides {list(v.strides)} must be multiples of "
+                             f"16 bytes (except the last, which is 1)")
+    block = tuple(int(b) for b in v.block_shape)
+    div = "".join("1" if int(s) % 16 == 0 else "0" for s in v.shape)
+    return ("tensordesc", base_key, block, v.padding, div)
+
+
+def type_string(key: tuple, elt_name: str) -> str:
+    _, _, block, padding, div = key
+    return DT.type_string(elt_name, block, padding, div)
+
+
+def expand(names: list[str], named: dict, pointer) -> list:
+    """Values for the kernel parameters `names`, descriptor parts taken from their descriptor
+    (`pointer(tensor)` gives what a base is passed as: the tensor itself, or its address)."""
+    out = []
+    for n in names:
+        if n in named:
+            out.append(named[n])
+            continue
+        owner, _, part = n.rpartition(".")
+        d = named[owner]
+        if part == "base":
+            out.append(pointer(d.base))
+        elif part.startswith("shape"):
+            out.append(int(d.shape[int(part[5:])]))
+        else:
+            out.append(int(d.strides[int(part[6:])]))
+    return out
+
+
+def wrap_launcher(launch, call_names: list[str], expanded: list[str]):
+    """`launch` takes values for `expanded`; the runner passes values for `call_names`."""
+    def launch_descriptors(g0, g1, g2, stream, *values):
+        return launch(g0, g1, g2, stream, *expand(expanded, dict(zip(call_names, values)), _address))
+    return launch_descriptors
+
+
+def expand_names(call_names: list[str], signature: dict) -> list[str]:
+    out = []
+    for n in call_names:
+        parsed = DT.parse(signature.get(n))
+        out.extend(DT.part_names(n, len(parsed[1])) if parsed else [n])
+    return out
+
+
+def _address(t) -> int:
+    return t.data_ptr()

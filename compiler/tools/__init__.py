@@ -1,0 +1,1 @@
+"""`triton.tools` counterparts: host-side helpers for kernels."""
