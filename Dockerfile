@@ -28,6 +28,7 @@ RUN python /tmp/requirements.py pyproject.toml > /tmp/requirements.txt \
     && pip install -r /tmp/requirements.txt ${CUDA_BINDINGS}
 
 COPY compiler ./compiler
+COPY jobspec ./jobspec
 COPY tuner ./tuner
 COPY db ./db
 COPY migrations ./migrations

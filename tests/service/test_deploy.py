@@ -23,7 +23,7 @@ def test_compose_services():
     api = s["api"]
     assert api["command"][0] == "serve" and "--no-worker" in api["command"]
     assert api["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
-    assert api["ports"] == ["127.0.0.1:8000:8000"]
+    assert api["ports"] == ["127.0.0.1:${BLOCKTUNE_API_PORT:-8000}:8000"]   # on the host's loopback only
     workers = {k: v for k, v in s.items() if k.startswith("worker-gpu")}
     assert len(workers) >= 1
     ids = []
@@ -32,12 +32,13 @@ def test_compose_services():
         dev = w["deploy"]["resources"]["reservations"]["devices"]
         assert len(dev) == 1 and dev[0]["driver"] == "nvidia" and dev[0]["capabilities"] == ["gpu"]
         ids += dev[0]["device_ids"]
-        assert w["environment"]["BLOCKTUNE_WORKER_NAME"] == name
+        # `<node>-gpuN`, the node's name from BLOCKTUNE_NODE (one name per host and GPU)
+        assert w["environment"]["BLOCKTUNE_WORKER_NAME"] == "${BLOCKTUNE_NODE:-docker-host}-" + name.removeprefix("worker-")
         assert w["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
         assert w["environment"]["BLOCKTUNE_DATABASE_URL"].startswith("postgresql+psycopg://")
     assert len(ids) == len(set(ids)) == len(workers)   # one GPU each
     for name in ("migrate", "api", *workers):
-        assert s[name]["image"] == "blocktune:latest"
+        assert s[name]["image"] == "${BLOCKTUNE_IMAGE:-blocktune:latest}"
 
 
 def test_dockerfile_ships_every_package():
