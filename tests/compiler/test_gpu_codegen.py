@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 
 import test_ptx as K  # noqa: E402  (the kernels)
 # Bound at collection: tests/tuner has a module of the same name that replaces it in sys.modules.
-from kernels import language as L  # noqa: E402
+from tests.compiler.kernels import language as L  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 

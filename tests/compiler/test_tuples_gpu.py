@@ -40,7 +40,7 @@ def test_namedtuple_of_pointer_shape_and_strides(gen):
 
 def test_tuple_of_pointers_and_numbers_relaunched_with_new_values(gen):
     for size in (1, 4):
-        values = tuple(float(v) for v in torch.randn(size, generator=gen).tolist())
+        values = tuple(float(v) for v in torch.randn(size, generator=gen, device=DEV).tolist())
         outs = tuple(torch.full((1,), float("nan"), device=DEV) for _ in values)
         T.increment_into[(1,)](0, outs, 0, values, 0)
         got = [o.item() for o in outs]
