@@ -101,6 +101,40 @@ def test_dtype_by_triton_names():
         tl.dtype("int7")
 
 
+def test_dtype_names_are_triton_s_and_signatures_stay_short():
+    full = {tl.int1: "int1", tl.int8: "int8", tl.int16: "int16", tl.int32: "int32", tl.int64: "int64",
+            tl.uint8: "uint8", tl.uint16: "uint16", tl.uint32: "uint32", tl.uint64: "uint64",
+            tl.float16: "fp16", tl.bfloat16: "bf16", tl.float32: "fp32", tl.float64: "fp64"}
+    for ty, name in full.items():
+        assert ty.name == name and str(ty) == name
+        assert tl.dtype(name) is ty and tl.dtype(ty.sig_name) is ty
+        assert tl.str_to_ty(ty.sig_name) is ty
+    # Triton's tests look numpy types up by the name (triton._internal_testing.to_numpy)
+    assert getattr(np, tl.uint8.name) is np.uint8 and getattr(np, tl.int64.name) is np.int64
+    assert repr(tl.uint16) == "triton.language.uint16"
+    assert (tl.uint8.sig_name, tl.int1.sig_name, tl.float32.sig_name) == ("u8", "i1", "fp32")
+    assert str(tl.pointer_type(tl.uint8)) == "*u8" and str(tl.pointer_type(tl.int1)) == "*i1"
+    w = compiler.reinterpret(torch.zeros(4, dtype=torch.int8), tl.uint32)
+    assert jit_module.key_to_type(jit_module.spec_arg(w, 0, "x", interpret=True)[0]) == "*u32"
+
+
+@compiler.jit
+def popc_kernel(x_ptr, y_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    x = tl.load(x_ptr + offs)
+    y = tl.extern_elementwise("", "", [x], {(tl.uint32, ): ("__nv_popc", tl.int32), ("i32", ): ("__nv_popc", "i32")},
+                              is_pure=True)
+    tl.store(y_ptr + offs, y)
+
+
+def test_extern_elementwise_takes_types_by_object_or_signature_name(interpret, gen):
+    x = torch.randint(-2**31, 2**31 - 1, (32,), generator=gen, dtype=torch.int32)
+    y = torch.zeros(32, dtype=torch.int32)
+    popc_kernel[(1,)](x, y, N=32)
+    expected = [bin(v & 0xFFFFFFFF).count("1") for v in x.tolist()]
+    assert y.tolist() == expected
+
+
 def test_errors_are_triton_errors():
     assert issubclass(compiler.CompilationError, compiler.TritonError)
     assert issubclass(compiler.OutOfResources, compiler.TritonError)
