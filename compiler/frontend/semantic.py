@@ -427,7 +427,22 @@ and_ = _int_binary("and")
 or_ = _int_binary("or")
 xor_ = _int_binary("xor")
 shl = _int_binary("shl")
-shr = _int_binary("shr")
+_shr_in_type = _int_binary("shr")
+
+
+def shr(b, x, y):
+    """`>>` in the operands' common type, arithmetic when the tensor that decides is signed: the left
+    one, or the right one when the left is a Python scalar (Triton's __rshift__ / __rrshift__), so
+    `int32 >> uint32` shifts in sign bits although the result is uint32."""
+    decider = x if is_value(x) else y
+    arithmetic = decider.dtype.is_int_signed()
+    x, y = binary_operands(b, x, y)
+    if not x.dtype.is_int() or arithmetic == x.dtype.is_int_signed():
+        return _shr_in_type(b, x, y)
+    bits = x.dtype.primitive_bitwidth
+    shift_type = T.dtype(f"int{bits}" if arithmetic else f"uint{bits}")
+    shifted = _shr_in_type(b, cast(b, x, shift_type), cast(b, y, shift_type))
+    return cast(b, shifted, x.dtype)
 
 
 def minmax(b, name, x, y, propagate_nan=False):
