@@ -213,6 +213,20 @@ def interleave(gen, node, a, b):
     return S.reshape(gen.b, c, c.shape[:-2] + (2 * c.shape[-2],))
 
 
+@rule("cat")
+def cat(gen, node, input, other, can_reorder=False):
+    """Triton's tl.cat: the elements of two 1-D blocks of one shape and type in one block of twice the
+    length, in an order left to the compiler (Triton accepts only can_reorder=True too): here the
+    two interleaved, a join and a free reshape, with no data movement between threads."""
+    if not _const(gen, node, can_reorder, "can_reorder"):
+        raise SemanticError("tl.cat may reorder elements and needs can_reorder=True (as in Triton); for an "
+                            "ordered concatenation use tl.join and tl.permute, then tl.reshape")
+    a, b = S.to_tensor(gen.b, input), S.to_tensor(gen.b, other)
+    if len(a.shape) != 1 or a.shape != b.shape or a.dtype != b.dtype:
+        raise SemanticError(f"tl.cat needs two 1-D blocks of one shape and type, got {a.type} and {b.type}")
+    return S.reshape(gen.b, S.join(gen.b, a, b), (2 * a.shape[0],), True)
+
+
 @rule("gather")
 def gather(gen, node, src, index, axis):
     return S.gather(gen.b, src, index, _const(gen, node, axis, "tl.gather's axis"))
