@@ -65,7 +65,14 @@ class dtype:
     @property
     def int_bitwidth(self) -> int: return self.primitive_bitwidth
     @property
-    def fp_mantissa_width(self) -> int: return {"fp16": 10, "bf16": 7, "fp32": 23, "fp64": 52}[self.name]
+    def fp_mantissa_width(self) -> int: return self._fp_format()[0]
+    @property
+    def exponent_bias(self) -> int: return self._fp_format()[1]
+
+    def _fp_format(self) -> tuple[int, int]:
+        if self.name not in _FP_FORMATS:  # as in Triton, only floating-point types have these
+            raise AttributeError(f"{self.name} is not a floating-point type: it has no mantissa width or exponent bias")
+        return _FP_FORMATS[self.name]
     @property
     def int_signedness(self) -> str: return "signed" if self.kind == self.SINT else "unsigned"
     @property
@@ -184,6 +191,10 @@ _UNSUPPORTED = {"fp8e4b15": "float8e4b15 (fp8 e4m3 with exponent bias 15) is not
 def unsupported(ty) -> str | None:
     """Why values of `ty` cannot be made (None when they can)."""
     return _UNSUPPORTED.get(scalar_of(ty).name)
+
+# (mantissa bits, exponent bias) of each floating-point type, Triton's values
+_FP_FORMATS = {"fp8e4b15": (3, 15), "fp8e4nv": (3, 7), "fp8e4b8": (3, 8), "fp8e5": (2, 15), "fp8e5b16": (2, 16),
+               "fp16": (10, 15), "bf16": (7, 127), "fp32": (23, 127), "fp64": (52, 1023)}
 
 _PY_NAMES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64"}
 

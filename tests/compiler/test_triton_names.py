@@ -118,6 +118,30 @@ def test_dtype_names_are_triton_s_and_signatures_stay_short():
     assert jit_module.key_to_type(jit_module.spec_arg(w, 0, "x", interpret=True)[0]) == "*u32"
 
 
+@pytest.mark.parametrize("ty, torch_dtype", [(tl.float16, torch.float16), (tl.bfloat16, torch.bfloat16),
+                                              (tl.float32, torch.float32), (tl.float8e4nv, torch.float8_e4m3fn),
+                                              (tl.float8e5, torch.float8_e5m2)])
+def test_fp_format_fields_decode_every_normal_value(ty, torch_dtype):
+    """(-1)**s * 2**(e - exponent_bias) * (1 + m / 2**fp_mantissa_width) for each normal bit pattern."""
+    bits = ty.primitive_bitwidth
+    patterns = torch.arange(0, 2**bits, dtype=torch.int64) if bits <= 16 else \
+        torch.randint(0, 2**32, (1 << 16,), dtype=torch.int64)
+    m_width, exp_width = ty.fp_mantissa_width, bits - ty.fp_mantissa_width - 1
+    sign, exp = (patterns >> (bits - 1)) & 1, (patterns >> m_width) & ((1 << exp_width) - 1)
+    frac = patterns & ((1 << m_width) - 1)
+    signed_ints = {8: torch.int8, 16: torch.int16, 32: torch.int32}[bits]
+    values = patterns.to(signed_ints).view(torch_dtype).double()
+    normal = (exp > 0) & torch.isfinite(values) & (exp < (1 << exp_width) - 1 if ty is not tl.float8e4nv else True)
+    decoded = (1 - 2 * sign.double()) * torch.pow(2.0, (exp - ty.exponent_bias).double()) * (1 + frac.double() / 2**m_width)
+    assert normal.sum() > 0 and torch.equal(decoded[normal], values[normal])
+
+
+def test_fp_format_fields_are_floating_point_only():
+    assert (tl.float8e4b15.exponent_bias, tl.float8e5b16.fp_mantissa_width, tl.float64.exponent_bias) == (15, 2, 1023)
+    with pytest.raises(AttributeError, match="int32 is not a floating-point type"):
+        tl.int32.exponent_bias
+
+
 @compiler.jit
 def popc_kernel(x_ptr, y_ptr, N: tl.constexpr):
     offs = tl.arange(0, N)
