@@ -30,23 +30,31 @@ def _require_float32(dtype, what: str) -> None:
         raise ValueError(f"{what} converts to torch.float32 only, got {dtype}")
 
 
-class MXFP4Tensor:
-    """FP4 E2M1 data: `MXFP4Tensor(data=floats)` rounds float32 values to E2M1 (ties to even,
-    magnitudes past 6 and Inf/NaN clamp to ±6, the sign kept); `MXFP4Tensor(size=..., device=...)
-    .random()` draws uniformly among the 16 codes."""
+class _MXTensor:
+    """`Cls(data=float32 tensor)` encodes the values; `Cls(size=..., device=...)` makes an empty one
+    for `.random()`. `.data` holds one code per uint8."""
 
     def __init__(self, data=None, size=None, device=None):
         self.device = device
         if data is not None:
             if not isinstance(data, torch.Tensor):
-                raise TypeError(f"MXFP4Tensor: data must be a torch tensor, got {type(data).__name__}")
+                raise TypeError(f"{type(self).__name__}: data must be a torch tensor, got {type(data).__name__}")
             self.device = data.device
             self.size = tuple(data.shape)
             self.data = self._from_float(data)
         elif size is not None:
             self.size = _shape(size)
         else:
-            raise ValueError("MXFP4Tensor needs either data or size")
+            raise ValueError(f"{type(self).__name__} needs either data or size")
+
+    def _from_float(self, values):
+        raise NotImplementedError
+
+
+class MXFP4Tensor(_MXTensor):
+    """FP4 E2M1 data: `MXFP4Tensor(data=floats)` rounds float32 values to E2M1 (ties to even,
+    magnitudes past 6 and Inf/NaN clamp to ±6, the sign kept); `MXFP4Tensor(size=..., device=...)
+    .random()` draws uniformly among the 16 codes."""
 
     def random(self):
         """Fill `.data` with uniformly random E2M1 codes (every code is a finite number)."""
@@ -98,24 +106,11 @@ class MXFP4Tensor:
         return data.narrow(dim, 0, original_shape[dim]).to(torch.uint8)
 
 
-class MXScaleTensor:
+class MXScaleTensor(_MXTensor):
     """E8M0 scales: `MXScaleTensor(data=floats)` keeps floor(log2(x)) + 127 clamped to [0, 254] of each
     positive finite x (anything else is the NaN code 255); `MXScaleTensor(size=...).random(low,
     high)` draws uniformly among the powers of two in [low, high] (default: all 255 finite
     codes), never NaN."""
-
-    def __init__(self, data=None, size=None, device=None):
-        self.device = device
-        if data is not None:
-            if not isinstance(data, torch.Tensor):
-                raise TypeError(f"MXScaleTensor: data must be a torch tensor, got {type(data).__name__}")
-            self.device = data.device
-            self.size = tuple(data.shape)
-            self.data = self._from_float(data)
-        elif size is not None:
-            self.size = _shape(size)
-        else:
-            raise ValueError("MXScaleTensor needs either data or size")
 
     def random(self, low=None, high=None):
         # Triton truncates log2 of both bounds; ceil/floor agree with it on powers of two and keep
