@@ -85,7 +85,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from .language.dtypes import block_type, dtype, pointer_type, scalar_of, shape_of
+from .language.dtypes import block_type, dtype, pointer_type, scalar_of, shape_of, to_signature
 
 BINARY_OPS = ("add", "sub", "mul", "fdiv", "div", "rem", "and", "or", "xor", "shl", "shr",
               "maximum", "minimum", "maximum_nan", "minimum_nan")
@@ -136,7 +136,7 @@ class Value:
         return isinstance(self.type, block_type)
 
     def __repr__(self) -> str:
-        return f"%{self.name or self.id}: {self.type}"
+        return f"%{self.name or self.id}: {type_text(self.type)}"
 
 
 class Block:
@@ -212,11 +212,16 @@ class Function:
 # ---------------------------------------------------------------------------------------------
 # Printing: stable, readable text that tests can compare.
 
+def type_text(t) -> str:
+    """A type as the IR prints it: signature spellings ("i32", "*fp16", "<128xu8>")."""
+    return to_signature(t) if isinstance(t, dtype) else str(t)
+
+
 def _fmt_attr(v) -> str:
     if isinstance(v, float):
         return repr(v)
     if isinstance(v, (dtype, block_type)):
-        return str(v)
+        return type_text(v)
     return repr(v)
 
 
@@ -234,7 +239,7 @@ class _Namer:
 
 def print_function(fn: Function) -> str:
     n = _Namer()
-    args = ", ".join(f"{n(a)}: {a.type}" + (f" {{{', '.join(f'{k}={v}' for k, v in attrs.items() if v not in (1, False, None))}}}" if any(v not in (1, False, None) for v in attrs.values()) else "")
+    args = ", ".join(f"{n(a)}: {type_text(a.type)}" + (f" {{{', '.join(f'{k}={v}' for k, v in attrs.items() if v not in (1, False, None))}}}" if any(v not in (1, False, None) for v in attrs.values()) else "")
                      for a, attrs in zip(fn.args, fn.arg_attrs or [{}] * len(fn.args)))
     lines = [f"func @{fn.name}({args}) {{"]
     _print_block(fn.body, n, lines, "  ")
@@ -248,7 +253,7 @@ def _print_block(block: Block, n: _Namer, lines: list, indent: str):
         head = f"{res} = " if res else ""
         ops = ", ".join(n(o) for o in op.operands)
         attrs = ", ".join(f"{k}={_fmt_attr(v)}" for k, v in op.attrs.items())
-        types = ", ".join(str(r.type) for r in op.results)
+        types = ", ".join(type_text(r.type) for r in op.results)
         text = f"{indent}{head}{op.name}({ops})" + (f" {{{attrs}}}" if attrs else "") + (f" : {types}" if types else "")
         if op.regions:
             lines.append(text + " {")
@@ -256,7 +261,7 @@ def _print_block(block: Block, n: _Namer, lines: list, indent: str):
                 if i:
                     lines.append(f"{indent}}} {{")
                 if region.args:
-                    lines.append(f"{indent}  ^({', '.join(f'{n(a)}: {a.type}' for a in region.args)}):")
+                    lines.append(f"{indent}  ^({', '.join(f'{n(a)}: {type_text(a.type)}' for a in region.args)}):")
                 _print_block(region, n, lines, indent + "  ")
             lines.append(f"{indent}}}")
         else:

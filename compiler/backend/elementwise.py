@@ -174,7 +174,7 @@ def binary(name):
                 if fl:
                     iname = ("llvm.maxnum" if mx else "llvm.minnum") if not name.endswith("_nan") else ("llvm.maximum" if mx else "llvm.minimum")
                     return lw.call(f"{iname}.{fsuffix(dt)}", t, [x, y])
-                if dt.name == "i1":
+                if dt.name == "int1":
                     return b.or_(x, y) if mx else b.and_(x, y)
                 iname = ("llvm.smax" if mx else "llvm.smin") if sgn else ("llvm.umax" if mx else "llvm.umin")
                 return lw.call(f"{iname}.i{dt.primitive_bitwidth}", t, [x, y])
@@ -244,7 +244,7 @@ def cast_value(lw, x, src, dst):
     if src.is_ptr():
         v = b.ptrtoint(x, I64)
         return b.trunc(v, dt_) if dst.primitive_bitwidth < 64 else v
-    if dst.name == "i1":
+    if dst.name == "int1":
         if src.is_floating():
             return b.fcmp_unordered("!=", x, ll.Constant(st, 0.0)) if src.name not in ("fp16", "bf16") else \
                 b.fcmp_unordered("!=", b.fpext(x, F32), ll.Constant(F32, 0.0))

@@ -48,7 +48,7 @@ def lty(dt) -> ll.Type:
     if dt.is_ptr():
         return GPTR
     n = dt.name
-    if n == "i1":
+    if n == "int1":
         return I1
     if dt.is_int():
         return ll.IntType(dt.primitive_bitwidth)
@@ -67,7 +67,7 @@ def lty(dt) -> ll.Type:
 
 def mty(dt) -> ll.Type:
     """In-memory type (bools are bytes)."""
-    return I8 if dt.name == "i1" else lty(dt)
+    return I8 if dt.name == "int1" else lty(dt)
 
 
 def esize(dt) -> int:

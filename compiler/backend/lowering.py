@@ -109,7 +109,7 @@ class Lowering:
                 continue
             if t.is_ptr():
                 pt, abi = GPTR, "ptr"
-            elif t.name == "i1":
+            elif t.name == "int1":
                 pt, abi = I32, "i32"
             elif t.name in ("fp16", "bf16"):
                 pt, abi = I16, "b16"
@@ -133,7 +133,7 @@ class Lowering:
             p.name = (fn.arg_names[i] if i < len(fn.arg_names) else f"arg{i}").replace(".", "_")
             if t.is_ptr():
                 v = p
-            elif t.name == "i1":
+            elif t.name == "int1":
                 v = self.pb.icmp_unsigned("!=", p, ll.Constant(I32, 0))
             elif t.name in ("fp16", "bf16"):
                 v = self.pb.bitcast(p, lty(t))
@@ -362,7 +362,7 @@ class Lowering:
             k += 1
         self.smem_bytes = max(self.smem_bytes, nbytes >> k)
         vals = regs
-        if dt.name == "i1":
+        if dt.name == "int1":
             vals = [self.b.zext(x, I8) for x in regs]
         if dt.is_ptr():
             mt = I64
@@ -380,7 +380,7 @@ class Lowering:
                 self.barrier()
                 self.smem_read(want, mt, es, pad_shift, chunk=(total - k, c), out=out)
             assert all(x is not None for x in out)
-        if dt.name == "i1":
+        if dt.name == "int1":
             out = [self.b.icmp_unsigned("!=", x, ll.Constant(I8, 0)) for x in out]
         if dt.is_ptr():
             out = [self.b.inttoptr(x, GPTR) for x in out]
@@ -521,7 +521,7 @@ class Lowering:
             return ll.Constant(t, float(value))
         if dt.is_ptr():
             return ll.Constant(I64, int(value)).inttoptr(GPTR)
-        return ll.Constant(t, int(bool(value)) if dt.name == "i1" else int(value))
+        return ll.Constant(t, int(bool(value)) if dt.name == "int1" else int(value))
 
     def to_f32(self, x, dt):
         if dt.name in ("fp16", "bf16"):

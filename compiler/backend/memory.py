@@ -226,7 +226,7 @@ def _plain_store(lw, ptr, vals, mt, es):
 
 
 def _to_mem(lw, vals, dt):
-    if dt.name == "i1":
+    if dt.name == "int1":
         return [lw.b.zext(x, I8) for x in vals]
     if dt.is_ptr():
         return [lw.b.ptrtoint(x, I64) for x in vals]
@@ -234,7 +234,7 @@ def _to_mem(lw, vals, dt):
 
 
 def _from_mem(lw, vals, dt):
-    if dt.name == "i1":
+    if dt.name == "int1":
         return [lw.b.icmp_unsigned("!=", x, ll.Constant(I8, 0)) for x in vals]
     if dt.is_ptr():
         return [lw.b.inttoptr(x, GPTR) for x in vals]

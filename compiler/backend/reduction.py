@@ -55,7 +55,7 @@ def _combiner(lw, kind, dt):
             mx = kind == "max"
             if fl:
                 return (lw.call(f"llvm.{'maxnum' if mx else 'minnum'}.{fsuffix_of(x.type)}", x.type, [x, y]),)
-            if dt.name == "i1":
+            if dt.name == "int1":
                 return (b.or_(x, y) if mx else b.and_(x, y),)
             nm = ("smax" if mx else "smin") if is_signed(dt) else ("umax" if mx else "umin")
             return (lw.call(f"llvm.{nm}.i{dt.primitive_bitwidth}", t, [x, y]),)
@@ -365,7 +365,7 @@ def _scan(lw, op, xs, comb):
                 base = b.mul(b.add(b.mul(flat, ll.Constant(I32, n_hi)), ll.Constant(I32, h)), ll.Constant(I32, nwa))
                 slot[(o, h)] = base
                 for k, (v, dt) in enumerate(zip(tot, dts)):
-                    b.store(b.zext(v, I8) if dt.name == "i1" else v, smem_at(base, widx, k), align=ess[k])
+                    b.store(b.zext(v, I8) if dt.name == "int1" else v, smem_at(base, widx, k), align=ess[k])
         lw.barrier()
         for o in range(n_o):
             carry = None  # combined totals of all earlier (h, w) chunks
@@ -376,7 +376,7 @@ def _scan(lw, op, xs, comb):
                     t = []
                     for k, dt in enumerate(dts):
                         v = b.load(smem_at(slot[(o, h)], ll.Constant(I32, w), k), typ=mts[k], align=ess[k])
-                        t.append(b.trunc(v, I1) if dt.name == "i1" else v)
+                        t.append(b.trunc(v, I1) if dt.name == "int1" else v)
                     tots.append(tuple(t))
                 # exclusive prefix over the warps before mine (after mine when reversed)
                 ex, has = None, None

@@ -61,7 +61,7 @@ def _to_smem(lw, x):
     dt = x.dtype
     mt, es = mty(dt), esize(dt)
     regs = lw.block(x, lw.layout_of(x))
-    if dt.name == "i1":
+    if dt.name == "int1":
         regs = [lw.b.zext(r, I8) for r in regs]
     lw.smem_bytes = max(lw.smem_bytes, x.type.numel * es)
     lw.barrier()
@@ -71,7 +71,7 @@ def _to_smem(lw, x):
 
 
 def _from_mem(lw, v, dt):
-    return lw.b.trunc(v, I1) if dt.name == "i1" else v
+    return lw.b.trunc(v, I1) if dt.name == "int1" else v
 
 
 def lower_gather(lw, op):
@@ -182,7 +182,7 @@ def lower_sort(lw, op):
     dt = x.dtype
     regs = list(lw.block(x, lay))
     inner = _strides(x.shape)[dim]
-    cmp_dt = T.uint8 if dt.name == "i1" else dt
+    cmp_dt = T.uint8 if dt.name == "int1" else dt
     coords = [lw.index(lay, dim, r) for r in range(lay.n_regs)]
 
     def holder(j):
@@ -234,7 +234,7 @@ def _sort_in_shared_memory(lw, op, dim, descending):
     inner = _strides(shape)[dim]
     numel = x.type.numel
     ln, li = log2(n), log2(inner)
-    cmp_dt = T.uint8 if dt.name == "i1" else dt
+    cmp_dt = T.uint8 if dt.name == "int1" else dt
     k = 2
     while k <= n:
         j = k // 2
@@ -271,7 +271,7 @@ def _exchange(lw, lay, regs, dt, xor_offset: int) -> list:
     """Each register's partner at row-major offset (its own ^ xor_offset), through shared memory."""
     b = lw.b
     mt, es = mty(dt), esize(dt)
-    vals = [b.zext(r, I8) for r in regs] if dt.name == "i1" else regs
+    vals = [b.zext(r, I8) for r in regs] if dt.name == "int1" else regs
     lw.smem_bytes = max(lw.smem_bytes, lay.numel() * es)
     lw.barrier()
     lw.smem_write(vals, lay, mt, es)

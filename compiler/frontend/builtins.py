@@ -213,6 +213,20 @@ def interleave(gen, node, a, b):
     return S.reshape(gen.b, c, c.shape[:-2] + (2 * c.shape[-2],))
 
 
+@rule("cat")
+def cat(gen, node, input, other, can_reorder=False):
+    """Triton's tl.cat: the elements of two 1-D blocks of one shape and type in one block of twice the
+    length, in an order left to the compiler (Triton accepts only can_reorder=True too): here the
+    two interleaved, a join and a free reshape, with no data movement between threads."""
+    if not _const(gen, node, can_reorder, "can_reorder"):
+        raise SemanticError("tl.cat may reorder elements and needs can_reorder=True (as in Triton); for an "
+                            "ordered concatenation use tl.join and tl.permute, then tl.reshape")
+    a, b = S.to_tensor(gen.b, input), S.to_tensor(gen.b, other)
+    if len(a.shape) != 1 or a.shape != b.shape or a.dtype != b.dtype:
+        raise SemanticError(f"tl.cat needs two 1-D blocks of one shape and type, got {a.type} and {b.type}")
+    return S.reshape(gen.b, S.join(gen.b, a, b), (2 * a.shape[0],), True)
+
+
 @rule("gather")
 def gather(gen, node, src, index, axis):
     return S.gather(gen.b, src, index, _const(gen, node, axis, "tl.gather's axis"))
@@ -329,13 +343,13 @@ def extern_call(gen, what, args, signatures, boolean=False):
     """Triton's extern_elementwise: the symbol for the arguments' exact types, else for their common
     type; all arguments broadcast to one shape."""
     args = [S.to_tensor(gen.b, a) for a in args]
-    key = tuple(a.dtype.name for a in args)
+    key = tuple(a.dtype.sig_name for a in args)
     if key not in signatures and len(args) > 1:
         ty = args[0].dtype
         for a in args[1:]:
             ty = S.computation_type(ty, False, a.dtype, False, False)
         args = [S.cast(gen.b, a, ty) for a in args]
-        key = tuple(a.dtype.name for a in args)
+        key = tuple(a.dtype.sig_name for a in args)
     if key not in signatures:
         accepted = "; ".join("(" + ", ".join(k) + ")" for k in signatures)
         raise SemanticError(f"{what} takes arguments of types {accepted}, got ({', '.join(key)}); "
@@ -357,6 +371,11 @@ for _n in LIBDEVICE:
     BUILTINS[f"libdevice.{_n}"] = _libdevice(_n)
 
 
+def _signature_text(t) -> str:
+    """A type given to tl.extern_elementwise as `tl.float32` or as its signature string "fp32"."""
+    return T.to_signature(t) if isinstance(t, T.dtype) else str(t)
+
+
 @rule("extern_elementwise")
 def extern_elementwise(gen, node, lib_name, lib_path, args, arg_type_symbol_dict, is_pure=True):
     """`tl.extern_elementwise("", "", [x], {(tl.float32,): ("__nv_sinf", tl.float32)}, is_pure=True)`:
@@ -365,8 +384,8 @@ def extern_elementwise(gen, node, lib_name, lib_path, args, arg_type_symbol_dict
     for types, (symbol, result) in dict(arg_type_symbol_dict).items():
         if not str(symbol).startswith("__nv_"):
             raise SemanticError(f"tl.extern_elementwise: only libdevice functions (__nv_*) can be called, got {symbol!r}")
-        signatures[tuple(T.from_signature(str(getattr(t, "name", t))).name for t in types)] = \
-            (symbol, T.from_signature(str(getattr(result, "name", result))).name)
+        signatures[tuple(T.from_signature(_signature_text(t)).sig_name for t in types)] = \
+            (symbol, T.from_signature(_signature_text(result)).sig_name)
     return extern_call(gen, f"tl.extern_elementwise({lib_name!r})", list(args), signatures)
 
 

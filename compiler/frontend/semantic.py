@@ -362,8 +362,21 @@ def binary_operands(b: Builder, x, y, div_or_mod=False, allow_ptr=False):
             raise SemanticError(f"this operator does not take pointers ({xt} and {yt})")
         return broadcast_pair(b, to_tensor(b, x), to_tensor(b, y))
     ty = computation_type(xt, xs, yt, ys, div_or_mod)
+    if ty.is_int():
+        for v in (x for x, scalar in ((x, xs), (y, ys)) if scalar):
+            _check_int_range(v, ty)
     x, y = cast(b, x, ty), cast(b, y, ty)
     return broadcast_pair(b, x, y)
+
+
+def _check_int_range(v, ty: dtype) -> None:
+    """A Python int meeting an integer tensor takes the tensor's type: it must fit (Triton's check;
+    wrapping it silently would compute with another number)."""
+    bits = ty.primitive_bitwidth
+    lo, hi = (-2**(bits - 1), 2**(bits - 1) - 1) if ty.is_int_signed() else (0, 2**bits - 1)
+    if isinstance(v, int) and not lo <= v <= hi:
+        raise SemanticError(f"Scalar {v} is out of range for type {ty} ({lo}..{hi}); cast the tensor to a wider "
+                            "type first, e.g. x.to(tl.int64)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -427,7 +440,22 @@ and_ = _int_binary("and")
 or_ = _int_binary("or")
 xor_ = _int_binary("xor")
 shl = _int_binary("shl")
-shr = _int_binary("shr")
+_shr_in_type = _int_binary("shr")
+
+
+def shr(b, x, y):
+    """`>>` in the operands' common type, arithmetic when the tensor that decides is signed: the left
+    one, or the right one when the left is a Python scalar (Triton's __rshift__ / __rrshift__), so
+    `int32 >> uint32` shifts in sign bits although the result is uint32."""
+    decider = x if is_value(x) else y
+    arithmetic = decider.dtype.is_int_signed()
+    x, y = binary_operands(b, x, y)
+    if not x.dtype.is_int() or arithmetic == x.dtype.is_int_signed():
+        return _shr_in_type(b, x, y)
+    bits = x.dtype.primitive_bitwidth
+    shift_type = T.dtype(f"int{bits}" if arithmetic else f"uint{bits}")
+    shifted = _shr_in_type(b, cast(b, x, shift_type), cast(b, y, shift_type))
+    return cast(b, shifted, x.dtype)
 
 
 def minmax(b, name, x, y, propagate_nan=False):
@@ -605,6 +633,9 @@ def atomic_rmw(b, kind, ptr, val, mask=None, sem=None, scope=None):
     val = broadcast_to(b, cast(b, val, elt), shape)
     if mask is not None:
         mask = broadcast_to(b, to_bool(b, mask), shape)
+    if elt in (T.int16, T.uint16) or elt.primitive_bitwidth < 16:
+        raise SemanticError(f"tl.atomic_{kind} does not support {elt}: atomics need 32 or 64-bit elements "
+                            "(fp16 and bf16: add and xchg only)")
     if kind in ("and", "or", "xor") and not elt.is_int():
         raise SemanticError(f"tl.atomic_{kind} needs an integer pointer, got {elt}")
     if elt in (T.float16, T.bfloat16) and kind not in ("add", "xchg"):

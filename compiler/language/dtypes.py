@@ -1,17 +1,20 @@
 """Element types, pointer types and block types — shared by the `tl` surface and the block IR.
 
-Names follow Triton (`tl.float32.name == "fp32"`, `ptr.dtype.element_ty`), so kernels that inspect
-types keep working, and the IR prints them the way Triton users read them.
+Names follow Triton (`tl.float32.name == "fp32"`, `tl.uint8.name == "uint8"`, `ptr.dtype.element_ty`),
+so kernels and tests that inspect types keep working (Triton's tests look numpy types up by
+`dtype.name`), and the IR prints them the way Triton users read them. Signatures and cache keys
+spell the integer types short (`"*u8"`, `"i32"`) as Triton's signatures do: `dtype.sig_name`.
 """
 from __future__ import annotations
 
 import numpy as np
 
 
-# Triton spells the integer types' names in full ("int8", "uint32", "int1"); blocktune's names are
-# the signature's ("i8", "u32", "i1"). `tl.dtype("int8")` is `tl.int8` either way.
-_FULL_INT_NAMES = {"int1": "i1", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
-                   "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64"}
+# The integer types' names are spelled in full ("int8", "uint32", "int1"), their signature names
+# short ("i8", "u32", "i1"). `tl.dtype("i8")` is `tl.int8` either way.
+_SIG_INT_NAMES = {"int1": "i1", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
+                  "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64"}
+_FULL_INT_NAMES = {short: full for full, short in _SIG_INT_NAMES.items()}
 
 
 class dtype:
@@ -56,9 +59,20 @@ class dtype:
     def is_void(self) -> bool: return self.name == "void"
 
     @property
+    def sig_name(self) -> str:
+        """The name in signature strings and cache keys: "i32", "u8", "fp16" (`name` is "int32")."""
+        return _SIG_INT_NAMES.get(self.name, self.name)
+    @property
     def int_bitwidth(self) -> int: return self.primitive_bitwidth
     @property
-    def fp_mantissa_width(self) -> int: return {"fp16": 10, "bf16": 7, "fp32": 23, "fp64": 52}[self.name]
+    def fp_mantissa_width(self) -> int: return self._fp_format()[0]
+    @property
+    def exponent_bias(self) -> int: return self._fp_format()[1]
+
+    def _fp_format(self) -> tuple[int, int]:
+        if self.name not in _FP_FORMATS:  # as in Triton, only floating-point types have these
+            raise AttributeError(f"{self.name} is not a floating-point type: it has no mantissa width or exponent bias")
+        return _FP_FORMATS[self.name]
     @property
     def int_signedness(self) -> str: return "signed" if self.kind == self.SINT else "unsigned"
     @property
@@ -85,7 +99,7 @@ class pointer_type(dtype):
     """A pointer to `element_ty` in global memory (address space 1)."""
 
     def __new__(cls, element_ty: dtype, address_space: int = 1, const: bool = False):
-        key = f"ptr<{element_ty.name}>" + (f"@{address_space}" if address_space != 1 else "")
+        key = f"ptr<{element_ty.sig_name}>" + (f"@{address_space}" if address_space != 1 else "")
         if key in dtype._registry:
             return dtype._registry[key]
         self = object.__new__(cls)
@@ -102,8 +116,8 @@ class pointer_type(dtype):
     def is_ptr(self) -> bool: return True
     def is_floating(self) -> bool: return False
     def is_int(self) -> bool: return False
-    def __repr__(self) -> str: return f"pointer<{self._element_ty.name}>"
-    def __str__(self) -> str: return "*" + self._element_ty.name.replace("ptr<", "*").rstrip(">")
+    def __repr__(self) -> str: return f"pointer<{self._element_ty.sig_name}>"
+    def __str__(self) -> str: return "*" + self._element_ty.sig_name.replace("ptr<", "*").rstrip(">")
     __hash__ = dtype.__hash__
 
     @property
@@ -134,7 +148,7 @@ class block_type:
     def __eq__(self, other) -> bool:
         return isinstance(other, block_type) and self.shape == other.shape and self.element_ty == other.element_ty
     def __hash__(self) -> int: return hash((self.element_ty, self.shape))
-    def __repr__(self) -> str: return f"<{'x'.join(map(str, self.shape))}x{self.element_ty}>"
+    def __repr__(self) -> str: return f"<{'x'.join(map(str, self.shape))}x{to_signature(self.element_ty)}>"
     __str__ = __repr__
 
 
@@ -147,15 +161,15 @@ def shape_of(ty) -> tuple:
 
 
 void = dtype("void", "void", 0)
-int1 = dtype("i1", dtype.BOOL, 1)
-int8 = dtype("i8", dtype.SINT, 8)
-int16 = dtype("i16", dtype.SINT, 16)
-int32 = dtype("i32", dtype.SINT, 32)
-int64 = dtype("i64", dtype.SINT, 64)
-uint8 = dtype("u8", dtype.UINT, 8)
-uint16 = dtype("u16", dtype.UINT, 16)
-uint32 = dtype("u32", dtype.UINT, 32)
-uint64 = dtype("u64", dtype.UINT, 64)
+int1 = dtype("int1", dtype.BOOL, 1)
+int8 = dtype("int8", dtype.SINT, 8)
+int16 = dtype("int16", dtype.SINT, 16)
+int32 = dtype("int32", dtype.SINT, 32)
+int64 = dtype("int64", dtype.SINT, 64)
+uint8 = dtype("uint8", dtype.UINT, 8)
+uint16 = dtype("uint16", dtype.UINT, 16)
+uint32 = dtype("uint32", dtype.UINT, 32)
+uint64 = dtype("uint64", dtype.UINT, 64)
 float16 = dtype("fp16", dtype.FLOAT, 16)
 bfloat16 = dtype("bf16", dtype.FLOAT, 16)
 float32 = dtype("fp32", dtype.FLOAT, 32)
@@ -178,13 +192,15 @@ def unsupported(ty) -> str | None:
     """Why values of `ty` cannot be made (None when they can)."""
     return _UNSUPPORTED.get(scalar_of(ty).name)
 
-_PY_NAMES = {"i1": "int1", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
-             "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
-             "fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64"}
+# (mantissa bits, exponent bias) of each floating-point type, Triton's values
+_FP_FORMATS = {"fp8e4b15": (3, 15), "fp8e4nv": (3, 7), "fp8e4b8": (3, 8), "fp8e5": (2, 15), "fp8e5b16": (2, 16),
+               "fp16": (10, 15), "bf16": (7, 127), "fp32": (23, 127), "fp64": (52, 1023)}
 
-_NP = {"i1": np.dtype(np.bool_), "i8": np.dtype(np.int8), "i16": np.dtype(np.int16),
-       "i32": np.dtype(np.int32), "i64": np.dtype(np.int64), "u8": np.dtype(np.uint8),
-       "u16": np.dtype(np.uint16), "u32": np.dtype(np.uint32), "u64": np.dtype(np.uint64),
+_PY_NAMES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64"}
+
+_NP = {"int1": np.dtype(np.bool_), "int8": np.dtype(np.int8), "int16": np.dtype(np.int16),
+       "int32": np.dtype(np.int32), "int64": np.dtype(np.int64), "uint8": np.dtype(np.uint8),
+       "uint16": np.dtype(np.uint16), "uint32": np.dtype(np.uint32), "uint64": np.dtype(np.uint64),
        "fp16": np.dtype(np.float16), "bf16": np.dtype(np.float32), "fp32": np.dtype(np.float32),
        "fp64": np.dtype(np.float64), "fp8e4nv": np.dtype(np.uint8), "fp8e5": np.dtype(np.uint8)}
 
@@ -210,7 +226,7 @@ def from_signature(text: str) -> dtype:
 
 
 def to_signature(ty: dtype) -> str:
-    return "*" + to_signature(ty.element_ty) if ty.is_ptr() else ty.name
+    return "*" + to_signature(ty.element_ty) if ty.is_ptr() else ty.sig_name
 
 
 _TORCH_NAMES = {"float16": float16, "half": float16, "bfloat16": bfloat16, "float32": float32,

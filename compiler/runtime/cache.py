@@ -79,9 +79,9 @@ def canon(v: Any) -> str:
     if isinstance(v, float):
         return f"float:{struct.pack('<d', v).hex()}"
     if isinstance(v, T.dtype):
-        return f"dtype:{v.name}"
+        return f"dtype:{v.sig_name}"
     if isinstance(v, T.block_type):
-        return f"block:{v.element_ty.name}:{v.shape}"
+        return f"block:{v.element_ty.sig_name}:{v.shape}"
     if isinstance(v, (tuple, list)):
         return f"{type(v).__name__}(" + ",".join(canon(x) for x in v) + ")"
     if isinstance(v, enum.Enum):  # tl.PropagateNan.ALL: members have no __qualname__ of their own

@@ -215,11 +215,11 @@ def key_to_type(k) -> str:
     if isinstance(k, tuple):
         kind, d = k
         if kind == "cai":
-            return "*" + T.from_host_dtype(np.dtype(d)).name
+            return "*" + T.from_host_dtype(np.dtype(d)).sig_name
         if kind == "np":
-            return "*" + T.from_host_dtype(np.dtype(d)).name
-        return "*" + T.from_host_dtype(d).name
-    return "*" + T.from_host_dtype(k).name   # torch dtype
+            return "*" + T.from_host_dtype(np.dtype(d)).sig_name
+        return "*" + T.from_host_dtype(d).sig_name
+    return "*" + T.from_host_dtype(k).sig_name   # torch dtype
 
 
 # ---------------------------------------------------------------------------------------------

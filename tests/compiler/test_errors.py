@@ -109,6 +109,23 @@ def static_assert_kernel(x_ptr, BLOCK: tl.constexpr):
     tl.store(x_ptr + tl.arange(0, BLOCK), 0.0)
 
 
+@triton.jit
+def scalar_out_of_range_kernel(x_ptr):
+    x = tl.full((), 32, dtype=tl.int32)
+    tl.store(x_ptr, (x + 0xFFFFFFFFFFFFFF).to(tl.float32))  # ERR
+
+
+@triton.jit
+def negative_scalar_with_unsigned_kernel(x_ptr):
+    u = tl.full((16,), 7, dtype=tl.uint32)
+    tl.store(x_ptr + tl.arange(0, 16), (u * -1).to(tl.float32))  # ERR
+
+
+@triton.jit
+def narrow_atomic_kernel(x_ptr, DT: tl.constexpr):
+    tl.atomic_add(x_ptr.to(tl.pointer_type(DT)), 1)  # ERR
+
+
 def _err_line(kernel_or_src) -> tuple[int, str]:
     """(1-based line number in this file, source text) of the `# ERR` line of a kernel."""
     fn = kernel_or_src
@@ -162,6 +179,11 @@ def _x():
     (lambda_kernel, (), {}, "lambda", "lambda|unsupported"),
     (shape_mismatch_kernel, (), {}, None, "shape|broadcast"),
     (static_assert_kernel, (), {"BLOCK": 16}, None, "BLOCK too small"),
+    (scalar_out_of_range_kernel, (), {}, None, r"Scalar 72057594037927935 is out of range for type int32"),
+    (negative_scalar_with_unsigned_kernel, (), {}, None, r"Scalar -1 is out of range for type uint32"),
+    (narrow_atomic_kernel, (), {"DT": tl.int8}, None, r"tl.atomic_add does not support int8"),
+    (narrow_atomic_kernel, (), {"DT": tl.uint16}, None, r"tl.atomic_add does not support uint16"),
+    (narrow_atomic_kernel, (), {"DT": tl.float8e4nv}, None, r"tl.atomic_add does not support fp8e4nv"),
 ], ids=lambda v: getattr(v, "__name__", None) if hasattr(v, "__name__") else None)
 def test_compilation_error_points_at_source(kernel, args, kwargs, col_of, message):
     lineno, line = _err_line(kernel)

@@ -56,7 +56,7 @@ def test_promotion(a, b, op, expected):
     if expected != "fp64":
         assert value.owner.name == "cast"  # stored through an implicit cast to fp64
         value = value.owner.operands[0]
-    assert str(value.dtype) == expected
+    assert value.dtype == from_signature(expected)
 
 
 def test_mod_with_mixed_signedness_is_rejected():
@@ -84,9 +84,9 @@ def _loops(x_ptr, n, BLOCK: tl.constexpr):
 def test_loop_carried_values_become_loop_results():
     fn = build(_loops, {"BLOCK": 128}, x_ptr="*fp32", n="i32")
     (loop,) = ops(fn, "for")
-    assert [str(t.type) for t in loop.results] == ["<128xfp32>", "i32"]
+    assert [ir.type_text(t.type) for t in loop.results] == ["<128xfp32>", "i32"]
     (w,) = ops(fn, "while")
-    assert [str(t.type) for t in w.results] == ["i32"]
+    assert [ir.type_text(t.type) for t in w.results] == ["i32"]
     (branch,) = ops(fn, "if")
     assert [str(t.type) for t in branch.results] == ["fp32"]
     assert branch.regions[0].ops[-1].name == "yield" and branch.regions[1].ops[-1].name == "yield"

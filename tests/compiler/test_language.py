@@ -150,6 +150,34 @@ def test_shifts(gen, op):
     np.testing.assert_array_equal(ou, (xu << yu) if op == "shl" else (xu >> yu))
 
 
+def test_right_shift_signedness_follows_the_shifted_operand():
+    """As in Triton, `int32 >> uint32` is computed in uint32 but shifts in sign bits (the left
+    operand is signed); `uint32 >> int32` stays logical."""
+    n = 128
+    rng = np.random.default_rng()
+    xs = rng.integers(-2**31, 2**31, n, dtype=np.int32)
+    xs[:4] = [-1, -2**31, -12345, 7]
+    yu = rng.integers(0, 32, n, dtype=np.uint32)
+    out = np.zeros(n, np.uint32)
+    K.binary_kernel[(1,)](xs, yu, out, n, OP="shr", BLOCK=128)
+    np.testing.assert_array_equal(out, (xs >> yu.astype(np.int32)).view(np.uint32))
+    xu = xs.view(np.uint32)
+    ys = yu.astype(np.int32)
+    K.binary_kernel[(1,)](xu, ys, out, n, OP="shr", BLOCK=128)
+    np.testing.assert_array_equal(out, xu >> yu)
+
+
+def test_mixed_signedness_right_shift_in_ptx():
+    signature = {"x_ptr": "*i32", "y_ptr": "*u32", "out_ptr": "*u32", "n": "i32"}
+    ptx = triton.compile(K.binary_kernel, signature=signature, constexprs={"OP": "shr", "BLOCK": 128},
+                         num_warps=4, target="sm_90").asm["ptx"]
+    assert re.search(r"\bshr\.s32\b", ptx) and not re.search(r"\bshr\.u32\b", ptx), ptx
+    signature = {"x_ptr": "*u32", "y_ptr": "*i32", "out_ptr": "*u32", "n": "i32"}
+    ptx = triton.compile(K.binary_kernel, signature=signature, constexprs={"OP": "shr", "BLOCK": 128},
+                         num_warps=4, target="sm_90").asm["ptx"]
+    assert re.search(r"\bshr\.[ub]32\b", ptx) and not re.search(r"\bshr\.s32\b", ptx), ptx
+
+
 def test_int_wraparound(gen):
     n = 64
     x = torch.full((n,), 2**31 - 1, dtype=torch.int32)

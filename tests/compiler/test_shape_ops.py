@@ -34,6 +34,35 @@ def test_split_of_loaded_pairs(interpret, gen, N):
     assert a[N] == x[0, 1] and b[N] == x[0, 0]
 
 
+@pytest.mark.parametrize("N", [1, 4, 128])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int8, torch.int64])
+def test_cat_holds_both_blocks(interpret, gen, N, dtype):
+    x, y = rand(gen, (N,), dtype, -100, 100), rand(gen, (N,), dtype, -100, 100)
+    z, total = poisoned((2 * N,), dtype), poisoned((1,), torch.float64)
+    SK.cat_kernel[(1,)](x, y, z, total, N=N)
+    R.check_cat(x, y, z, total)
+
+
+def test_cat_needs_can_reorder_and_equal_blocks():
+    src = '''
+import compiler as triton
+import compiler.language as tl
+@triton.jit
+def ordered(X):
+    x = tl.load(X + tl.arange(0, 4))
+    tl.store(X + tl.arange(0, 8), tl.cat(x, x))
+@triton.jit
+def mixed(X):
+    x = tl.load(X + tl.arange(0, 4))
+    tl.store(X + tl.arange(0, 8), tl.cat(x, x.to(tl.int32), can_reorder=True))
+'''
+    ns = _exec(src)
+    with pytest.raises(triton.CompilationError, match=r"tl.cat may reorder elements and needs can_reorder=True"):
+        triton.compile(ns["ordered"], signature={"X": "*fp32"}, target="sm_90")
+    with pytest.raises(triton.CompilationError, match=r"tl.cat needs two 1-D blocks of one shape and type, got <4xfp32> and <4xi32>"):
+        triton.compile(ns["mixed"], signature={"X": "*fp32"}, target="sm_90")
+
+
 def test_join_needs_one_type():
     src = '''
 import compiler as triton
@@ -281,6 +310,8 @@ PTX_CASES = {
     "histogram_i32": (SK.histogram_kernel, dict(X="*i32", Out="*i32", n="i32"), dict(N=1024, BINS=64), 4),
     "histogram_i8_many_bins": (SK.histogram_kernel, dict(X="*i8", Out="*i32", n="i32"), dict(N=128, BINS=512), 4),
     "histogram_i64": (SK.histogram_kernel, dict(X="*i64", Out="*i32", n="i32"), dict(N=256, BINS=16), 2),
+    "cat_fp16": (SK.cat_kernel, dict(X="*fp16", Y="*fp16", Z="*fp16", Total="*fp64"), dict(N=128), 4),
+    "cat_i8_one_warp": (SK.cat_kernel, dict(X="*i8", Y="*i8", Z="*i8", Total="*fp64"), dict(N=256), 1),
 }
 
 

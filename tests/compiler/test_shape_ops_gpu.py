@@ -50,6 +50,15 @@ def test_join_split_interleave(gen, M, N, nw, dtype):
     R.check_join_split_interleave(x, y, joined, a, b, inter)
 
 
+@pytest.mark.parametrize("N,nw", [(1, 1), (32, 1), (128, 4), (1024, 8)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int8, torch.int64])
+def test_cat_holds_both_blocks(gen, N, nw, dtype):
+    x, y = rand(gen, (N,), dtype, -100, 100), rand(gen, (N,), dtype, -100, 100)
+    z, total = poisoned((2 * N,), dtype), poisoned((1,), torch.float64)
+    SK.cat_kernel[(1,)](x, y, z, total, N=N, num_warps=nw)
+    R.check_cat(x, y, z, total)
+
+
 @pytest.mark.parametrize("N,nw", [(2, 1), (64, 4), (1024, 8)])
 def test_split_of_loaded_pairs(gen, N, nw):
     x = rand(gen, (N, 2), torch.float32)

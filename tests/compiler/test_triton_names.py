@@ -101,6 +101,64 @@ def test_dtype_by_triton_names():
         tl.dtype("int7")
 
 
+def test_dtype_names_are_triton_s_and_signatures_stay_short():
+    full = {tl.int1: "int1", tl.int8: "int8", tl.int16: "int16", tl.int32: "int32", tl.int64: "int64",
+            tl.uint8: "uint8", tl.uint16: "uint16", tl.uint32: "uint32", tl.uint64: "uint64",
+            tl.float16: "fp16", tl.bfloat16: "bf16", tl.float32: "fp32", tl.float64: "fp64"}
+    for ty, name in full.items():
+        assert ty.name == name and str(ty) == name
+        assert tl.dtype(name) is ty and tl.dtype(ty.sig_name) is ty
+        assert tl.str_to_ty(ty.sig_name) is ty
+    # Triton's tests look numpy types up by the name (triton._internal_testing.to_numpy)
+    assert getattr(np, tl.uint8.name) is np.uint8 and getattr(np, tl.int64.name) is np.int64
+    assert repr(tl.uint16) == "triton.language.uint16"
+    assert (tl.uint8.sig_name, tl.int1.sig_name, tl.float32.sig_name) == ("u8", "i1", "fp32")
+    assert str(tl.pointer_type(tl.uint8)) == "*u8" and str(tl.pointer_type(tl.int1)) == "*i1"
+    w = compiler.reinterpret(torch.zeros(4, dtype=torch.int8), tl.uint32)
+    assert jit_module.key_to_type(jit_module.spec_arg(w, 0, "x", interpret=True)[0]) == "*u32"
+
+
+@pytest.mark.parametrize("ty, torch_dtype", [(tl.float16, torch.float16), (tl.bfloat16, torch.bfloat16),
+                                              (tl.float32, torch.float32), (tl.float8e4nv, torch.float8_e4m3fn),
+                                              (tl.float8e5, torch.float8_e5m2)])
+def test_fp_format_fields_decode_every_normal_value(ty, torch_dtype):
+    """(-1)**s * 2**(e - exponent_bias) * (1 + m / 2**fp_mantissa_width) for each normal bit pattern."""
+    bits = ty.primitive_bitwidth
+    patterns = torch.arange(0, 2**bits, dtype=torch.int64) if bits <= 16 else \
+        torch.randint(0, 2**32, (1 << 16,), dtype=torch.int64)
+    m_width, exp_width = ty.fp_mantissa_width, bits - ty.fp_mantissa_width - 1
+    sign, exp = (patterns >> (bits - 1)) & 1, (patterns >> m_width) & ((1 << exp_width) - 1)
+    frac = patterns & ((1 << m_width) - 1)
+    signed_ints = {8: torch.int8, 16: torch.int16, 32: torch.int32}[bits]
+    values = patterns.to(signed_ints).view(torch_dtype).double()
+    normal = (exp > 0) & torch.isfinite(values) & (exp < (1 << exp_width) - 1 if ty is not tl.float8e4nv else True)
+    decoded = (1 - 2 * sign.double()) * torch.pow(2.0, (exp - ty.exponent_bias).double()) * (1 + frac.double() / 2**m_width)
+    assert normal.sum() > 0 and torch.equal(decoded[normal], values[normal])
+
+
+def test_fp_format_fields_are_floating_point_only():
+    assert (tl.float8e4b15.exponent_bias, tl.float8e5b16.fp_mantissa_width, tl.float64.exponent_bias) == (15, 2, 1023)
+    with pytest.raises(AttributeError, match="int32 is not a floating-point type"):
+        tl.int32.exponent_bias
+
+
+@compiler.jit
+def popc_kernel(x_ptr, y_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    x = tl.load(x_ptr + offs)
+    y = tl.extern_elementwise("", "", [x], {(tl.uint32, ): ("__nv_popc", tl.int32), ("i32", ): ("__nv_popc", "i32")},
+                              is_pure=True)
+    tl.store(y_ptr + offs, y)
+
+
+def test_extern_elementwise_takes_types_by_object_or_signature_name(interpret, gen):
+    x = torch.randint(-2**31, 2**31 - 1, (32,), generator=gen, dtype=torch.int32)
+    y = torch.zeros(32, dtype=torch.int32)
+    popc_kernel[(1,)](x, y, N=32)
+    expected = [bin(v & 0xFFFFFFFF).count("1") for v in x.tolist()]
+    assert y.tolist() == expected
+
+
 def test_errors_are_triton_errors():
     assert issubclass(compiler.CompilationError, compiler.TritonError)
     assert issubclass(compiler.OutOfResources, compiler.TritonError)

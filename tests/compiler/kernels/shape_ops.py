@@ -26,6 +26,15 @@ def join_split_kernel(X, Y, Joined, A, B, Inter, M: tl.constexpr, N: tl.constexp
 
 
 @triton.jit
+def cat_kernel(X, Y, Z, Total, N: tl.constexpr):
+    """Z: tl.cat(x, y) [2N] (any order of the 2N elements); Total: its sum."""
+    offs = tl.arange(0, N)
+    z = tl.cat(tl.load(X + offs), tl.load(Y + offs), can_reorder=True)
+    tl.store(Z + tl.arange(0, 2 * N), z)
+    tl.store(Total, tl.sum(z.to(tl.float64), 0))
+
+
+@triton.jit
 def split_loaded_kernel(X, A, B, N: tl.constexpr):
     """X: [N, 2] loaded as one block, split into its columns; also a scalar split of a [2] block."""
     rn = tl.arange(0, N)

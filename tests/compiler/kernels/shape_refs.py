@@ -29,6 +29,13 @@ def check_join_split_interleave(x, y, joined, a, b, inter):
     assert torch.equal(inter, torch.stack([x, y], -1).reshape(m, 2 * n))
 
 
+def check_cat(x, y, z, total):
+    """tl.cat may reorder: z holds exactly the elements of x and y (as a multiset)."""
+    both = torch.cat([x, y])
+    assert torch.equal(torch.sort(z.cpu().double()).values, torch.sort(both.cpu().double()).values)
+    assert total.item() == both.double().sum().item()
+
+
 def check_flip_sort(x, flipped, srt, dim, descending):
     assert torch.equal(flipped, x.flip(dim))
     assert torch.equal(srt, torch.sort(x, dim, descending=descending).values)
