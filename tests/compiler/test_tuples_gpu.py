@@ -35,7 +35,8 @@ def test_namedtuple_of_pointer_shape_and_strides(gen):
     view = x[1::3, 2:25]
     y = torch.full((view.shape[0], view.shape[1]), float("nan"), device=DEV)
     T.scale_tile[(1,)](T.Strided(view, view.shape, view.stride()), T.Strided(y, y.shape, y.stride()), 0.75, 16, 32)
-    torch.testing.assert_close(y.double(), view.double() * 0.75, rtol=0, atol=0)
+    # one fp32 multiply, rounded once, on either side: the same bits
+    torch.testing.assert_close(y, view * 0.75, rtol=0, atol=0)
 
 
 def test_tuple_of_pointers_and_numbers_relaunched_with_new_values(gen):
