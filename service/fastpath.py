@@ -15,6 +15,9 @@ import json
 import re
 from urllib.parse import unquote_to_bytes
 
+from cachetools import LRUCache
+
+from jobspec.problem_key import canonical_key
 from service.api.problem_key import InvalidProblemKey, parse_problem_key
 
 PATH = "/api/v1/configs/best"
@@ -29,13 +32,29 @@ _ROUTE = _Route()
 _HEADERS = [(b"content-type", b"application/json")]
 
 
+# A client asks for the same few keys over and over: their parsed, validated form is kept (bounded
+# by the keys' bytes; only the event loop's thread reads and writes it).
+_PARSED_KEYS: LRUCache = LRUCache(maxsize=4_000_000, getsizeof=lambda entry: entry[1])
+
+
+def _problem_key(raw: str) -> tuple[dict, str]:
+    """The validated key in `raw` and its canonical text."""
+    entry = _PARSED_KEYS.get(raw)
+    if entry is None:
+        key = parse_problem_key(raw)
+        canonical = canonical_key(key)
+        entry = (key, 2 * len(raw) + len(canonical) + 256, canonical)
+        _PARSED_KEYS[raw] = entry
+    return dict(entry[0]), entry[2]
+
+
 def _unquote(s: str) -> str:
     """unquote_plus(s, errors="strict"), without its generality (twice as fast)."""
     return unquote_to_bytes(s.replace("+", " ")).decode("utf-8")
 
 
 def _parse(query: bytes):
-    """(kernel, key dict, gpu_model, cc) or None when anything is off (then FastAPI answers).
+    """(kernel, key dict, gpu_model, cc, canonical key) or None when anything is off (then FastAPI answers).
 
     Splits as parse_qsl does (on "&", "+" for a space, blank values kept) but unquotes only what
     is quoted: this runs for every lookup."""
@@ -64,10 +83,10 @@ def _parse(query: bytes):
     if cc is not None and (len(cc) > 16 or not _CC.match(cc)):
         return None
     try:
-        key = parse_problem_key(raw_key)   # the route's validator: what it refuses, FastAPI answers with a 422
+        key, key_str = _problem_key(raw_key)   # the route's validator: what it refuses, FastAPI answers with a 422
     except InvalidProblemKey:
         return None
-    return kernel, key, gpu, cc
+    return kernel, key, gpu, cc, key_str
 
 
 def query_too_long(size: int, limit: int) -> str:

@@ -333,14 +333,17 @@ class ConfigIndex:
                 "error": self.error}
 
     # -- answering (pure memory) -----------------------------------------------------------------
-    def answer(self, kernel: str, key: dict, gpu_model: str, compute_capability: str | None) -> tuple[int, bytes]:
+    def answer(self, kernel: str, key: dict, gpu_model: str, compute_capability: str | None,
+               key_str: str | None = None) -> tuple[int, bytes]:
         """(HTTP status, JSON body) of a lookup, memoized by the normalized question (kernel, key
         as canonical JSON, GPU model, compute capability) in an LRU bounded by bytes. A memoized
         answer holds while its kernel's entries (and the GPU models' compute capabilities) are
         unchanged: a publish recomputes the answers about one kernel, not all. Call it on the
-        event loop only (the memo is not locked)."""
+        event loop only (the memo is not locked). `key_str`: canonical_key(key), when the caller
+        has it already."""
         idx = self._index
-        key_str = canonical_key(key)
+        if key_str is None:
+            key_str = canonical_key(key)
         question = (kernel, key_str, gpu_model, compute_capability)
         valid = (idx.kernel_gen.get(kernel, 0), idx.base_gen)
         memo = self._memo
