@@ -283,11 +283,16 @@ def test_healthz_and_lookups_answer_while_the_database_hangs(cluster):
     upgrade(cluster.url)
     params = fill(cluster.url, kernels=3)
     server = LiveServer(cluster.url, env={"BLOCKTUNE_LOOKUP_REFRESH_S": "0.2"})
-    pids = _cluster_pids(cluster.data)
+    pids: list[int] = []
     try:
         c = httpx.Client(base_url=server.base, timeout=30)
         assert c.get("/healthz").status_code == 200
-        for pid in pids:
+        # the postmaster first (then no new backend can start), then every backend alive now: a
+        # list taken earlier misses the connections the server opened since (they kept answering)
+        pids = _cluster_pids(cluster.data)[:1]
+        os.kill(pids[0], signal.SIGSTOP)
+        pids += _cluster_pids(cluster.data)[1:]
+        for pid in pids[1:]:
             os.kill(pid, signal.SIGSTOP)
         try:
             t_end, worst_lookup, worst_health, n = time.monotonic() + 6.0, 0.0, 0.0, 0

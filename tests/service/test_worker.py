@@ -37,8 +37,13 @@ def test_worker_runs_a_job_end_to_end(sqlite_db):
         assert len({t.number for t in trials}) == len(trials) >= 6
         assert all(t.worker == "e2e-worker" for t in trials)
         assert sum(t.status == "ok" for t in trials) >= 6
-        best = c.best_config(final.kernel_fingerprint, {"n_elements": 4096}, INTERP)
-        assert best is not None and best.match == "exact" and best.config == final.best_config
+        # the worker writes the database; the server's lookups answer from an index it refreshes
+        # in the background (every lookup_refresh_s): the config is there within a few refreshes
+        deadline = time.monotonic() + 15
+        while (best := c.best_config(final.kernel_fingerprint, {"n_elements": 4096}, INTERP)) is None:
+            assert time.monotonic() < deadline, "the tuned config never reached the lookups"
+            time.sleep(0.2)
+        assert best.match == "exact" and best.config == final.best_config
         workers = {w["name"]: w for w in httpx_get(server.base + "/api/v1/workers")}
         assert workers["e2e-worker"]["state"] == "stopped" and workers["e2e-worker"]["gpu_model"] == INTERP
         metrics = httpx_text(server.base + "/metrics")
