@@ -54,7 +54,7 @@ def _axis(gen, node, axis):
 def program_id(gen, node, axis=0):
     axis = _const(gen, node, axis, "tl.program_id's axis")
     if axis not in (0, 1, 2):
-        raise SemanticError(f"program_id axis must be 0, 1 or 2, got {axis}")
+        raise SemanticError(f"program_id axis must be 0, 1, or 2 but got {axis}")
     return gen.b.value("program_id", [], T.int32, axis=axis)
 
 
@@ -62,7 +62,7 @@ def program_id(gen, node, axis=0):
 def num_programs(gen, node, axis=0):
     axis = _const(gen, node, axis, "tl.num_programs's axis")
     if axis not in (0, 1, 2):
-        raise SemanticError(f"num_programs axis must be 0, 1 or 2, got {axis}")
+        raise SemanticError(f"num_programs axis must be 0, 1, or 2 but got {axis}")
     return gen.b.value("num_programs", [], T.int32, axis=axis)
 
 
@@ -177,8 +177,12 @@ def trans(gen, node, input, *dims):
 @rule("expand_dims")
 def expand_dims(gen, node, input, axis):
     axes = _const(gen, node, axis, "axis")
-    axes = axes if isinstance(axes, (tuple, list)) else (axes,)
-    out = input
+    axes = list(axes) if isinstance(axes, (tuple, list)) else [axes]
+    out = S.to_tensor(gen.b, input)
+    new_rank = len(out.shape) + len(axes)
+    axes = [S.wrap_axis(a, new_rank) for a in axes]
+    if len(set(axes)) != len(axes):
+        raise SemanticError(f"expand_dims received duplicate axes, normalized axes = {axes}")
     for a in sorted(axes):
         out = S.expand_dims(gen.b, out, a)
     return out
@@ -240,6 +244,11 @@ def flip(gen, node, x, dim=None):
 @rule("sort")
 def sort(gen, node, x, dim=None, descending=False):
     return S.sort(gen.b, x, _const(gen, node, dim, "tl.sort's dim"), _const(gen, node, descending, "descending"))
+
+
+@rule("topk")
+def topk(gen, node, x, k, dim=None):
+    return S.topk(gen.b, x, _const(gen, node, k, "tl.topk's k"), _const(gen, node, dim, "tl.topk's dim"))
 
 
 @rule("histogram")
@@ -706,6 +715,14 @@ _TRITON_MEMBER_FUNCTIONS = frozenset({
     "rsqrt", "sigmoid", "sin", "softmax", "split", "sqrt", "sqrt_rn", "store", "sum", "trans", "view",
     "xor_sum",
 })
+
+
+_TENSOR_PROPERTIES = ("dtype", "type", "shape", "numel", "T")
+
+
+def tensor_has_attribute(attr: str) -> bool:
+    """Whether `tensor_attribute` answers `attr` (Python's `hasattr` on a kernel value)."""
+    return attr in _TENSOR_PROPERTIES or attr in _METHODS or (attr in _TRITON_MEMBER_FUNCTIONS and attr in BUILTINS)
 
 
 def tensor_attribute(b, x: ir.Value, attr: str):

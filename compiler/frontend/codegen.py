@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import inspect
 import operator
 import types
 from typing import Any
@@ -22,7 +23,8 @@ from ..language.core import constexpr
 from ..language.dtypes import block_type, dtype
 from . import semantic as S
 from .block_pointers import Composite
-from .builtins import BUILTINS, DescriptorMethod, TensorMethod, composite_attribute, tensor_attribute
+from .builtins import (BUILTINS, DescriptorMethod, TensorMethod, composite_attribute, tensor_attribute,
+                       tensor_has_attribute)
 from .limits import (MAX_FRONTEND_STEPS, MAX_INLINE_DEPTH, MAX_STATIC_RANGE_TRIPS, binop_problem,
                      format_spec_problem, text_problem, value_problem)
 from .semantic import SemanticError, is_value
@@ -98,10 +100,12 @@ class CodeGenerator(ast.NodeVisitor):
         except (CompilationError, _Return):
             raise
         except SemanticError as exc:
-            raise self.error(node, str(exc)) from None
+            # the cause is the bare error, as in Triton (whose tests match `str(err.__cause__)`);
+            # without its traceback, which is the compiler's and not the user's
+            raise self.error(node, str(exc)) from exc.with_traceback(None)
         except (TypeError, ValueError, IndexError, KeyError, ZeroDivisionError, AttributeError, AssertionError,
                 OverflowError) as exc:
-            raise self.error(node, f"{type(exc).__name__}: {exc}") from None
+            raise self.error(node, f"{type(exc).__name__}: {exc}") from exc.with_traceback(None)
         except RecursionError:
             # nested expressions and @jit calls (inlined here) add up on the Python stack: refuse at
             # the deepest node that still has room to say so
@@ -115,19 +119,16 @@ class CodeGenerator(ast.NodeVisitor):
 
     # -- statements ---------------------------------------------------------------------------
     def visit_stmts(self, stmts: list):
-        """Generate a statement list; an `if` whose one branch returns takes the rest as its other branch."""
+        """Generate a statement list. An `if` that returns on some path takes the statements after
+        it into each branch that can fall through, so that every `if` holding a `return` ends its
+        function (the branches of a runtime `if` are regions; they cannot jump past its end)."""
         for i, stmt in enumerate(stmts):
-            if isinstance(stmt, ast.If):
-                rest = stmts[i + 1:]
-                then_ret, else_ret = _ends_with_return(stmt.body), _ends_with_return(stmt.orelse)
-                if rest and (then_ret != else_ret):
-                    if then_ret:
-                        stmt = ast.If(test=stmt.test, body=stmt.body, orelse=stmt.orelse + rest)
-                    else:
-                        stmt = ast.If(test=stmt.test, body=stmt.body + rest, orelse=stmt.orelse)
-                    ast.copy_location(stmt, stmts[i])
-                    self.visit(stmt)
-                    return
+            rest = stmts[i + 1:]
+            if isinstance(stmt, ast.If) and rest and _contains_return(stmt):
+                body = stmt.body if _always_returns(stmt.body) else stmt.body + rest
+                orelse = stmt.orelse if _always_returns(stmt.orelse) else stmt.orelse + rest
+                self.visit(ast.copy_location(ast.If(test=stmt.test, body=body, orelse=orelse), stmt))
+                return
             self.visit(stmt)
             if self.scope.returned is not _MISSING:
                 return
@@ -248,14 +249,15 @@ class CodeGenerator(ast.NodeVisitor):
                  or then_scope[n] != else_scope[n]]
         pairs = [(then_scope[n], else_scope[n]) for n in names]
         ret_pair = None
-        bare_return = False
-        if (then_ret is None and else_ret is _MISSING) or (then_ret is _MISSING and else_ret is None):
-            then_ret = else_ret = _MISSING  # `if c: return` with the rest of the function in the other branch
-            bare_return = True
         if then_ret is not _MISSING or else_ret is not _MISSING:
-            if then_ret is _MISSING or else_ret is _MISSING:
-                raise self.error(node, "both branches must return when one does (or nothing follows the if)")
+            # visit_stmts moved what follows the `if` into its branches: a branch that falls
+            # through reaches the end of the function, which returns None
+            then_ret = None if then_ret is _MISSING else then_ret
+            else_ret = None if else_ret is _MISSING else else_ret
+            if (then_ret is None) != (else_ret is None):
+                raise self.error(node, "a function that returns a value on one path must return one on every path")
             ret_pair = (then_ret, else_ret)
+            names, pairs, composites = [], [], {}   # nothing runs after this `if`: no variable flows out
         flat_pairs = list(pairs)
         ret_len = 0
         if ret_pair is not None:
@@ -292,8 +294,6 @@ class CodeGenerator(ast.NodeVisitor):
         for n, template in composites.items():  # block pointers assigned in a branch: reassemble
             k = len(template.parts())
             self.scope.local[n] = template.with_parts([self.scope.local.pop(f"{n}.{i}") for i in builtins.range(k)])
-        if bare_return:
-            self.scope.returned = None
 
     def _spread_composites(self, node, then_scope, else_scope) -> dict:
         """Block pointers / descriptors that differ between the branches flow out of the `if` as
@@ -353,8 +353,9 @@ class CodeGenerator(ast.NodeVisitor):
         if not isinstance(it, ast.Call):
             raise self.error(it, "kernels loop only over range(...), tl.range(...) or tl.static_range(...)")
         fn = self.visit(it.func)
-        args = [self.visit(a) for a in it.args]
-        kwargs = {k.arg: self.visit(k.value) for k in it.keywords}
+        if fn is not builtins.range and fn is not tl_core.range and fn is not tl_core.static_range:
+            raise self.error(it, "kernels loop only over range(...), tl.range(...) or tl.static_range(...)")
+        args, kwargs = self._range_arguments(it, fn)
         if fn is tl_core.static_range:
             bounds = [self._constexpr(it, a, "tl.static_range bounds") for a in args]
             trips = builtins.range(*bounds)
@@ -367,16 +368,12 @@ class CodeGenerator(ast.NodeVisitor):
                 if self.scope.returned is not _MISSING:
                     raise self.error(node, "return inside a loop is not supported")
             return
-        if fn is not builtins.range and fn is not tl_core.range:
-            raise self.error(it, "kernels loop only over range(...), tl.range(...) or tl.static_range(...)")
         if len(args) == 1:
             lb, ub, step = 0, args[0], 1
         elif len(args) == 2:
             (lb, ub), step = args, 1
-        elif len(args) == 3:
-            lb, ub, step = args
         else:
-            raise self.error(it, "range takes 1 to 3 arguments")
+            lb, ub, step = args
         if not isinstance(node.target, ast.Name):
             raise self.error(node.target, "the loop variable must be a single name")
         if not is_value(step) and step == 0:
@@ -405,6 +402,27 @@ class CodeGenerator(ast.NodeVisitor):
         lb_v, ub_v, step_v = (S.cast(self.b, S.to_tensor(self.b, v), iv_type) for v in (lb, ub, step))
         body_fn = lambda block, carried: self._loop_body(node, block, carried)  # noqa: E731
         self._build_loop(node, "for", [lb_v, ub_v, step_v], [iv_type], body_fn, attrs, iv_name=node.target.id)
+
+    def _range_arguments(self, it, fn) -> tuple[list, dict]:
+        """The bounds of `range(...)`, `tl.range(...)` or `tl.static_range(...)` as Python's
+        range takes them ([end], [start, end] or [start, end, step]), and the other options."""
+        args = [self.visit(a) for a in it.args]
+        kwargs = {k.arg: self.visit(k.value) for k in it.keywords}
+        if fn is builtins.range:
+            if kwargs or not 1 <= len(args) <= 3:
+                raise self.error(it, "range takes 1 to 3 positional arguments")
+            return args, {}
+        try:
+            bound = inspect.signature(fn).bind(*args, **kwargs)
+        except TypeError as exc:
+            raise self.error(it, f"tl.{fn.__name__}(...): {exc}") from None
+        bound.apply_defaults()
+        options = dict(bound.arguments)
+        start, end, step = options.pop("arg1"), options.pop("arg2"), options.pop("step")
+        bounds = [start] if end is None else [start, end]
+        if step is not None:
+            bounds = ([0] if end is None else []) + bounds + [step]
+        return bounds, options
 
     def _loop_body(self, node, block, carried):
         self.visit_stmts(node.body)
@@ -632,25 +650,29 @@ class CodeGenerator(ast.NodeVisitor):
     def visit_Attribute(self, node):
         if node.attr.startswith("_"):
             raise self.error(node, f"attribute '{node.attr}' is not accessible in a kernel")
-        base = self.visit(node.value)
+        return self.attribute(node, self.visit(node.value), node.attr)
+
+    def attribute(self, node, base, attr: str):
         if is_value(base):
-            return tensor_attribute(self.b, base, node.attr)
+            return tensor_attribute(self.b, base, attr)
         if isinstance(base, Composite):
-            return composite_attribute(self.b, base, node.attr)
+            return composite_attribute(self.b, base, attr)
         if isinstance(base, (dtype, block_type)):
-            return getattr(base, node.attr)
+            return getattr(base, attr)
         if isinstance(base, types.ModuleType) or isinstance(base, type) or hasattr(base, "__blocktune_builtin__"):
-            if not hasattr(base, node.attr):
-                raise self.error(node, f"{getattr(base, '__name__', base)!s} has no attribute '{node.attr}'")
-            v = getattr(base, node.attr)
+            if not hasattr(base, attr):
+                raise self.error(node, f"{getattr(base, '__name__', base)!s} has no attribute '{attr}'")
+            v = getattr(base, attr)
             return v.value if isinstance(v, constexpr) else v
-        if isinstance(base, tuple) and node.attr in ("index", "count"):
-            return getattr(base, node.attr)
-        if isinstance(base, tuple) and node.attr in getattr(type(base), "_fields", ()):
-            return getattr(base, node.attr)       # a NamedTuple's field
+        if isinstance(base, tuple) and attr in ("index", "count"):
+            return getattr(base, attr)
+        if isinstance(base, tuple) and attr in getattr(type(base), "_fields", ()):
+            return getattr(base, attr)       # a NamedTuple's field
         if _is_jit(base):
-            return getattr(base, node.attr)
-        raise self.error(node, f"cannot take attribute '{node.attr}' of {self._describe(base)} in a kernel")
+            return getattr(base, attr)
+        if isinstance(base, (bool, int, float)) and attr == "dtype":
+            return S.literal_type(base)   # Triton makes `value = 1` a scalar tensor: its dtype is int32
+        raise self.error(node, f"cannot take attribute '{attr}' of {self._describe(base)} in a kernel")
 
     def visit_Subscript(self, node):
         base = self.visit(node.value)
@@ -665,7 +687,8 @@ class CodeGenerator(ast.NodeVisitor):
                 elif isinstance(item, slice) and item == slice(None):
                     dim += 1
                 else:
-                    raise self.error(node, "blocks can only be indexed with `:` and `None` (e.g. x[:, None])")
+                    raise self.error(node, f"unsupported tensor index: {item!r}; blocks can only be indexed with "
+                                           "`:` and `None` (e.g. x[:, None])")
             if dim > max(len(out.shape), 1) and base.is_block:
                 raise self.error(node, f"too many indices for a {len(base.shape)}-D block")
             return out
@@ -777,7 +800,35 @@ class CodeGenerator(ast.NodeVisitor):
         cond = self.visit(node.test)
         if not is_value(cond):
             return self.visit(node.body if cond else node.orelse)
-        return S.where(self.b, cond, self.visit(node.body), self.visit(node.orelse))
+        if cond.is_block:
+            return S.where(self.b, cond, self.visit(node.body), self.visit(node.orelse))
+        # Each side runs only when chosen, as in Triton (an if op): `tl.store(p, x) if c else
+        # tl.store(q, y)` stores once, `tl.load(p) if ok else 0` loads only when ok. Sides that
+        # compute without effects are spliced in before a select instead.
+        outer = self.b.block
+        blocks, sides = [ir.Block(), ir.Block()], []
+        for block, expr in zip(blocks, (node.body, node.orelse)):
+            self.b.block = block
+            try:
+                sides.append(self.visit(expr))
+            finally:
+                self.b.block = outer
+        tv, ev = sides
+        if tv is None and ev is None:
+            for block in blocks:
+                block.ops.append(ir.Op("yield", [], [], loc=self.b.loc))
+            self.b.create("if", [S.to_bool(self.b, cond)], [], regions=blocks)
+            return None
+        if tv is None or ev is None:
+            raise self.error(node, "one side of the conditional expression has a value and the other has none")
+        if not any(_has_effect(op) for block in blocks for op in block.walk()):
+            for block in blocks:
+                outer.ops.extend(block.ops)
+            return S.where(self.b, cond, tv, ev)
+        tv, ev = self._unify_branch_values(node, "the conditional expression", tv, ev, *blocks)
+        for block, v in zip(blocks, (tv, ev)):
+            block.ops.append(ir.Op("yield", [v], [], loc=self.b.loc))
+        return self.b.create("if", [S.to_bool(self.b, cond)], [tv.type], regions=blocks).results[0]
 
     def visit_JoinedStr(self, node):
         parts = []
@@ -938,8 +989,28 @@ class _CarriedSlots:
 _IN_PLACE_HINTS = ("multiple_of", "max_contiguous", "max_constancy")
 
 
-def _ends_with_return(stmts) -> bool:
-    return bool(stmts) and isinstance(stmts[-1], ast.Return)
+def _has_effect(op: ir.Op) -> bool:
+    """Whether running the op when its result is not wanted could be observed (or fault)."""
+    return op.name in ir.SIDE_EFFECTS or (op.name == "inline_asm" and not op.attrs.get("pure"))
+
+
+def _always_returns(stmts) -> bool:
+    """Whether every path through the statements ends in a `return`."""
+    if not stmts:
+        return False
+    last = stmts[-1]
+    if isinstance(last, ast.Return):
+        return True
+    return isinstance(last, ast.If) and _always_returns(last.body) and _always_returns(last.orelse)
+
+
+def _contains_return(node) -> bool:
+    """Whether a `return` of this function is somewhere inside the statement (not in a nested def)."""
+    if isinstance(node, ast.Return):
+        return True
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+        return False
+    return any(_contains_return(child) for child in ast.iter_child_nodes(node))
 
 
 def _is_jit(obj) -> bool:
@@ -993,6 +1064,21 @@ def _py_isinstance(gen, node, x, cls):
     return isinstance(x, cls)
 
 
+def _py_hasattr(gen, node, x, name):
+    """`hasattr(x, "dtype")`: whether `x.<name>` would work in the kernel (decided at compile time)."""
+    if not isinstance(name, str):
+        raise gen.error(node, "hasattr() needs an attribute name known at compile time")
+    if name.startswith("_"):
+        return False
+    if is_value(x):
+        return tensor_has_attribute(name)
+    try:
+        gen.attribute(node, x, name)
+    except (CompilationError, SemanticError, AttributeError):
+        return False
+    return True
+
+
 def _py_abs(gen, node, x):
     return S.unary_math(gen.b, "abs", x) if is_value(x) else builtins.abs(x)
 
@@ -1005,6 +1091,7 @@ _PYTHON_BUILTINS = {
     builtins.min: _py_minmax("min"), builtins.max: _py_minmax("max"), builtins.len: _py_len,
     builtins.int: _py_cast(T.int32), builtins.float: _py_cast(T.float32), builtins.bool: _py_cast(T.int1),
     builtins.print: _py_print, builtins.isinstance: _py_isinstance, builtins.abs: _py_abs,
+    builtins.hasattr: _py_hasattr,
     builtins.range: _py_range_error,
     builtins.tuple: lambda gen, node, x=(): tuple(x), builtins.list: lambda gen, node, x=(): list(x),
     tl_core.tuple: lambda gen, node, x=(): tuple(x),

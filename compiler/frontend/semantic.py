@@ -166,13 +166,17 @@ def broadcast_pair(b: Builder, x: ir.Value, y: ir.Value):
     return broadcast_to(b, x, shape), broadcast_to(b, y, shape)
 
 
+def wrap_axis(axis: int, ndim: int) -> int:
+    """A possibly negative axis of an `ndim`-D shape as 0 ≤ axis < ndim (Triton's wording when not)."""
+    if not -ndim <= axis < ndim:
+        raise SemanticError(f"invalid axis {axis}. Expected {-ndim} <= axis < {ndim}")
+    return axis if axis >= 0 else axis + ndim
+
+
 def expand_dims(b: Builder, x, axis: int) -> ir.Value:
     x = to_tensor(b, x)
     rank = len(x.shape)
-    if axis < 0:
-        axis += rank + 1
-    if not 0 <= axis <= rank:
-        raise SemanticError(f"expand_dims axis {axis} out of range for a {rank}-D value")
+    axis = wrap_axis(axis, rank + 1)
     if not x.is_block:
         return splat(b, x, (1,))
     shape = x.shape[:axis] + (1,) + x.shape[axis:]
@@ -266,6 +270,28 @@ def sort(b: Builder, x, dim=None, descending=False) -> ir.Value:
     return b.value("sort", [x], x.type, dim=_dim(x, dim, "tl.sort"), descending=bool(descending))
 
 
+def topk(b: Builder, x, k: int, dim=None) -> ir.Value:
+    """`tl.topk`: the k largest elements along the last dim, largest first. A descending sort
+    viewed as [..., N/k, k] rows: row 0 is, element by element, ≥ every later row, so the max over
+    the rows is row 0 (the ops tl.sort and tl.max already lower; N and k powers of two, as Triton's
+    bitonic top-k needs)."""
+    x = to_tensor(b, x)
+    if not x.is_block:
+        raise SemanticError(f"tl.topk needs a block, got {x.type}")
+    dim = _dim(x, dim, "tl.topk")
+    n = x.shape[-1]
+    if dim != len(x.shape) - 1:
+        raise SemanticError("tl.topk: only the minor (last) dimension is supported")
+    if not isinstance(k, int) or k < 1 or k & (k - 1) or k > n or n & (n - 1):
+        raise SemanticError(f"tl.topk: k must be a power of two no larger than the dim's size {n} "
+                            f"(itself a power of two), got k={k}")
+    out = sort(b, x, dim, descending=True)
+    if k == n:
+        return out
+    rows = reshape(b, out, x.shape[:-1] + (n // k, k))
+    return reduce(b, rows, len(x.shape) - 1, "max")
+
+
 def histogram(b: Builder, x, num_bins: int, mask=None) -> ir.Value:
     x = to_tensor(b, x)
     if not x.is_block or len(x.shape) != 1:
@@ -282,7 +308,8 @@ def histogram(b: Builder, x, num_bins: int, mask=None) -> ir.Value:
 # ---------------------------------------------------------------------------------------------
 # Types: Triton's computation-type rules
 
-_KIND_RANK = {T.dtype.BOOL: 0, T.dtype.UINT: 1, T.dtype.SINT: 2, T.dtype.FLOAT: 3}
+# Triton's order of kinds (bool < integer < floating): a Python int meeting a uint8 block is a uint8
+_KIND_RANK = {T.dtype.BOOL: 0, T.dtype.UINT: 1, T.dtype.SINT: 1, T.dtype.FLOAT: 2}
 
 
 def integer_promote(a: dtype, c: dtype) -> dtype:
@@ -321,7 +348,8 @@ def computation_type(a: dtype, a_scalar: bool, c: dtype, c_scalar: bool, div_or_
     if a.is_floating() or c.is_floating():  # fp8 mixes
         return T.float16
     if div_or_mod and a.int_signedness != c.int_signedness and not (a.is_bool() or c.is_bool()):
-        raise SemanticError(f"cannot use / or % with {a} and {c}: the signedness differs; cast one first")
+        raise SemanticError(f"Cannot use /, //, or % with {a} and {c} because they have different signedness; "
+                            "cast them to the same signedness first")
     return integer_promote(a, c)
 
 
@@ -374,6 +402,9 @@ def _check_int_range(v, ty: dtype) -> None:
     wrapping it silently would compute with another number)."""
     bits = ty.primitive_bitwidth
     lo, hi = (-2**(bits - 1), 2**(bits - 1) - 1) if ty.is_int_signed() else (0, 2**bits - 1)
+    if isinstance(v, (int, float)) and v < 0 and ty.is_int_unsigned():
+        raise SemanticError(f"Cannot perform a binary operation between an unsigned tensor ({ty}) and a negative "
+                            f"scalar ({v}). Perform an explicit cast on one of them.")
     if isinstance(v, int) and not lo <= v <= hi:
         raise SemanticError(f"Scalar {v} is out of range for type {ty} ({lo}..{hi}); cast the tensor to a wider "
                             "type first, e.g. x.to(tl.int64)")

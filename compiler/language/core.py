@@ -114,6 +114,8 @@ def flip(x, dim=None): ...
 @builtin
 def sort(x, dim=None, descending=False): ...
 @builtin
+def topk(x, k, dim=None): ...
+@builtin
 def histogram(input, num_bins, mask=None): ...
 
 # --- elementwise ----------------------------------------------------------------------------
@@ -246,7 +248,7 @@ class range:
     """`for i in tl.range(lo, hi, step, num_stages=...)`: a loop the compiler may pipeline."""
 
     def __init__(self, arg1, arg2=None, step=None, num_stages=None, loop_unroll_factor=None,
-                 disallow_acc_multi_buffer=False, flatten=False, warp_specialize=False):
+                 disallow_acc_multi_buffer=False, flatten=False, warp_specialize=False, disable_licm=False):
         raise RuntimeError("tl.range can only be used inside a @jit kernel")
 
 

@@ -180,7 +180,7 @@ def _x():
     (shape_mismatch_kernel, (), {}, None, "shape|broadcast"),
     (static_assert_kernel, (), {"BLOCK": 16}, None, "BLOCK too small"),
     (scalar_out_of_range_kernel, (), {}, None, r"Scalar 72057594037927935 is out of range for type int32"),
-    (negative_scalar_with_unsigned_kernel, (), {}, None, r"Scalar -1 is out of range for type uint32"),
+    (negative_scalar_with_unsigned_kernel, (), {}, None, r"between an unsigned tensor \(uint32\) and a negative scalar \(-1\)"),
     (narrow_atomic_kernel, (), {"DT": tl.int8}, None, r"tl.atomic_add does not support int8"),
     (narrow_atomic_kernel, (), {"DT": tl.uint16}, None, r"tl.atomic_add does not support uint16"),
     (narrow_atomic_kernel, (), {"DT": tl.float8e4nv}, None, r"tl.atomic_add does not support fp8e4nv"),
