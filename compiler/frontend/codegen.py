@@ -890,6 +890,8 @@ class CodeGenerator(ast.NodeVisitor):
             return S.cast(self.b, args[0], fn)
         if fn is constexpr:
             return args[0]
+        if isinstance(fn, type) and issubclass(fn, tuple) and hasattr(fn, "_fields"):
+            return fn(*args, **kwargs)     # a NamedTuple groups kernel values, as a tuple does
         py = _PYTHON_BUILTINS.get(fn)
         if py is not None:
             return py(self, node, *args, **kwargs)
@@ -1072,6 +1074,8 @@ def _py_hasattr(gen, node, x, name):
         return False
     if is_value(x):
         return tensor_has_attribute(name)
+    if isinstance(x, (bool, int, float)):
+        return False    # a compile-time number is Triton's constexpr, which has no tensor attributes
     try:
         gen.attribute(node, x, name)
     except (CompilationError, SemanticError, AttributeError):

@@ -1,0 +1,102 @@
+"""Kernels for the front-end semantics tests (early returns, conditional expressions with effects,
+compile-time Python on kernel values, tl.topk), run in interpret mode, through ptxas and on the GPU."""
+from __future__ import annotations
+
+import compiler as triton
+import compiler.language as tl
+
+
+@triton.jit
+def nested_return_kernel(Cond1, Cond2, Cond3, Val1, Val2, Val3, Out):
+    """A `return` in one arm of a nested runtime `if`: the store after the `if` runs on every other path."""
+    val = 0
+    if tl.load(Cond1):
+        if tl.load(Cond2):
+            val = tl.load(Val1)
+        else:
+            return
+    else:
+        if tl.load(Cond3):
+            val = tl.load(Val2)
+        else:
+            val = tl.load(Val3)
+    tl.store(Out, val)
+
+
+@triton.jit
+def return_under_static_if_kernel(ExitEarly, Out, DYNAMIC: tl.constexpr):
+    """A runtime `if` that returns, inside a compile-time `if`: what follows the outer `if` still runs."""
+    if DYNAMIC:
+        if tl.load(ExitEarly):
+            tl.store(Out, 0)
+            return
+    tl.store(Out, 1)
+
+
+@triton.jit
+def _clamp_or_return(x, lo):
+    if x < lo:
+        if lo > 0:
+            return lo
+        return lo + 1
+    return x
+
+
+@triton.jit
+def callee_returns_kernel(X, Out, N: tl.constexpr):
+    """A @jit function whose returns sit at different depths of runtime ifs."""
+    for i in tl.static_range(N):
+        tl.store(Out + i, _clamp_or_return(tl.load(X + i), 5))
+
+
+@triton.jit
+def ifexp_effects_kernel(Flag, X, Out, Count, N: tl.constexpr):
+    """Conditional expressions whose sides store, load and add atomically: only the chosen side runs."""
+    offs = tl.arange(0, N)
+    flag = tl.load(Flag)
+    tl.store(Out + offs, tl.load(X + offs)) if flag != 0 else tl.store(Out + N + offs, tl.load(X + offs))
+    # the pointer of the side not taken is None-safe only if that side never loads
+    got = tl.load(X + N) if flag != 0 else -1.0
+    tl.store(Out + 2 * N, got)
+    tl.atomic_add(Count, 1) if flag != 0 else tl.atomic_add(Count + 1, 1)
+
+
+@triton.jit
+def static_range_kwargs_kernel(Z, N: tl.constexpr, STEP: tl.constexpr):
+    acc = 0
+    for i in tl.static_range(0, N, step=STEP):
+        acc += i
+    for j in tl.range(0, N, step=STEP, num_stages=2):
+        acc += j
+    tl.store(Z, acc)
+
+
+@triton.jit
+def hasattr_kernel(x, Out):
+    """Python's `hasattr`/`isinstance` decided at compile time, short-circuiting the runtime test."""
+    if (x is not None) and hasattr(x, "dtype") and isinstance(x.dtype, tl.pointer_type) and \
+            (x.dtype.element_ty == tl.int32) and (tl.load(x) > 42):
+        tl.store(x, 42)
+    tl.store(Out, hasattr(x, "dtype"))
+
+
+@triton.jit
+def literal_dtype_kernel(Out, BLOCK: tl.constexpr):
+    value = 1
+    tl.store(Out + tl.arange(0, BLOCK), tl.full([BLOCK], value=value, dtype=value.dtype))
+
+
+@triton.jit
+def uint_with_literal_kernel(X, Out, N: tl.constexpr):
+    """A Python int meeting a uint8 block keeps uint8 (Triton's kinds: bool < integer < float)."""
+    offs = tl.arange(0, N)
+    x = tl.load(X + offs)
+    tl.store(Out + offs, (x + 200) // 3)
+
+
+@triton.jit
+def topk_kernel(X, Z, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    offs_m = tl.arange(0, M)
+    x = tl.load(X + offs_m[:, None] * N + tl.arange(0, N)[None, :])
+    z = tl.topk(x, K)
+    tl.store(Z + offs_m[:, None] * K + tl.arange(0, K)[None, :], z)

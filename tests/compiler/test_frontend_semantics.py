@@ -1,0 +1,271 @@
+"""Front-end semantics Triton's tests rely on: returns inside runtime ifs, conditional expressions
+that run one side, compile-time Python (`hasattr`, `value.dtype`, keyword loop bounds), Triton's
+promotion of Python scalars, `tl.topk`, and Triton's error wording with the bare error as
+`__cause__`. Interpret mode against torch references, and every kernel through the NVPTX backend
+and ptxas (GPU runs: test_frontend_semantics_gpu.py)."""
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+import compiler as triton
+import compiler.language as tl
+from compiler import ptxas
+from compiler.frontend import generate_ir
+from compiler.language.dtypes import from_signature
+from tests.compiler.kernels import frontend_semantics as K
+from tests.compiler.kernels.util import gen, interpret, poisoned, rand  # noqa: F401
+
+
+def _flag(v, dtype=torch.int32):
+    return torch.tensor([v], dtype=dtype)
+
+
+# ---- returns ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("c1,c2,c3", list(itertools.product([False, True], repeat=3)))
+def test_return_in_a_nested_runtime_if(interpret, c1, c2, c3):
+    vals = [_flag(1), _flag(2), _flag(3)]
+    out = _flag(-1)
+    K.nested_return_kernel[(1,)](_flag(c1), _flag(c2), _flag(c3), *vals, out)
+    expected = (1 if c2 else -1) if c1 else (2 if c3 else 3)
+    assert out.item() == expected
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_return_under_a_compile_time_if_runs_what_follows(interpret, dynamic):
+    out = _flag(-1)
+    K.return_under_static_if_kernel[(1,)](_flag(1), out, DYNAMIC=dynamic)
+    assert out.item() == (0 if dynamic else 1)
+    K.return_under_static_if_kernel[(1,)](_flag(0), out, DYNAMIC=dynamic)
+    assert out.item() == 1
+
+
+def test_callee_returns_at_several_depths(interpret, gen):
+    x = rand(gen, (16,), torch.int32, -10, 10)
+    out = poisoned((16,), torch.int32)
+    K.callee_returns_kernel[(1,)](x, out, N=16)
+    assert torch.equal(out, torch.where(x < 5, torch.full_like(x, 5), x))
+
+
+def test_a_value_returned_on_one_path_only_is_an_error():
+    @triton.jit
+    def half_return(x):
+        if x > 0:
+            return x
+        tl.device_print("no value")
+
+    @triton.jit
+    def kernel(X):
+        tl.store(X, half_return(tl.load(X)))
+
+    with pytest.raises(triton.CompilationError, match="returns a value on one path must return one on every path"):
+        generate_ir(kernel, {"X": from_signature("*i32")}, {})
+
+
+def test_return_inside_a_loop_is_still_refused():
+    @triton.jit
+    def kernel(X, N):
+        for i in range(N):
+            if tl.load(X + i) < 0:
+                return
+            tl.store(X + i, 0)
+
+    with pytest.raises(triton.CompilationError, match="return inside a loop is not supported"):
+        generate_ir(kernel, {"X": from_signature("*i32"), "N": from_signature("i32")}, {})
+
+
+# ---- conditional expressions -----------------------------------------------------------------
+
+@pytest.mark.parametrize("flag", [0, 1])
+def test_conditional_expression_runs_only_the_chosen_side(interpret, gen, flag):
+    N = 8
+    x = rand(gen, (N + 1,), torch.float32)
+    out = poisoned((2 * N + 1,), torch.float32)
+    count = torch.zeros(2, dtype=torch.int32)
+    K.ifexp_effects_kernel[(1,)](_flag(flag), x, out, count, N=N)
+    stored, other = (out[:N], out[N:2 * N]) if flag else (out[N:2 * N], out[:N])
+    assert torch.equal(stored, x[:N]) and torch.isnan(other).all()
+    assert out[2 * N].item() == (x[N].item() if flag else -1.0)
+    assert count.tolist() == ([1, 0] if flag else [0, 1])
+
+
+def test_pure_conditional_expression_is_a_select():
+    """Sides without effects are computed before a select (no branch), as before."""
+    @triton.jit
+    def kernel(X, Y):
+        x = tl.load(X)
+        tl.store(Y, x * 2 if x > 0 else x - 1)
+
+    fn = generate_ir(kernel, {"X": from_signature("*fp32"), "Y": from_signature("*fp32")}, {})
+    names = [op.name for op in fn.walk()]
+    assert "if" not in names and "select" in names
+
+
+# ---- compile-time Python on kernel values -----------------------------------------------------
+
+def test_loop_bounds_by_keyword(interpret):
+    out = _flag(-1)
+    K.static_range_kwargs_kernel[(1,)](out, N=100, STEP=7)
+    assert out.item() == 2 * sum(range(0, 100, 7))
+
+
+@pytest.mark.parametrize("value,dtype,expected", [(37, torch.int32, 37), (100000, torch.int32, 42),
+                                                  (100000, torch.int64, 100000), (84.0, torch.float32, 84.0)])
+def test_hasattr_and_isinstance_decide_at_compile_time(interpret, value, dtype, expected):
+    x = torch.full((1,), value, dtype=dtype)
+    has = _flag(-1)
+    K.hasattr_kernel[(1,)](x, has)
+    assert x.item() == expected and has.item() == 1
+
+
+@pytest.mark.parametrize("x", [None, 1, 2])
+def test_hasattr_of_none_and_numbers(interpret, x):
+    has = _flag(-1)
+    K.hasattr_kernel[(1,)](x, has)
+    assert has.item() == (1 if x == 2 else 0)   # 2 is a runtime i32 scalar; 1 is specialized to a constant
+
+
+def test_dtype_of_a_python_number(interpret):
+    out = poisoned((16,), torch.int32)
+    K.literal_dtype_kernel[(1,)](out, BLOCK=16)
+    assert torch.equal(out, torch.ones(16, dtype=torch.int32))
+
+
+def test_a_namedtuple_is_built_in_a_kernel(interpret, gen):
+    from typing import NamedTuple
+
+    class Span(NamedTuple):
+        ptr: object
+        n: int
+
+    @triton.jit
+    def shifted(span):
+        return Span(ptr=span.ptr + 1, n=span.n - 1)
+
+    @triton.jit
+    def kernel(X, Y, N: tl.constexpr):
+        s = shifted(Span(X, N))
+        offs = tl.arange(0, N)
+        tl.store(Y + offs, tl.load(s.ptr + offs, mask=offs < s.n, other=0.0))
+
+    x = rand(gen, (8,), torch.float32)
+    y = poisoned((8,), torch.float32)
+    kernel[(1,)](x, y, N=8)
+    assert torch.equal(y[:7], x[1:]) and y[7].item() == 0.0
+
+
+def test_uint8_with_a_python_int_stays_uint8(interpret, gen):
+    x = rand(gen, (32,), torch.uint8, 0, 255)
+    out = poisoned((32,), torch.uint8)
+    K.uint_with_literal_kernel[(1,)](x, out, N=32)
+    assert torch.equal(out, ((x.to(torch.int64) + 200) % 256 // 3).to(torch.uint8))
+
+
+# ---- tl.topk ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("M,N,k", [(1, 8, 8), (4, 64, 8), (2, 512, 1), (8, 16, 4)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.float16])
+def test_topk(interpret, gen, M, N, k, dtype):
+    x = rand(gen, (M, N), dtype, -1000, 1000)
+    z = poisoned((M, k), dtype)
+    K.topk_kernel[(1,)](x, z, M=M, N=N, K=k)
+    assert torch.equal(z, torch.topk(x, k).values)
+
+
+@pytest.mark.parametrize("k,message", [(3, "k must be a power of two"), (16, "no larger than the dim's size 8")])
+def test_topk_rejects_bad_k(k, message):
+    with pytest.raises(triton.CompilationError, match=message):
+        generate_ir(K.topk_kernel, {"X": from_signature("*fp32"), "Z": from_signature("*fp32")},
+                    {"M": 2, "N": 8, "K": k})
+
+
+# ---- errors: Triton's wording, the bare error as __cause__ --------------------------------------
+
+def _compile_error(body: str, **signature) -> triton.CompilationError:
+    ns = {}
+    src = "import compiler as triton\nimport compiler.language as tl\n\n@triton.jit\ndef kernel(X):\n" + \
+        "".join(f"    {line}\n" for line in body.splitlines())
+    import linecache
+    filename = f"<frontend-semantics-{abs(hash(src))}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    exec(compile(src, filename, "exec"), ns)
+    with pytest.raises(triton.CompilationError) as info:
+        generate_ir(ns["kernel"], {"X": from_signature("*fp32")}, {})
+    return info.value
+
+
+@pytest.mark.parametrize("body,cause", [
+    ("tl.program_id(3)", "program_id axis must be 0, 1, or 2 but got 3"),
+    ("tl.expand_dims(tl.arange(0, 4), -3)", "invalid axis -3. Expected -2 <= axis < 2"),
+    ("tl.expand_dims(tl.arange(0, 4), (0, -3))", r"duplicate axes, normalized axes = [0, 0]"),
+    ("tl.expand_dims(tl.sum(tl.arange(0, 4)), 1)", "invalid axis 1. Expected -1 <= axis < 1"),
+    ("tl.arange(0, 4).to(tl.uint32) % tl.arange(0, 4)",
+     "Cannot use /, //, or % with uint32 and int32 because they have different signedness"),
+    ("tl.arange(0, 4).to(tl.uint8) + (-1)", "between an unsigned tensor (uint8) and a negative scalar (-1)"),
+])
+def test_error_cause_carries_the_message(body, cause):
+    err = _compile_error(body)
+    assert cause in str(err.__cause__) and cause in str(err)
+    assert err.__cause__.__traceback__ is None          # the compiler's frames are not the user's
+    assert err.source_line.strip() == body and ":6:" in str(err)
+
+
+def test_unsupported_tensor_index():
+    err = _compile_error("X[10:]")
+    assert "unsupported tensor index: slice(10, None, None)" in str(err)
+
+
+def test_expand_dims_with_many_axes(interpret):
+    @triton.jit
+    def kernel(X, N: tl.constexpr):
+        offs = tl.arange(0, N)
+        t = tl.expand_dims(offs, (-4, 2, -1))
+        tl.static_assert(t.shape == [1, N, 1, 1])
+        t = tl.expand_dims(offs, (3, 1, 2))
+        tl.static_assert(t.shape == [N, 1, 1, 1])
+        t = tl.expand_dims(N, -1)
+        tl.static_assert(t.shape == [1])
+        tl.store(X + tl.reshape(t, [1]) - N, 1.0)
+
+    x = torch.zeros(1)
+    kernel[(1,)](x, N=8)
+    assert x.item() == 1.0
+
+
+# ---- the NVPTX backend ----------------------------------------------------------------------------
+
+PTX_CASES = {
+    "nested_return": (K.nested_return_kernel, dict.fromkeys(["Cond1", "Cond2", "Cond3", "Val1", "Val2", "Val3", "Out"], "*i32"), {}),
+    "return_under_static_if": (K.return_under_static_if_kernel, dict(ExitEarly="*i32", Out="*i32"), dict(DYNAMIC=True)),
+    "callee_returns": (K.callee_returns_kernel, dict(X="*i32", Out="*i32"), dict(N=4)),
+    "ifexp_effects": (K.ifexp_effects_kernel, dict(Flag="*i32", X="*fp32", Out="*fp32", Count="*i32"), dict(N=128)),
+    "static_range_kwargs": (K.static_range_kwargs_kernel, dict(Z="*i32"), dict(N=100, STEP=7)),
+    "literal_dtype": (K.literal_dtype_kernel, dict(Out="*i32"), dict(BLOCK=128)),
+    "uint_with_literal": (K.uint_with_literal_kernel, dict(X="*u8", Out="*u8"), dict(N=256)),
+    "topk_fp32": (K.topk_kernel, dict(X="*fp32", Z="*fp32"), dict(M=4, N=64, K=8)),
+    "topk_i32_rows": (K.topk_kernel, dict(X="*i32", Z="*i32"), dict(M=8, N=16, K=4)),
+    "topk_bf16_wide": (K.topk_kernel, dict(X="*bf16", Z="*bf16"), dict(M=1, N=1024, K=16)),
+    "topk_fp16_k1": (K.topk_kernel, dict(X="*fp16", Z="*fp16"), dict(M=2, N=512, K=1)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PTX_CASES))
+def test_ptx_assembles(name):
+    kern, sig, cx = PTX_CASES[name]
+    ck = triton.compile(kern, signature=sig, constexprs=cx, num_warps=4, target="sm_90")
+    rep = ptxas.report(ck.asm["ptx"])
+    assert "0 bytes spill stores" in rep, rep
+
+
+def test_conditional_stores_branch_in_ptx():
+    """The atomics of `a if c else b` sit behind a branch on `c`, one per side, and so does the
+    load of `tl.load(p) if c else -1.0` (LLVM may merge the two plain stores into one)."""
+    kern, sig, cx = PTX_CASES["ifexp_effects"]
+    ptx = triton.compile(kern, signature=sig, constexprs=cx, num_warps=4, target="sm_90").asm["ptx"]
+    first_branch = ptx.index("bra")
+    atomics = [i for i in range(len(ptx)) if ptx.startswith("atom.", i)]
+    assert len(atomics) == 2 and all(i > first_branch for i in atomics)
+    assert ptx.index("+512]") > first_branch       # X + N: 128 floats past X

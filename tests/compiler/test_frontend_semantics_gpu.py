@@ -1,0 +1,94 @@
+"""GPU runs of the front-end semantics kernels (returns in runtime ifs, conditional expressions with
+effects, tl.topk) against torch (run by the lead on an H100:
+`pytest -m gpu tests/compiler/test_frontend_semantics_gpu.py`).
+
+Fresh random inputs every run (the seed is printed), outputs poisoned before the launch."""
+from __future__ import annotations
+
+import itertools
+import secrets
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tests.compiler.kernels import frontend_semantics as K  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+DEV = "cuda"
+
+
+@pytest.fixture
+def gen():
+    seed = secrets.randbits(31)
+    print(f"seed={seed}")
+    return torch.Generator(device=DEV).manual_seed(seed)
+
+
+def _flag(v):
+    return torch.tensor([int(v)], dtype=torch.int32, device=DEV)
+
+
+def _rand(g, shape, dtype, lo, hi):
+    if dtype.is_floating_point:
+        return (torch.rand(shape, generator=g, device=DEV, dtype=torch.float64) * (hi - lo) + lo).to(dtype)
+    return torch.randint(lo, hi + 1, shape, generator=g, device=DEV, dtype=torch.int64).to(dtype)
+
+
+@pytest.mark.parametrize("c1,c2,c3", list(itertools.product([False, True], repeat=3)))
+def test_return_in_a_nested_runtime_if(c1, c2, c3):
+    out = _flag(-1)
+    K.nested_return_kernel[(1,)](_flag(c1), _flag(c2), _flag(c3), _flag(1), _flag(2), _flag(3), out)
+    assert out.item() == ((1 if c2 else -1) if c1 else (2 if c3 else 3))
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_return_under_a_compile_time_if(dynamic):
+    out = _flag(-1)
+    K.return_under_static_if_kernel[(1,)](_flag(1), out, DYNAMIC=dynamic)
+    assert out.item() == (0 if dynamic else 1)
+    K.return_under_static_if_kernel[(1,)](_flag(0), out, DYNAMIC=dynamic)
+    assert out.item() == 1
+
+
+def test_callee_returns_at_several_depths(gen):
+    x = _rand(gen, (16,), torch.int32, -10, 10)
+    out = torch.full((16,), -123456, dtype=torch.int32, device=DEV)
+    K.callee_returns_kernel[(1,)](x, out, N=16)
+    assert torch.equal(out, torch.where(x < 5, torch.full_like(x, 5), x))
+
+
+@pytest.mark.parametrize("flag", [0, 1])
+def test_conditional_expression_runs_only_the_chosen_side(gen, flag):
+    N = 128
+    x = _rand(gen, (N + 1,), torch.float32, -1.0, 1.0)
+    out = torch.full((2 * N + 1,), float("nan"), device=DEV)
+    count = torch.zeros(2, dtype=torch.int32, device=DEV)
+    K.ifexp_effects_kernel[(1,)](_flag(flag), x, out, count, N=N)
+    stored, other = (out[:N], out[N:2 * N]) if flag else (out[N:2 * N], out[:N])
+    assert torch.equal(stored, x[:N]) and torch.isnan(other).all()
+    assert out[2 * N].item() == (x[N].item() if flag else -1.0)
+    assert count.tolist() == ([1, 0] if flag else [0, 1])
+
+
+def test_loop_bounds_by_keyword():
+    out = _flag(-1)
+    K.static_range_kwargs_kernel[(1,)](out, N=100, STEP=7)
+    assert out.item() == 2 * sum(range(0, 100, 7))
+
+
+def test_uint8_with_a_python_int_stays_uint8(gen):
+    x = _rand(gen, (256,), torch.uint8, 0, 255)
+    out = torch.full((256,), 77, dtype=torch.uint8, device=DEV)
+    K.uint_with_literal_kernel[(1,)](x, out, N=256)
+    assert torch.equal(out, ((x.to(torch.int64) + 200) % 256 // 3).to(torch.uint8))
+
+
+@pytest.mark.parametrize("M,N,k,nw", [(1, 8, 8, 1), (4, 64, 8, 4), (2, 512, 1, 8), (8, 16, 4, 4), (1, 1024, 16, 8)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.float16, torch.bfloat16])
+def test_topk(gen, M, N, k, nw, dtype):
+    x = _rand(gen, (M, N), dtype, -1000, 1000)
+    z = torch.full((M, k), 77, dtype=dtype, device=DEV)
+    K.topk_kernel[(1,)](x, z, M=M, N=N, K=k, num_warps=nw)
+    assert torch.equal(z, torch.topk(x, k).values)
