@@ -99,13 +99,11 @@ class CodeGenerator(ast.NodeVisitor):
             return result
         except (CompilationError, _Return):
             raise
-        except SemanticError as exc:
-            # the cause is the bare error, as in Triton (whose tests match `str(err.__cause__)`);
-            # without its traceback, which is the compiler's and not the user's
+        except SemanticError as exc:  # the cause is the bare message (as in Triton), without our frames
             raise self.error(node, str(exc)) from exc.with_traceback(None)
         except (TypeError, ValueError, IndexError, KeyError, ZeroDivisionError, AttributeError, AssertionError,
                 OverflowError) as exc:
-            raise self.error(node, f"{type(exc).__name__}: {exc}") from exc.with_traceback(None)
+            raise self.error(node, f"{type(exc).__name__}: {exc}") from None
         except RecursionError:
             # nested expressions and @jit calls (inlined here) add up on the Python stack: refuse at
             # the deepest node that still has room to say so

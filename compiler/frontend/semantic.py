@@ -460,9 +460,11 @@ def mod(b, x, y):
 
 def _int_binary(name):
     def op(b, x, y):
+        given = [v.dtype if is_value(v) else literal_type(v) for v in (x, y)]
         x, y = binary_operands(b, x, y)
-        if not x.dtype.is_int():
-            raise SemanticError(f"operator {name} needs integer operands, got {x.dtype}")
+        if not x.dtype.is_int():   # Triton's wording, which its tests match
+            raise SemanticError(f"invalid operands of type {given[0]} and {given[1]}: operator {name} needs "
+                                f"integer operands")
         return b.value(name, [x, y], x.type)
     return op
 
