@@ -137,7 +137,9 @@ def test_small_int_types(gen):
     assert out[B:2 * B].tolist() == ((an * 2) % 256).tolist()
     assert out[2 * B:3 * B].tolist() == (a.numpy().astype(np.int8) >> 1).astype(np.int64).tolist()
     assert out[3 * B:4 * B].tolist() == (an >> 1).tolist()
-    assert out[4 * B:].tolist() == (an * 2).tolist()  # Triton: bool < uint < int < fp kinds, so no uint8 wrap
+    # Triton 3.6 (its interpreter prints uint8): kinds are bool < integer < float, so the int stays out
+    # of the promotion and uint8 * 2 wraps at 8 bits
+    assert out[4 * B:].tolist() == ((an * 2) % 256).tolist()
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])

@@ -150,7 +150,7 @@ def int_types_kernel(a_ptr, b_ptr, out_ptr, BLOCK: tl.constexpr):
     b = tl.load(b_ptr + offs)  # int16
     tl.store(out_ptr + offs, a + b)  # uint8 + int16 -> int16
     tl.store(out_ptr + BLOCK + offs, (a + a).to(tl.int16))  # uint8 + uint8 wraps at 8 bits
-    tl.store(out_ptr + 4 * BLOCK + offs, (a * 2).to(tl.int16))  # a Python int is 'int' kind: uint8 * 2 -> int32
+    tl.store(out_ptr + 4 * BLOCK + offs, (a * 2).to(tl.int16))  # a Python int takes the block's type: uint8 * 2 wraps
     tl.store(out_ptr + 2 * BLOCK + offs, (a.to(tl.int8) >> 1).to(tl.int16))  # arithmetic shift of int8
     tl.store(out_ptr + 3 * BLOCK + offs, (a >> 1).to(tl.int16))  # logical shift of uint8
 
