@@ -11,6 +11,7 @@ from .dtypes import (  # noqa: F401
 
 float8e4m3fn = float8e4nv
 float8e5m2 = float8e5
+pi32_t = pointer_type(int32)   # Triton's name for a pointer to int32
 
 
 def str_to_ty(name: str, c=None):

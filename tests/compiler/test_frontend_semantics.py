@@ -164,6 +164,14 @@ def test_uint8_with_a_python_int_stays_uint8(interpret, gen):
     assert torch.equal(out, ((x.to(torch.int64) + 200) % 256 // 3).to(torch.uint8))
 
 
+def test_pointers_of_tl_pi32_t_are_selected_and_stored_as_integers(interpret, gen):
+    a, b = rand(gen, (64,), torch.int64, 0, 2**40), rand(gen, (64,), torch.int64, 0, 2**40)
+    cond = rand(gen, (64,), torch.bool)
+    out = poisoned((64,), torch.int64)
+    K.where_pointers_kernel[(1,)](cond, a, b, out, N=64)
+    assert tl.pi32_t == tl.pointer_type(tl.int32) and torch.equal(out, torch.where(cond, a, b))
+
+
 # ---- tl.topk ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("M,N,k", [(1, 8, 8), (4, 64, 8), (2, 512, 1), (8, 16, 4)])
@@ -245,6 +253,7 @@ PTX_CASES = {
     "static_range_kwargs": (K.static_range_kwargs_kernel, dict(Z="*i32"), dict(N=100, STEP=7)),
     "literal_dtype": (K.literal_dtype_kernel, dict(Out="*i32"), dict(BLOCK=128)),
     "uint_with_literal": (K.uint_with_literal_kernel, dict(X="*u8", Out="*u8"), dict(N=256)),
+    "where_pointers": (K.where_pointers_kernel, dict(Cond="*i1", A="*i64", B="*i64", Out="*i64"), dict(N=256)),
     "topk_fp32": (K.topk_kernel, dict(X="*fp32", Z="*fp32"), dict(M=4, N=64, K=8)),
     "topk_i32_rows": (K.topk_kernel, dict(X="*i32", Z="*i32"), dict(M=8, N=16, K=4)),
     "topk_bf16_wide": (K.topk_kernel, dict(X="*bf16", Z="*bf16"), dict(M=1, N=1024, K=16)),

@@ -92,3 +92,11 @@ def test_topk(gen, M, N, k, nw, dtype):
     z = torch.full((M, k), 77, dtype=dtype, device=DEV)
     K.topk_kernel[(1,)](x, z, M=M, N=N, K=k, num_warps=nw)
     assert torch.equal(z, torch.topk(x, k).values)
+
+
+def test_pointers_of_tl_pi32_t_are_selected_and_stored_as_integers(gen):
+    a, b = _rand(gen, (256,), torch.int64, 0, 2**40), _rand(gen, (256,), torch.int64, 0, 2**40)
+    cond = _rand(gen, (256,), torch.int32, 0, 1).bool()
+    out = torch.full((256,), -123456, dtype=torch.int64, device=DEV)
+    K.where_pointers_kernel[(1,)](cond, a, b, out, N=256)
+    assert torch.equal(out, torch.where(cond, a, b))

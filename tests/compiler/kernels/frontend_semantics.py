@@ -100,3 +100,12 @@ def topk_kernel(X, Z, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
     x = tl.load(X + offs_m[:, None] * N + tl.arange(0, N)[None, :])
     z = tl.topk(x, K)
     tl.store(Z + offs_m[:, None] * K + tl.arange(0, K)[None, :], z)
+
+
+@triton.jit
+def where_pointers_kernel(Cond, A, B, Out, N: tl.constexpr):
+    """Integers cast to `tl.pi32_t` (Triton's int32-pointer type), selected, stored back as integers."""
+    offs = tl.arange(0, N)
+    a = tl.load(A + offs).to(tl.pi32_t)
+    b = tl.load(B + offs).to(tl.pi32_t)
+    tl.store(Out + offs, tl.where(tl.load(Cond + offs), a, b))
