@@ -20,6 +20,7 @@ from .runtime.source import jit_from_source  # noqa: E402
 from .runtime.allocator import set_allocator  # noqa: E402
 from .runtime.tensor_wrapper import TensorWrapper, reinterpret  # noqa: E402
 from . import testing  # noqa: E402
+from .language.core import must_use_result  # noqa: E402
 
 
 def cdiv(x: int, y: int) -> int:
@@ -42,4 +43,4 @@ next_power_of_2.__blocktune_host_helper__ = True
 __all__ = ["jit", "JITFunction", "autotune", "heuristics", "Config", "Autotuner", "Heuristics",
            "compile", "CompiledKernel", "jit_from_source", "TensorWrapper", "reinterpret", "cdiv", "next_power_of_2",
            "CompilationError", "OutOfResources", "TritonError", "AutotunerError", "CompileTimeAssertionFailure",
-           "testing", "language", "runtime", "set_allocator", "__version__"]
+           "testing", "language", "runtime", "set_allocator", "must_use_result", "__version__"]

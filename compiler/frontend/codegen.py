@@ -140,6 +140,8 @@ class CodeGenerator(ast.NodeVisitor):
     def visit_Expr(self, node):
         if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
             return  # docstring
+        if isinstance(node.value, ast.Call):
+            node.value.result_unused = True    # for @must_use_result functions (visit_Call)
         value = self.visit(node.value)
         call = node.value
         if isinstance(call, ast.Call) and call.args and isinstance(call.args[0], ast.Name) and is_value(value) \
@@ -856,6 +858,10 @@ class CodeGenerator(ast.NodeVisitor):
 
     def visit_Call(self, node):
         fn = self.visit(node.func)
+        must_use = getattr(fn, "_must_use_result", False)
+        if must_use and getattr(node, "result_unused", False):
+            why = f" {must_use}" if isinstance(must_use, str) else ""
+            raise self.error(node, f"The result of {ast.unparse(node.func)} is not being used.{why}")
         args = []
         for a in node.args:
             if isinstance(a, ast.Starred):

@@ -34,6 +34,15 @@ class constexpr:
         return hash(self.value)
 
 
+def must_use_result(x, s=True):
+    """`@must_use_result("why")` on a @jit function (or builtin): a call whose result is dropped
+    (`f(x)` as a statement) is a compile error, with `why` appended to the message (Triton's API)."""
+    if isinstance(x, str):
+        return lambda fn: must_use_result(fn, x)
+    x._must_use_result = s
+    return x
+
+
 def builtin(fn):
     """Mark a `tl` function as lowered by the compiler."""
     name = fn.__name__
@@ -227,6 +236,8 @@ def atomic_cas(pointer, cmp, val, sem=None, scope=None): ...
 def debug_barrier(): ...
 @builtin
 def make_block_ptr(base, shape, strides, offsets, block_shape, order): ...
+@must_use_result("Note that tl.advance does not have any side effects. To move the block pointer, you need to "
+                 "assign the result of tl.advance to a variable.")
 @builtin
 def advance(base, offsets): ...
 @builtin

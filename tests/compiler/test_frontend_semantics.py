@@ -278,3 +278,41 @@ def test_conditional_stores_branch_in_ptx():
     atomics = [i for i in range(len(ptx)) if ptx.startswith("atom.", i)]
     assert len(atomics) == 2 and all(i > first_branch for i in atomics)
     assert ptx.index("+512]") > first_branch       # X + N: 128 floats past X
+
+
+# ---- @must_use_result ---------------------------------------------------------------------------
+
+@triton.must_use_result("Square it into a variable.")
+@triton.jit
+def _square(x):
+    return x * x
+
+
+def test_a_dropped_must_use_result_is_an_error():
+    @triton.jit
+    def dropped(X):
+        x = tl.load(X)
+        _square(x)
+
+    @triton.jit
+    def kept(X):
+        x = _square(tl.load(X))
+        tl.store(X, x)
+
+    generate_ir(kept, {"X": from_signature("*fp32")}, {})
+    with pytest.raises(triton.CompilationError, match=r"The result of _square is not being used\. Square it into a "
+                                                      r"variable\.") as info:
+        generate_ir(dropped, {"X": from_signature("*fp32")}, {})
+    assert info.value.source_line.strip() == "_square(x)"
+
+
+def test_a_dropped_tl_advance_is_an_error():
+    @triton.jit
+    def kernel(X, N):
+        p = tl.make_block_ptr(X, (N,), (1,), (0,), (16,), (0,))
+        tl.advance(p, (16,))
+        tl.store(p, tl.zeros((16,), tl.float32), boundary_check=(0,))
+
+    with pytest.raises(triton.CompilationError, match="The result of tl.advance is not being used. Note that "
+                                                      "tl.advance does not have any side effects"):
+        generate_ir(kernel, {"X": from_signature("*fp32"), "N": from_signature("i32")}, {})
