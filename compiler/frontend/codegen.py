@@ -800,8 +800,6 @@ class CodeGenerator(ast.NodeVisitor):
         cond = self.visit(node.test)
         if not is_value(cond):
             return self.visit(node.body if cond else node.orelse)
-        if cond.is_block:
-            return S.where(self.b, cond, self.visit(node.body), self.visit(node.orelse))
         # Each side runs only when chosen, as in Triton (an if op): `tl.store(p, x) if c else
         # tl.store(q, y)` stores once, `tl.load(p) if ok else 0` loads only when ok. Sides that
         # compute without effects are spliced in before a select instead.
@@ -814,6 +812,10 @@ class CodeGenerator(ast.NodeVisitor):
             finally:
                 self.b.block = outer
         tv, ev = sides
+        effects = any(_has_effect(op) for block in blocks for op in block.walk())
+        if cond.is_block and (effects or tv is None or ev is None):
+            raise self.error(node, "a conditional expression on a block condition would run both sides, and a side "
+                                   "loads, stores or calls an atomic; use tl.where on values, or a mask= argument")
         if tv is None and ev is None:
             for block in blocks:
                 block.ops.append(ir.Op("yield", [], [], loc=self.b.loc))
@@ -821,7 +823,7 @@ class CodeGenerator(ast.NodeVisitor):
             return None
         if tv is None or ev is None:
             raise self.error(node, "one side of the conditional expression has a value and the other has none")
-        if not any(_has_effect(op) for block in blocks for op in block.walk()):
+        if not effects:
             for block in blocks:
                 outer.ops.extend(block.ops)
             return S.where(self.b, cond, tv, ev)

@@ -316,3 +316,26 @@ def test_a_dropped_tl_advance_is_an_error():
     with pytest.raises(triton.CompilationError, match="The result of tl.advance is not being used. Note that "
                                                       "tl.advance does not have any side effects"):
         generate_ir(kernel, {"X": from_signature("*fp32"), "N": from_signature("i32")}, {})
+
+
+def test_conditional_expression_on_a_block_with_effects_is_refused():
+    @triton.jit
+    def kernel(X, Y):
+        offs = tl.arange(0, 16)
+        m = offs < 8
+        tl.store(Y + offs, tl.load(X + offs) if m else 0.0)
+
+    with pytest.raises(triton.CompilationError, match="on a block condition would run both sides"):
+        generate_ir(kernel, {"X": from_signature("*fp32"), "Y": from_signature("*fp32")}, {})
+
+
+def test_conditional_expression_on_a_block_of_values_is_a_select(interpret, gen):
+    @triton.jit
+    def kernel(X, Y):
+        offs = tl.arange(0, 16)
+        x = tl.load(X + offs)
+        tl.store(Y + offs, x * 2 if x > 0 else -x)
+
+    x, y = rand(gen, (16,), torch.float32), poisoned((16,), torch.float32)
+    kernel[(1,)](x, y)
+    assert torch.equal(y, torch.where(x > 0, x * 2, -x))
