@@ -62,9 +62,16 @@ def philox(seed, c0, c1, c2, c3, n_rounds: tl.constexpr = N_ROUNDS_DEFAULT):
 
 @library
 def randint4x(seed, offset, n_rounds: tl.constexpr = N_ROUNDS_DEFAULT):
-    """Four blocks of random unsigned integers for a seed and a block of offsets."""
-    zero = offset * 0
-    return philox(seed, offset, zero, zero, zero, n_rounds)
+    """Four blocks of random uint32 for a seed and a block of offsets. As in Triton 3.6 the counter
+    is 32-bit words: a 64-bit offset gives its low and high words (c0, c1), so an int64 offset
+    below 2**32 draws the same numbers as the int32 one."""
+    offset_lo = offset.to(uint32)
+    zero = offset_lo * 0
+    if offset.dtype.primitive_bitwidth > 32:
+        offset_hi = (offset >> 32).to(uint32)
+    else:
+        offset_hi = zero
+    return philox(seed, offset_lo, offset_hi, zero, zero, n_rounds)
 
 
 @library

@@ -54,17 +54,16 @@ def philox32_blocks(counters, key, rounds=10):
 
 
 def randint4x(seed: int, offsets, width=32):
-    """tl.randint4x(seed, offsets) for a 1-D array of offsets: a (4, n) array of unsigned words.
-    32-bit offsets are keyed by the seed's low and high halves, 64-bit ones by (seed, 0)."""
+    """tl.randint4x(seed, offsets) for a 1-D array of `width`-bit offsets: a (4, n) array of uint32.
+    Philox4x32 keyed by the seed's low and high halves; the counter is (offset's low word, its high
+    word for 64-bit offsets else 0, 0, 0), as in Triton 3.6."""
     seed &= 2**64 - 1
-    offsets = np.asarray(offsets).ravel()
-    if width == 32:
-        counters = np.zeros((4, offsets.size), dtype=np.uint64)
-        counters[0] = offsets.astype(np.int64).astype(np.uint64) & np.uint64(0xFFFFFFFF)
-        return philox32_blocks(counters, (seed & 0xFFFFFFFF, seed >> 32))
-    mask = (1 << width) - 1
-    words = [philox((int(o) & mask, 0, 0, 0), (seed, 0), width) for o in offsets]
-    return np.array(words, dtype=np.uint64).T.copy()
+    offsets = np.asarray(offsets).ravel().astype(np.int64).astype(np.uint64)
+    counters = np.zeros((4, offsets.size), dtype=np.uint64)
+    counters[0] = offsets & np.uint64(0xFFFFFFFF)
+    if width == 64:
+        counters[1] = offsets >> np.uint64(32)
+    return philox32_blocks(counters, (seed & 0xFFFFFFFF, seed >> 32))
 
 
 def uniform(words):

@@ -94,6 +94,19 @@ def test_randint(width, seed, const_seed):
 
 
 @pytest.mark.usefixtures("interpret")
+@pytest.mark.parametrize("base", [0, 2**32 - 8, 2**32, 3 * 2**40 + 5])
+def test_randint_of_64_bit_offsets_counts_with_both_words(base):
+    """Triton 3.6: an int64 offset is (low word, high word) of a Philox4x32 counter, so offsets
+    under 2**32 draw what int32 offsets draw, and offsets past it differ by their high word."""
+    x = torch.full((64,), -7, dtype=torch.int64)
+    K.randint_far_offsets_kernel[(1,)](x, base, 1234, BLOCK=64)
+    offsets = np.arange(base, base + 64, dtype=np.uint64)
+    np.testing.assert_array_equal(x.numpy(), ref.randint4x(1234, offsets.view(np.int64), 64)[0].astype(np.int64))
+    if base + 64 <= 2**32:
+        np.testing.assert_array_equal(x.numpy(), ref.randint4x(1234, offsets, 32)[0].astype(np.int64))
+
+
+@pytest.mark.usefixtures("interpret")
 def test_randint4x_with_a_seed_loaded_at_run_time(rng):
     seed = int(rng.integers(0, 2**31))
     n = 200

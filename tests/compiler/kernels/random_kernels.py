@@ -24,7 +24,8 @@ def philox_block_kernel(counter_ptr, key_ptr, out_ptr, BLOCK: tl.constexpr, WORD
 
 @triton.jit
 def randint_kernel(X, N, seed, BLOCK: tl.constexpr):
-    """As Triton's test: offsets of X's integer type (int32 → Philox4x32, int64 → Philox4x64)."""
+    """As Triton's test: offsets of X's integer type (Philox4x32 either way; an int64 offset gives
+    its low and high words)."""
     pid = tl.program_id(0).to(X.dtype.element_ty)
     offset = pid * BLOCK + tl.arange(0, BLOCK)
     tl.store(X + offset, tl.randint(seed, offset), mask=offset < N)
@@ -97,3 +98,10 @@ def rand_block_seed_kernel(X, S, BLOCK: tl.constexpr):
     """A seed per element: a block of seeds keys each offset's Philox separately."""
     offset = tl.arange(0, BLOCK)
     tl.store(X + offset, tl.rand(tl.load(S + offset), offset))
+
+
+@triton.jit
+def randint_far_offsets_kernel(X, base, seed, BLOCK: tl.constexpr):
+    """Offsets base + i with a 64-bit base (past 2**32: the high word is in the Philox counter)."""
+    i = tl.arange(0, BLOCK)
+    tl.store(X + i, tl.randint(seed, base + i.to(tl.int64)))
