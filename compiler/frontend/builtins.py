@@ -527,10 +527,12 @@ def _combine_axis(gen, node, axis, rank, what):
 def reduce_(gen, node, input, axis, combine_fn, keep_dims=False):
     xs = _combine_inputs(gen, input, "tl.reduce")
     if axis is None:
+        if keep_dims:   # over every axis, each kept with length 1 (as Triton)
+            outs = reduce_(gen, node, tuple(xs), None, combine_fn)
+            outs = tuple(S.reshape(gen.b, r, (1,) * len(xs[0].shape)) for r in outs)
+            return outs if isinstance(input, (tuple, list)) else outs[0]
         xs = tuple(S.reshape(gen.b, x, (x.type.numel,)) for x in xs)
         axis = 0
-        if keep_dims:
-            raise SemanticError("tl.reduce: keep_dims=True needs an axis")
     axis = _combine_axis(gen, node, axis, len(xs[0].shape), "tl.reduce")
     region = _combine_region(gen, node, combine_fn, [x.dtype for x in xs])
     shape = xs[0].shape[:axis] + xs[0].shape[axis + 1:]

@@ -716,9 +716,10 @@ def reduce(b, x, axis, kind, keep_dims=False, dtype=None, tie_break_left=True):
     if not x.is_block:
         x = splat(b, x, (1,))
     if axis is None:
+        if keep_dims:   # over every axis, each kept with length 1 (as Triton)
+            ones = (1,) * len(x.shape)
+            return reshape(b, reduce(b, x, None, kind, False, dtype, tie_break_left), ones)
         x, axis = _reduce_all(b, x)
-        if keep_dims:
-            raise SemanticError("keep_dims=True needs an axis")
     rank = len(x.shape)
     if axis < 0:
         axis += rank

@@ -339,3 +339,36 @@ def test_conditional_expression_on_a_block_of_values_is_a_select(interpret, gen)
     x, y = rand(gen, (16,), torch.float32), poisoned((16,), torch.float32)
     kernel[(1,)](x, y)
     assert torch.equal(y, torch.where(x > 0, x * 2, -x))
+
+
+# ---- reductions over every axis, keeping them ----------------------------------------------------
+
+@triton.jit
+def _reduce_all_keep_dims_kernel(X, Out, M: tl.constexpr, N: tl.constexpr):
+    x = tl.load(X + tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :])
+    mx = tl.max(x, axis=None, keep_dims=True)
+    tl.static_assert(mx.shape == [1, 1])
+    s = tl.reduce(x, None, _add, keep_dims=True)
+    tl.static_assert(s.shape == [1, 1])
+    z = tl.zeros([1, 1], dtype=tl.int32)
+    tl.store(Out + z, mx)
+    tl.store(Out + 1 + z, s)
+
+
+@triton.jit
+def _add(a, b):
+    return a + b
+
+
+def test_reduction_over_every_axis_keeps_dims(interpret, gen):
+    x = rand(gen, (4, 8), torch.float32)
+    out = poisoned((2,), torch.float32)
+    _reduce_all_keep_dims_kernel[(1,)](x, out, M=4, N=8)
+    assert out[0].item() == x.max().item()
+    torch.testing.assert_close(out[1], x.sum(), rtol=1e-6, atol=1e-6)
+
+
+def test_reduction_over_every_axis_keeping_dims_assembles():
+    ck = triton.compile(_reduce_all_keep_dims_kernel, signature=dict(X="*fp32", Out="*fp32"),
+                        constexprs=dict(M=32, N=64), num_warps=4, target="sm_90")
+    assert "0 bytes spill stores" in ptxas.report(ck.asm["ptx"])
