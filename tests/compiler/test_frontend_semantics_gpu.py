@@ -6,34 +6,19 @@ Fresh random inputs every run (the seed is printed), outputs poisoned before the
 from __future__ import annotations
 
 import itertools
-import secrets
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
 from tests.compiler.kernels import frontend_semantics as K  # noqa: E402
+from tests.compiler.kernels.gpu_util import DEV, gen, poisoned, rand  # noqa: E402,F401
 
 pytestmark = pytest.mark.gpu
-
-DEV = "cuda"
-
-
-@pytest.fixture
-def gen():
-    seed = secrets.randbits(31)
-    print(f"seed={seed}")
-    return torch.Generator(device=DEV).manual_seed(seed)
 
 
 def _flag(v):
     return torch.tensor([int(v)], dtype=torch.int32, device=DEV)
-
-
-def _rand(g, shape, dtype, lo, hi):
-    if dtype.is_floating_point:
-        return (torch.rand(shape, generator=g, device=DEV, dtype=torch.float64) * (hi - lo) + lo).to(dtype)
-    return torch.randint(lo, hi + 1, shape, generator=g, device=DEV, dtype=torch.int64).to(dtype)
 
 
 @pytest.mark.parametrize("c1,c2,c3", list(itertools.product([False, True], repeat=3)))
@@ -53,8 +38,8 @@ def test_return_under_a_compile_time_if(dynamic):
 
 
 def test_callee_returns_at_several_depths(gen):
-    x = _rand(gen, (16,), torch.int32, -10, 10)
-    out = torch.full((16,), -123456, dtype=torch.int32, device=DEV)
+    x = rand(gen, (16,), torch.int32, -10, 10)
+    out = poisoned((16,), torch.int32)
     K.callee_returns_kernel[(1,)](x, out, N=16)
     assert torch.equal(out, torch.where(x < 5, torch.full_like(x, 5), x))
 
@@ -62,8 +47,8 @@ def test_callee_returns_at_several_depths(gen):
 @pytest.mark.parametrize("flag", [0, 1])
 def test_conditional_expression_runs_only_the_chosen_side(gen, flag):
     N = 128
-    x = _rand(gen, (N + 1,), torch.float32, -1.0, 1.0)
-    out = torch.full((2 * N + 1,), float("nan"), device=DEV)
+    x = rand(gen, (N + 1,), torch.float32, -1.0, 1.0)
+    out = poisoned((2 * N + 1,), torch.float32)
     count = torch.zeros(2, dtype=torch.int32, device=DEV)
     K.ifexp_effects_kernel[(1,)](_flag(flag), x, out, count, N=N)
     stored, other = (out[:N], out[N:2 * N]) if flag else (out[N:2 * N], out[:N])
@@ -79,8 +64,8 @@ def test_loop_bounds_by_keyword():
 
 
 def test_uint8_with_a_python_int_stays_uint8(gen):
-    x = _rand(gen, (256,), torch.uint8, 0, 255)
-    out = torch.full((256,), 77, dtype=torch.uint8, device=DEV)
+    x = rand(gen, (256,), torch.uint8, 0, 255)
+    out = poisoned((256,), torch.uint8)
     K.uint_with_literal_kernel[(1,)](x, out, N=256)
     assert torch.equal(out, ((x.to(torch.int64) + 200) % 256 // 3).to(torch.uint8))
 
@@ -88,15 +73,15 @@ def test_uint8_with_a_python_int_stays_uint8(gen):
 @pytest.mark.parametrize("M,N,k,nw", [(1, 8, 8, 1), (4, 64, 8, 4), (2, 512, 1, 8), (8, 16, 4, 4), (1, 1024, 16, 8)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.float16, torch.bfloat16])
 def test_topk(gen, M, N, k, nw, dtype):
-    x = _rand(gen, (M, N), dtype, -1000, 1000)
-    z = torch.full((M, k), 77, dtype=dtype, device=DEV)
+    x = rand(gen, (M, N), dtype, -1000, 1000)
+    z = poisoned((M, k), dtype)
     K.topk_kernel[(1,)](x, z, M=M, N=N, K=k, num_warps=nw)
     assert torch.equal(z, torch.topk(x, k).values)
 
 
 def test_pointers_of_tl_pi32_t_are_selected_and_stored_as_integers(gen):
-    a, b = _rand(gen, (256,), torch.int64, 0, 2**40), _rand(gen, (256,), torch.int64, 0, 2**40)
-    cond = _rand(gen, (256,), torch.int32, 0, 1).bool()
-    out = torch.full((256,), -123456, dtype=torch.int64, device=DEV)
+    a, b = rand(gen, (256,), torch.int64, 0, 2**40), rand(gen, (256,), torch.int64, 0, 2**40)
+    cond = rand(gen, (256,), torch.int32, 0, 1).bool()
+    out = poisoned((256,), torch.int64)
     K.where_pointers_kernel[(1,)](cond, a, b, out, N=256)
     assert torch.equal(out, torch.where(cond, a, b))

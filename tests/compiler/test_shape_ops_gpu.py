@@ -6,38 +6,15 @@ the launch, references in float64 where rounding matters.
 """
 from __future__ import annotations
 
-import secrets
-
 import pytest
 
 torch = pytest.importorskip("torch")
 
 from tests.compiler.kernels import shape_ops as SK  # noqa: E402
 from tests.compiler.kernels import shape_refs as R  # noqa: E402
+from tests.compiler.kernels.gpu_util import DEV, gen, poisoned, rand  # noqa: E402,F401
 
 pytestmark = pytest.mark.gpu
-
-DEV = "cuda"
-
-
-@pytest.fixture
-def gen():
-    seed = secrets.randbits(31)
-    print(f"seed={seed}")
-    return torch.Generator(device=DEV).manual_seed(seed)
-
-
-def rand(g, shape, dtype, lo=-1.0, hi=1.0):
-    if dtype.is_floating_point:
-        return (torch.rand(shape, generator=g, device=DEV, dtype=torch.float64) * (hi - lo) + lo).to(dtype)
-    return torch.randint(int(lo), int(hi) + 1, shape, generator=g, device=DEV, dtype=torch.int64).to(dtype)
-
-
-def poisoned(shape, dtype):
-    if dtype.is_floating_point:
-        return torch.full(shape, float("nan"), device=DEV, dtype=dtype)
-    return torch.full(shape, 77 if dtype == torch.uint8 else -123456 % (1 << 7) if dtype == torch.int8 else -123456,
-                      device=DEV, dtype=dtype)
 
 
 @pytest.mark.parametrize("M,N,nw", [(1, 4, 1), (4, 8, 1), (16, 32, 4), (64, 64, 8)])
