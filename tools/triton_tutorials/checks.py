@@ -2,7 +2,7 @@
 
 The tutorials check their kernels in three ways, and the report counts all of them:
 - statements: `assert torch.allclose(...)`, `torch.testing.assert_close(...)` (check_sites finds
-  their lines; the harness records which of them ran);
+  their lines; the harness records which of them ran); other asserts check inputs, not results;
 - printed comparisons: "✅ Triton and Torch match" / "❌ Triton and Torch differ" (03, 09), and
   "The maximum difference between torch and triton is X" (01, 07), which passes when X <= MAX_DIFF;
 - pytest tests: `test_*` functions whose arguments are all parametrized (06's `test_op`). A
@@ -23,7 +23,17 @@ MAX_DIFF = 1e-5
 _MAX_DIFF_LINE = re.compile(r"maximum difference between torch and triton is\s+(?:tensor\()?\s*([-+0-9.eE]+|nan|inf)",
                             re.IGNORECASE)
 PASS_MARK, FAIL_MARK, SKIP_MARK = "✅", "❌", "⭕"
+# calls that check by themselves, and comparisons that make an `assert` a check (an assert of
+# anything else, such as `assert a.is_contiguous()` or `assert x.is_cuda`, checks the inputs)
 _CHECK_CALLS = ("assert_close", "assert_allclose", "assert_equal", "assert_array_equal")
+_COMPARISONS = _CHECK_CALLS + ("allclose", "isclose", "equal", "array_equal")
+
+
+def _call_name(node: ast.AST) -> str:
+    if not isinstance(node, ast.Call):
+        return ""
+    func = node.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
 
 
 @dataclass(frozen=True)
@@ -33,16 +43,15 @@ class PrintedCheck:
 
 
 def check_sites(source: str) -> list[int]:
-    """The lines of the tutorial's check statements: `assert ...` and calls of assert_close & co."""
+    """The lines of the tutorial's check statements: asserts of a comparison
+    (`assert torch.allclose(...)`) and calls of assert_close & co."""
     lines = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Assert):
-            lines.add(node.lineno)
-        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
-            func = node.value.func
-            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-            if name in _CHECK_CALLS:
+            if any(_call_name(n) in _COMPARISONS for n in ast.walk(node.test)):
                 lines.add(node.lineno)
+        elif isinstance(node, ast.Expr) and _call_name(node.value) in _CHECK_CALLS:
+            lines.add(node.lineno)
     return sorted(lines)
 
 

@@ -141,7 +141,7 @@ def read_tests(junit: Path) -> TestsResult:
             res.skipped += 1
         else:
             res.failed += 1
-            res.first_error = res.first_error or f"{case.name.split('::')[-1]}: {case.message}"
+            res.first_error = res.first_error or f"{case.name.rsplit('::', 1)[-1] or 'collection'}: {case.message}"
     return res
 
 
