@@ -2,12 +2,13 @@
 own checks against torch passed.
 
     python -m tools.triton_tutorials.runner TRITON_CHECKOUT [--gpu] [--only 01,06] [--timeout S]
-        [--cases-per-test N] [--out DIR] [--markdown FILE]
+        [--cases-per-test N] [--benchmarks run|skip] [--out DIR] [--markdown FILE] [--quiet]
 
 Each tutorial (python/tutorials/0[1-9]-*.py of the checkout, unchanged) runs in a child process
 (harness.py) with the `triton` shim first on PYTHONPATH; then its pytest tests, if it has any,
 run under pytest in another. On the CPU (the default) kernels run in blocktune's interpreter and
-the `perf_report` benchmarks are skipped; with --gpu they run on the GPU and print their tables.
+the `perf_report` benchmarks are skipped; with --gpu they run on the GPU and print their tables
+(--benchmarks skip leaves them out there too: the correctness parts alone take a minute or two).
 """
 from __future__ import annotations
 
@@ -98,17 +99,17 @@ def judge_checks(harness: dict, output: str, source: str, tests: TestsResult | N
         return "failed", "; ".join(failures) + note
     if passed:
         return "passed", ", ".join(passed) + note
-    if sites or printed or (tests and tests.selected):
-        return "none", f"0/{len(sites)} check statements reached" + note
+    if sites or printed or (tests and tests.selected) or checks.prints_checks(source):
+        return "none", f"0/{len(sites)} check statements, no printed comparison reached" + note
     return "", "the tutorial checks nothing against torch"
 
 
-def _child_env(shim_dir: Path, plugins_dir: Path, gpu: bool) -> dict:
+def _child_env(shim_dir: Path, plugins_dir: Path, gpu: bool, benchmarks: str) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(shim_dir), str(plugins_dir), str(REPO)])
     interpret = "0" if gpu else "1"
     env["BLOCKTUNE_INTERPRET"] = env["TRITON_INTERPRET"] = interpret
-    env[BENCHMARKS_VAR] = "run" if gpu else "skip"
+    env[BENCHMARKS_VAR] = benchmarks
     env.setdefault("MPLBACKEND", "Agg")  # show_plots=True must not open a window
     env["PYTHONUNBUFFERED"] = "1"
     return env
@@ -143,7 +144,9 @@ def read_tests(junit: Path) -> TestsResult:
         bad = [c for c in tc if c.tag in ("failure", "error")]
         if bad:
             res.failed += 1
-            message = (bad[0].get("message") or bad[0].text or "").strip().splitlines()
+            message = (bad[0].get("message") or "").strip().splitlines()
+            if message in ([], ["collection failure"]):  # the exception is in the text's last E line
+                message = [ln[1:].strip() for ln in (bad[0].text or "").splitlines() if ln.startswith("E ")][-1:]
             res.first_error = res.first_error or f"{tc.get('name') or 'collection'}: {message[0] if message else ''}"
         elif any(c.tag == "skipped" for c in tc):
             res.skipped += 1
@@ -240,6 +243,8 @@ def main(argv=None) -> int:
                    help="keep at most N cases of each pytest test (default 2 on the CPU, all on the GPU)")
     p.add_argument("--out", type=Path, default=REPO / ".cache" / "triton-tutorials", help="logs and report.json")
     p.add_argument("--markdown", type=Path, help="also write the table as Markdown")
+    p.add_argument("--benchmarks", choices=("run", "skip"), default=None,
+                   help="run the perf_report benchmarks or skip them (default: run with --gpu, skip on the CPU)")
     p.add_argument("--quiet", action="store_true", help="don't echo the tutorials' output")
     a = p.parse_args(argv)
 
@@ -254,8 +259,9 @@ def main(argv=None) -> int:
     shim_dir, plugins_dir = a.out / "shim", a.out / "plugins"
     shim.build(checkout, shim_dir)
     shim.write_plugins(plugins_dir)
-    env = _child_env(shim_dir, plugins_dir, a.gpu)
-    mode = "GPU" if a.gpu else "CPU, interpreter, benchmarks skipped"
+    benchmarks = a.benchmarks or ("run" if a.gpu else "skip")
+    env = _child_env(shim_dir, plugins_dir, a.gpu, benchmarks)
+    mode = f"{'GPU' if a.gpu else 'CPU, interpreter'}, benchmarks {'run' if benchmarks == 'run' else 'skipped'}"
 
     reports = []
     for path in tutorials:
