@@ -62,11 +62,18 @@ print("❌ Triton and Torch differ" if not torch.allclose(add(x, y), x - y) else
 assert x.is_contiguous()
 assert torch.allclose(add(x, y), x - y), "off"
 ''',
-    # insists on CUDA before it checks anything
+    # insists on CUDA before it checks anything, also when pytest imports it for its test_op
     "03-cuda.py": KERNEL + '''
+import pytest
+
 out = add(x, y)
 assert x.is_cuda and out.is_cuda
 assert torch.allclose(out, x + y)
+
+
+@pytest.mark.parametrize("n", [1])
+def test_op(n):
+    pass
 ''',
     # pytest cases: parametrized test_op (one case of three fails); test_helper is not a pytest test
     "04-pytest.py": KERNEL + '''
@@ -152,7 +159,8 @@ def test_a_tutorial_that_insists_on_cuda_says_so(report):
     cuda = report["by_name"]["03-cuda"]
     assert cuda["status"] == "failed" and cuda["needs_cuda"]
     assert cuda["checks"] == "none" and cuda["check_detail"] == "0/1 check statements, no printed comparison reached"
-    assert "failed (needs CUDA)" in report["markdown"]
+    assert cuda["tests"]["selected"] == 0 and "is_cuda" in cuda["tests"]["collection_error"]
+    assert "| 03-cuda | failed (needs CUDA) |" in report["markdown"] and "not collected" in report["markdown"]
 
 
 def test_pytest_cases_are_run_and_counted(report):

@@ -43,6 +43,7 @@ class TestsResult:
     skipped: int = 0
     first_error: str = ""
     timed_out: bool = False
+    collection_error: str = ""  # the tutorial did not import under pytest: no case ran
 
 
 @dataclass
@@ -87,6 +88,8 @@ def judge_checks(harness: dict, output: str, source: str, tests: TestsResult | N
     failures += [p.text for p in printed if p.ok is False]
     if tests and tests.failed:
         failures.append(f"{tests.failed}/{tests.selected} pytest cases failed: {tests.first_error}")
+    if tests and tests.collection_error and not checks.needs_cuda(tests.collection_error, tests.collection_error):
+        failures.append(f"pytest could not import the tutorial: {tests.collection_error}")
     passed = [f"{len(reached)}/{len(sites)} check statements"] if reached else []
     printed_ok = [p for p in printed if p.ok]
     if printed_ok:
@@ -99,7 +102,7 @@ def judge_checks(harness: dict, output: str, source: str, tests: TestsResult | N
         return "failed", "; ".join(failures) + note
     if passed:
         return "passed", ", ".join(passed) + note
-    if sites or printed or (tests and tests.selected) or checks.prints_checks(source):
+    if sites or printed or tests is not None or checks.prints_checks(source):
         return "none", f"0/{len(sites)} check statements, no printed comparison reached" + note
     return "", "the tutorial checks nothing against torch"
 
@@ -140,14 +143,17 @@ def read_tests(junit: Path) -> TestsResult:
     if not junit.is_file():
         return res
     for tc in ET.parse(junit).getroot().iter("testcase"):
-        res.selected += 1
         bad = [c for c in tc if c.tag in ("failure", "error")]
+        message = (bad[0].get("message") or "").strip().splitlines() if bad else []
+        if bad and message in ([], ["collection failure"]):  # the exception is in the text's last E line
+            message = [ln[1:].strip() for ln in (bad[0].text or "").splitlines() if ln.startswith("E ")][-1:]
+        if bad and bad[0].get("message") == "collection failure":
+            res.collection_error = message[0] if message else "collection failure"
+            continue
+        res.selected += 1
         if bad:
             res.failed += 1
-            message = (bad[0].get("message") or "").strip().splitlines()
-            if message in ([], ["collection failure"]):  # the exception is in the text's last E line
-                message = [ln[1:].strip() for ln in (bad[0].text or "").splitlines() if ln.startswith("E ")][-1:]
-            res.first_error = res.first_error or f"{tc.get('name') or 'collection'}: {message[0] if message else ''}"
+            res.first_error = res.first_error or f"{tc.get('name')}: {message[0] if message else ''}"
         elif any(c.tag == "skipped" for c in tc):
             res.skipped += 1
         else:
@@ -204,14 +210,20 @@ def _status_text(r: TutorialReport) -> str:
     return r.status
 
 
+def _tests_text(tests: TestsResult | None) -> str:
+    if tests is None:
+        return ""
+    if tests.collection_error and not tests.selected:
+        return "not collected"
+    return f"{tests.passed}/{tests.selected} passed" + (" (timed out)" if tests.timed_out else "")
+
+
 def print_report(reports: list[TutorialReport], console: Console, mode: str) -> None:
     table = Table(title=f"Triton's tutorials on blocktune ({mode})")
     for col in ("tutorial", "run", "checks vs torch", "pytest", "benchmarks", "s"):
         table.add_column(col)
     for r in reports:
-        tests = "" if r.tests is None else f"{r.tests.passed}/{r.tests.selected} passed"
-        if r.tests is not None and r.tests.timed_out:
-            tests += " (timed out)"
+        tests = _tests_text(r.tests)
         bench = ", ".join([f"ran {len(r.benchmarks_ran)}"] * bool(r.benchmarks_ran)
                           + [f"skipped {len(r.benchmarks_skipped)}"] * bool(r.benchmarks_skipped))
         table.add_row(r.tutorial, _status_text(r), f"{r.checks or '-'}: {r.check_detail}", tests, bench, f"{r.seconds:.0f}")
@@ -226,7 +238,7 @@ def print_report(reports: list[TutorialReport], console: Console, mode: str) -> 
 def markdown(reports: list[TutorialReport], mode: str) -> str:
     out = [f"| tutorial ({mode}) | run | checks vs torch | pytest | first error |", "|---|---|---|---|---|"]
     for r in reports:
-        tests = "" if r.tests is None else f"{r.tests.passed}/{r.tests.selected}"
+        tests = _tests_text(r.tests)
         err = re.sub(r"\s+", " ", r.error.splitlines()[0] if r.error else "")[:160].replace("|", "\\|")
         detail = f"{r.checks or '-'} ({r.check_detail})".replace("|", "\\|")
         out.append(f"| {r.tutorial} | {_status_text(r)} | {detail} | {tests} | {err} |")
