@@ -220,3 +220,13 @@ def test_reading_what_a_tutorial_checks():
     assert checks.needs_cuda("AssertionError: Torch not compiled with CUDA enabled")
     assert checks.needs_cuda("AssertionError: ", 'a = torch.randn((M, K), device="cuda")')
     assert not checks.needs_cuda("AssertionError: off", "assert torch.allclose(a, b)")
+
+
+def test_benchmarks_run_when_asked(fake_checkout, tmp_path):
+    """--benchmarks run (the default with --gpu): 01-good's sweep runs, and its error is the tutorial's."""
+    assert runner.main([str(fake_checkout), "--only", "01", "--benchmarks", "run", "--out", str(tmp_path),
+                        "--quiet"]) == 1
+    good = json.loads((tmp_path / "report.json").read_text())["tutorials"][0]
+    assert good["benchmarks_ran"] == ["good-bench"] and good["benchmarks_skipped"] == []
+    assert good["status"] == "failed" and good["error"] == "RuntimeError: the benchmark ran on the CPU"
+    assert good["checks"] == "passed"  # its checks had run before the benchmark
