@@ -109,7 +109,9 @@ def judge_checks(harness: dict, output: str, source: str, tests: TestsResult | N
 
 def _child_env(shim_dir: Path, plugins_dir: Path, gpu: bool, benchmarks: str) -> dict:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(shim_dir), str(plugins_dir), str(REPO)])
+    # the shim first; what the caller had on PYTHONPATH (carried packages) stays after blocktune
+    env["PYTHONPATH"] = os.pathsep.join([str(shim_dir), str(plugins_dir), str(REPO)]
+                                        + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     interpret = "0" if gpu else "1"
     env["BLOCKTUNE_INTERPRET"] = env["TRITON_INTERPRET"] = interpret
     env[BENCHMARKS_VAR] = benchmarks
