@@ -798,7 +798,11 @@ def dot(b, a, c, acc=None, input_precision=None, allow_tf32=None, max_num_imprec
     if builtins.min(m, n, k) < 16:
         raise SemanticError(f"tl.dot: every dimension must be at least 16, got M={m}, N={n}, K={k}")
     ad, cd = a.dtype, c.dtype
-    if ad != cd:
+    if ad.is_fp8() and cd.is_fp8():
+        # any two fp8 kinds multiply on the tensor cores (e4m3 × e5m2 too), as in Triton
+        if max_num_imprecise_acc is not None and max_num_imprecise_acc > k:
+            raise SemanticError(f"max_num_imprecise_acc ({max_num_imprecise_acc}) must be <= K ({k})")
+    elif ad != cd:
         if ad.is_floating() and cd.is_floating():
             wide = computation_type(ad, False, cd, False, False)
             a, c = cast(b, a, wide), cast(b, c, wide)
