@@ -20,7 +20,7 @@ def lower_dot(lw, op):
     """FMA dot: A and B go to shared memory (row-major), then for each k every thread loads the
     A values of its C rows and the B values of its C columns (vectorized along k for A and along n
     for B) and does the outer-product FMAs. Register use stays at acc + a few operands.
-    fp16/bf16 (and fp32 as tf32) dots go to tensor cores instead (mma.py, wgmma.py)."""
+    fp16/bf16/fp8 (and fp32 as tf32) dots go to tensor cores instead (mma.py, wgmma.py)."""
     if mma_kind(op) is not None:
         return lower_tensor_core_dot(lw, op)
     a, bv, c = op.operands

@@ -1,6 +1,7 @@
 """Tensor-core dots: which instruction a `tl.dot` lowers to, and the layouts that choice implies.
 
-  mma_kind(op)          'f16' | 'bf16' | 'tf32' when the dot can use tensor cores, else None (FMA)
+  mma_kind(op)          'f16' | 'bf16' | 'tf32' | 'e4m3.e5m2' (fp8, A's and B's kind) when the dot can
+                        use tensor cores, else None (FMA)
   uses_wgmma(op, opts)  Hopper's warpgroup MMA (wgmma.py) rather than mma.sync (mma.py)
   acc_layout_for(op, opts)   the accumulator layout the layout assignment anchors the dot to
   SmemTile, operand_tiles    the swizzled shared-memory tiles both instructions read operands from
