@@ -321,3 +321,10 @@ def test_max_num_imprecise_acc_promotes_partial_sums(imprecise):
     default = _ptx(K.fp8_matmul_kernel, {"A": "*fp8e5", "B": "*fp8e5", **MATMUL_SIG},
                    {"BM": bm, "BN": bn, "BK": bk, "IMPRECISE": None}, num_warps=nw, **K_MAJOR)
     assert default.count("add.f32") == 0
+
+
+def test_fp8_sign_ops_assemble():
+    """|x| and -x of fp8 clear / flip the sign bit: integer ops on the bits, no conversion."""
+    ptx = _ptx(K.sign_ops_kernel, {"X": "*fp8e4nv", "Abs": "*fp8e4nv", "Neg": "*fp8e4nv", "Sel": "*fp8e4nv", "N": "i32"},
+               {"BLOCK": 1024}, divisible_by_16=("X", "Abs", "Neg", "Sel", "N"))
+    assert "cvt.rn" not in ptx and re.search(r"and\.b(16|32)\s", ptx) and re.search(r"xor\.b(16|32)\s", ptx)
