@@ -10,6 +10,7 @@ import math
 
 from llvmlite import ir as ll
 
+from . import fp8
 from .errors import BackendError
 from .llvm_types import CONTRACT, F32, F64, GPTR, I1, I32, I64, LN2, LOG2E, fsuffix, is_signed, lty, mty
 from .lowering import Lowering
@@ -229,6 +230,11 @@ def lower_umulhi(lw, op, lay):
 
 def lower_cast(lw, op, lay):
     src, dst = op.operands[0].dtype, op.result.dtype
+    rounding = op.attrs.get("rounding")
+    if src.is_fp8() or dst.is_fp8():
+        return map_elementwise(lw, op, lay, lambda x: fp8.cast(lw, x, src, dst, rounding))
+    if rounding == "rtz":
+        return map_elementwise(lw, op, lay, lambda x: fp8.round_toward_zero(lw, x, src, dst))
     return map_elementwise(lw, op, lay, lambda x: cast_value(lw, x, src, dst))
 
 

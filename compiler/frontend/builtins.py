@@ -344,7 +344,8 @@ def umulhi(gen, node, x, y):
 
 @rule("cast")
 def cast(gen, node, input, dtype, fp_downcast_rounding=None, bitcast=False):
-    return S.cast(gen.b, input, _const(gen, node, dtype, "dtype"), bitcast=bool(bitcast))
+    return S.cast(gen.b, input, _const(gen, node, dtype, "dtype"), bitcast=bool(bitcast),
+                  fp_downcast_rounding=_const(gen, node, fp_downcast_rounding, "fp_downcast_rounding"))
 
 
 # -- libdevice, extern functions and inline assembly ----------------------------------------------
@@ -686,7 +687,7 @@ class TensorMethod:
 
 
 def _to(gen, node, x, dtype, fp_downcast_rounding=None, bitcast=False):
-    return S.cast(gen.b, x, _const(gen, node, dtype, "dtype"), bitcast=bool(bitcast))
+    return cast(gen, node, x, dtype, fp_downcast_rounding, bitcast)
 
 
 _METHODS = {
