@@ -246,14 +246,14 @@ def sort(gen, node, x, dim=None, descending=False):
     return S.sort(gen.b, x, _const(gen, node, dim, "tl.sort's dim"), _const(gen, node, descending, "descending"))
 
 
-@rule("topk")
-def topk(gen, node, x, k, dim=None):
-    return S.topk(gen.b, x, _const(gen, node, k, "tl.topk's k"), _const(gen, node, dim, "tl.topk's dim"))
-
-
 @rule("histogram")
 def histogram(gen, node, input, num_bins, mask=None):
     return S.histogram(gen.b, input, _const(gen, node, num_bins, "tl.histogram's num_bins"), mask)
+
+
+@rule("topk")
+def topk(gen, node, x, k, dim=None):
+    return S.topk(gen.b, x, _const(gen, node, k, "tl.topk's k"), _const(gen, node, dim, "tl.topk's dim"))
 
 
 # -- elementwise ---------------------------------------------------------------------------------
