@@ -229,7 +229,25 @@ def lower_umulhi(lw, op, lay):
 
 def lower_cast(lw, op, lay):
     src, dst = op.operands[0].dtype, op.result.dtype
+    if lay is not None and src.name == "fp32" and dst.name in ("fp16", "bf16") and lay.n_regs % 2 == 0:
+        return _narrow_pairs(lw, op, lay, lty(dst))
     return map_elementwise(lw, op, lay, lambda x: cast_value(lw, x, src, dst))
+
+
+def _narrow_pairs(lw, op, lay, half_t):
+    """fp32 → fp16/bf16 two registers at a time (one cvt.rn.f16x2.f32, as Triton converts): a
+    vector fptrunc keeps LLVM from narrowing the fp32 values' phis into unpacked 16-bit registers
+    (one 32-bit register per half in ptxas), which across a loop costs a register per element."""
+    b = lw.b
+    (xs,) = lw.operands(op, lay)
+    pair_f, pair_h = ll.VectorType(F32, 2), ll.VectorType(half_t, 2)
+    lane = [ll.Constant(I32, 0), ll.Constant(I32, 1)]
+    out = []
+    for i in range(0, lay.n_regs, 2):
+        v = b.insert_element(b.insert_element(ll.Constant(pair_f, None), xs[i], lane[0]), xs[i + 1], lane[1])
+        h = b.fptrunc(v, pair_h)
+        out += [b.extract_element(h, lane[0]), b.extract_element(h, lane[1])]
+    return out
 
 
 def cast_value(lw, x, src, dst):
