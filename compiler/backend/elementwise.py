@@ -229,15 +229,19 @@ def lower_umulhi(lw, op, lay):
 
 def lower_cast(lw, op, lay):
     src, dst = op.operands[0].dtype, op.result.dtype
-    if lay is not None and src.name == "fp32" and dst.name in ("fp16", "bf16") and lay.n_regs % 2 == 0:
+    merged = op.operands[0].owner is not None and op.operands[0].owner.name == "if"
+    if merged and lay is not None and src.name == "fp32" and dst.name in ("fp16", "bf16") and lay.n_regs % 2 == 0:
         return _narrow_pairs(lw, op, lay, lty(dst))
     return map_elementwise(lw, op, lay, lambda x: cast_value(lw, x, src, dst))
 
 
 def _narrow_pairs(lw, op, lay, half_t):
-    """fp32 → fp16/bf16 two registers at a time (one cvt.rn.f16x2.f32, as Triton converts): a
-    vector fptrunc keeps LLVM from narrowing the fp32 values' phis into unpacked 16-bit registers
-    (one 32-bit register per half in ptxas), which across a loop costs a register per element."""
+    """fp32 → fp16/bf16 of the values an `if` merges, two registers at a time (one vector fptrunc,
+    cvt.rn.f16x2.f32 as Triton converts). Element by element, LLVM folds the conversions into the
+    merge's phis when a branch yields a value converted up from 16 bits (tutorial 05 backward:
+    `partial_db = dy` or `dy + load(DB)`), and ptxas keeps such 16-bit phis one per 32-bit register:
+    live across the spin lock before the `if`, that cost 38 registers at N=8192 (166, one CTA per
+    SM, against Triton's 128). Only there: elsewhere the scalar form gives the same code."""
     b = lw.b
     (xs,) = lw.operands(op, lay)
     pair_f, pair_h = ll.VectorType(F32, 2), ll.VectorType(half_t, 2)
