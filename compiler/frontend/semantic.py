@@ -194,6 +194,16 @@ def reshape(b: Builder, x: ir.Value, shape, can_reorder=False) -> ir.Value:
     return b.value("reshape", [x], block_type(x.dtype, shape), can_reorder=bool(can_reorder))
 
 
+def unsplat(b: Builder, x) -> ir.Value:
+    """A 1-element block as a scalar (Triton's `x.item()`, and the condition of an `if`)."""
+    x = to_tensor(b, x)
+    if not x.is_block:
+        return x
+    if x.type.numel != 1:
+        raise SemanticError(f"only a single-element block converts to a scalar (.item()), got a block of shape {list(x.shape)}")
+    return b.value("reshape", [x], x.dtype, can_reorder=False)
+
+
 def trans(b: Builder, x: ir.Value, perm=None) -> ir.Value:
     if not x.is_block:
         raise SemanticError("trans expects a block value")
