@@ -97,8 +97,8 @@ class CodeGenerator(ast.NodeVisitor):
             return result
         except (CompilationError, _Return):
             raise
-        except SemanticError as exc:  # the cause is the bare message, as Triton's CompilationError's
-            raise self.error(node, str(exc)) from exc
+        except SemanticError as exc:  # the cause is the bare message (as in Triton), without our frames
+            raise self.error(node, str(exc)) from exc.with_traceback(None)
         except (TypeError, ValueError, IndexError, KeyError, ZeroDivisionError, AttributeError, AssertionError,
                 OverflowError) as exc:
             raise self.error(node, f"{type(exc).__name__}: {exc}") from None
