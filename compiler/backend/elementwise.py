@@ -104,6 +104,8 @@ def lower_reshape(lw, op, lay):
     src = op.operands[0]
     if not src.is_block:
         return [lw.scalar(src)] * lay.n_regs
+    if lay is None:  # a 1-element block to a scalar: every thread holds the element
+        return lw.block(src, lw.layout_of(src))[0]
     return list(lw.block(src, lay.reshape(src.shape)))
 
 
