@@ -10,6 +10,7 @@ import math
 
 from llvmlite import ir as ll
 
+from . import fp8
 from .errors import BackendError
 from .llvm_types import CONTRACT, F32, F64, GPTR, I1, I32, I64, LN2, LOG2E, fsuffix, is_signed, lty, mty
 from .lowering import Lowering
@@ -103,6 +104,8 @@ def lower_reshape(lw, op, lay):
     src = op.operands[0]
     if not src.is_block:
         return [lw.scalar(src)] * lay.n_regs
+    if lay is None:  # a 1-element block to a scalar: every thread holds the element
+        return lw.block(src, lw.layout_of(src))[0]
     return list(lw.block(src, lay.reshape(src.shape)))
 
 
@@ -229,6 +232,11 @@ def lower_umulhi(lw, op, lay):
 
 def lower_cast(lw, op, lay):
     src, dst = op.operands[0].dtype, op.result.dtype
+    rounding = op.attrs.get("rounding")
+    if src.is_fp8() or dst.is_fp8():
+        return map_elementwise(lw, op, lay, lambda x: fp8.cast(lw, x, src, dst, rounding))
+    if rounding == "rtz":
+        return map_elementwise(lw, op, lay, lambda x: fp8.round_toward_zero(lw, x, src, dst))
     merged = op.operands[0].owner is not None and op.operands[0].owner.name == "if"
     if merged and lay is not None and src.name == "fp32" and dst.name in ("fp16", "bf16") and lay.n_regs % 2 == 0:
         return _narrow_pairs(lw, op, lay, lty(dst))
