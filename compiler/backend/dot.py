@@ -11,9 +11,21 @@ from llvmlite import ir as ll
 
 from ..language import dtypes as T
 from . import fp8, mma, wgmma
+from .errors import BackendError
 from .dot_layouts import SmemTile, mma_kind, operand_tiles, tiles_end, uses_wgmma
 from .layouts import Layout, dot_operand, log2
 from .llvm_types import F32, F64, I32, esize, is_signed, lty, mty
+
+
+def check_dot_shapes(fn) -> None:
+    """NVIDIA's dots need every dim ≥ 16 (Triton's min_dot_size on CUDA); the front end accepts
+    smaller ones because interpret mode runs them."""
+    for op in fn.walk():
+        if op.name == "dot":
+            (m, k), n = op.operands[0].shape, op.result.shape[1]
+            if min(m, n, k) < 16:
+                raise BackendError(f"tl.dot: every dimension must be at least 16 on NVIDIA GPUs, got M={m}, N={n}, K={k} "
+                                   "(smaller dots run in interpret mode only)", op.loc)
 
 
 def lower_dot(lw, op):

@@ -71,6 +71,7 @@ def lower_to_llvm(fn: ir.Function, *, num_warps: int, num_stages: int = 1, targe
         raise BackendError(f"num_warps must be a power of two between 1 and 32, got {num_warps}")
     options = LoweringOptions.from_knobs(num_warps=num_warps, num_stages=num_stages, target=target, debug=debug)
     fp8.check_types(fn, options.target)
+    dot.check_dot_shapes(fn)
     return Lowering(fn, options, RULES).run()
 
 

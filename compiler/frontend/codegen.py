@@ -217,9 +217,9 @@ class CodeGenerator(ast.NodeVisitor):
         if not is_value(cond):
             self.visit_stmts(node.body if cond else node.orelse)
             return
-        if cond.is_block:
+        if cond.is_block and cond.type.numel != 1:  # a 1-element block is unsplat, as in Triton
             raise self.error(node.test, f"`if` needs a scalar condition, got a block of shape {list(cond.shape)}; use tl.where")
-        cond = S.to_bool(self.b, cond)
+        cond = S.to_bool(self.b, S.unsplat(self.b, cond))
         self._runtime_if(node, cond)
 
     def _runtime_if(self, node, cond):

@@ -210,6 +210,16 @@ def reshape(b: Builder, x: ir.Value, shape, can_reorder=False) -> ir.Value:
     return b.value("reshape", [x], block_type(x.dtype, shape), can_reorder=bool(can_reorder))
 
 
+def unsplat(b: Builder, x) -> ir.Value:
+    """A 1-element block as a scalar (Triton's `x.item()`, and the condition of an `if`)."""
+    x = to_tensor(b, x)
+    if not x.is_block:
+        return x
+    if x.type.numel != 1:
+        raise SemanticError(f"only a single-element block converts to a scalar (.item()), got a block of shape {list(x.shape)}")
+    return b.value("reshape", [x], x.dtype, can_reorder=False)
+
+
 def trans(b: Builder, x: ir.Value, perm=None) -> ir.Value:
     if not x.is_block:
         raise SemanticError("trans expects a block value")
@@ -824,13 +834,17 @@ def scan(b, x, axis, kind, reverse=False):
 
 
 def dot(b, a, c, acc=None, input_precision=None, allow_tf32=None, max_num_imprecise_acc=None, out_dtype=T.float32):
-    if not (is_value(a) and is_value(c) and len(a.shape) == 2 and len(c.shape) == 2):
-        raise SemanticError(f"tl.dot needs two 2-D blocks, got shapes {list(shape_of(getattr(a, 'type', None)))} and {list(shape_of(getattr(c, 'type', None)))}")
+    """`tl.dot` of two 2-D blocks, or of two 3-D blocks batched over their first dim. Dims under 16
+    run in interpret mode (as in Triton's interpreter); the NVPTX backend refuses them."""
+    ranks = tuple(len(x.shape) if is_value(x) else None for x in (a, c))
+    if ranks not in ((2, 2), (3, 3)):
+        raise SemanticError(f"tl.dot needs two 2-D blocks (or two 3-D blocks, batched over the first dim), got shapes "
+                            f"{list(shape_of(getattr(a, 'type', None)))} and {list(shape_of(getattr(c, 'type', None)))}")
+    if ranks == (3, 3):
+        return _batched_dot(b, a, c, acc, input_precision, allow_tf32, max_num_imprecise_acc, out_dtype)
     (m, k), (k2, n) = a.shape, c.shape
     if k != k2:
         raise SemanticError(f"tl.dot: inner dimensions differ ({a.shape} @ {c.shape})")
-    if builtins.min(m, n, k) < 16:
-        raise SemanticError(f"tl.dot: every dimension must be at least 16, got M={m}, N={n}, K={k}")
     ad, cd = a.dtype, c.dtype
     if ad.is_fp8() and cd.is_fp8():
         # any two fp8 kinds multiply on the tensor cores (e4m3 × e5m2 too), as in Triton
@@ -872,6 +886,54 @@ def dot(b, a, c, acc=None, input_precision=None, allow_tf32=None, max_num_imprec
                 acc = cast(b, acc, out)
     return b.value("dot", [a, c, acc], rt, input_precision=input_precision,
                    max_num_imprecise_acc=max_num_imprecise_acc)
+
+
+def _batched_dot(b, a, c, acc, input_precision, allow_tf32, max_num_imprecise_acc, out_dtype):
+    """[B, M, K] @ [B, K, N]: one 2-D dot per batch element. The batch dim is moved last and halved
+    by tl.split until single [M, K] tiles remain; the [M, N] results are joined back the same way.
+    Every step is an op both the interpreter and the backend already have (a 2-D dot per batch
+    element runs on the tensor cores like any other)."""
+    if a.shape[0] != c.shape[0] or a.shape[2] != c.shape[1]:
+        raise SemanticError(f"tl.dot: batched shapes do not match ({list(a.shape)} @ {list(c.shape)}: needs [B, M, K] @ [B, K, N])")
+    if acc is not None:
+        acc = to_tensor(b, acc)
+        if acc.shape != (a.shape[0], a.shape[1], c.shape[2]):
+            raise SemanticError(f"tl.dot: accumulator shape {list(acc.shape)} must be {[a.shape[0], a.shape[1], c.shape[2]]}")
+    a_tiles, c_tiles = _batch_tiles(b, a), _batch_tiles(b, c)
+    acc_tiles = _batch_tiles(b, acc) if acc is not None else [None] * len(a_tiles)
+    outs = [dot(b, x, y, z, input_precision, allow_tf32, max_num_imprecise_acc, out_dtype)
+            for x, y, z in zip(a_tiles, c_tiles, acc_tiles)]
+    return _stack_batch(b, outs)
+
+
+def _batch_tiles(b, x: ir.Value) -> list:
+    """The B tiles x[0], …, x[B-1] of a [B, R, C] block."""
+    return _last_dim_tiles(b, trans(b, x, (1, 2, 0)))
+
+
+def _last_dim_tiles(b, x: ir.Value) -> list:
+    """[R, C, L] → its L [R, C] slices: split into even and odd slices until one is left."""
+    r, c, n = x.shape
+    if n == 1:
+        return [reshape(b, x, (r, c))]
+    even, odd = split(b, reshape(b, x, (r, c, n // 2, 2)))
+    tiles = [None] * n
+    tiles[0::2], tiles[1::2] = _last_dim_tiles(b, even), _last_dim_tiles(b, odd)
+    return tiles
+
+
+def _stack_batch(b, tiles: list) -> ir.Value:
+    """[R, C] tiles → the [B, R, C] block holding tile i at batch index i."""
+    return trans(b, _stack_last_dim(b, tiles), (2, 0, 1))
+
+
+def _stack_last_dim(b, tiles: list) -> ir.Value:
+    """The inverse of _last_dim_tiles: joined even and odd slices are interleaved back."""
+    if len(tiles) == 1:
+        return expand_dims(b, tiles[0], 2)
+    even, odd = _stack_last_dim(b, tiles[0::2]), _stack_last_dim(b, tiles[1::2])
+    r, c, half = even.shape
+    return reshape(b, join(b, even, odd), (r, c, 2 * half))
 
 
 def _describe(x) -> str:

@@ -12,12 +12,19 @@ import math
 import numpy as np
 
 from .. import fp8
+from ..errors import CompilationError
 from ..language import dtypes as T
 from ..language.dtypes import pointer_type
 
 
 class InterpreterError(RuntimeError):
     """The IR handed to the interpreter is malformed (a compiler bug), or it cannot run it."""
+
+
+class InterpretedCompilationError(CompilationError, InterpreterError):
+    """A kernel that does not compile, launched in interpret mode: Triton's interpreter reports it
+    as an InterpreterError, the GPU path as a CompilationError; this is both, so code written for
+    either catches it."""
 
 
 def _np(dt):
