@@ -26,6 +26,7 @@ from typing import Callable, Mapping
 from llvmlite import ir as ll
 
 from .. import ir
+from . import fragment_convert
 from ..language import dtypes as T
 from .assign_layouts import LayoutAssignment
 from .axis_info import AxisAnalysis
@@ -339,7 +340,9 @@ class Lowering:
         return v
 
     def convert(self, regs, have: Layout, want: Layout, dt) -> list:
-        """Layout conversion through shared memory."""
+        """Layout conversion through shared memory (out of a dot's accumulator: fragment_convert)."""
+        if fragment_convert.applies(have, want, dt, max(CONVERT_CHUNK_BYTES, self.smem_bytes)):
+            return fragment_convert.convert(self, regs, have, want, dt, fragment_convert.has_stmatrix(self.options.target))
         mt = mty(dt)
         es = 8 if dt.is_ptr() else esize(dt)
         pad_shift = None
