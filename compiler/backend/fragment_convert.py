@@ -77,13 +77,6 @@ def convert(lw, regs: list, have: Layout, want: Layout, dt, stmatrix: bool) -> l
     return read_tile(lw, want, tile, mt)
 
 
-def _bits(offsets) -> int:
-    m = 0
-    for o in offsets:
-        m |= o
-    return m
-
-
 def _tile_ptr(lw, off, tile: SmemTile):
     b = lw.b
     return lw.smem_ptr(b.mul(off, ll.Constant(I32, tile.es)))
@@ -96,8 +89,7 @@ def read_tile(lw, lay: Layout, tile: SmemTile, mt) -> list:
     es = tile.es
     lane_off = tuple(tile.offset(c) for c in lay.lane)
     warp_off = tuple(tile.offset(c) for c in lay.warp)
-    tv, _ = lw.linear(lane_off, warp_off)
-    tm = _bits(lane_off + warp_off)   # the bits the thread part can set (linear()'s mask is wider)
+    tv, tm = lw.linear(lane_off, warp_off)
     reg_off = [tile.offset(c) for c in lay.reg]
     v, k = 1, 0
     while k < len(reg_off) and reg_off[k] == 1 << k and v * 2 * es <= 16 and v * 2 <= tile.vec:
@@ -133,8 +125,7 @@ def _write_stmatrix(lw, regs: list, have: Layout, tile: SmemTile) -> None:
     lane_coords = ((1, 0), (2, 0), (4, 0)) + tuple(mat_bits) + ((0, 0),) * (2 - q)
     lane_off = tuple(tile.offset(c) for c in lane_coords)
     warp_off = tuple(tile.offset(c) for c in have.warp)
-    tv, _ = lw.linear(lane_off, warp_off)
-    tm = _bits(lane_off + warp_off)
+    tv, tm = lw.linear(lane_off, warp_off)
     rest_off = [tile.offset(c) for c in rest_bits]
     n = 1 << q
     text = (f"stmatrix.sync.aligned.m8n8.x{n}.shared.b16 [$0], {{"

@@ -216,8 +216,7 @@ class Lowering:
                 else:
                     t = pb.and_(pb.lshr(src, ll.Constant(I32, i)) if i else src, ll.Constant(I32, 1))
                     t = pb.mul(t, ll.Constant(I32, v0))
-                    bits = (1 << v0.bit_length()) - 1
-                    terms.append((t, bits))
+                    terms.append((t, v0))   # 0 or v0: exactly v0's bits (a constant added later stays an add)
                     i += 1
         if not terms:
             res = (None, 0)

@@ -255,17 +255,24 @@ def _issue(lw, plan: Plan, body, iv_val, state: dict, slot_base, ub, signed: boo
         reg_off = [tile.offset(c) for c in lay.reg]
         name = "llvm.nvvm.cp.async.cg.shared.global.16.s" if nbytes == 16 else f"llvm.nvvm.cp.async.ca.shared.global.{nbytes}.s"
         fn = lw.intrinsic(name, ll.VoidType(), [ll.PointerType(addrspace=3), ll.PointerType(addrspace=1), I32])
+        slot = slot_base if not isinstance(slot_base, int) else ll.Constant(I32, slot_base)
+        # one address register per tile: this thread's part plus the stage, each copy a constant
+        # offset from it (folded into the instruction) where the constant's bits are not the thread's
+        thread_ptr = lw.smem_ptr(b.add(b.mul(tv, ll.Constant(I32, es)), slot)) if tv is not None else None
         for g in range(0, lay.n_regs, v):
             c = 0
             for j, o in enumerate(reg_off):
                 if g >> j & 1:
                     c ^= o
-            off = lw.combine_const(tv, tm, c)
-            byte = b.add(b.mul(off, ll.Constant(I32, es)), ll.Constant(I32, tile.base))
-            byte = b.add(byte, slot_base if not isinstance(slot_base, int) else ll.Constant(I32, slot_base))
+            if thread_ptr is not None and not c & tm:
+                dst = b.gep(thread_ptr, [ll.Constant(I32, c * es + tile.base)], inbounds=True, source_etype=ll.IntType(8))
+            else:
+                off = lw.combine_const(tv, tm, c)
+                byte = b.add(b.mul(off, ll.Constant(I32, es)), ll.Constant(I32, tile.base))
+                dst = lw.smem_ptr(b.add(byte, slot))
             pred = live if masks is None else b.and_(live, masks[g])
             size = b.select(pred, ll.Constant(I32, nbytes), ll.Constant(I32, 0))
-            b.call(fn, [lw.smem_ptr(byte), ptrs[g], size])
+            b.call(fn, [dst, ptrs[g], size])
     lw.call("llvm.nvvm.cp.async.commit.group", ll.VoidType(), [])
 
 
