@@ -42,6 +42,18 @@ def load_twice(filename: str) -> tuple[types.ModuleType | None, types.ModuleType
     return tri, load_as(filename, "blocktune")
 
 
+def pin_group_size(spec: dict, group: int = 8) -> dict:
+    """examples/specs/matmul.yaml with GROUP_SIZE_M fixed (a constant, as in the tutorial and in
+    the recorded tuning and fleet tables) instead of searched: the 576-config space of those runs."""
+    spec["space"].pop("GROUP_SIZE_M", None)
+    spec["constants"] = {**spec.get("constants", {}), "GROUP_SIZE_M": group}
+    for cfg in spec.get("configs") or []:
+        cfg.pop("GROUP_SIZE_M", None)
+    if spec.get("default_config"):
+        spec["default_config"].pop("GROUP_SIZE_M", None)
+    return spec
+
+
 def geomean(xs):
     import math
     xs = [x for x in xs if x and x > 0]

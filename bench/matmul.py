@@ -1,19 +1,26 @@
 """Matrix multiplication: Triton's tutorial 03 under blocktune and under Triton, and cuBLAS (torch).
 
 Both compilers run the same kernel text (bench/matmul_kernels.py, only the import lines differ)
-with the same 16-config autotune list and key ["M", "N", "K"]: each framework's own autotuner picks
-its best config per shape, then `matmul(a, b)` is timed end to end (host launch included, as in
-Triton's tutorial). Timing: Triton's do_bench (CUDA events, L2 flush, median). Every result is
-checked against torch in float64 first (relative-norm error).
+with the same autotune list and key ["M", "N", "K"]: each framework's own autotuner picks its best
+config per shape, then `matmul(a, b)` is timed end to end (host launch included, as in Triton's
+tutorial). Where the two autotuners pick different configs, blocktune is also timed at Triton's
+pick (`× Triton, same config`: the code generation alone, without the tuners' noise). Timing:
+Triton's do_bench (CUDA events, L2 flush, median). Every result is checked against torch in
+float64 first (relative-norm error).
 
 Shapes (M×N×K), each in fp16 and bf16: the classic set 1024³, 2048³, 4096³, 8192³, 4096×4096×512,
 8192×1024×4096, 16×4096×4096, and the LLM set M ∈ {1, 16, 128, 4096} × (N, K) ∈ {(4096, 4096),
 (14336, 4096), (4096, 14336)} (a decoder layer's projections at batch·tokens = M).
-`python bench/matmul.py [--quick] [--set classic|llm] [--dtype fp16|bf16] [--mma-sync|--wgmma-sync]`
-(--quick: fp16 1024³ and 4096³ only; --set/--dtype pick a part, for runs that must fit a time limit;
-by default blocktune lowers tl.dot on sm_90 with wgmma; --mma-sync: the sm_80 mma.sync path;
---wgmma-sync: wgmma waited for at each dot).
-Prints one line per shape, then a table; writes $OUT/matmul.json (matmul_mma_sync.json, ...) when OUT is set.
+`python bench/matmul.py [--quick] [--set classic|llm] [--dtype fp16|bf16] [--configs tutorial|extended]
+[--mma-sync|--wgmma-sync]`
+(--quick: the shapes issue 12 names — fp16 4096³, 8192³, 4096×4096×512, bf16 1024³ — and one LLM
+decode shape; --set/--dtype pick a part, for runs that must fit a time limit; --configs extended:
+both autotuners get the tutorial's 16 configs plus the Hopper tiles of bench/matmul_configs.py
+(64×256 and 128×256 with 8 warps, deeper stages, GROUP_SIZE_M 16); by default blocktune lowers
+tl.dot on sm_90 with wgmma; --mma-sync: the sm_80 mma.sync path; --wgmma-sync: wgmma waited for at
+each dot).
+Prints one line per shape, then a table with the geomean and the worst shape; writes
+$OUT/matmul.json (matmul_mma_sync.json, ...) when OUT is set.
 """
 from __future__ import annotations
 
@@ -33,6 +40,7 @@ if "--wgmma-sync" in sys.argv:
 os.environ.setdefault("BLOCKTUNE_CACHE_DIR", tempfile.mkdtemp(prefix="blocktune-matmul-"))
 
 from common import geomean, load_twice  # noqa: E402
+from matmul_configs import EXTENDED  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -47,7 +55,8 @@ DEV = "cuda"
 CLASSIC = [(1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
            (4096, 4096, 512), (8192, 1024, 4096), (16, 4096, 4096)]
 LLM = [(m, n, k) for m in (1, 16, 128, 4096) for n, k in ((4096, 4096), (14336, 4096), (4096, 14336))]
-QUICK = [("fp16", 1024, 1024, 1024), ("fp16", 4096, 4096, 4096)]
+QUICK = [("fp16", 4096, 4096, 4096), ("fp16", 8192, 8192, 8192), ("fp16", 4096, 4096, 512), ("bf16", 1024, 1024, 1024),
+         ("fp16", 16, 14336, 4096)]
 TD = {"fp16": torch.float16, "bf16": torch.bfloat16}
 ROWS: list[dict] = []
 
@@ -69,6 +78,39 @@ def fmt_cfg(cfg):
         return "-"
     kw = cfg.kwargs
     return f"{kw['BLOCK_SIZE_M']}x{kw['BLOCK_SIZE_N']}x{kw['BLOCK_SIZE_K']} w{cfg.num_warps} s{cfg.num_stages}"
+
+
+def use_configs(which: str) -> None:
+    """Give both autotuners the same candidate list (`tutorial`: the kernel file's own 16)."""
+    if which == "tutorial":
+        return
+    for mod in (bt, tri):
+        if mod is None:
+            continue
+        kern = mod.matmul_kernel
+        kern.configs = [mod.triton.Config(dict(kw), num_warps=w, num_stages=s) for kw, w, s in
+                        [(c.kwargs, c.num_warps, c.num_stages) for c in mod.get_autotune_config()] + EXTENDED]
+        kern.cache.clear()
+
+
+def same_key(cfg) -> tuple:
+    return (tuple(sorted(cfg.kwargs.items())), cfg.num_warps, cfg.num_stages)
+
+
+def time_at(mod, cfg, a, b, c):
+    """ms of the kernel launched directly at `cfg` (no autotuner), after checking its result."""
+    m, k = a.shape
+    n = b.shape[1]
+    kw = cfg.kwargs
+    grid = (-(-m // kw["BLOCK_SIZE_M"]) * -(-n // kw["BLOCK_SIZE_N"]),)
+    args = (a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+
+    def go():
+        mod.matmul_kernel.fn[grid](*args, ACTIVATION="", num_warps=cfg.num_warps, num_stages=cfg.num_stages, **kw)
+    c.fill_(float("nan"))
+    go()
+    torch.cuda.synchronize()
+    return go
 
 
 def run_shape(dt, m, n, k):
@@ -98,10 +140,24 @@ def run_shape(dt, m, n, k):
     bt_t, tri_t = r["blocktune_tflops"], r["triton_tflops"]
     r["vs_triton"] = bt_t / tri_t if tri_t else None
     r["vs_cublas"] = bt_t / r["cublas_tflops"]
+    r["vs_triton_same_config"] = r["vs_triton"]
+    if tri is not None and same_key(tri.matmul_kernel.best_config) != same_key(bt.matmul_kernel.best_config):
+        # the tuners picked differently: both launched directly at Triton's pick (code generation alone)
+        cfg = tri.matmul_kernel.best_config
+        same = {}
+        for name, mod in (("blocktune", bt), ("triton", tri)):
+            c = torch.empty((m, n), device=DEV, dtype=torch.float16)
+            go = time_at(mod, mod.triton.Config(dict(cfg.kwargs), num_warps=cfg.num_warps, num_stages=cfg.num_stages),
+                         a, b, c)
+            if not rel_err(c, ref) < 1e-2:
+                raise AssertionError(f"{name} at {fmt_cfg(cfg)} {dt} {m}x{n}x{k}: relative error {rel_err(c, ref):.3e}")
+            same[name] = r[f"{name}_at_triton_config_ms"] = bench(go)
+        r["vs_triton_same_config"] = same["triton"] / same["blocktune"]
     ROWS.append(r)
     print(f"{dt} {m}x{n}x{k}: blocktune {bt_t:6.1f} TFLOP/s [{r['blocktune_config']}, tuned in {r['blocktune_tune_s']:.1f}s]  "
           f"triton {tri_t or 0:6.1f} [{r.get('triton_config', '-')}]  cuBLAS {r['cublas_tflops']:6.1f}  "
-          f"×triton {r['vs_triton'] or 0:.3f}  ×cuBLAS {r['vs_cublas']:.3f}", flush=True)
+          f"×triton {r['vs_triton'] or 0:.3f} (same config {r['vs_triton_same_config'] or 0:.3f})  "
+          f"×cuBLAS {r['vs_cublas']:.3f}", flush=True)
 
 
 def _arg(argv, flag):
@@ -130,24 +186,31 @@ def main():
           f"blocktune dot: {dict(zip(('0', 'sync'), ('mma.sync', 'wgmma-sync'))).get(os.environ.get('BLOCKTUNE_WGMMA'), 'wgmma')}; "
           f"cache {os.environ['BLOCKTUNE_CACHE_DIR']}", flush=True)
     shapes = QUICK if "--quick" in sys.argv else selected_shapes(sys.argv)
+    use_configs(_arg(sys.argv, "--configs") or "tutorial")
     for s in shapes:
         try:
             run_shape(*s)
         except Exception as e:  # keep going: one failing shape must not hide the others
             print(f"{s}: FAILED {type(e).__name__}: {e}", flush=True)
             ROWS.append({"dtype": s[0], "M": s[1], "N": s[2], "K": s[3], "error": f"{type(e).__name__}: {e}"})
-    print("\n| dtype | M×N×K | blocktune TFLOP/s | Triton TFLOP/s | cuBLAS TFLOP/s | × Triton | × cuBLAS | blocktune config | Triton config |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("\n| dtype | M×N×K | blocktune TFLOP/s | Triton TFLOP/s | cuBLAS TFLOP/s | × Triton | × Triton, same config | × cuBLAS "
+          "| blocktune config | Triton config |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in ROWS:
         shape = f"{r['M']}×{r['N']}×{r['K']}"
         if "error" in r:
-            print(f"| {r['dtype']} | {shape} | failed: {r['error'][:80]} | | | | | | |")
+            print(f"| {r['dtype']} | {shape} | failed: {r['error'][:80]} | | | | | | | |")
             continue
         print(f"| {r['dtype']} | {shape} | {r['blocktune_tflops']:.1f} | {r['triton_tflops'] or 0:.1f} | {r['cublas_tflops']:.1f} | "
-              f"{r['vs_triton'] or 0:.3f} | {r['vs_cublas']:.3f} | {r['blocktune_config']} | {r.get('triton_config', '-')} |")
-    ratios = [r["vs_triton"] for r in ROWS if r.get("vs_triton")]
-    if ratios:
-        print(f"× Triton: geomean {geomean(ratios):.3f}, worst {min(ratios):.3f}")
+              f"{r['vs_triton'] or 0:.3f} | {r['vs_triton_same_config'] or 0:.3f} | {r['vs_cublas']:.3f} | "
+              f"{r['blocktune_config']} | {r.get('triton_config', '-')} |")
+    for key, label in (("vs_triton", "× Triton"), ("vs_triton_same_config", "× Triton at the same config"),
+                       ("vs_cublas", "× cuBLAS")):
+        done = [r for r in ROWS if r.get(key)]
+        if done:
+            worst = min(done, key=lambda r: r[key])
+            print(f"{label}: geomean {geomean([r[key] for r in done]):.3f}, worst {worst[key]:.3f} "
+                  f"({worst['dtype']} {worst['M']}×{worst['N']}×{worst['K']})")
     if os.environ.get("OUT"):
         name = {"0": "matmul_mma_sync.json", "sync": "matmul_wgmma_sync.json"}.get(os.environ.get("BLOCKTUNE_WGMMA"), "matmul.json")
         with open(os.path.join(os.environ["OUT"], name), "w") as f:

@@ -142,3 +142,25 @@ def test_fp32_output_epilogue():
     assert "stmatrix" not in ptx
     assert tail.count("st.shared.v2.b32") == 64 and tail.count("st.global.v4.b32") == 32
     assert ptxas_report(ptx)["spills"] == 0
+
+
+def _extended_configs():
+    import importlib.util
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parents[2] / "bench" / "matmul_configs.py"
+    spec = importlib.util.spec_from_file_location("_matmul_configs", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.EXTENDED
+
+
+@pytest.mark.parametrize("i", range(len(_extended_configs())))
+def test_extended_bench_configs_assemble(i):
+    """bench/matmul.py --configs extended: every added config is a wgmma kernel that assembles
+    without spills or stack (what the benchmark's autotuners will time)."""
+    from tests.compiler.test_ptx import ptxas_report
+    kw, nw, ns = _extended_configs()[i]
+    ptx = tutorial_ptx(kw["BLOCK_SIZE_M"], kw["BLOCK_SIZE_N"], kw["BLOCK_SIZE_K"], nw, ns)
+    assert "wgmma.mma_async" in ptx and "stmatrix" in ptx
+    rep = ptxas_report(ptx)
+    assert rep["spills"] == 0 and rep["stack"] == 0, rep["text"]
