@@ -279,11 +279,6 @@ def lower_load(lw, op):
     lw.set_block(res, lay, _from_mem(lw, out, dt))
 
 
-def _converts(lw, v, lay) -> bool:
-    x = lw.vals.get(v.id)
-    return isinstance(x, tuple) and x[0] != lay
-
-
 def lower_store(lw, op):
     p, v, mask = op.operands
     dt = v.dtype
@@ -297,12 +292,8 @@ def lower_store(lw, op):
         return
     lay = lw.layout_of(p) if isinstance(lw.vals.get(p.id), tuple) else lw.want(p)
     lay = lw.assign.get(p) or lay
-    # a value that must change layout (a dot's accumulator) first: its conversion through shared
-    # memory then runs before the pointers and masks exist, not with them live in registers
-    vals = _to_mem(lw, lw.block(v, lay), dt) if _converts(lw, v, lay) else None
     ptrs = lw.block(p, lay)
-    if vals is None:
-        vals = _to_mem(lw, lw.block(v, lay), dt)
+    vals = _to_mem(lw, lw.block(v, lay), dt)
     masks = lw.block(mask, lay) if mask is not None else None
     owner = lw.owner_pred(lay)
     vec = access_width(lw, lay, p, mask, es)
