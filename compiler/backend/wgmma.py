@@ -82,14 +82,29 @@ def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int = 0):
     tvb, tmb = lw.linear((0,) * 5, tuple(tb.offset(x) for x in wb))
     smem_base = b.ptrtoint(lw.smem, I32)
 
-    def desc(tile, tv, tm, coord, const):
-        off = lw.combine_const(tv, tm, tile.offset(coord))
+    def full_desc(tile, tv, tm, c, const):
+        off = lw.combine_const(tv, tm, c)
         byte = b.add(b.mul(off, ll.Constant(I32, tile.es)), ll.Constant(I32, tile.base))
         if dyn_base is not None:
             byte = b.add(byte, dyn_base)
         byte = b.add(byte, smem_base)
         addr = b.and_(b.lshr(byte, ll.Constant(I32, 4)), ll.Constant(I32, 0x3FFF))
         return b.or_(b.zext(addr, I64), ll.Constant(I64, const))
+
+    base_desc = {}
+
+    def desc(tile, tv, tm, coord, const):
+        """The descriptor of the tile's sub-matrix at `coord`: the tile's first descriptor plus the
+        offset in 16-byte units where the offset adds (its bits are not the warpgroup's; the
+        14-bit address field cannot carry, shared memory being under 256 KiB) — one 64-bit add
+        per wgmma instead of the address arithmetic, as Triton does."""
+        c = tile.offset(coord)
+        if c & tm or (c * tile.es) % 16:
+            return full_desc(tile, tv, tm, c, const)
+        key = id(tile)
+        if key not in base_desc:
+            base_desc[key] = full_desc(tile, tv, tm, 0, const)
+        return b.add(base_desc[key], ll.Constant(I64, c * tile.es >> 4)) if c else base_desc[key]
 
     da, db = descriptor_const(ta), descriptor_const(tb)
     trans_a = 1 if ta.cdim == 0 else 0   # A stored M-major
