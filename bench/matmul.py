@@ -12,15 +12,17 @@ Shapes (M×N×K), each in fp16 and bf16: the classic set 1024³, 2048³, 4096³,
 8192×1024×4096, 16×4096×4096, and the LLM set M ∈ {1, 16, 128, 4096} × (N, K) ∈ {(4096, 4096),
 (14336, 4096), (4096, 14336)} (a decoder layer's projections at batch·tokens = M).
 `python bench/matmul.py [--quick] [--set classic|llm] [--dtype fp16|bf16] [--configs tutorial|extended]
-[--mma-sync|--wgmma-sync]`
+[--persistent] [--mma-sync|--wgmma-sync]`
 (--quick: the shapes issue 12 names — fp16 4096³, 8192³, 4096×4096×512, bf16 1024³ — and one LLM
 decode shape; --set/--dtype pick a part, for runs that must fit a time limit; --configs extended:
 both autotuners get the tutorial's 16 configs plus the Hopper tiles of bench/matmul_configs.py
-(64×256 and 128×256 with 8 warps, deeper stages, GROUP_SIZE_M 16); by default blocktune lowers
+(64×256 and 128×256 with 8 warps, deeper stages, GROUP_SIZE_M 16); --persistent: both frameworks
+run the persistent form of the same kernel (bench/matmul_persistent_kernels.py, #SMs programs
+looping over the tiles) on the same configs; by default blocktune lowers
 tl.dot on sm_90 with wgmma; --mma-sync: the sm_80 mma.sync path; --wgmma-sync: wgmma waited for at
 each dot).
 Prints one line per shape, then a table with the geomean and the worst shape; writes
-$OUT/matmul.json (matmul_mma_sync.json, ...) when OUT is set.
+$OUT/matmul.json (matmul_mma_sync.json, matmul_persistent_extended.json, ...) when OUT is set.
 """
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ if "--wgmma-sync" in sys.argv:
 # a fresh compile cache unless one is given: compile times stay part of the tuning times
 os.environ.setdefault("BLOCKTUNE_CACHE_DIR", tempfile.mkdtemp(prefix="blocktune-matmul-"))
 
-from common import geomean, load_twice  # noqa: E402
+from common import geomean, load_as, load_twice  # noqa: E402
 from matmul_configs import EXTENDED  # noqa: E402
 
 import torch  # noqa: E402
@@ -80,37 +82,58 @@ def fmt_cfg(cfg):
     return f"{kw['BLOCK_SIZE_M']}x{kw['BLOCK_SIZE_N']}x{kw['BLOCK_SIZE_K']} w{cfg.num_warps} s{cfg.num_stages}"
 
 
-def use_configs(which: str) -> None:
-    """Give both autotuners the same candidate list (`tutorial`: the kernel file's own 16)."""
-    if which == "tutorial":
-        return
-    for mod in (bt, tri):
-        if mod is None:
-            continue
-        kern = mod.matmul_kernel
-        kern.configs = [mod.triton.Config(dict(kw), num_warps=w, num_stages=s) for kw, w, s in
-                        [(c.kwargs, c.num_warps, c.num_stages) for c in mod.get_autotune_config()] + EXTENDED]
-        kern.cache.clear()
+class Subject:
+    """One framework's matmul under test: the tutorial's kernel (or, with --persistent, the
+    persistent one of bench/matmul_persistent_kernels.py) behind that framework's autotuner."""
+
+    def __init__(self, mod, persistent: bool, extended: bool):
+        self.mod = mod
+        configs = [(c.kwargs, c.num_warps, c.num_stages) for c in mod.get_autotune_config()]
+        if extended:
+            configs += EXTENDED
+        configs = [mod.triton.Config(dict(kw), num_warps=w, num_stages=s) for kw, w, s in configs]
+        self.persistent = persistent
+        if persistent:
+            self.pmod = load_as("matmul_persistent_kernels.py", "triton" if mod is tri else "blocktune")
+            self.kernel = self.pmod.autotuned(configs)
+            self.sms = torch.cuda.get_device_properties(0).multi_processor_count
+        else:
+            self.kernel = mod.matmul_kernel
+            if extended:
+                self.kernel.configs = configs
+                self.kernel.cache.clear()
+
+    def matmul(self, a, b):
+        if self.persistent:
+            return self.pmod.matmul_persistent(self.kernel, a, b, self.sms)
+        return self.mod.matmul(a, b)
+
+    def at(self, cfg, a, b, c):
+        """The kernel launched directly at `cfg` (no autotuner), run once; returns the launch."""
+        m, k = a.shape
+        n = b.shape[1]
+        kw = dict(cfg.kwargs)
+        tiles = -(-m // kw["BLOCK_SIZE_M"]) * -(-n // kw["BLOCK_SIZE_N"])
+        if self.persistent:
+            grid, kw["NUM_SMS"] = (min(self.sms, tiles),), self.sms
+        else:
+            grid, kw["ACTIVATION"] = (tiles,), ""
+        args = (a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+        cfg = self.mod.triton.Config(kw, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+
+        def go():
+            self.kernel.fn[grid](*args, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **cfg.kwargs)
+        c.fill_(float("nan"))
+        go()
+        torch.cuda.synchronize()
+        return go
+
+
+SUBJECTS: dict = {}
 
 
 def same_key(cfg) -> tuple:
     return (tuple(sorted(cfg.kwargs.items())), cfg.num_warps, cfg.num_stages)
-
-
-def time_at(mod, cfg, a, b, c):
-    """ms of the kernel launched directly at `cfg` (no autotuner), after checking its result."""
-    m, k = a.shape
-    n = b.shape[1]
-    kw = cfg.kwargs
-    grid = (-(-m // kw["BLOCK_SIZE_M"]) * -(-n // kw["BLOCK_SIZE_N"]),)
-    args = (a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
-
-    def go():
-        mod.matmul_kernel.fn[grid](*args, ACTIVATION="", num_warps=cfg.num_warps, num_stages=cfg.num_stages, **kw)
-    c.fill_(float("nan"))
-    go()
-    torch.cuda.synchronize()
-    return go
 
 
 def run_shape(dt, m, n, k):
@@ -118,22 +141,23 @@ def run_shape(dt, m, n, k):
     b = torch.randn((k, n), device=DEV, dtype=TD[dt])
     ref = a.double() @ b.double()
     r = {"dtype": dt, "M": m, "N": n, "K": k}
-    for name, mod in (("blocktune", bt), ("triton", tri)):
-        if mod is None:
+    for name in ("blocktune", "triton"):
+        sub = SUBJECTS.get(name)
+        if sub is None:
             r[f"{name}_tflops"] = None
             continue
         t = time.perf_counter()
-        c = mod.matmul(a, b)  # autotunes on the first call of this (M, N, K)
+        c = sub.matmul(a, b)  # autotunes on the first call of this (M, N, K)
         torch.cuda.synchronize()
         r[f"{name}_tune_s"] = time.perf_counter() - t
         err = rel_err(c, ref)
         r[f"{name}_err"] = err
         if not err < 1e-2:
             raise AssertionError(f"{name} {dt} {m}x{n}x{k}: relative error {err:.3e}")
-        ms = bench(lambda: mod.matmul(a, b))  # noqa: B023
+        ms = bench(lambda: sub.matmul(a, b))  # noqa: B023
         r[f"{name}_ms"] = ms
         r[f"{name}_tflops"] = tflops(m, n, k, ms)
-        r[f"{name}_config"] = fmt_cfg(mod.matmul_kernel.best_config)
+        r[f"{name}_config"] = fmt_cfg(sub.kernel.best_config)
     ms = bench(lambda: torch.matmul(a, b))
     r["cublas_ms"] = ms
     r["cublas_tflops"] = tflops(m, n, k, ms)
@@ -141,16 +165,16 @@ def run_shape(dt, m, n, k):
     r["vs_triton"] = bt_t / tri_t if tri_t else None
     r["vs_cublas"] = bt_t / r["cublas_tflops"]
     r["vs_triton_same_config"] = r["vs_triton"]
-    if tri is not None and same_key(tri.matmul_kernel.best_config) != same_key(bt.matmul_kernel.best_config):
+    bt_cfg = SUBJECTS["blocktune"].kernel.best_config
+    tri_cfg = SUBJECTS["triton"].kernel.best_config if "triton" in SUBJECTS else None
+    if tri_cfg is not None and same_key(tri_cfg) != same_key(bt_cfg):
         # the tuners picked differently: both launched directly at Triton's pick (code generation alone)
-        cfg = tri.matmul_kernel.best_config
         same = {}
-        for name, mod in (("blocktune", bt), ("triton", tri)):
+        for name, sub in SUBJECTS.items():
             c = torch.empty((m, n), device=DEV, dtype=torch.float16)
-            go = time_at(mod, mod.triton.Config(dict(cfg.kwargs), num_warps=cfg.num_warps, num_stages=cfg.num_stages),
-                         a, b, c)
+            go = sub.at(tri_cfg, a, b, c)
             if not rel_err(c, ref) < 1e-2:
-                raise AssertionError(f"{name} at {fmt_cfg(cfg)} {dt} {m}x{n}x{k}: relative error {rel_err(c, ref):.3e}")
+                raise AssertionError(f"{name} at {fmt_cfg(tri_cfg)} {dt} {m}x{n}x{k}: relative error {rel_err(c, ref):.3e}")
             same[name] = r[f"{name}_at_triton_config_ms"] = bench(go)
         r["vs_triton_same_config"] = same["triton"] / same["blocktune"]
     ROWS.append(r)
@@ -186,7 +210,10 @@ def main():
           f"blocktune dot: {dict(zip(('0', 'sync'), ('mma.sync', 'wgmma-sync'))).get(os.environ.get('BLOCKTUNE_WGMMA'), 'wgmma')}; "
           f"cache {os.environ['BLOCKTUNE_CACHE_DIR']}", flush=True)
     shapes = QUICK if "--quick" in sys.argv else selected_shapes(sys.argv)
-    use_configs(_arg(sys.argv, "--configs") or "tutorial")
+    extended = (_arg(sys.argv, "--configs") or "tutorial") == "extended"
+    for name, mod in (("blocktune", bt), ("triton", tri)):
+        if mod is not None:
+            SUBJECTS[name] = Subject(mod, "--persistent" in sys.argv, extended)
     for s in shapes:
         try:
             run_shape(*s)
@@ -212,7 +239,8 @@ def main():
             print(f"{label}: geomean {geomean([r[key] for r in done]):.3f}, worst {worst[key]:.3f} "
                   f"({worst['dtype']} {worst['M']}×{worst['N']}×{worst['K']})")
     if os.environ.get("OUT"):
-        name = {"0": "matmul_mma_sync.json", "sync": "matmul_wgmma_sync.json"}.get(os.environ.get("BLOCKTUNE_WGMMA"), "matmul.json")
+        name = {"0": "matmul_mma_sync", "sync": "matmul_wgmma_sync"}.get(os.environ.get("BLOCKTUNE_WGMMA"), "matmul")
+        name += ("_persistent" if "--persistent" in sys.argv else "") + ("_extended" if extended else "") + ".json"
         with open(os.path.join(os.environ["OUT"], name), "w") as f:
             json.dump(ROWS, f, indent=1)
 
