@@ -15,8 +15,10 @@ of row r sits at c ^ (r / per_phase) % max_phase), in which both sides are confl
          by the swizzle
   read   the wanted layout (the store's: 16 bytes per thread along the row) with `ld.shared.v4`
 so each warp then writes whole 128-byte rows with `st.global.v4` (Triton's epilogue; it writes with
-`st.shared.v4` and reads back with `ldmatrix`, the mirror image). The buffer reuses the dynamic
-shared memory of the K loop's stages, which are free once the loop has drained.
+`st.shared.v4` and reads back with `ldmatrix`, the mirror image). The other direction (a tile loaded
+with 16-byte accesses, added to the accumulator) goes through the same buffer: 16-byte stores, then
+each thread reads its fragment's pairs, conflict-free too. The buffer reuses the dynamic shared
+memory of the K loop's stages, which are free once the loop has drained.
 """
 from __future__ import annotations
 
@@ -52,7 +54,7 @@ def applies(have: Layout, want: Layout, dt, smem_free: int) -> bool:
     go in chunks): the whole tile fits the shared memory already there or the chunk bound."""
     if dt.is_ptr() or dt.name == "int1" or esize(dt) not in (2, 4):
         return False
-    if not is_fragment(have) or is_fragment(want) or have.shape != want.shape:
+    if is_fragment(have) == is_fragment(want) or have.shape != want.shape:
         return False
     rows, cols = have.shape
     return cols * esize(dt) >= 16 and rows >= 8 and rows * cols * esize(dt) <= smem_free
@@ -63,13 +65,14 @@ def scratch_tile(shape: tuple, es: int) -> SmemTile:
 
 
 def convert(lw, regs: list, have: Layout, want: Layout, dt, stmatrix: bool) -> list:
-    """`regs` (held in the fragment layout `have`) in layout `want`, through the swizzled buffer."""
+    """`regs` (held in `have`) in layout `want`, through the swizzled buffer; one of the two is a
+    fragment layout (out of a dot's accumulator, or into it: `acc += tl.load(bias)`)."""
     es = esize(dt)
     mt = mty(dt)
     tile = scratch_tile(have.shape, es)
     lw.smem_bytes = max(lw.smem_bytes, tile.nbytes)
     lw.barrier()
-    if stmatrix and es == 2:
+    if stmatrix and es == 2 and is_fragment(have):
         _write_stmatrix(lw, regs, have, tile)
     else:
         write_tile(lw, regs, have, tile, mt)
