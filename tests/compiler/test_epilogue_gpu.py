@@ -41,7 +41,7 @@ TILES = [  # bm, bn, bk, num_warps, num_stages
 
 @pytest.mark.parametrize("bm,bn,bk,nw,ns", TILES)
 @pytest.mark.parametrize("out", ["fp16", "bf16", "fp32"])
-@pytest.mark.parametrize("M,N,K", [(512, 512, 256), (333, 517, 200)])
+@pytest.mark.parametrize("M,N,K", [(333, 517, 200)])
 def test_dot_epilogue_gpu(g, bm, bn, bk, nw, ns, out, M, N, K):
     """D = A @ B + C stored as `out`; D is one element wider than the matrix on each side (its
     stride the padded width) so that a store outside the mask shows as a non-NaN border."""
