@@ -11,7 +11,7 @@ from llvmlite import ir as ll
 
 from . import mma, wgmma
 from .dot_layouts import SmemTile, mma_kind, operand_tiles, tiles_end, uses_wgmma
-from .layouts import Layout, dot_operand, log2
+from .layouts import Layout, dot_operand
 from .llvm_types import F32, F64, I32, esize, is_signed, lty, mty
 
 
@@ -142,13 +142,7 @@ def write_tile(lw, vals: list, lay: Layout, tile: SmemTile, mt: ll.Type):
     tmask = 0
     for o in lane_off + warp_off:
         tmask |= o
-    v = 1
-    k = 0
-    while (k < len(reg_off) and reg_off[k] == 1 << k and (v * 2) * es <= 16 and (v * 2) <= tile.vec):
-        k += 1
-        v *= 2
-    while v > 1 and (tmask & (v - 1) or any(o & (v - 1) for o in reg_off[log2(v):])):
-        v //= 2
+    v = tile.vector_width(reg_off, tmask)
     for g in range(0, lay.n_regs, v):
         c = 0
         for i, o in enumerate(reg_off):

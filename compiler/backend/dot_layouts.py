@@ -150,6 +150,18 @@ class SmemTile:
     def byte_offset(self, coord: tuple) -> int:
         return self.base + self.offset(coord) * self.es
 
+    def vector_width(self, reg_off: list, thread_mask: int) -> int:
+        """Elements per access (≤ 16 bytes) of a layout whose register bits land at offsets
+        `reg_off` and whose lanes/warps can set the bits of `thread_mask`: the leading registers
+        that are consecutive in the tile, as long as nothing else touches those offset bits."""
+        v, k = 1, 0
+        while k < len(reg_off) and reg_off[k] == 1 << k and v * 2 <= self.vec:
+            k += 1
+            v *= 2
+        while v > 1 and (thread_mask & (v - 1) or any(o & (v - 1) for o in reg_off[log2(v):])):
+            v //= 2
+        return v
+
 
 def contiguous_dim(lay: Layout) -> int:
     """The dim along which a thread's first registers (else its lanes) advance: the order the

@@ -15,10 +15,10 @@ of row r sits at c ^ (r / per_phase) % max_phase), in which both sides are confl
          by the swizzle
   read   the wanted layout (the store's: 16 bytes per thread along the row) with `ld.shared.v4`
 so each warp then writes whole 128-byte rows with `st.global.v4` (Triton's epilogue; it writes with
-`st.shared.v4` and reads back with `ldmatrix`, the mirror image). The other direction (a tile loaded
-with 16-byte accesses, added to the accumulator) goes through the same buffer: 16-byte stores, then
-each thread reads its fragment's pairs, conflict-free too. The buffer reuses the dynamic shared
-memory of the K loop's stages, which are free once the loop has drained.
+`st.shared.v4` and reads back with `ldmatrix`, the mirror image). The buffer reuses the dynamic
+shared memory of the K loop's stages, which are free once the loop has drained. The other direction
+(a tile added to the accumulator, `acc += tl.load(C)`) stays on the generic conversion: through
+this buffer it made ptxas spill a small tf32 dot (32×32×16, 4 warps).
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from llvmlite import ir as ll
 
 from .dot import write_tile
 from .dot_layouts import SmemTile
-from .layouts import Layout, log2
+from .layouts import Layout
 from .llvm_types import I32, esize, mty
 
 # the lanes of the m16n8 accumulator fragment (PTX ISA "Matrix fragments for mma.m16n8k16"): lanes
@@ -54,7 +54,7 @@ def applies(have: Layout, want: Layout, dt, smem_free: int) -> bool:
     go in chunks): the whole tile fits the shared memory already there or the chunk bound."""
     if dt.is_ptr() or dt.name == "int1" or esize(dt) not in (2, 4):
         return False
-    if is_fragment(have) == is_fragment(want) or have.shape != want.shape:
+    if not is_fragment(have) or is_fragment(want) or have.shape != want.shape:
         return False
     rows, cols = have.shape
     return cols * esize(dt) >= 16 and rows >= 8 and rows * cols * esize(dt) <= smem_free
@@ -65,14 +65,13 @@ def scratch_tile(shape: tuple, es: int) -> SmemTile:
 
 
 def convert(lw, regs: list, have: Layout, want: Layout, dt, stmatrix: bool) -> list:
-    """`regs` (held in `have`) in layout `want`, through the swizzled buffer; one of the two is a
-    fragment layout (out of a dot's accumulator, or into it: `acc += tl.load(bias)`)."""
+    """`regs` (held in the fragment layout `have`) in layout `want`, through the swizzled buffer."""
     es = esize(dt)
     mt = mty(dt)
     tile = scratch_tile(have.shape, es)
     lw.smem_bytes = max(lw.smem_bytes, tile.nbytes)
     lw.barrier()
-    if stmatrix and es == 2 and is_fragment(have):
+    if stmatrix and es == 2:
         _write_stmatrix(lw, regs, have, tile)
     else:
         write_tile(lw, regs, have, tile, mt)
@@ -94,12 +93,7 @@ def read_tile(lw, lay: Layout, tile: SmemTile, mt) -> list:
     warp_off = tuple(tile.offset(c) for c in lay.warp)
     tv, tm = lw.linear(lane_off, warp_off)
     reg_off = [tile.offset(c) for c in lay.reg]
-    v, k = 1, 0
-    while k < len(reg_off) and reg_off[k] == 1 << k and v * 2 * es <= 16 and v * 2 <= tile.vec:
-        k += 1
-        v *= 2
-    while v > 1 and (tm & (v - 1) or any(o & (v - 1) for o in reg_off[log2(v):])):
-        v //= 2
+    v = tile.vector_width(reg_off, tm)
     out = []
     for g in range(0, lay.n_regs, v):
         c = 0

@@ -8,7 +8,6 @@ sizes whose masked edge tiles must leave the poison outside the matrix untouched
 from __future__ import annotations
 
 import math
-import secrets
 
 import pytest
 
@@ -16,21 +15,13 @@ torch = pytest.importorskip("torch")
 
 import dot_kernels as DK  # noqa: E402
 from test_dot_mma import RTOL, load_tutorial, rel_err  # noqa: E402
+from test_matmul_gpu import g  # noqa: E402,F401 - the seeded CUDA generator fixture
 
 pytestmark = pytest.mark.gpu
 DEV = "cuda"
 TORCH = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 # the output's own rounding on top of the inputs' (relative norm, inputs ~N(0,1))
 OUT_RTOL = {"fp16": 2e-3, "bf16": 1.2e-2, "fp32": 1e-3}
-
-
-@pytest.fixture
-def g():
-    seed = secrets.randbits(31)
-    print(f"seed={seed}")
-    gen = torch.Generator(device=DEV)
-    gen.manual_seed(seed)
-    return gen
 
 
 TILES = [  # bm, bn, bk, num_warps, num_stages

@@ -6,13 +6,13 @@ epilogue inside the tile loop, no spills."""
 from __future__ import annotations
 
 import math
-import secrets
 
 import pytest
 import torch
 
 from tests.compiler.kernels.tutorials_more import matmul_persistent as P
 from tests.compiler.kernels.util import gen, interpret  # noqa: F401
+from tests.compiler.test_tutorials_more import cuda_gen  # noqa: F401 - the seeded generator fixture
 
 import compiler as triton
 
@@ -51,13 +51,6 @@ def test_persistent_ptx():
         assert "wgmma.mma_async" in ptx and "cp.async.cg.shared.global" in ptx and "stmatrix" in ptx
         rep = ptxas_report(ptx)
         assert rep["spills"] == 0 and rep["stack"] == 0, rep["text"]
-
-
-@pytest.fixture
-def cuda_gen():
-    seed = secrets.randbits(31)
-    print(f"seed={seed}")
-    return torch.Generator().manual_seed(seed)
 
 
 @pytest.mark.gpu
