@@ -10,7 +10,7 @@ from __future__ import annotations
 from llvmlite import ir as ll
 
 from . import mma, wgmma
-from .dot_layouts import SmemTile, mma_kind, operand_tiles, tiles_end, uses_wgmma
+from .dot_layouts import SmemTile, mma_kind, operand_tiles, register_groups, tiles_end, uses_wgmma
 from .layouts import Layout, dot_operand
 from .llvm_types import F32, F64, I32, esize, is_signed, lty, mty
 
@@ -135,19 +135,13 @@ def write_tile(lw, vals: list, lay: Layout, tile: SmemTile, mt: ll.Type):
     """Store a block held in `lay` into the swizzled tile (vectorized along the contiguous dim)."""
     b = lw.b
     es = tile.es
-    lane_off = tuple(tile.offset(c) for c in lay.lane)
-    warp_off = tuple(tile.offset(c) for c in lay.warp)
+    lane_off, warp_off, reg_off = tile.layout_offsets(lay)
     tv, tm = lw.linear(lane_off, warp_off)
-    reg_off = [tile.offset(c) for c in lay.reg]
     tmask = 0
     for o in lane_off + warp_off:
         tmask |= o
     v = tile.vector_width(reg_off, tmask)
-    for g in range(0, lay.n_regs, v):
-        c = 0
-        for i, o in enumerate(reg_off):
-            if g >> i & 1:
-                c ^= o
+    for g, c in register_groups(reg_off, lay.n_regs, v):
         off = lw.combine_const(tv, tm, c)
         ptr = lw.smem_ptr(b.add(b.mul(off, ll.Constant(I32, es)), ll.Constant(I32, tile.base)) if tile.base else b.mul(off, ll.Constant(I32, es)))
         if v == 1:

@@ -27,7 +27,7 @@ import re
 from llvmlite import ir as ll
 
 from .dot import write_tile
-from .dot_layouts import SmemTile
+from .dot_layouts import SmemTile, register_groups
 from .layouts import Layout
 from .llvm_types import I32, esize, mty
 
@@ -89,17 +89,11 @@ def read_tile(lw, lay: Layout, tile: SmemTile, mt) -> list:
     (consecutive registers that stay consecutive in the tile)."""
     b = lw.b
     es = tile.es
-    lane_off = tuple(tile.offset(c) for c in lay.lane)
-    warp_off = tuple(tile.offset(c) for c in lay.warp)
+    lane_off, warp_off, reg_off = tile.layout_offsets(lay)
     tv, tm = lw.linear(lane_off, warp_off)
-    reg_off = [tile.offset(c) for c in lay.reg]
     v = tile.vector_width(reg_off, tm)
     out = []
-    for g in range(0, lay.n_regs, v):
-        c = 0
-        for i, o in enumerate(reg_off):
-            if g >> i & 1:
-                c ^= o
+    for _, c in register_groups(reg_off, lay.n_regs, v):
         ptr = _tile_ptr(lw, lw.combine_const(tv, tm, c), tile)
         if v == 1:
             out.append(b.load(ptr, typ=mt, align=es))
@@ -131,11 +125,7 @@ def _write_stmatrix(lw, regs: list, have: Layout, tile: SmemTile) -> None:
     fty = ll.FunctionType(ll.VoidType(), [ll.IntType(32)] + [I32] * n)
     asm = ll.InlineAsm(fty, text, ",".join(["r"] + ["r"] * n), side_effect=True)
     words_per_group = n
-    for grp in range(len(regs) // (2 * words_per_group)):
-        c = 0
-        for i, o in enumerate(rest_off):
-            if grp >> i & 1:
-                c ^= o
+    for grp, c in register_groups(rest_off, len(regs) // (2 * words_per_group), 1):
         off = lw.combine_const(tv, tm, c)
         addr = b.ptrtoint(_tile_ptr(lw, off, tile), I32)
         words = []

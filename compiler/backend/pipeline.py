@@ -35,7 +35,7 @@ from llvmlite import ir as ll
 
 from .. import ir
 from . import dot, wgmma
-from .dot_layouts import mma_kind, operand_tiles, tiles_end, uses_wgmma
+from .dot_layouts import mma_kind, operand_tiles, register_groups, tiles_end, uses_wgmma
 from .layouts import log2
 from .llvm_types import esize, is_signed
 from .memory import access_width
@@ -256,13 +256,7 @@ def _issue(lw, plan: Plan, body, iv_val, state: dict, slot_base, ub, signed: boo
         name = "llvm.nvvm.cp.async.cg.shared.global.16.s" if nbytes == 16 else f"llvm.nvvm.cp.async.ca.shared.global.{nbytes}.s"
         fn = lw.intrinsic(name, ll.VoidType(), [ll.PointerType(addrspace=3), ll.PointerType(addrspace=1), I32])
         slot = slot_base if not isinstance(slot_base, int) else ll.Constant(I32, slot_base)
-        consts = []
-        for g in range(0, lay.n_regs, v):
-            c = 0
-            for j, o in enumerate(reg_off):
-                if g >> j & 1:
-                    c ^= o
-            consts.append(c)
+        consts = [c for _, c in register_groups(reg_off, lay.n_regs, v)]
         # wgmma: one address register per tile (this thread's part plus the stage) and each copy a
         # constant offset from it, folded into the instruction (16-30 fewer registers than one
         # hoisted sum per copy); needs no constant to share a bit with the thread's part. The
