@@ -10,9 +10,10 @@ from __future__ import annotations
 from llvmlite import ir as ll
 
 from . import mma, wgmma
-from .dot_layouts import SmemTile, mma_kind, operand_tiles, register_groups, tiles_end, uses_wgmma
-from .layouts import Layout, dot_operand
+from .dot_layouts import SmemTile, mma_kind, operand_tiles, tiles_end, uses_wgmma
+from .layouts import dot_operand
 from .llvm_types import F32, F64, I32, esize, is_signed, lty, mty
+from .smem_tiles import write_tile
 
 
 def lower_dot(lw, op):
@@ -129,25 +130,3 @@ def dot_from_tiles(lw, op, ta: SmemTile, tb: SmemTile, dyn_base=None):
     if uses_wgmma(op, lw.options):
         return wgmma.dot_from_tiles(lw, op, ta, tb, dyn_base)
     return mma.dot_from_tiles(lw, op, ta, tb, dyn_base)
-
-
-def write_tile(lw, vals: list, lay: Layout, tile: SmemTile, mt: ll.Type):
-    """Store a block held in `lay` into the swizzled tile (vectorized along the contiguous dim)."""
-    b = lw.b
-    es = tile.es
-    lane_off, warp_off, reg_off = tile.layout_offsets(lay)
-    tv, tm = lw.linear(lane_off, warp_off)
-    tmask = 0
-    for o in lane_off + warp_off:
-        tmask |= o
-    v = tile.vector_width(reg_off, tmask)
-    for g, c in register_groups(reg_off, lay.n_regs, v):
-        off = lw.combine_const(tv, tm, c)
-        ptr = lw.smem_ptr(b.add(b.mul(off, ll.Constant(I32, es)), ll.Constant(I32, tile.base)) if tile.base else b.mul(off, ll.Constant(I32, es)))
-        if v == 1:
-            val = vals[g]
-        else:
-            val = ll.Constant(ll.VectorType(mt, v), None)
-            for j in range(v):
-                val = b.insert_element(val, vals[g + j], ll.Constant(I32, j))
-        b.store(val, ptr, align=es * v)

@@ -26,10 +26,10 @@ import re
 
 from llvmlite import ir as ll
 
-from .dot import write_tile
 from .dot_layouts import SmemTile, register_groups
 from .layouts import Layout
 from .llvm_types import I32, esize, mty
+from .smem_tiles import read_tile, tile_ptr, write_tile
 
 # the lanes of the m16n8 accumulator fragment (PTX ISA "Matrix fragments for mma.m16n8k16"): lanes
 # 0-1 pick the column pair, lanes 2-4 the row
@@ -79,30 +79,6 @@ def convert(lw, regs: list, have: Layout, want: Layout, dt, stmatrix: bool) -> l
     return read_tile(lw, want, tile, mt)
 
 
-def _tile_ptr(lw, off, tile: SmemTile):
-    b = lw.b
-    return lw.smem_ptr(b.mul(off, ll.Constant(I32, tile.es)))
-
-
-def read_tile(lw, lay: Layout, tile: SmemTile, mt) -> list:
-    """This thread's registers of `lay` from the swizzled tile, in vectors of up to 16 bytes
-    (consecutive registers that stay consecutive in the tile)."""
-    b = lw.b
-    es = tile.es
-    lane_off, warp_off, reg_off = tile.layout_offsets(lay)
-    tv, tm = lw.linear(lane_off, warp_off)
-    v = tile.vector_width(reg_off, tm)
-    out = []
-    for _, c in register_groups(reg_off, lay.n_regs, v):
-        ptr = _tile_ptr(lw, lw.combine_const(tv, tm, c), tile)
-        if v == 1:
-            out.append(b.load(ptr, typ=mt, align=es))
-        else:
-            vec = b.load(ptr, typ=ll.VectorType(mt, v), align=es * v)
-            out.extend(b.extract_element(vec, ll.Constant(I32, j)) for j in range(v))
-    return out
-
-
 def _write_stmatrix(lw, regs: list, have: Layout, tile: SmemTile) -> None:
     """stmatrix.sync.aligned.m8n8.x{1,2,4}: register word w (the pair 2w, 2w+1) of every lane is
     element pair (lane % 4) of row lane / 4 of an 8×8 matrix; a group of 2^q words is 2^q such
@@ -127,7 +103,7 @@ def _write_stmatrix(lw, regs: list, have: Layout, tile: SmemTile) -> None:
     words_per_group = n
     for grp, c in register_groups(rest_off, len(regs) // (2 * words_per_group), 1):
         off = lw.combine_const(tv, tm, c)
-        addr = b.ptrtoint(_tile_ptr(lw, off, tile), I32)
+        addr = b.ptrtoint(tile_ptr(lw, off, tile), I32)
         words = []
         for w in range(words_per_group):
             r0 = 2 * (grp * words_per_group + w)
