@@ -10,11 +10,9 @@ OUT is set.
 """
 from __future__ import annotations
 
-import json
-import os
 import sys
 
-from common import geomean, load_twice
+from common import geomean, load_twice, report, result_row
 
 import torch
 
@@ -74,17 +72,8 @@ def run(log2n, dtype):
         diff = (outs["blocktune"] != outs["triton"]).sum().item()
         raise AssertionError(f"blocktune and Triton disagree on {diff} of {n} elements for the same seed")
     t_torch = bench(lambda: torch.nn.functional.dropout(x, P, training=True))
-    gbytes = 2 * n * x.element_size() / 1e9
-    r = {"kernel": "seeded_dropout", "dtype": str(dtype).replace("torch.", ""), "n": f"2^{log2n}",
-         "blocktune_ms": times["blocktune"], "triton_ms": times["triton"], "torch_ms": t_torch,
-         "blocktune_gbs": gbytes / (times["blocktune"] * 1e-3),
-         "triton_gbs": gbytes / (times["triton"] * 1e-3) if times["triton"] else None,
-         "torch_gbs": gbytes / (t_torch * 1e-3)}
-    r["vs_triton"] = times["triton"] / times["blocktune"] if times["triton"] else None
-    r["vs_torch"] = t_torch / times["blocktune"]
-    ROWS.append(r)
-    print(f"dropout {r['dtype']:8s} {r['n']:>5s}  blocktune {r['blocktune_gbs']:7.0f} GB/s  triton {r['triton_gbs'] or 0:7.0f}  "
-          f"torch {r['torch_gbs']:7.0f}  ×triton {r['vs_triton'] or 0:.3f}  ×torch {r['vs_torch']:.3f}", flush=True)
+    shape = f"{str(dtype).replace('torch.', '')} 2^{log2n}"
+    ROWS.append(result_row("seeded_dropout", shape, 2 * n * x.element_size() / 1e9, "gbs", times, t_torch))
 
 
 def main():
@@ -94,19 +83,5 @@ def main():
     for dtype in (torch.float32, torch.float16):
         for log2n in (20, 24, 26, 28):
             run(log2n, dtype)
-    print("\n| kernel | dtype | n | blocktune GB/s | Triton GB/s | torch GB/s | × Triton | × torch |")
-    print("|---|---|---|---|---|---|---|---|")
-    for r in ROWS:
-        print(f"| {r['kernel']} | {r['dtype']} | {r['n']} | {r['blocktune_gbs']:.0f} | {r['triton_gbs'] or 0:.0f} | "
-              f"{r['torch_gbs']:.0f} | {r['vs_triton'] or 0:.3f} | {r['vs_torch']:.3f} |")
-    ratios = [r["vs_triton"] for r in ROWS if r["vs_triton"]]
-    if ratios:
-        print(f"seeded dropout: geomean × Triton {geomean(ratios):.3f}, worst {min(ratios):.3f}")
+    report(ROWS, "seeded dropout", "gbs", "dropout.json")
     print(f"seeded dropout: geomean × torch {geomean([r['vs_torch'] for r in ROWS]):.3f}")
-    if os.environ.get("OUT"):
-        with open(os.path.join(os.environ["OUT"], "dropout.json"), "w") as f:
-            json.dump(ROWS, f, indent=1)
-
-
-if __name__ == "__main__":
-    main()

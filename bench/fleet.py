@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -129,6 +130,22 @@ class Fleet:
                 p.kill()
         self.http.close()
 
+    def worker_timelines(self) -> dict[str, str]:
+        """Each worker's logged job timelines (tuner/timeline.py): where a worker's share of the
+        wall time went, the way to see whether start-up or the tail costs a shared job its speed-up."""
+        out = {}
+        for log in sorted(self.logs.glob("worker-*.log")):
+            lines, keep = [], False
+            for line in log.read_text(errors="replace").splitlines():
+                if "timeline" in line:
+                    keep = True
+                elif keep and not line.startswith(" "):
+                    keep = False
+                if keep:
+                    lines.append(line)
+            out[log.stem] = "\n".join(lines)
+        return out
+
 
 def scenario(pg_url: str, name: str, devices: list[int], specs: list[dict], interpret: bool) -> dict:
     db = f"fleet_{name.replace(' ', '_')}_{time.time_ns()}"
@@ -143,6 +160,10 @@ def scenario(pg_url: str, name: str, devices: list[int], specs: list[dict], inte
         seconds, jobs = fleet.run_jobs(specs)
         trials = [j.get("trials_done") for j in jobs]
         workers = fleet.http.get("/api/v1/workers").json()
+    for worker, timeline in fleet.worker_timelines().items():
+        print(f"--- {name}: {worker}\n{timeline or '(no timeline logged)'}", flush=True)
+    if os.environ.get("OUT"):
+        shutil.copytree(fleet.logs, Path(os.environ["OUT"]) / f"fleet-logs-{name.replace(' ', '-')}")
     row = {"scenario": name, "workers": len(devices), "jobs": len(specs), "seconds": round(seconds, 2),
            "trials_done": trials, "worker_names": sorted(w["name"] for w in workers)}
     print(json.dumps(row), flush=True)

@@ -3,13 +3,23 @@
 Groups of 4 square fp16 problems N×N×N, N ∈ 128 … 2048 (the tutorial's sweep). Both compilers run
 the same text (bench/grouped_gemm_kernels.py), autotuned over the tutorial's configs; torch runs
 one torch.matmul per problem. Every output is checked against torch first. Timing: do_bench median.
-Prints TFLOP/s with × Triton ratios and writes JSON to $OUT/grouped_gemm.json when OUT is set.
+
+The tutorial's autotuner is keyed on `group_size` only, so each compiler picks its config at the
+first size and keeps it for every later one: the ratios of those rows compare two picks as much as
+two compilers. The configs each side picked are printed (and kept in the JSON). `--per-config`
+also times every config on both sides at every size — the code-generation comparison, config for
+config — and the ratio of each side's best config per size.
+
+    python3 bench/grouped_gemm.py [N ...] [--per-config]
+
+Prints TFLOP/s with × Triton ratios and writes JSON to $OUT/grouped_gemm.json (and, with
+--per-config, $OUT/grouped_gemm_per_config.json) when OUT is set.
 """
 from __future__ import annotations
 
 import sys
 
-from common import load_twice, report, result_row
+from common import geomean, load_twice, report, result_row
 
 import torch
 
@@ -23,41 +33,96 @@ else:
 DEV = "cuda"
 GROUP = 4
 ROWS: list[dict] = []
+PER_CONFIG: list[dict] = []
 
 
 def bench(fn):
     return do_bench(fn, warmup=25, rep=200, return_mode="median")
 
 
-def run_case(n):
+def config_label(cfg) -> str:
+    k = cfg.kwargs
+    return f"{k['BLOCK_SIZE_M']}x{k['BLOCK_SIZE_N']}x{k['BLOCK_SIZE_K']} sm{k['NUM_SM']} w{cfg.num_warps} s{cfg.num_stages}"
+
+
+def checked(name, n, Cs, refs):
+    torch.cuda.synchronize()
+    for i, (c, ref) in enumerate(zip(Cs, refs)):
+        if not torch.allclose(c.float(), ref.float(), atol=1e-2 * n ** 0.5, rtol=1e-2):
+            raise AssertionError(f"{name} grouped gemm N={n} problem {i}: wrong result")
+
+
+def run_case(n, per_config):
     As = [torch.rand(n, n, device=DEV, dtype=torch.float16) for _ in range(GROUP)]
     Bs = [torch.rand(n, n, device=DEV, dtype=torch.float16) for _ in range(GROUP)]
     refs = [a @ b for a, b in zip(As, Bs)]
     t_torch = bench(lambda: [torch.matmul(a, b) for a, b in zip(As, Bs)])
-    times = {}
-    for name, mod in (("blocktune", bt), ("triton", tri)):
+    mods = (("blocktune", bt), ("triton", tri))
+    times, picked = {}, {}
+    for name, mod in mods:
         if mod is None:
             times[name] = None
             continue
         args, Cs = mod.group_gemm_args(As, Bs)
         launch = lambda: mod.grouped_matmul_autotuned[lambda meta: (meta['NUM_SM'], )](*args)  # noqa: E731
-        launch()  # autotunes
-        torch.cuda.synchronize()
-        for i, (c, ref) in enumerate(zip(Cs, refs)):
-            if not torch.allclose(c.float(), ref.float(), atol=1e-2 * n ** 0.5, rtol=1e-2):
-                raise AssertionError(f"{name} grouped gemm N={n} problem {i}: wrong result")
+        launch()  # autotunes (at the first size only: the key is group_size)
+        checked(name, n, Cs, refs)
         times[name] = bench(launch)
-    ROWS.append(result_row("grouped_gemm", f"{GROUP}x{n}^3", 2 * n ** 3 * GROUP / 1e12, "tflops", times, t_torch))
+        picked[name] = config_label(mod.grouped_matmul_autotuned.best_config)
+    row = result_row("grouped_gemm", f"{GROUP}x{n}^3", 2 * n ** 3 * GROUP / 1e12, "tflops", times, t_torch)
+    row["configs"] = picked
+    print(f"  configs in use: {picked}", flush=True)
+    ROWS.append(row)
+    if not per_config:
+        return
+    for cfg in bt.grouped_configs():
+        label = config_label(cfg)
+        times = {}
+        for name, mod in mods:
+            if mod is None:
+                times[name] = None
+                continue
+            args, Cs = mod.group_gemm_args(As, Bs)
+            same = next(c for c in mod.grouped_configs() if config_label(c) == label)
+            meta = dict(same.kwargs, num_warps=same.num_warps, num_stages=same.num_stages)
+            launch = lambda: mod.grouped_matmul_kernel[(meta["NUM_SM"], )](*args, **meta)  # noqa: E731
+            launch()
+            checked(f"{name} [{label}]", n, Cs, refs)
+            times[name] = bench(launch)
+        r = result_row(f"grouped_gemm [{label}]", f"{GROUP}x{n}^3", 2 * n ** 3 * GROUP / 1e12, "tflops", times, t_torch)
+        r["n"], r["config"] = n, label
+        PER_CONFIG.append(r)
+
+
+def best_per_size():
+    """Each side's best config at each size: the ratio a per-size autotuning would give."""
+    for n in sorted({r["n"] for r in PER_CONFIG}):
+        rows = [r for r in PER_CONFIG if r["n"] == n]
+        bt_best = min(rows, key=lambda r: r["blocktune_ms"])
+        tri_best = min((r for r in rows if r["triton_ms"]), key=lambda r: r["triton_ms"], default=None)
+        ratio = tri_best["triton_ms"] / bt_best["blocktune_ms"] if tri_best else None
+        print(f"best per size {GROUP}x{n}^3: blocktune {bt_best['config']} {bt_best['blocktune_ms']:.4f} ms, "
+              f"triton {tri_best['config'] if tri_best else '-'} {tri_best['triton_ms'] if tri_best else 0:.4f} ms, "
+              f"×triton {ratio or 0:.3f}")
+    by_cfg = {}
+    for r in PER_CONFIG:
+        by_cfg.setdefault(r["config"], []).append(r["vs_triton"])
+    for label, ratios in by_cfg.items():
+        print(f"config {label}: geomean × Triton {geomean(ratios):.3f}, worst {min((r for r in ratios if r), default=0):.3f}")
 
 
 def main():
     torch.manual_seed(0)
     print(f"device: {torch.cuda.get_device_name(0)}; torch {torch.__version__}; "
           f"triton {getattr(sys.modules.get('triton'), '__version__', 'absent')}", flush=True)
-    ns = [int(a) for a in sys.argv[1:]] or [2 ** i for i in range(7, 12)]
+    per_config = "--per-config" in sys.argv[1:]
+    ns = [int(a) for a in sys.argv[1:] if not a.startswith("--")] or [2 ** i for i in range(7, 12)]
     for n in ns:
-        run_case(n)
+        run_case(n, per_config)
     report(ROWS, "grouped_gemm", "tflops", "grouped_gemm.json")
+    if per_config:
+        report(PER_CONFIG, "grouped_gemm per config", "tflops", "grouped_gemm_per_config.json")
+        best_per_size()
 
 
 if __name__ == "__main__":

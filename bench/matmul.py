@@ -12,7 +12,7 @@ Shapes (M×N×K), each in fp16 and bf16: the classic set 1024³, 2048³, 4096³,
 8192×1024×4096, 16×4096×4096, and the LLM set M ∈ {1, 16, 128, 4096} × (N, K) ∈ {(4096, 4096),
 (14336, 4096), (4096, 14336)} (a decoder layer's projections at batch·tokens = M).
 `python bench/matmul.py [--quick] [--set classic|llm] [--dtype fp16|bf16] [--configs tutorial|extended]
-[--persistent] [--mma-sync|--wgmma-sync]`
+[--persistent] [--mma-sync|--wgmma-sync] [--fp8]`
 (--quick: the shapes issue 12 names — fp16 4096³, 8192³, 4096×4096×512, bf16 1024³ — and one LLM
 decode shape; --set/--dtype pick a part, for runs that must fit a time limit; --configs extended:
 both autotuners get the tutorial's 16 configs plus the Hopper tiles of bench/matmul_configs.py
@@ -20,7 +20,9 @@ both autotuners get the tutorial's 16 configs plus the Hopper tiles of bench/mat
 run the persistent form of the same kernel (bench/matmul_persistent_kernels.py, #SMs programs
 looping over the tiles) on the same configs; by default blocktune lowers
 tl.dot on sm_90 with wgmma; --mma-sync: the sm_80 mma.sync path; --wgmma-sync: wgmma waited for at
-each dot).
+each dot; --fp8: e4m3 inputs at 4096³ and 8192³ only, B stored K-major (column-major, as fp8 GEMMs
+and torch._scaled_mm take it), the same kernel text and fp16 output; the cuBLAS column is then
+torch._scaled_mm with unit scales).
 Prints one line per shape, then a table with the geomean and the worst shape; writes
 $OUT/matmul.json (matmul_mma_sync.json, matmul_persistent_extended.json, ...) when OUT is set.
 """
@@ -59,7 +61,8 @@ CLASSIC = [(1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 81
 LLM = [(m, n, k) for m in (1, 16, 128, 4096) for n, k in ((4096, 4096), (14336, 4096), (4096, 14336))]
 QUICK = [("fp16", 4096, 4096, 4096), ("fp16", 8192, 8192, 8192), ("fp16", 4096, 4096, 512), ("bf16", 1024, 1024, 1024),
          ("fp16", 16, 14336, 4096)]
-TD = {"fp16": torch.float16, "bf16": torch.bfloat16}
+FP8 = [("fp8e4m3", 4096, 4096, 4096), ("fp8e4m3", 8192, 8192, 8192)]
+TD = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp8e4m3": torch.float8_e4m3fn}
 ROWS: list[dict] = []
 
 
@@ -132,13 +135,29 @@ class Subject:
 SUBJECTS: dict = {}
 
 
+def make_inputs(dt, m, n, k):
+    """A [M, K] row-major; B [K, N] row-major, or for fp8 K-major (a transposed [N, K] tensor)."""
+    if dt == "fp8e4m3":
+        a = torch.randn((m, k), device=DEV).to(TD[dt])
+        b = torch.randn((n, k), device=DEV).to(TD[dt]).T
+        return a, b
+    return torch.randn((m, k), device=DEV, dtype=TD[dt]), torch.randn((k, n), device=DEV, dtype=TD[dt])
+
+
+def vendor_matmul(dt, a, b):
+    """cuBLAS through torch: torch.matmul, or for fp8 torch._scaled_mm (cuBLASLt fp8, unit scales)."""
+    if dt == "fp8e4m3":
+        one = torch.ones((), device=DEV)
+        return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.float16)
+    return lambda: torch.matmul(a, b)
+
+
 def same_key(cfg) -> tuple:
     return (tuple(sorted(cfg.kwargs.items())), cfg.num_warps, cfg.num_stages)
 
 
 def run_shape(dt, m, n, k):
-    a = torch.randn((m, k), device=DEV, dtype=TD[dt])
-    b = torch.randn((k, n), device=DEV, dtype=TD[dt])
+    a, b = make_inputs(dt, m, n, k)
     ref = a.double() @ b.double()
     r = {"dtype": dt, "M": m, "N": n, "K": k}
     for name in ("blocktune", "triton"):
@@ -158,7 +177,11 @@ def run_shape(dt, m, n, k):
         r[f"{name}_ms"] = ms
         r[f"{name}_tflops"] = tflops(m, n, k, ms)
         r[f"{name}_config"] = fmt_cfg(sub.kernel.best_config)
-    ms = bench(lambda: torch.matmul(a, b))
+    vendor = vendor_matmul(dt, a, b)
+    err = rel_err(vendor(), ref)
+    if not err < 1e-2:
+        raise AssertionError(f"cuBLAS {dt} {m}x{n}x{k}: relative error {err:.3e}")
+    ms = bench(vendor)
     r["cublas_ms"] = ms
     r["cublas_tflops"] = tflops(m, n, k, ms)
     bt_t, tri_t = r["blocktune_tflops"], r["triton_tflops"]
@@ -209,7 +232,7 @@ def main():
           f"triton {getattr(sys.modules.get('triton'), '__version__', 'absent')}; "
           f"blocktune dot: {dict(zip(('0', 'sync'), ('mma.sync', 'wgmma-sync'))).get(os.environ.get('BLOCKTUNE_WGMMA'), 'wgmma')}; "
           f"cache {os.environ['BLOCKTUNE_CACHE_DIR']}", flush=True)
-    shapes = QUICK if "--quick" in sys.argv else selected_shapes(sys.argv)
+    shapes = QUICK if "--quick" in sys.argv else FP8 if "--fp8" in sys.argv else selected_shapes(sys.argv)
     extended = (_arg(sys.argv, "--configs") or "tutorial") == "extended"
     for name, mod in (("blocktune", bt), ("triton", tri)):
         if mod is not None:
@@ -240,7 +263,8 @@ def main():
                   f"({worst['dtype']} {worst['M']}×{worst['N']}×{worst['K']})")
     if os.environ.get("OUT"):
         name = {"0": "matmul_mma_sync", "sync": "matmul_wgmma_sync"}.get(os.environ.get("BLOCKTUNE_WGMMA"), "matmul")
-        name += ("_persistent" if "--persistent" in sys.argv else "") + ("_extended" if extended else "") + ".json"
+        name += ("_fp8" if "--fp8" in sys.argv else "") + ("_persistent" if "--persistent" in sys.argv else "")
+        name += ("_extended" if extended else "") + ".json"
         with open(os.path.join(os.environ["OUT"], name), "w") as f:
             json.dump(ROWS, f, indent=1)
 

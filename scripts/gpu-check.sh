@@ -3,6 +3,7 @@
 # short table. The GPU image has torch/triton/llvmlite/cuda-bindings but not the web/db stack:
 # `../shared/tools/device-wheels` and then
 # `../shared/tools/device-wheels platformdirs pydantic-settings python-dotenv opentelemetry-api`
+# (and `pytest-xdist execnet`, which spread the gpu tests over the host's cores)
 # put those wheels in .whl/ (carry it) and this script installs them first:
 #   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 # Usage: scripts/gpu-check.sh [tests|kernels|launch|matmul|tuning|dropout|layernorm_bwd|grouped_gemm|all]...   (default: all)
@@ -20,7 +21,10 @@ has() { for w in "${what[@]}"; do [ "$w" = "$1" ] || [ "$w" = all ] && return 0;
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader || true
 summary=()
 if has tests; then
-  python3 -m pytest -m gpu -q -p no:cacheprovider --timeout 300 --ignore=tests/service/test_contract.py --ignore=tests/test_import_structure.py tests 2>&1 | tee "$OUT/gpu-tests.log" | tail -40
+  # the gpu tests are mostly compiles (CPU): spread over the host's cores by file when xdist is there
+  # (`device-wheels pytest-xdist execnet`), one GPU shared by the processes
+  par=(); python3 -c "import xdist" 2>/dev/null && par=(-n "${GPU_TEST_PROCS:-8}" --dist loadfile)
+  python3 -m pytest -m gpu -q -p no:cacheprovider --timeout 300 "${par[@]}" --ignore=tests/service/test_contract.py --ignore=tests/test_import_structure.py tests 2>&1 | tee "$OUT/gpu-tests.log" | tail -40
   summary+=("gpu tests: $(grep -E '[0-9]+ (passed|failed)' "$OUT/gpu-tests.log" | tail -1)")
 fi
 for b in kernels launch matmul tuning dropout layernorm_bwd grouped_gemm; do

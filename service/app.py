@@ -1,6 +1,7 @@
 """The FastAPI application: REST API under /api/v1, /healthz, /metrics, the dashboard at /."""
 from __future__ import annotations
 
+import functools
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from service.api import errors, openapi
 from service.api.routing import one_value_per_query_parameter
 from service.core.config import Settings, get_settings
 from service.core.limits import BodySizeLimitMiddleware
+from service.fastpath import PATH as LOOKUP_PATH
 from service.metrics import Metrics, MetricsMiddleware
 
 API_PREFIX = "/api/v1"
@@ -62,7 +64,7 @@ def create_app(settings: Settings | None = None, *, database_url: str | None = N
 
     settings = settings or get_settings()
     url = database_url or settings.resolved_database_url()
-    app = FastAPI(title="blocktune", version=_version(),
+    app = _BlocktuneAPI(title="blocktune", version=_version(),
                   description="Tuning jobs, best configs per GPU model, and the launch-time config lookup.",
                   docs_url=None, openapi_url=f"{API_PREFIX}/openapi.json", lifespan=_lifespan,
                   **_without_opentelemetry())
@@ -104,16 +106,30 @@ def create_app(settings: Settings | None = None, *, database_url: str | None = N
     app.add_exception_handler(login.LoginRequired, login.login_redirect)   # pages: 303 to /login
 
     # added last = outermost: metrics see everything (a 500 too); a failure anywhere inside is
-    # answered by InternalErrorMiddleware; the lookup's fast path and the body size limit run
-    # before routing
-    from service.fastpath import LookupFastPath
-
-    app.add_middleware(LookupFastPath, state=app.state)
+    # answered by InternalErrorMiddleware; the body size limit runs before routing
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(errors.InternalErrorMiddleware)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
+    # the lookup's fast path, in front of FastAPI's own layers, with metrics and error answers of
+    # its own; what it does not answer goes through the whole app like any request
+    from service.fastpath import LookupFastPath
 
+    app.lookup_front = MetricsMiddleware(errors.InternalErrorMiddleware(
+        LookupFastPath(functools.partial(FastAPI.__call__, app), state=app.state)), metrics=app.state.metrics)
     return app
+
+
+class _BlocktuneAPI(FastAPI):
+    """FastAPI with the config lookup's fast path (service/fastpath.py) ahead of FastAPI's own
+    layers — its error, telemetry and body-limit middlewares, which an app cannot turn off and
+    which cost ~3.5 µs of a lookup's ~15 µs in the app."""
+
+    lookup_front = None   # set by create_app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["path"] == LOOKUP_PATH and self.lookup_front is not None:
+            return await self.lookup_front(scope, receive, send)
+        return await super().__call__(scope, receive, send)
 
 
 def _without_opentelemetry() -> dict:

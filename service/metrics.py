@@ -91,6 +91,9 @@ class Metrics:
         return generate_latest(self.registry)
 
 
+_METERED = "blocktune.metered"
+
+
 class MetricsMiddleware:
     """Pure ASGI middleware (no per-request task overhead): counts and times each request by its
     route template (so /api/v1/jobs/{job_id} is one series, not one per id)."""
@@ -115,8 +118,11 @@ class MetricsMiddleware:
         series[1].observe(seconds)
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
+        # counted once, by the outermost of these (the lookup's fast path has one of its own in
+        # front of the app's, service/app.py)
+        if scope["type"] != "http" or _METERED in scope:
             return await self.app(scope, receive, send)
+        scope[_METERED] = True
         start = time.perf_counter()
         status = [500]
 

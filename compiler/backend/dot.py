@@ -9,18 +9,31 @@ from __future__ import annotations
 
 from llvmlite import ir as ll
 
-from . import mma, wgmma
+from ..language import dtypes as T
+from . import fp8, mma, wgmma
+from .errors import BackendError
 from .dot_layouts import SmemTile, mma_kind, operand_tiles, tiles_end, uses_wgmma
 from .layouts import dot_operand
 from .llvm_types import F32, F64, I32, esize, is_signed, lty, mty
 from .smem_tiles import write_tile
 
 
+def check_dot_shapes(fn) -> None:
+    """NVIDIA's dots need every dim ≥ 16 (Triton's min_dot_size on CUDA); the front end accepts
+    smaller ones because interpret mode runs them."""
+    for op in fn.walk():
+        if op.name == "dot":
+            (m, k), n = op.operands[0].shape, op.result.shape[1]
+            if min(m, n, k) < 16:
+                raise BackendError(f"tl.dot: every dimension must be at least 16 on NVIDIA GPUs, got M={m}, N={n}, K={k} "
+                                   "(smaller dots run in interpret mode only)", op.loc)
+
+
 def lower_dot(lw, op):
     """FMA dot: A and B go to shared memory (row-major), then for each k every thread loads the
     A values of its C rows and the B values of its C columns (vectorized along k for A and along n
     for B) and does the outer-product FMAs. Register use stays at acc + a few operands.
-    fp16/bf16 (and fp32 as tf32) dots go to tensor cores instead (mma.py, wgmma.py)."""
+    fp16/bf16/fp8 (and fp32 as tf32) dots go to tensor cores instead (mma.py, wgmma.py)."""
     if mma_kind(op) is not None:
         return lower_tensor_core_dot(lw, op)
     a, bv, c = op.operands
@@ -39,6 +52,11 @@ def lower_dot(lw, op):
         acc_t = I32
         up = (lambda x: b.sext(x, I32) if is_signed(adt) else b.zext(x, I32)) if adt.primitive_bitwidth < 32 else (lambda x: x)
         fma = lambda x, y, z: b.add(b.mul(x, y), z)  # noqa: E731
+    if adt.is_fp8():  # A and B may be different fp8 kinds: each decoded exactly to fp32
+        up_a = lambda x: fp8.to_float(lw, x, adt, T.float32)  # noqa: E731
+        up_b = lambda x: fp8.to_float(lw, x, bv.dtype, T.float32)  # noqa: E731
+    else:
+        up_a = up_b = up
     C = lw.block(c, cl)
     acc = [x if x.type == acc_t else (b.fpext(x, acc_t) if adt.is_floating() else x) for x in C]
     mta, esa = mty(adt), esize(adt)
@@ -84,14 +102,14 @@ def lower_dot(lw, op):
         avals = {}
         for mm in m_parts:
             vals = vload(lw.combine_const(tA, tAm, al.flat((mm, k0))), kv, mta, esa)
-            avals[mm] = [up(x) for x in vals]
+            avals[mm] = [up_a(x) for x in vals]
         for kk in range(kv):
             kx = k0 + kk
             bvals = {}
             for start, v in runs:
                 vals = vload(lw.combine_const(tB, tBm, bl.flat((kx, start)) + off_b // esb), v, mtb, esb)
                 for j, x in enumerate(vals):
-                    bvals[start + j] = up(x)
+                    bvals[start + j] = up_b(x)
             for r, (mm, nn) in enumerate(coords):
                 acc[r] = fma(avals[mm][kk], bvals[nn], acc[r])
     if lty(odt) != acc_t:

@@ -1,6 +1,7 @@
 """Tensor-core dots: which instruction a `tl.dot` lowers to, and the layouts that choice implies.
 
-  mma_kind(op)          'f16' | 'bf16' | 'tf32' when the dot can use tensor cores, else None (FMA)
+  mma_kind(op)          'f16' | 'bf16' | 'tf32' | 'e4m3.e5m2' (fp8, A's and B's kind) when the dot can
+                        use tensor cores, else None (FMA)
   uses_wgmma(op, opts)  Hopper's warpgroup MMA (wgmma.py) rather than mma.sync (mma.py)
   acc_layout_for(op, opts)   the accumulator layout the layout assignment anchors the dot to
   SmemTile, operand_tiles    the swizzled shared-memory tiles both instructions read operands from
@@ -18,18 +19,29 @@ from __future__ import annotations
 from .layouts import Layout, log2
 
 KINDS = {"fp16": "f16", "bf16": "bf16"}
+# fp8 operands (either kind for A and for B): the kind names both, "e4m3.e5m2", as PTX does
+FP8_KINDS = {"fp8e4nv": "e4m3", "fp8e5": "e5m2"}
+
+
+def is_fp8_kind(kind) -> bool:
+    return kind is not None and "." in kind
 
 
 def mma_kind(op) -> str | None:
-    """'f16' | 'bf16' | 'tf32' when this dot can run on mma.sync, else None (FMA path)."""
+    """'f16' | 'bf16' | 'tf32' | '<a>.<b>' (fp8: e4m3/e5m2, K ≥ 32) when this dot can run on
+    tensor cores, else None (FMA path)."""
     a, b, c = op.operands
     res = op.result
     adt = a.dtype.name
-    if a.dtype.name != b.dtype.name or res.dtype.name not in ("fp32", "fp16", "bf16"):
+    if res.dtype.name not in ("fp32", "fp16", "bf16"):
         return None
     m, n = res.shape
     k = a.shape[1]
     if min(m, n, k) < 16:
+        return None
+    if adt in FP8_KINDS and b.dtype.name in FP8_KINDS:
+        return f"{FP8_KINDS[adt]}.{FP8_KINDS[b.dtype.name]}" if k % 32 == 0 else None
+    if a.dtype.name != b.dtype.name:
         return None
     if adt in KINDS:
         return KINDS[adt]
@@ -86,7 +98,8 @@ def wgmma_config(m: int, n: int, num_warps: int):
 
 
 def wgmma_eligible(op, num_warps: int) -> bool:
-    if mma_kind(op) not in ("f16", "bf16"):
+    kind = mma_kind(op)
+    if kind not in ("f16", "bf16") and not is_fp8_kind(kind):
         return False
     m, n = op.result.shape
     return wgmma_config(m, n, num_warps) is not None
@@ -198,8 +211,10 @@ def operand_tiles(op, a_lay: Layout, b_lay: Layout, options, base: int = 0) -> t
     n = bv.shape[1]
     es = a.dtype.itemsize
     panels = uses_wgmma(op, options)
-    ta = SmemTile((m, k), contiguous_dim(a_lay), es, base=base, panels=panels)
-    tb = SmemTile((k, n), contiguous_dim(b_lay), es, base=base + (ta.nbytes + 1023) // 1024 * 1024, panels=panels)
+    # fp8 tensor-core operands are K-major only (no transposed wgmma, no 8-bit ldmatrix.trans)
+    a_cdim, b_cdim = (1, 0) if is_fp8_kind(mma_kind(op)) else (contiguous_dim(a_lay), contiguous_dim(b_lay))
+    ta = SmemTile((m, k), a_cdim, es, base=base, panels=panels)
+    tb = SmemTile((k, n), b_cdim, es, base=base + (ta.nbytes + 1023) // 1024 * 1024, panels=panels)
     return ta, tb
 
 

@@ -10,6 +10,7 @@ import math
 
 from llvmlite import ir as ll
 
+from . import fp8
 from .errors import BackendError
 from .llvm_types import CONTRACT, F32, F64, GPTR, I1, I32, I64, LN2, LOG2E, fsuffix, is_signed, lty, mty
 from .lowering import Lowering
@@ -103,6 +104,8 @@ def lower_reshape(lw, op, lay):
     src = op.operands[0]
     if not src.is_block:
         return [lw.scalar(src)] * lay.n_regs
+    if lay is None:  # a 1-element block to a scalar: every thread holds the element
+        return lw.block(src, lw.layout_of(src))[0]
     return list(lw.block(src, lay.reshape(src.shape)))
 
 
@@ -229,7 +232,34 @@ def lower_umulhi(lw, op, lay):
 
 def lower_cast(lw, op, lay):
     src, dst = op.operands[0].dtype, op.result.dtype
+    rounding = op.attrs.get("rounding")
+    if src.is_fp8() or dst.is_fp8():
+        return map_elementwise(lw, op, lay, lambda x: fp8.cast(lw, x, src, dst, rounding))
+    if rounding == "rtz":
+        return map_elementwise(lw, op, lay, lambda x: fp8.round_toward_zero(lw, x, src, dst))
+    merged = op.operands[0].owner is not None and op.operands[0].owner.name == "if"
+    if merged and lay is not None and src.name == "fp32" and dst.name in ("fp16", "bf16") and lay.n_regs % 2 == 0:
+        return _narrow_pairs(lw, op, lay, lty(dst))
     return map_elementwise(lw, op, lay, lambda x: cast_value(lw, x, src, dst))
+
+
+def _narrow_pairs(lw, op, lay, half_t):
+    """fp32 → fp16/bf16 of the values an `if` merges, two registers at a time (one vector fptrunc,
+    cvt.rn.f16x2.f32 as Triton converts). Element by element, LLVM folds the conversions into the
+    merge's phis when a branch yields a value converted up from 16 bits (tutorial 05 backward:
+    `partial_db = dy` or `dy + load(DB)`), and ptxas keeps such 16-bit phis one per 32-bit register:
+    live across the spin lock before the `if`, that cost 38 registers at N=8192 (166, one CTA per
+    SM, against Triton's 128). Only there: elsewhere the scalar form gives the same code."""
+    b = lw.b
+    (xs,) = lw.operands(op, lay)
+    pair_f, pair_h = ll.VectorType(F32, 2), ll.VectorType(half_t, 2)
+    lane = [ll.Constant(I32, 0), ll.Constant(I32, 1)]
+    out = []
+    for i in range(0, lay.n_regs, 2):
+        v = b.insert_element(b.insert_element(ll.Constant(pair_f, None), xs[i], lane[0]), xs[i + 1], lane[1])
+        h = b.fptrunc(v, pair_h)
+        out += [b.extract_element(h, lane[0]), b.extract_element(h, lane[1])]
+    return out
 
 
 def cast_value(lw, x, src, dst):

@@ -28,6 +28,7 @@ from llvmlite import ir as ll
 from .. import ir
 from . import fragment_convert
 from ..language import dtypes as T
+from . import fp8
 from .assign_layouts import LayoutAssignment
 from .axis_info import AxisAnalysis
 from .errors import BackendError
@@ -516,6 +517,8 @@ class Lowering:
 
     def const(self, dt, value):
         t = lty(dt)
+        if dt.is_fp8():
+            return fp8.constant(dt, value)
         if dt.is_floating():
             if dt.name in ("fp16", "bf16"):
                 c = ll.Constant(F32, float(value))

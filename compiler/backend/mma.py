@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from llvmlite import ir as ll
 
-from .dot_layouts import SmemTile, mma_acc_layout, mma_kind, warps_per_tile
+from .dot_layouts import SmemTile, is_fp8_kind, mma_acc_layout, mma_kind, warps_per_tile
 from .layouts import log2
 from .llvm_types import F16, F32, I32, esize, lty
 
@@ -81,6 +81,16 @@ def _addr(lw, tile: SmemTile, tv, tm, coord, dyn=None):
 
 
 # ---- lowering --------------------------------------------------------------------------------
+
+def _fp8_mma_asm(kind: str):
+    """mma.sync m16n8k32 on fp8 operands (sm_89+), fp32 accumulate: LLVM's NVPTX has no intrinsic
+    for it that llvmlite can name, so inline asm with the intrinsic's operand order."""
+    text = (f"mma.sync.aligned.m16n8k32.row.col.f32.{kind}.f32 "
+            "{$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};")
+    cons = ",".join(["=f"] * 4 + ["r"] * 6 + ["0", "1", "2", "3"])
+    fty = ll.FunctionType(ll.LiteralStructType([F32] * 4), [I32] * 6 + [F32] * 4)
+    return ll.InlineAsm(fty, text, cons)
+
 
 def dot_from_tiles(lw, op, ta: SmemTile, tb: SmemTile, dyn_base=None):
     """mma.sync over operands already in shared memory (`dyn_base`: an i32 byte offset added to
@@ -157,12 +167,16 @@ def dot_from_tiles(lw, op, ta: SmemTile, tb: SmemTile, dyn_base=None):
         name = "llvm.nvvm.mma.m16n8k16.row.col.bf16"
         conv = (lambda x: x)  # noqa: E731
         tys = [I32] * 6 + [F32] * 4
-    else:
+    elif kind == "tf32":
         name = "llvm.nvvm.mma.m16n8k8.row.col.tf32"
         conv = (lambda x: x)  # noqa: E731
         tys = [I32] * 6 + [F32] * 4
     ret = ll.LiteralStructType([F32] * 4)
-    fn = lw.intrinsic(name, ret, tys)
+    if is_fp8_kind(kind):  # K-major tiles (dot_layouts.operand_tiles): the f16 ldmatrix pattern, 4 fp8 per b32
+        conv = (lambda x: x)  # noqa: E731
+        fn = _fp8_mma_asm(kind)
+    else:
+        fn = lw.intrinsic(name, ret, tys)
 
     for k0 in range(0, k, kinstr):
         afr = [[conv(x) for x in load_a(mi, k0)] for mi in range(mt_count)]

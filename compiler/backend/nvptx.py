@@ -19,7 +19,7 @@ Block dims: (32 * num_warps, 1, 1); dynamic shared memory: `compile_ir(...)["sha
 from __future__ import annotations
 
 from .. import ir
-from . import control_flow, debug_ops, dot, elementwise as ew, histogram, memory, reduction, shape_ops
+from . import control_flow, debug_ops, dot, elementwise as ew, fp8, histogram, memory, reduction, shape_ops
 from .errors import BackendError
 from .llvm_target import cpu_for, libdevice_defs, llir_to_ptx
 from .lowering import Lowering, RuleTable
@@ -70,6 +70,8 @@ def lower_to_llvm(fn: ir.Function, *, num_warps: int, num_stages: int = 1, targe
     if num_warps < 1 or num_warps & (num_warps - 1) or num_warps > 32:
         raise BackendError(f"num_warps must be a power of two between 1 and 32, got {num_warps}")
     options = LoweringOptions.from_knobs(num_warps=num_warps, num_stages=num_stages, target=target, debug=debug)
+    fp8.check_types(fn, options.target)
+    dot.check_dot_shapes(fn)
     return Lowering(fn, options, RULES).run()
 
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from llvmlite import ir as ll
 
-from .dot_layouts import mma_kind, wgmma_acc_layout, wgmma_config
-from .llvm_types import F32, I32, I64, lty
+from .dot_layouts import is_fp8_kind, mma_kind, wgmma_acc_layout, wgmma_config
+from .llvm_types import CONTRACT, F32, I32, I64, lty
 
 SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}
 
@@ -40,12 +40,27 @@ def descriptor_const(tile) -> int:
 
 def _wgmma_asm(n_out: int, shape_n: int, ty: str, trans_a: int, trans_b: int):
     outs = ", ".join(f"${i}" for i in range(n_out))
+    if is_fp8_kind(ty):  # k32, K-major operands only: no transpose immediates
+        shape, types, tail = f"m64n{shape_n}k32", ty, ""
+    else:
+        shape, types, tail = f"m64n{shape_n}k16", f"{ty}.{ty}", f", {trans_a}, {trans_b}"
     text = ("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $" + str(n_out + 2) + ", 0;\n\t"
-            f"wgmma.mma_async.sync.aligned.m64n{shape_n}k16.f32.{ty}.{ty} "
-            f"{{{outs}}}, ${n_out}, ${n_out + 1}, p, 1, 1, {trans_a}, {trans_b};\n\t}}")
+            f"wgmma.mma_async.sync.aligned.{shape}.f32.{types} "
+            f"{{{outs}}}, ${n_out}, ${n_out + 1}, p, 1, 1{tail};\n\t}}")
     cons = ",".join(["=f"] * n_out + ["l", "l", "r"] + [str(i) for i in range(n_out)])
     fty = ll.FunctionType(ll.LiteralStructType([F32] * n_out), [I64, I64, I32] + [F32] * n_out)
     return ll.InlineAsm(fty, text, cons, side_effect=True)
+
+
+def promotion_interval(op, k: int) -> int | None:
+    """Every how many K elements an fp8 wgmma's partial sums are added into the fp32 accumulator
+    (Triton's max_num_imprecise_acc on Hopper), or None: the tensor core accumulates the whole dot
+    (fp8 accumulation inside wgmma keeps fewer bits than fp32, as in Triton by default on sm_90).
+    Intervals below one instruction's K (32) promote after every instruction."""
+    n = op.attrs.get("max_num_imprecise_acc")
+    if not is_fp8_kind(mma_kind(op)) or not n or n >= 1 << 30:
+        return None
+    return min(k, max(32, n // 32 * 32))
 
 
 def wait_pass_through(lw, regs, pending: int):
@@ -111,17 +126,35 @@ def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int = 0):
     trans_b = 1 if tb.cdim == 1 else 0   # B stored N-major
     per = tn // 2
     asm = _wgmma_asm(per, tn, ty, trans_a, trans_b)
+    kstep = 32 if is_fp8_kind(ty) else 16
+    promote = promotion_interval(op, k)
     one = ll.Constant(I32, 1)
     lw.call("llvm.nvvm.wgmma.fence.sync.aligned", ll.VoidType(), [])
-    for k0 in range(0, k, 16):
-        dB = desc(tb, tvb, tmb, (k0, 0), db)
-        for rep in range(reps):
-            dA = desc(ta, tva, tma, (rep * 64 * wg_m, k0), da)
-            regs = acc[rep * per:(rep + 1) * per]
-            r = b.call(asm, [dA, dB, one] + regs)
-            acc[rep * per:(rep + 1) * per] = [b.extract_value(r, i) for i in range(per)]
-    lw.call("llvm.nvvm.wgmma.commit_group.sync.aligned", ll.VoidType(), [])
-    acc = wait_pass_through(lw, acc, pending)
+    if promote is None:
+        for k0 in range(0, k, kstep):
+            dB = desc(tb, tvb, tmb, (k0, 0), db)
+            for rep in range(reps):
+                dA = desc(ta, tva, tma, (rep * 64 * wg_m, k0), da)
+                regs = acc[rep * per:(rep + 1) * per]
+                r = b.call(asm, [dA, dB, one] + regs)
+                acc[rep * per:(rep + 1) * per] = [b.extract_value(r, i) for i in range(per)]
+        lw.call("llvm.nvvm.wgmma.commit_group.sync.aligned", ll.VoidType(), [])
+        acc = wait_pass_through(lw, acc, pending)
+    else:
+        acc = wait_pass_through(lw, acc, 0)  # an earlier group may still write acc
+        zero = ll.Constant(I32, 0)
+        for c0 in range(0, k, promote):
+            part = [ll.Constant(F32, 0.0)] * len(acc)
+            for k0 in range(c0, c0 + promote, kstep):
+                dB = desc(tb, tvb, tmb, (k0, 0), db)
+                for rep in range(reps):
+                    dA = desc(ta, tva, tma, (rep * 64 * wg_m, k0), da)
+                    regs = part[rep * per:(rep + 1) * per]
+                    r = b.call(asm, [dA, dB, zero if k0 == c0 else one] + regs)
+                    part[rep * per:(rep + 1) * per] = [b.extract_value(r, i) for i in range(per)]
+            lw.call("llvm.nvvm.wgmma.commit_group.sync.aligned", ll.VoidType(), [])
+            part = wait_pass_through(lw, part, 0)
+            acc = [b.fadd(x, y, flags=CONTRACT) for x, y in zip(acc, part)]
     odt = lty(res.dtype)
     if odt != F32:
         acc = [b.fptrunc(x, odt) for x in acc]

@@ -16,6 +16,7 @@ Both are `Composite`s: the code generator carries their scalar parts through loo
 """
 from __future__ import annotations
 
+from ..language import core as tl_core
 from ..language import dtypes as T
 from ..language.core import constexpr
 from ..language.dtypes import block_type, pointer_type
@@ -197,7 +198,7 @@ def store(b, ptr: BlockPointer, value, mask, boundary_check, cache, eviction):
 
 # -- tensor descriptors ---------------------------------------------------------------------------
 
-class TensorDescriptor(Composite):
+class TensorDescriptor(Composite, tl_core.tensor_descriptor):
     """`tl.make_tensor_descriptor(base, shape, strides, block_shape)` (or a host descriptor argument)."""
 
     def __init__(self, base, shape, strides, block_shape: tuple, padding: str = "zero"):
@@ -231,7 +232,7 @@ class TensorDescriptor(Composite):
         return f"tensor descriptor of {self.dtype}{list(self.block_shape)}"
 
 
-def make_tensor_descriptor(b, base, shape, strides, block_shape) -> TensorDescriptor:
+def make_tensor_descriptor(b, base, shape, strides, block_shape, padding: str = "zero") -> TensorDescriptor:
     if not is_value(base) or base.is_block or not base.dtype.is_ptr():
         raise SemanticError(f"tl.make_tensor_descriptor's base must be a scalar pointer, got {S._describe(base)}")
     block_shape = _block_shape(block_shape)
@@ -246,11 +247,17 @@ def make_tensor_descriptor(b, base, shape, strides, block_shape) -> TensorDescri
         if not is_value(last) and last != 1:
             raise SemanticError(f"tensor descriptor: the last dim must be contiguous (stride 1), got stride {last}")
     strides = _scalars(b, "strides", strides, T.int64, n)
-    elt_bytes = base.dtype.element_ty.primitive_bitwidth // 8
-    if block_shape[-1] * elt_bytes < 16:
-        raise SemanticError(f"tensor descriptor: the last block dim must span at least 16 bytes, got "
-                            f"{block_shape[-1]} × {elt_bytes} bytes")
-    return TensorDescriptor(base, shape, strides, block_shape)
+    elt = base.dtype.element_ty
+    elt_bytes = elt.primitive_bitwidth // 8
+    if block_shape[-1] * elt_bytes < 16:  # a TMA box's inner dim is at least 16 bytes (Triton's words)
+        raise SemanticError(f"Descriptor block shape must have at least 16 bytes in the last dimension, but got "
+                            f"{block_shape[-1]} * {elt_bytes} = {block_shape[-1] * elt_bytes} bytes")
+    padding = padding.value if isinstance(padding, constexpr) else padding
+    if padding not in ("zero", "nan"):
+        raise SemanticError(f"tensor descriptors take padding_option='zero' or 'nan', got {padding!r}")
+    if padding == "nan" and not elt.is_floating():
+        raise SemanticError(f"Padding option `nan` is not supported for integer blocks (the descriptor holds {elt})")
+    return TensorDescriptor(base, shape, strides, block_shape, padding)
 
 
 def descriptor_load(b, desc: TensorDescriptor, offsets):
@@ -275,3 +282,50 @@ def descriptor_atomic(b, desc: TensorDescriptor, kind: str, offsets, value) -> N
         raise SemanticError(f"the block has shape {list(value.shape)}, the descriptor's block shape is {list(desc.block_shape)}")
     pointers, in_bounds = _pointers_and_mask(b, desc.window(b, offsets), tuple(range(len(desc.block_shape))))
     S.atomic_rmw(b, kind[len("atomic_"):], pointers, value, in_bounds, "relaxed", "gpu")
+
+
+# -- TMA gather / scatter: rows picked by a block of indices ---------------------------------------
+
+def _row_window(b, desc: TensorDescriptor, what: str, x_offsets, y_offset):
+    """`desc.gather(x_offsets, y_offset)`'s elements: rows `x_offsets` of the 2-D tensor, columns
+    `y_offset + arange(block_shape[1])`; the pointers, the in-bounds mask and the block shape.
+    The checks are Triton's (TMA gather4/scatter4's limits), so a kernel valid here is valid there."""
+    if len(desc.block_shape) != 2:
+        raise SemanticError(f"descriptor {what} needs a 2-D descriptor, got block shape {list(desc.block_shape)}")
+    if desc.block_shape[0] != 1:
+        raise SemanticError(f"descriptor {what}: the descriptor's block must have 1 row, got block shape "
+                            f"{list(desc.block_shape)}")
+    if not is_value(x_offsets) or not x_offsets.is_block or len(x_offsets.shape) != 1 or not x_offsets.dtype.is_int():
+        raise SemanticError(f"descriptor {what}: x offsets must be a 1-D block of integers, got {S._describe(x_offsets)}")
+    n_rows, n_cols = x_offsets.shape[0], desc.block_shape[1]
+    if n_rows < 8:
+        raise SemanticError(f"descriptor {what} must have at least 8 rows, but got {n_rows}")
+    min_cols = 32 // desc.dtype.primitive_bitwidth * 8
+    if n_cols < min_cols:
+        raise SemanticError(f"descriptor {what} of {desc.dtype} must have at least {min_cols} columns, but got {n_cols}")
+    (y,) = _scalars(b, f"descriptor {what}'s y offset", (y_offset,), T.int32, 1)
+    rows = S.expand_dims(b, S.cast(b, x_offsets, T.int32), 1)
+    cols = S.expand_dims(b, S.add(b, b.value("arange", [], block_type(T.int32, (n_cols,)), start=0, end=n_cols), y), 0)
+    shape = (n_rows, n_cols)
+    address = S.add(b, S.mul(b, S.cast(b, rows, T.int64), desc.strides[0]), S.mul(b, S.cast(b, cols, T.int64), desc.strides[1]))
+    pointers = S.addptr(b, desc.base, S.broadcast_to(b, address, shape))
+    inside = None
+    for idx, extent in ((rows, desc.shape[0]), (cols, desc.shape[1])):
+        ok = S.logical(b, "and", S.compare(b, "ge", idx, 0), S.compare(b, "lt", idx, extent))
+        inside = ok if inside is None else S.logical(b, "and", inside, ok)
+    return pointers, S.broadcast_to(b, inside, shape), shape
+
+
+def descriptor_gather(b, desc: TensorDescriptor, x_offsets, y_offset):
+    pointers, in_bounds, _ = _row_window(b, desc, "gather", x_offsets, y_offset)
+    fill = float("nan") if desc.padding == "nan" else 0
+    return S.load(b, pointers, in_bounds, fill, "", "", False)
+
+
+def descriptor_scatter(b, desc: TensorDescriptor, value, x_offsets, y_offset) -> None:
+    pointers, in_bounds, shape = _row_window(b, desc, "scatter", x_offsets, y_offset)
+    value = S.to_tensor(b, value, desc.dtype) if not is_value(value) else value
+    if value.shape != shape:
+        raise SemanticError(f"descriptor scatter: the value has shape {list(value.shape)}, the rows and columns "
+                            f"make {list(shape)}")
+    S.store(b, pointers, S.cast(b, value, desc.dtype), in_bounds, "", "")

@@ -242,6 +242,11 @@ def sort(gen, node, x, dim=None, descending=False):
     return S.sort(gen.b, x, _const(gen, node, dim, "tl.sort's dim"), _const(gen, node, descending, "descending"))
 
 
+@rule("item")
+def item(gen, node, input):
+    return S.unsplat(gen.b, input)
+
+
 @rule("histogram")
 def histogram(gen, node, input, num_bins, mask=None):
     return S.histogram(gen.b, input, _const(gen, node, num_bins, "tl.histogram's num_bins"), mask)
@@ -335,7 +340,8 @@ def umulhi(gen, node, x, y):
 
 @rule("cast")
 def cast(gen, node, input, dtype, fp_downcast_rounding=None, bitcast=False):
-    return S.cast(gen.b, input, _const(gen, node, dtype, "dtype"), bitcast=bool(bitcast))
+    return S.cast(gen.b, input, _const(gen, node, dtype, "dtype"), bitcast=bool(bitcast),
+                  fp_downcast_rounding=_const(gen, node, fp_downcast_rounding, "fp_downcast_rounding"))
 
 
 # -- libdevice, extern functions and inline assembly ----------------------------------------------
@@ -573,9 +579,24 @@ def advance(gen, node, base, offsets):
 
 @rule("make_tensor_descriptor")
 def make_tensor_descriptor(gen, node, base, shape, strides, block_shape, padding_option="zero"):
-    if padding_option not in ("zero", constexpr("zero")):
-        raise SemanticError(f"tensor descriptors support padding_option='zero' only, got {padding_option!r}")
-    return BP.make_tensor_descriptor(gen.b, base, shape, strides, block_shape)
+    return BP.make_tensor_descriptor(gen.b, base, shape, strides, block_shape, padding_option)
+
+
+@rule("load_tensor_descriptor")
+def load_tensor_descriptor(gen, node, desc, offsets):
+    return _descriptor_load(gen, node, _descriptor(desc, "tl.load_tensor_descriptor"), offsets)
+
+
+@rule("store_tensor_descriptor")
+def store_tensor_descriptor(gen, node, desc, offsets, value):
+    _descriptor_store(gen, node, _descriptor(desc, "tl.store_tensor_descriptor"), offsets, value)
+
+
+def _descriptor(desc, what):
+    if not isinstance(desc, BP.TensorDescriptor):
+        raise SemanticError(f"{what} needs a tensor descriptor (tl.make_tensor_descriptor or a host TensorDescriptor), "
+                            f"got {S._describe(desc)}")
+    return desc
 
 
 class DescriptorMethod:
@@ -589,6 +610,10 @@ class DescriptorMethod:
             return _descriptor_load(gen, node, self.desc, *args, **kwargs)
         if self.name == "store":
             return _descriptor_store(gen, node, self.desc, *args, **kwargs)
+        if self.name == "gather":
+            return _descriptor_gather(gen, node, self.desc, *args, **kwargs)
+        if self.name == "scatter":
+            return _descriptor_scatter(gen, node, self.desc, *args, **kwargs)
         return _descriptor_atomic(gen, node, self.desc, self.name, *args, **kwargs)
 
 
@@ -604,10 +629,22 @@ def _descriptor_atomic(gen, node, desc, kind, offsets, value):
     BP.descriptor_atomic(gen.b, desc, kind, offsets, value)
 
 
+def _descriptor_gather(gen, node, desc, *offsets):
+    if len(offsets) != 2:
+        raise SemanticError(f"descriptor gather takes (x_offsets, y_offset), got {len(offsets)} arguments")
+    return BP.descriptor_gather(gen.b, desc, *offsets)
+
+
+def _descriptor_scatter(gen, node, desc, value, *offsets):
+    if len(offsets) != 2:
+        raise SemanticError(f"descriptor scatter takes (value, x_offsets, y_offset), got {1 + len(offsets)} arguments")
+    BP.descriptor_scatter(gen.b, desc, value, *offsets)
+
+
 def composite_attribute(b, x, attr: str):
     """Attributes of a block pointer or tensor descriptor inside a kernel."""
     if isinstance(x, BP.TensorDescriptor):
-        if attr in ("load", "store") or attr in BP.DESCRIPTOR_ATOMICS:
+        if attr in ("load", "store", "gather", "scatter") or attr in BP.DESCRIPTOR_ATOMICS:
             return DescriptorMethod(x, attr)
         if attr in ("block_shape", "dtype", "block_type"):
             return getattr(x, attr)
@@ -675,7 +712,7 @@ class TensorMethod:
 
 
 def _to(gen, node, x, dtype, fp_downcast_rounding=None, bitcast=False):
-    return S.cast(gen.b, x, _const(gen, node, dtype, "dtype"), bitcast=bool(bitcast))
+    return cast(gen, node, x, dtype, fp_downcast_rounding, bitcast)
 
 
 _METHODS = {

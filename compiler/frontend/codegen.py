@@ -97,8 +97,8 @@ class CodeGenerator(ast.NodeVisitor):
             return result
         except (CompilationError, _Return):
             raise
-        except SemanticError as exc:
-            raise self.error(node, str(exc)) from None
+        except SemanticError as exc:  # the cause is the bare message (as in Triton), without our frames
+            raise self.error(node, str(exc)) from exc.with_traceback(None)
         except (TypeError, ValueError, IndexError, KeyError, ZeroDivisionError, AttributeError, AssertionError,
                 OverflowError) as exc:
             raise self.error(node, f"{type(exc).__name__}: {exc}") from None
@@ -216,9 +216,9 @@ class CodeGenerator(ast.NodeVisitor):
         if not is_value(cond):
             self.visit_stmts(node.body if cond else node.orelse)
             return
-        if cond.is_block:
+        if cond.is_block and cond.type.numel != 1:  # a 1-element block is unsplat, as in Triton
             raise self.error(node.test, f"`if` needs a scalar condition, got a block of shape {list(cond.shape)}; use tl.where")
-        cond = S.to_bool(self.b, cond)
+        cond = S.to_bool(self.b, S.unsplat(self.b, cond))
         self._runtime_if(node, cond)
 
     def _runtime_if(self, node, cond):

@@ -32,6 +32,8 @@ class Builder:
         self.steps = 0
 
     def create(self, name, operands=(), result_types=(), attrs=None, regions=()) -> ir.Op:
+        if name in _NO_FP8_OPERANDS:
+            _refuse_fp8_arithmetic(name, operands)
         self.ops_emitted += 1
         if self.ops_emitted > MAX_IR_OPS:
             raise SemanticError(f"the kernel expands to more than {MAX_IR_OPS} IR operations (unrolled "
@@ -45,6 +47,23 @@ class Builder:
 
     def value(self, name, operands, result_type, **attrs) -> ir.Value:
         return self.create(name, operands, [result_type], attrs).result
+
+
+# Ops that compute on their operands' values: fp8 values (held as their bits) must be cast to a
+# wider float first. Arithmetic with fp8 operands is promoted by the front end (computation_type);
+# what reaches here is a reduction, a scan, an atomic or a sort of fp8 values, which Triton cannot
+# compile for NVIDIA GPUs either.
+_NO_FP8_OPERANDS = frozenset((
+    "add", "sub", "mul", "fdiv", "div", "rem", "maximum", "minimum", "maximum_nan", "minimum_nan", "cmp",
+    "neg", "abs", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "floor", "ceil", "erf", "tanh",
+    "fma", "umulhi", "extern_elementwise", "reduce", "scan", "atomic_rmw", "atomic_cas", "sort", "histogram"))
+
+
+def _refuse_fp8_arithmetic(name, operands) -> None:
+    for v in operands:
+        if isinstance(v, ir.Value) and not v.dtype.is_ptr() and v.dtype.is_fp8():
+            raise SemanticError(f"{name} of {v.dtype} values is not supported: fp8 is a storage and tl.dot "
+                                f"operand type here; cast with .to(tl.float32) first")
 
 
 def check_numel(shape) -> None:
@@ -86,14 +105,7 @@ def literal_type(v) -> dtype:
     raise SemanticError(f"expected a number, got {type(v).__name__} {v!r}")
 
 
-def _check_supported(ty) -> None:
-    why = T.unsupported(ty)
-    if why:
-        raise SemanticError(why)
-
-
 def const(b: Builder, v, ty) -> ir.Value:
-    _check_supported(ty)
     elt = scalar_of(ty)
     if elt.is_floating():
         v = float(v)
@@ -192,6 +204,16 @@ def reshape(b: Builder, x: ir.Value, shape, can_reorder=False) -> ir.Value:
     if shape == x.shape:
         return x
     return b.value("reshape", [x], block_type(x.dtype, shape), can_reorder=bool(can_reorder))
+
+
+def unsplat(b: Builder, x) -> ir.Value:
+    """A 1-element block as a scalar (Triton's `x.item()`, and the condition of an `if`)."""
+    x = to_tensor(b, x)
+    if not x.is_block:
+        return x
+    if x.type.numel != 1:
+        raise SemanticError(f"only a single-element block converts to a scalar (.item()), got a block of shape {list(x.shape)}")
+    return b.value("reshape", [x], x.dtype, can_reorder=False)
 
 
 def trans(b: Builder, x: ir.Value, perm=None) -> ir.Value:
@@ -307,6 +329,8 @@ def computation_type(a: dtype, a_scalar: bool, c: dtype, c_scalar: bool, div_or_
         if _KIND_RANK[s.kind] <= _KIND_RANK[t.kind]:
             if div_or_mod and t in (T.float16, T.bfloat16):
                 return T.float32
+            if t.is_fp8():  # fp8 values are computed on in fp16 (as two different fp8 types are)
+                return T.float16
             return t
     if a.is_fp64() or c.is_fp64():
         return T.float64
@@ -325,12 +349,12 @@ def computation_type(a: dtype, a_scalar: bool, c: dtype, c_scalar: bool, div_or_
     return integer_promote(a, c)
 
 
-def cast(b: Builder, x, to: dtype, bitcast: bool = False) -> ir.Value:
+def cast(b: Builder, x, to: dtype, bitcast: bool = False, fp_downcast_rounding: str | None = None) -> ir.Value:
     if isinstance(to, block_type):
         to = to.element_ty
-    _check_supported(to)
     x = to_tensor(b, x, to if not is_value(x) else None)
     src = x.dtype
+    rounding = _downcast_rounding(src, to, fp_downcast_rounding)
     if src == to:
         return x
     ty = _with_shape(to, x.shape)
@@ -340,6 +364,11 @@ def cast(b: Builder, x, to: dtype, bitcast: bool = False) -> ir.Value:
         if src.primitive_bitwidth != to.primitive_bitwidth:
             raise SemanticError(f"bitcast needs equal bit widths: {src} is {src.primitive_bitwidth} bits, {to} is {to.primitive_bitwidth}")
         return b.value("bitcast", [x], ty)
+    if src.is_fp8() or to.is_fp8():
+        _check_fp8_cast(src, to, rounding)
+        return b.value("cast", [x], ty, **({"rounding": rounding} if rounding == "rtz" else {}))
+    if rounding == "rtz":
+        return b.value("cast", [x], ty, rounding=rounding)
     if x.owner is not None and x.owner.name == "const" and not to.is_ptr() and not src.is_ptr():
         v = x.owner.attrs["value"]
         if to.is_bool():
@@ -348,6 +377,36 @@ def cast(b: Builder, x, to: dtype, bitcast: bool = False) -> ir.Value:
             v = int(v)
         return const(b, v, ty)
     return b.value("cast", [x], ty)
+
+
+def _downcast_rounding(src, to, rounding):
+    """Triton's fp_downcast_rounding: "rtne" (the default) or "rtz", only for a floating-point
+    conversion to fewer bits."""
+    if rounding is None:
+        return None
+    downcast = (not src.is_ptr() and not to.is_ptr() and src.is_floating() and to.is_floating()
+                and to.primitive_bitwidth < src.primitive_bitwidth)
+    if not downcast:
+        raise SemanticError("fp_downcast_rounding should be set only for truncating fp conversions. "
+                            f"Source scalar type is {src} and destination type is {to}")
+    rounding = str(rounding).lower()
+    if rounding not in ("rtne", "rtz"):
+        raise SemanticError(f"fp_downcast_rounding must be 'rtne' or 'rtz', got {rounding!r}")
+    return rounding
+
+
+def _check_fp8_cast(src, to, rounding) -> None:
+    """The fp8 conversions there are: with fp16, bf16, fp32 (fp64 upcasts only) and between fp8
+    kinds; rounding toward zero only into float8e5 (Triton's fp16 → e5m2 truncation)."""
+    if src.is_ptr() or to.is_ptr() or not src.is_floating() or not to.is_floating():
+        raise SemanticError(f"cannot cast {src} to {to}: fp8 converts only to and from floating-point types; "
+                            "cast through tl.float32")
+    if src.is_fp64():
+        raise SemanticError(f"cannot cast fp64 to {to} directly (Triton has no such conversion; rounding "
+                            "through fp32 could round twice): cast to tl.float32 first")
+    if rounding == "rtz" and not to.is_fp8e5():
+        raise SemanticError(f"fp_downcast_rounding='rtz' is not supported for conversions to {to} "
+                            "(only to tl.float8e5, as in Triton)")
 
 
 def binary_operands(b: Builder, x, y, div_or_mod=False, allow_ptr=False):
@@ -475,7 +534,20 @@ def neg(b, x):
         return -x
     if x.dtype.is_ptr():
         raise SemanticError("cannot negate a pointer")
+    if x.dtype.is_fp8():
+        return _fp8_sign_op(b, "neg", x)
     return b.value("neg", [x], x.type)
+
+
+def _fp8_sign_op(b, name, x):
+    """-x and |x| of fp8 values: the sign bit flipped or cleared (exact, as for any float). The
+    "fnuz" formats have no negative zero (0x80 is their NaN): they go through fp16."""
+    if x.dtype.is_fp8e4b8() or x.dtype.is_fp8e5b16():
+        wide = cast(b, x, T.float16)
+        return cast(b, b.value(name, [wide], wide.type), x.dtype)
+    bits = cast(b, x, T.uint8, bitcast=True)
+    bits = xor_(b, bits, const(b, 0x80, bits.type)) if name == "neg" else and_(b, bits, const(b, 0x7F, bits.type))
+    return cast(b, bits, x.dtype, bitcast=True)
 
 
 def invert(b, x):
@@ -520,6 +592,8 @@ def unary_math(b, name, x, **attrs):
         raise SemanticError(f"tl.{name} expects a floating-point argument, got {x.dtype}; cast with .to(tl.float32)")
     if name == "abs" and x.dtype.is_int_unsigned():
         return x
+    if name == "abs" and x.dtype.is_fp8():
+        return _fp8_sign_op(b, name, x)
     return b.value(name, [x], x.type, **attrs)
 
 
@@ -532,6 +606,8 @@ def where(b, cond, x, y):
         x, y = cast(b, x, ty), cast(b, y, ty)
     elif _is_ptr(x) or _is_ptr(y):
         x, y = to_tensor(b, x), to_tensor(b, y)
+    elif not xs and not ys and x.dtype == y.dtype and x.dtype.is_fp8():
+        pass  # selecting between fp8 values keeps their type (no arithmetic)
     else:
         x, y = binary_operands(b, x, y)
     shape = broadcast_shapes(cond.shape, x.shape, y.shape)
@@ -724,15 +800,23 @@ def scan(b, x, axis, kind, reverse=False):
 
 
 def dot(b, a, c, acc=None, input_precision=None, allow_tf32=None, max_num_imprecise_acc=None, out_dtype=T.float32):
-    if not (is_value(a) and is_value(c) and len(a.shape) == 2 and len(c.shape) == 2):
-        raise SemanticError(f"tl.dot needs two 2-D blocks, got shapes {list(shape_of(getattr(a, 'type', None)))} and {list(shape_of(getattr(c, 'type', None)))}")
+    """`tl.dot` of two 2-D blocks, or of two 3-D blocks batched over their first dim. Dims under 16
+    run in interpret mode (as in Triton's interpreter); the NVPTX backend refuses them."""
+    ranks = tuple(len(x.shape) if is_value(x) else None for x in (a, c))
+    if ranks not in ((2, 2), (3, 3)):
+        raise SemanticError(f"tl.dot needs two 2-D blocks (or two 3-D blocks, batched over the first dim), got shapes "
+                            f"{list(shape_of(getattr(a, 'type', None)))} and {list(shape_of(getattr(c, 'type', None)))}")
+    if ranks == (3, 3):
+        return _batched_dot(b, a, c, acc, input_precision, allow_tf32, max_num_imprecise_acc, out_dtype)
     (m, k), (k2, n) = a.shape, c.shape
     if k != k2:
         raise SemanticError(f"tl.dot: inner dimensions differ ({a.shape} @ {c.shape})")
-    if builtins.min(m, n, k) < 16:
-        raise SemanticError(f"tl.dot: every dimension must be at least 16, got M={m}, N={n}, K={k}")
     ad, cd = a.dtype, c.dtype
-    if ad != cd:
+    if ad.is_fp8() and cd.is_fp8():
+        # any two fp8 kinds multiply on the tensor cores (e4m3 × e5m2 too), as in Triton
+        if max_num_imprecise_acc is not None and max_num_imprecise_acc > k:
+            raise SemanticError(f"max_num_imprecise_acc ({max_num_imprecise_acc}) must be <= K ({k})")
+    elif ad != cd:
         if ad.is_floating() and cd.is_floating():
             wide = computation_type(ad, False, cd, False, False)
             a, c = cast(b, a, wide), cast(b, c, wide)
@@ -768,6 +852,54 @@ def dot(b, a, c, acc=None, input_precision=None, allow_tf32=None, max_num_imprec
                 acc = cast(b, acc, out)
     return b.value("dot", [a, c, acc], rt, input_precision=input_precision,
                    max_num_imprecise_acc=max_num_imprecise_acc)
+
+
+def _batched_dot(b, a, c, acc, input_precision, allow_tf32, max_num_imprecise_acc, out_dtype):
+    """[B, M, K] @ [B, K, N]: one 2-D dot per batch element. The batch dim is moved last and halved
+    by tl.split until single [M, K] tiles remain; the [M, N] results are joined back the same way.
+    Every step is an op both the interpreter and the backend already have (a 2-D dot per batch
+    element runs on the tensor cores like any other)."""
+    if a.shape[0] != c.shape[0] or a.shape[2] != c.shape[1]:
+        raise SemanticError(f"tl.dot: batched shapes do not match ({list(a.shape)} @ {list(c.shape)}: needs [B, M, K] @ [B, K, N])")
+    if acc is not None:
+        acc = to_tensor(b, acc)
+        if acc.shape != (a.shape[0], a.shape[1], c.shape[2]):
+            raise SemanticError(f"tl.dot: accumulator shape {list(acc.shape)} must be {[a.shape[0], a.shape[1], c.shape[2]]}")
+    a_tiles, c_tiles = _batch_tiles(b, a), _batch_tiles(b, c)
+    acc_tiles = _batch_tiles(b, acc) if acc is not None else [None] * len(a_tiles)
+    outs = [dot(b, x, y, z, input_precision, allow_tf32, max_num_imprecise_acc, out_dtype)
+            for x, y, z in zip(a_tiles, c_tiles, acc_tiles)]
+    return _stack_batch(b, outs)
+
+
+def _batch_tiles(b, x: ir.Value) -> list:
+    """The B tiles x[0], …, x[B-1] of a [B, R, C] block."""
+    return _last_dim_tiles(b, trans(b, x, (1, 2, 0)))
+
+
+def _last_dim_tiles(b, x: ir.Value) -> list:
+    """[R, C, L] → its L [R, C] slices: split into even and odd slices until one is left."""
+    r, c, n = x.shape
+    if n == 1:
+        return [reshape(b, x, (r, c))]
+    even, odd = split(b, reshape(b, x, (r, c, n // 2, 2)))
+    tiles = [None] * n
+    tiles[0::2], tiles[1::2] = _last_dim_tiles(b, even), _last_dim_tiles(b, odd)
+    return tiles
+
+
+def _stack_batch(b, tiles: list) -> ir.Value:
+    """[R, C] tiles → the [B, R, C] block holding tile i at batch index i."""
+    return trans(b, _stack_last_dim(b, tiles), (2, 0, 1))
+
+
+def _stack_last_dim(b, tiles: list) -> ir.Value:
+    """The inverse of _last_dim_tiles: joined even and odd slices are interleaved back."""
+    if len(tiles) == 1:
+        return expand_dims(b, tiles[0], 2)
+    even, odd = _stack_last_dim(b, tiles[0::2]), _stack_last_dim(b, tiles[1::2])
+    r, c, half = even.shape
+    return reshape(b, join(b, even, odd), (r, c, 2 * half))
 
 
 def _describe(x) -> str:

@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 
-from .. import ir
+from .. import fp8, ir
 from ..language import dtypes as T
 from ..language.dtypes import block_type, pointer_type, scalar_of, shape_of
 from .memory import _Memory, _buffer_of, _from_mem, _to_mem
@@ -261,10 +261,10 @@ class Program:
 
     def _op_cast(self, op):
         x, s = self._slot(op.operands[0]), self._rs(op)
-        src, dst = op.operands[0].dtype, op.result.dtype
+        src, dst, rounding = op.operands[0].dtype, op.result.dtype, op.attrs.get("rounding")
 
         def f(env):
-            env[s] = cast_value(env[x], src, dst)
+            env[s] = cast_value(env[x], src, dst, rounding)
         return f
 
     def _op_bitcast(self, op):
@@ -650,9 +650,14 @@ class Program:
             return f
         wide = np.float64 if adt is T.float64 else np.float32
         tf32 = adt is T.float32 and prec == "tf32"
+        # fp8 operands (either kind, mixed too) enter as their exact values; products of two fp8
+        # values are exact in fp32, as in the tensor cores
+        a_of = (lambda v: fp8.to_float32(v, adt)) if fp8.is_fp8(adt) else (lambda v: v.astype(wide))
+        bdt = op.operands[1].dtype
+        b_of = (lambda v: fp8.to_float32(v, bdt)) if fp8.is_fp8(bdt) else (lambda v: v.astype(wide))
 
         def f(env):
-            av, bv = env[a].astype(wide), env[b].astype(wide)
+            av, bv = a_of(env[a]), b_of(env[b])
             if tf32:
                 av, bv = _tf32_round(av), _tf32_round(bv)
             r = np.matmul(av, bv) + env[c].astype(wide)

@@ -11,12 +11,20 @@ import math
 
 import numpy as np
 
+from .. import fp8
+from ..errors import CompilationError
 from ..language import dtypes as T
 from ..language.dtypes import pointer_type
 
 
 class InterpreterError(RuntimeError):
     """The IR handed to the interpreter is malformed (a compiler bug), or it cannot run it."""
+
+
+class InterpretedCompilationError(CompilationError, InterpreterError):
+    """A kernel that does not compile, launched in interpret mode: Triton's interpreter reports it
+    as an InterpreterError, the GPU path as a CompilationError; this is both, so code written for
+    either catches it."""
 
 
 def _np(dt):
@@ -75,8 +83,8 @@ def _scalar_from_py(value, dt):
     if dt.is_floating():
         if dt is T.bfloat16:
             return bf16_round(np.float32(float(value)))
-        if dt in (T.float8e4nv, T.float8e5):
-            raise InterpreterError(f"the interpreter does not support {dt} values")
+        if fp8.is_fp8(dt):
+            return np.uint8(fp8.from_float(float(value), dt))
         return dt.np.type(float(value))
     raise InterpreterError(f"cannot make a constant of type {dt}")
 
@@ -102,8 +110,9 @@ def _float_to_int(x, dst):
     return res if res.shape else res[()]
 
 
-def cast_value(x, src, dst):
-    """Numeric conversion with the IR's `cast` semantics."""
+def cast_value(x, src, dst, rounding=None):
+    """Numeric conversion with the IR's `cast` semantics; `rounding="rtz"` truncates a floating-point
+    downcast (Triton's fp_downcast_rounding; None and "rtne" round to nearest even)."""
     if src == dst:
         return x
     if isinstance(src, pointer_type) or isinstance(dst, pointer_type):
@@ -114,18 +123,36 @@ def cast_value(x, src, dst):
         return np.asarray(x).astype(dst.np) if np.ndim(x) else np.asarray(x).astype(dst.np)[()]
     if dst.is_bool():
         return np.not_equal(x, 0)
-    if src in (T.float8e4nv, T.float8e5) or dst in (T.float8e4nv, T.float8e5):
-        raise InterpreterError(f"the interpreter does not support casts between {src} and {dst}")
+    if fp8.is_fp8(src):
+        return cast_value(fp8.to_float32(x, src), T.float32, dst)  # exact: every fp8 value is an fp32
+    if fp8.is_fp8(dst):
+        return fp8.from_float(np.asarray(x, dtype=np.float64), dst, rounding or "rtne")
     if dst.is_floating():
         if dst is T.bfloat16:
-            return bf16_round(np.asarray(x).astype(np.float32))
-        y = np.asarray(x).astype(dst.np)
+            y = bf16_round(np.asarray(x).astype(np.float32))
+        else:
+            y = np.asarray(x).astype(dst.np)
+        if rounding == "rtz" and src.is_floating():
+            y = _toward_zero(np.asarray(x), np.asarray(y), dst)
         return y if y.shape else y[()]
     # dst is an integer
     if src.is_floating():
         return _float_to_int(x, dst)
     y = np.asarray(x).astype(dst.np)  # int → int wraps; sign- or zero-extends by the source's sign
     return y if y.shape else y[()]
+
+
+def _toward_zero(x, nearest, dst):
+    """`nearest` (x rounded to nearest in dst) moved one step toward zero where it rounded away from
+    zero: x rounded toward zero (finite overflow gives the largest finite value, inf stays inf)."""
+    away = np.abs(nearest.astype(np.float64)) > np.abs(x.astype(np.float64))
+    if not np.any(away):
+        return nearest
+    if dst is T.bfloat16:  # held in float32: one bf16 step is 1 << 16 in the float32 bits
+        bits = nearest.astype(np.float32).view(np.uint32)
+        step = np.where(away, bits - np.uint32(1 << 16), bits).astype(np.uint32)
+        return step.view(np.float32)
+    return np.where(away, np.nextafter(nearest, np.zeros_like(nearest)), nearest).astype(nearest.dtype)
 
 
 def bitcast_value(x, src, dst):

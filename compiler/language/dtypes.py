@@ -54,6 +54,13 @@ class dtype:
     def is_bf16(self) -> bool: return self.name == "bf16"
     def is_fp32(self) -> bool: return self.name == "fp32"
     def is_fp64(self) -> bool: return self.name == "fp64"
+    def is_fp8(self) -> bool: return self.name in _FP8_NAMES
+    def is_fp8e4nv(self) -> bool: return self.name == "fp8e4nv"
+    def is_fp8e4b8(self) -> bool: return self.name == "fp8e4b8"
+    def is_fp8e4b15(self) -> bool: return self.name == "fp8e4b15"
+    def is_fp8e5(self) -> bool: return self.name == "fp8e5"
+    def is_fp8e5b16(self) -> bool: return self.name == "fp8e5b16"
+    def is_standard_floating(self) -> bool: return self.name in self.STANDARD_FP_TYPES
     def is_ptr(self) -> bool: return False
     def is_block(self) -> bool: return False
     def is_void(self) -> bool: return self.name == "void"
@@ -176,8 +183,8 @@ float32 = dtype("fp32", dtype.FLOAT, 32)
 float64 = dtype("fp64", dtype.FLOAT, 64)
 float8e4nv = dtype("fp8e4nv", dtype.FLOAT, 8)
 float8e5 = dtype("fp8e5", dtype.FLOAT, 8)
-# Triton's other fp8 formats: names that kernels and tests mention (so they import), but values of
-# them are a compile error (`unsupported`): e4m3 with bias 15 is pre-Hopper only in Triton too, the
+# Triton's other fp8 formats: interpret mode runs them (as Triton's interpreter does); the NVPTX
+# backend refuses them (`unsupported`): e4m3 with bias 15 is pre-Hopper only in Triton too, the
 # "fnuz" formats are AMD's.
 float8e4b15 = dtype("fp8e4b15", dtype.FLOAT, 8)
 float8e4b8 = dtype("fp8e4b8", dtype.FLOAT, 8)
@@ -186,6 +193,9 @@ _UNSUPPORTED = {"fp8e4b15": "float8e4b15 (fp8 e4m3 with exponent bias 15) is not
                             "have no conversions for it (Triton refuses it there too); use tl.float8e4nv",
                 "fp8e4b8": "float8e4b8 (AMD's fp8 e4m3 fnuz) is not supported on NVIDIA GPUs; use tl.float8e4nv",
                 "fp8e5b16": "float8e5b16 (AMD's fp8 e5m2 fnuz) is not supported on NVIDIA GPUs; use tl.float8e5"}
+
+
+_FP8_NAMES = ("fp8e4nv", "fp8e5", "fp8e4b15", "fp8e4b8", "fp8e5b16")
 
 
 def unsupported(ty) -> str | None:
@@ -202,14 +212,16 @@ _NP = {"int1": np.dtype(np.bool_), "int8": np.dtype(np.int8), "int16": np.dtype(
        "int32": np.dtype(np.int32), "int64": np.dtype(np.int64), "uint8": np.dtype(np.uint8),
        "uint16": np.dtype(np.uint16), "uint32": np.dtype(np.uint32), "uint64": np.dtype(np.uint64),
        "fp16": np.dtype(np.float16), "bf16": np.dtype(np.float32), "fp32": np.dtype(np.float32),
-       "fp64": np.dtype(np.float64), "fp8e4nv": np.dtype(np.uint8), "fp8e5": np.dtype(np.uint8)}
+       "fp64": np.dtype(np.float64)}
+_NP.update({name: np.dtype(np.uint8) for name in _FP8_NAMES})  # fp8 values are held as their bits
 
 # Signature strings used by `compiler.compile(signature=...)` and by Triton ("*fp32", "i32").
 _SIG_ALIASES = {"fp16": float16, "bf16": bfloat16, "fp32": float32, "fp64": float64,
                 "f16": float16, "f32": float32, "f64": float64,
                 "i1": int1, "i8": int8, "i16": int16, "i32": int32, "i64": int64,
                 "u1": int1, "u8": uint8, "u16": uint16, "u32": uint32, "u64": uint64,
-                "fp8e4nv": float8e4nv, "fp8e5": float8e5}
+                "fp8e4nv": float8e4nv, "fp8e5": float8e5, "fp8e4b15": float8e4b15, "fp8e4b8": float8e4b8,
+                "fp8e5b16": float8e5b16}
 
 
 def from_signature(text: str) -> dtype:
@@ -233,7 +245,8 @@ _TORCH_NAMES = {"float16": float16, "half": float16, "bfloat16": bfloat16, "floa
                 "float": float32, "float64": float64, "double": float64, "int8": int8, "int16": int16,
                 "int32": int32, "int": int32, "int64": int64, "long": int64, "uint8": uint8,
                 "uint16": uint16, "uint32": uint32, "uint64": uint64, "bool": int1,
-                "float8_e4m3fn": float8e4nv, "float8_e5m2": float8e5}
+                "float8_e4m3fn": float8e4nv, "float8_e5m2": float8e5, "float8_e4m3fnuz": float8e4b8,
+                "float8_e5m2fnuz": float8e5b16}
 
 
 def from_host_dtype(d) -> dtype:
@@ -256,6 +269,8 @@ def from_host_dtype(d) -> dtype:
 type_canonicalisation_dict = {
     "bool": "u1", "int1": "u1", "uint1": "u1", "i1": "u1",
     "float8e4nv": "fp8e4nv", "float8_e4m3fn": "fp8e4nv", "float8e5": "fp8e5", "float8_e5m2": "fp8e5",
+    "float8e4b15": "fp8e4b15", "float8e4b8": "fp8e4b8", "float8_e4m3fnuz": "fp8e4b8",
+    "float8e5b16": "fp8e5b16", "float8_e5m2fnuz": "fp8e5b16",
     "half": "fp16", "float16": "fp16", "bfloat16": "bf16", "float": "fp32", "float32": "fp32",
     "double": "fp64", "float64": "fp64",
     "int8": "i8", "int16": "i16", "int": "i32", "int32": "i32", "int64": "i64",

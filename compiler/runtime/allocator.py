@@ -12,6 +12,18 @@ from typing import Callable, Optional
 
 Allocator = Callable[[int, int, Optional[int]], object]  # (size, alignment, stream) -> buffer
 
+
+
+class NullAllocator:
+    """Triton's "no allocator set": a kernel that needs scratch memory fails with a message that
+    says to call set_allocator. blocktune's kernels never ask, so installing it is the same as
+    removing the allocator."""
+
+    def __call__(self, size: int, alignment: int, stream: Optional[int]):
+        raise RuntimeError("Kernel requires a runtime memory allocation, but no allocator was set. "
+                           "Use triton.set_allocator to specify an allocator.")
+
+
 _allocator: Allocator | None = None
 
 

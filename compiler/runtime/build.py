@@ -128,6 +128,7 @@ def compile_jit(fn, signature, constexprs: dict | None = None, num_warps: int = 
             "shared": int(out.pop("shared", 0) or 0),
             "target": out.pop("target", target),
             "arg_names": list(flat),
+            "parameters": list(fn.arg_names),  # as written, constexprs included: compiled[grid](*all of them)
             "arg_types": list(flat.values()),
             "passed": [n for n in flat if n not in equal_to_1],
             "constexprs": {k: _jsonable(v) for k, v in constexprs.items()},

@@ -22,7 +22,7 @@ import functools
 import threading
 from dataclasses import dataclass
 
-from .. import ptxas
+from .. import knobs, ptxas
 from ..errors import OutOfResources
 
 _lock = threading.RLock()
@@ -372,22 +372,45 @@ class GPUTarget:
 
 class _Utils:
     @staticmethod
-    def get_device_properties(device: int = 0) -> dict:
-        """Triton's names for the device's properties."""
-        p = device_properties(device)
+    def get_device_properties(device: int | None = 0) -> dict:
+        """Triton's names for the device's properties (device None: the current one)."""
+        p = device_properties(current_device() if device is None else device)
         return {"max_shared_mem": p["max_shared_memory"], "multiprocessor_count": p["sm_count"],
                 "max_num_regs": p["max_registers_per_block"], "warpSize": p["warp_size"],
                 "sm_clock_rate": p["clock_rate_khz"]}
 
 
+def _interpreting_without_gpu() -> bool:
+    return knobs.runtime.interpret and not has_gpu()
+
+
 class ActiveDriver:
-    """`triton.runtime.driver.active` for the CUDA driver blocktune launches through."""
+    """`triton.runtime.driver.active` for the CUDA driver blocktune launches through.
+
+    In interpret mode on a machine without a GPU, kernels run on the CPU: the active torch device is
+    the CPU, and the target is the one kernels compile for there (`default_target()`, sm_90), whose
+    semantics the interpreter follows. The device's properties stay a GPU's: asking for them
+    without one raises NoGPUError."""
     utils = _Utils()
 
     @staticmethod
     def get_current_target() -> GPUTarget:
+        if _interpreting_without_gpu():
+            return GPUTarget("cuda", int(default_target().removeprefix("sm_").rstrip("a")), 32)
         major, minor = device_properties(current_device())["capability"]
         return GPUTarget("cuda", major * 10 + minor, 32)
+
+    @staticmethod
+    def get_active_torch_device():
+        """The torch device kernels take their tensors on: the current CUDA device, or the CPU in
+        interpret mode without a GPU (as Triton's, whose interpreter runs on CUDA tensors)."""
+        import torch  # noqa: PLC0415 - torch is optional for the compiler
+        if _interpreting_without_gpu():
+            return torch.device("cpu")
+        if not has_gpu():
+            raise NoGPUError("no CUDA GPU: there is no active torch device for kernels (set BLOCKTUNE_INTERPRET=1 "
+                             "to run them on the CPU)")
+        return torch.device("cuda", current_device())
 
     @staticmethod
     def get_current_device() -> int:

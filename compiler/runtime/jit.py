@@ -629,7 +629,7 @@ class JITFunction:
         key = (tuple(sig.items()), tuple((k, cache.canon(v)) for k, v in constexprs.items()), div16, eq1)
         ir_fn = self._ir_cache.get(key)
         if ir_fn is None:
-            ir_fn = build.build_ir(self, sig, constexprs, div16, eq1)
+            ir_fn = _build_interpreted(self, sig, constexprs, div16, eq1)
             self._ir_cache[key] = ir_fn
             self.compile_count += 1
         if warmup:
@@ -687,6 +687,18 @@ def key_value(v):
     if hasattr(v, "__index__"):
         return v.__index__()
     return str(v)
+
+
+def _build_interpreted(jf, sig, constexprs, div16, eq1):
+    """The kernel's IR for interpret mode; a compile error is raised as one that is also Triton's
+    InterpreterError (what Triton's interpreter raises for it), with the same message and cause."""
+    try:
+        return build.build_ir(jf, sig, constexprs, div16, eq1)
+    except CompilationError as e:
+        if type(e) is not CompilationError:  # a CompileTimeAssertionFailure & co. stays what it is
+            raise
+        from ..interpreter.values import InterpretedCompilationError  # noqa: PLC0415 - see _run_interpreted
+        raise InterpretedCompilationError(e.message, e.loc, e.source_line).with_traceback(e.__traceback__) from e.__cause__
 
 
 def _grid3(grid) -> tuple:

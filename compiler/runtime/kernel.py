@@ -9,6 +9,7 @@ Picklable: the loaded CUDA module is not part of the state. The @jit runner laun
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 from typing import Any
 
@@ -31,7 +32,7 @@ class CompiledKernel:
     def __init__(self, name: str, asm: dict, metadata: dict):
         self.name = name
         self.asm = asm
-        self.metadata = metadata
+        self.metadata = KernelMetadata(metadata)
         self._loaded: dict[int, Any] = {}
         self._launchers: dict[tuple, Any] = {}
         self._plans: dict[int, tuple] = {}
@@ -54,11 +55,15 @@ class CompiledKernel:
         lf = next(iter(self._loaded.values()), None)
         return lf.num_regs if lf is not None else None
 
+    def _init_handles(self) -> None:
+        """Triton's: load the kernel into the current device, so `n_regs` is known."""
+        self.load()
+
     def __getstate__(self):
-        return {"name": self.name, "asm": self.asm, "metadata": self.metadata}
+        return {"name": self.name, "asm": self.asm, "metadata": dict(self.metadata)}
 
     def __setstate__(self, state):
-        self.name, self.asm, self.metadata = state["name"], state["asm"], state["metadata"]
+        self.name, self.asm, self.metadata = state["name"], state["asm"], KernelMetadata(state["metadata"])
         self._loaded, self._launchers, self._plans = {}, {}, {}
 
     def __repr__(self) -> str:
@@ -147,14 +152,19 @@ class CompiledKernel:
     def _plan(self, nargs: int):
         m = self.metadata
         names = m["arg_names"]
+        parameters = m.get("parameters") or names
         if nargs == len(names):
             order = list(names)
         elif nargs == len(m["passed"]):
             order = list(m["passed"])
+        elif nargs == len(parameters) and set(names) <= set(parameters):
+            # Triton's `compiled[grid](*every parameter)`: the constexprs' values are compiled in
+            order = [n if n in names else None for n in parameters]
         else:
             raise ValueError(f"{self.name}: expected {len(names)} arguments ({', '.join(names)}) "
                              f"or {len(m['passed'])} ({', '.join(m['passed'])}), got {nargs}")
-        convs = [functools.partial(_launch_value, name=n, ty=m["arg_types"][names.index(n)]) for n in order]
+        convs = [_ignored if n is None else functools.partial(_launch_value, name=n, ty=m["arg_types"][names.index(n)])
+                 for n in order]
         div_pos = [(order.index(n), n) for n in m.get("divisible_by_16", ()) if n in order]
         eq1_pos = [(order.index(n), n) for n in m.get("equal_to_1", ()) if n in order]
         passed_pos = [order.index(n) for n in m["passed"]]
@@ -167,12 +177,35 @@ class CompiledKernel:
         return tuple(self.metadata["passed"])
 
     def __getitem__(self, grid):
-        """Triton-style `compiled[grid](*args)` on the current stream."""
-        return lambda *args, stream=0: self.launch(grid, args, stream)
+        """Triton-style `compiled[grid](*args)`, on torch's current stream unless `stream=` says."""
+        return lambda *args, stream=None: self.launch(grid, args, _current_stream() if stream is None else stream)
+
+
+class KernelMetadata(dict):
+    """The metadata dict, whose keys also read as attributes (Triton's `kernel.metadata.shared`)."""
+
+    def __getattr__(self, name: str):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(f"kernel metadata has no {name!r}") from None
+
+
+def _ignored(v):
+    return v
 
 
 def _current_device() -> int:
     return driver.current_device()
+
+
+def _current_stream() -> int:
+    """The stream torch launches on now (a tutorial may have set its own), or the default stream
+    when torch is not loaded."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available():
+        return 0
+    return torch.cuda.current_stream().cuda_stream
 
 
 def _launch_value(v, name: str, ty: str):

@@ -2,6 +2,7 @@
 jobs and by clients publishing what they tuned themselves."""
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import sqlalchemy as sa
@@ -32,14 +33,27 @@ def upsert_best_config(session: Session, *, kernel_fingerprint: str, kernel_name
     values = dict(kernel_fingerprint=kernel_fingerprint, kernel_name=kernel_name, problem_key=problem_key,
                   gpu_model=gpu_model, compute_capability=compute_capability, config=config,
                   median_ms=float(median_ms), default_ms=finite(default_ms), job_id=job_id, updated_at=utcnow())
-    dialect = session.get_bind().dialect.name
+    stmt = _upsert_statement(session.get_bind().dialect.name, policy)
+    row = session.scalars(stmt, values, execution_options={"populate_existing": True}).first()
+    if row is None:  # "faster" and the stored entry is at least as fast: it stays, and is the answer
+        row = session.scalars(sa.select(BestConfig).where(
+            BestConfig.kernel_fingerprint == kernel_fingerprint, BestConfig.problem_key == problem_key,
+            BestConfig.gpu_model == gpu_model).execution_options(populate_existing=True)).one()
+    return row
+
+
+@functools.cache
+def _upsert_statement(dialect: str, policy: str):
+    """The upsert of one row for `dialect` and `policy`, its values bound at execution: built once
+    (building it, `excluded` columns and all, cost more Python than the rest of a publish; its
+    compiled form is cached by SQLAlchemy either way)."""
     if dialect == "postgresql":
         from sqlalchemy.dialects.postgresql import insert
     elif dialect == "sqlite":
         from sqlalchemy.dialects.sqlite import insert
     else:  # pragma: no cover - only SQLite and PostgreSQL are supported
         raise NotImplementedError(dialect)
-    stmt = insert(BestConfig).values(**values)
+    stmt = insert(BestConfig)
     new = stmt.excluded
     table = BestConfig.__table__.c
     if policy == "latest":
@@ -50,14 +64,8 @@ def upsert_best_config(session: Session, *, kernel_fingerprint: str, kernel_name
         update = {k: new[k] for k in ("compute_capability", "config", "median_ms", "job_id", "updated_at")}
         update["default_ms"] = sa.func.coalesce(new.default_ms, table.default_ms)
         where = new.median_ms < table.median_ms
-    stmt = stmt.on_conflict_do_update(index_elements=["kernel_fingerprint", "problem_key", "gpu_model"],
+    return stmt.on_conflict_do_update(index_elements=["kernel_fingerprint", "problem_key", "gpu_model"],
                                       set_=update, where=where).returning(BestConfig)
-    row = session.scalars(stmt, execution_options={"populate_existing": True}).first()
-    if row is None:  # "faster" and the stored entry is at least as fast: it stays, and is the answer
-        row = session.scalars(sa.select(BestConfig).where(
-            BestConfig.kernel_fingerprint == kernel_fingerprint, BestConfig.problem_key == problem_key,
-            BestConfig.gpu_model == gpu_model).execution_options(populate_existing=True)).one()
-    return row
 
 
 def get_best_config(session: Session, *, kernel_fingerprint: str, problem_key: str,

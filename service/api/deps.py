@@ -5,11 +5,12 @@ is on), publishing configs `publish`, submitting and cancelling jobs `submit`, m
 `admin`. No token or a bad one: 401; a token without the scope: 403 naming it."""
 from __future__ import annotations
 
-from typing import Annotated, Iterator
+from typing import Annotated, AsyncIterator
 
 from fastapi import Depends, HTTPException, Request, status
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
 from db import repo
 from db.models import TOKEN_SCOPES
@@ -22,9 +23,19 @@ def get_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
-def get_session(request: Request) -> Iterator[Session]:
-    with request.app.state.sessionmaker() as session:
+async def get_session(request: Request) -> AsyncIterator[Session]:
+    """A session for the request. Made on the event loop (that touches no database); closed there
+    too when it holds no connection any more (a route that ended its transactions), else in the
+    thread pool (closing rolls back on the connection: database I/O). A sync generator would cost
+    two trips to the thread pool per request, each a hand-over of the GIL the lookups wait on."""
+    session = request.app.state.sessionmaker()
+    try:
         yield session
+    finally:
+        if session.in_transaction():
+            await run_in_threadpool(session.close)
+        else:
+            session.close()
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
@@ -110,9 +121,11 @@ def _authenticate(request: Request, session: Session, *, cookie: bool = False) -
     return snap
 
 
-def require_token(request: Request, session: SessionDep) -> TokenSnapshot:
-    """A valid token in the headers (any scope); raises 401."""
-    return _authenticate(request, session)
+def require_token(request: Request) -> TokenSnapshot:
+    """A valid token in the headers (any scope), checked in a session of its own; raises 401.
+    Runs in the thread pool: it may query the database."""
+    with request.app.state.sessionmaker() as session:
+        return _authenticate(request, session)
 
 
 def check_scope(token: TokenSnapshot, scope: str) -> None:
@@ -130,7 +143,12 @@ def require_scope(scope: str):
     if scope not in TOKEN_SCOPES:
         raise ValueError(f"unknown scope {scope!r}")
 
-    async def dependency(token: Annotated[TokenSnapshot, Depends(require_token)]) -> TokenSnapshot:
+    async def dependency(request: Request) -> TokenSnapshot:
+        # a header token verified in the last seconds lets the request through from memory, as
+        # for reads (read_access); else it is checked in the thread pool
+        token = request.app.state.verified_tokens.fresh(token_from_request(request))
+        if token is None:
+            token = await run_in_threadpool(require_token, request)
         check_scope(token, scope)
         return token
 
@@ -155,8 +173,6 @@ async def read_access(request: Request) -> TokenSnapshot | None:
         if snap is not None:
             check_scope(snap, "read")
             return snap
-        from starlette.concurrency import run_in_threadpool
-
         token = await run_in_threadpool(authenticate_read, request)
         check_scope(token, "read")
         return token

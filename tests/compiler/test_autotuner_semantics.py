@@ -95,6 +95,18 @@ def test_a_dtype_constexpr_can_be_the_key():
     assert len(cast_kernel.cache) == 1 and torch.equal(dst, src.half())
 
 
+def test_a_key_that_names_no_parameter_is_left_out_as_triton_does():
+    """Tutorial 08 keys its TMA kernel on ['group_a_ptrs', ..., 'gropup_c_ptrs', ...] (sic)."""
+    tuned = triton.autotune(configs_of(32, 128), key=["N", "gropup_c_ptrs"],
+                            do_bench=timed_by_block({32: 1.0, 128: 2.0}))(copy_kernel)
+    src = torch.randn(300)
+    dst = torch.full_like(src, float("nan"))
+    tuned[by_block(300)](dst, src, 300)
+    tuned[by_block(300)](dst, src, 300)
+    assert list(tuned.cache) == [(300, "torch.float32", "torch.float32")]  # N and the tensors' dtypes
+    assert tuned.best_config.kwargs["BLOCK_SIZE"] == 32 and torch.equal(dst, src)
+
+
 @pytest.mark.parametrize("by_keyword", [False, True])
 def test_restore_value_undoes_the_timed_runs(by_keyword):
     tuned = triton.autotune(configs_of(32, 128), key=["N"], restore_value=["src"],

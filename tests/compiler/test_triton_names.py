@@ -66,8 +66,10 @@ def test_str_to_ty_and_type_canonicalisation():
         assert canon[short] == short  # the short names map to themselves
         if short != "void":
             assert tl.str_to_ty(short) is tl.str_to_ty(canon[name])
+    assert tl.str_to_ty("*fp8e4b15") is tl.pointer_type(tl.float8e4b15)  # a signature type (interpret mode runs it)
+    assert tl.str_to_ty(canon["float8_e5m2fnuz"]) is tl.float8e5b16
     with pytest.raises(ValueError, match="unknown type"):
-        tl.str_to_ty("fp8e4b15")
+        tl.str_to_ty("fp7e4")
 
 
 @pytest.mark.gpu
@@ -83,11 +85,15 @@ def to_fp8e4b15_kernel(x_ptr, y_ptr):
     tl.store(y_ptr, tl.load(x_ptr).to(tl.float8e4b15).to(tl.float32))
 
 
-def test_unsupported_fp8_formats_are_names_and_compile_errors(interpret):
+def test_other_fp8_formats_run_in_the_interpreter_and_are_compile_errors_for_the_gpu(monkeypatch):
     assert tl.float8e4b15.primitive_bitwidth == 8 and tl.float8e4b8.is_floating() and tl.float8e5b16.name == "fp8e5b16"
-    x = torch.ones(1)
+    x = torch.tensor([1.3])
+    y = torch.empty(1)
+    monkeypatch.setenv("BLOCKTUNE_INTERPRET", "1")
+    to_fp8e4b15_kernel[(1,)](x, y)  # e4m3 with bias 15: 1.3 rounds to 1.25
+    assert y.item() == 1.25
     with pytest.raises(compiler.CompilationError, match=r"test_triton_names.py:\d+:\d+: .*float8e4b15 .* is not supported"):
-        to_fp8e4b15_kernel[(1,)](x, torch.empty(1))
+        compiler.compile(to_fp8e4b15_kernel, signature={"x_ptr": "*fp32", "y_ptr": "*fp32"}, target="sm_90")
 
 
 def test_dtype_by_triton_names():

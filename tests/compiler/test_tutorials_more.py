@@ -4,11 +4,13 @@ against torch in float64, the PTX of each kernel through ptxas, and GPU runs (ma
 from __future__ import annotations
 
 import math
+import re
 import secrets
 
 import pytest
 import torch
 
+from tests.compiler import ptx_cfg
 from tests.compiler.kernels import tutorials as T
 from tests.compiler.kernels.tutorials_more import grouped_gemm as G
 from tests.compiler.kernels.tutorials_more import layernorm_bwd as L
@@ -97,6 +99,46 @@ def test_08_grouped_gemm_ptx():
                     {"NUM_SM": 132, "BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 64}, nw=4,
                     div=("group_a_ptrs", "group_b_ptrs", "group_c_ptrs", "group_gemm_sizes", "g_lds"))
     assert "wgmma.mma_async" in ptx or "mma.sync" in ptx
+
+
+def test_05_backward_dx_fits_two_ctas_per_sm_at_n8192():
+    """The dx kernel at the benchmark's widest rows (BLOCK_SIZE_N 8192 and 4096, 8 warps): no more
+    registers than Triton's (128 and 73), so at 8192 two CTAs share an SM as with Triton. The partial sums cross
+    the spin lock in fp32 and are converted after it; converting two registers at a time keeps LLVM
+    from narrowing them into unpacked 16-bit phis across the lock (166 registers before: one CTA per
+    SM, 0.81× Triton at 4096×8192)."""
+    from tests.compiler.test_ptx import ptxas_report
+    sig = dict(DX="*fp16", DY="*fp16", DW="*fp16", DB="*fp16", X="*fp16", W="*fp16", Mean="*fp32", Rstd="*fp32",
+               Lock="*i32", stride="i32", N="i32")
+    div = ("DX", "DY", "DW", "DB", "X", "W", "Mean", "Rstd", "Lock", "stride", "N")
+    for block, group, limit in ((8192, 96, 128), (4096, 128, 73)):
+        ptx = _assemble(L._layer_norm_bwd_dx_fused, sig, {"GROUP_SIZE_M": group, "BLOCK_SIZE_N": block}, nw=8, div=div)
+        regs = ptxas_report(ptx)["regs"]
+        assert regs <= limit, f"BLOCK_SIZE_N={block}: {regs} registers"
+        assert "cvt.rn.f16x2.f32" in ptx
+
+
+@pytest.mark.parametrize("bm,bn,bk", [(128, 128, 64), (64, 64, 32), (64, 128, 64)])
+def test_08_grouped_gemm_k_loop_is_pipelined_inside_the_tile_loops(bm, bn, bk):
+    """The K loop sits in a `while` over this program's tiles inside a `for` over the problems, and its
+    A/B pointers come from device arrays loaded per tile: it still gets the tutorial matmul's
+    pipeline — 16-byte cp.async copies of a later iteration in the loop, cp.async.wait_group 1
+    (num_stages 3), asynchronous wgmma with one group left in flight, no operand through registers —
+    while the pointer loads stay in the tile loop around it."""
+    ptx = _assemble(G.grouped_matmul_kernel, dict(group_a_ptrs="*i64", group_b_ptrs="*i64", group_c_ptrs="*i64",
+                                                  group_gemm_sizes="*i32", g_lds="*i32", group_size="i32"),
+                    {"NUM_SM": 132, "BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": bn, "BLOCK_SIZE_K": bk}, nw=4,
+                    div=("group_a_ptrs", "group_b_ptrs", "group_c_ptrs", "group_gemm_sizes", "g_lds"))
+    k_loop = ptx_cfg.innermost_loop_with(ptx, "wgmma.mma_async")
+    assert len(k_loop.parents) == 2, "the K loop is not nested in the tile and problem loops"
+    copies = re.findall(r"cp\.async\.cg\.shared\.global \[[^]]+\], \[[^]]+\], 16\b", k_loop.text)
+    assert len(copies) == (bm * bk + bk * bn) * 2 // 16 // 128   # one A and one B tile per iteration, 128 threads
+    assert re.search(r"cp\.async\.wait_group\s+1;", k_loop.text)
+    assert k_loop.text.count("cp.async.commit_group") == 1
+    assert "wgmma.wait_group.sync.aligned 1;" in k_loop.text
+    assert "ld.global" not in k_loop.text
+    tile_loop = k_loop.parents[0]
+    assert "ld.global.b64" in tile_loop.text     # the problem's A/B/C addresses, once per tile
 
 
 def test_09_persistent_matmul_ptx():

@@ -185,6 +185,21 @@ def test_metrics(api, db_url):
     assert "blocktune_trials_per_second 0.4" in text
 
 
+def test_lookups_are_counted_once_whoever_answers(api):
+    """The lookup's fast path sits in front of the app with metrics of its own: a lookup it answers
+    (here: nothing tuned, 404) and one it leaves to the route (a malformed key: 422) are each
+    counted once, under the route."""
+    best = "/api/v1/configs/best"
+    question = {"kernel": "f" * 64, "gpu_model": "NVIDIA H100 80GB HBM3"}
+    assert api.get(best, params={**question, "key": '{"n_elements": 4096}'}).status_code == 404   # the fast path
+    assert api.get(best, params={**question, "key": "[1, 2]"}).status_code == 422                  # the route
+    assert api.get(best, params={**question, "key": "[1, 2]"}).status_code == 422
+    text = api.get("/metrics").text
+    assert f'blocktune_http_requests_total{{method="GET",route="{best}",status="404"}} 1.0' in text
+    assert f'blocktune_http_requests_total{{method="GET",route="{best}",status="422"}} 2.0' in text
+    assert f'blocktune_http_request_duration_seconds_count{{method="GET",route="{best}"}} 3.0' in text
+
+
 def test_validation_errors_name_the_field(api, token):
     r = api.get("/api/v1/jobs", params={"limit": 0})
     assert r.status_code == 422

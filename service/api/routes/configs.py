@@ -7,6 +7,8 @@ import sqlalchemy as sa
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
 from fastapi.exceptions import RequestValidationError
 from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
 from db import repo
 from db.models import BestConfig
@@ -78,10 +80,16 @@ def list_configs(session: SessionDep, _: ReadAuth,
 
 @router.post("", response_model=BestConfigOut,
              responses={503: {"description": "the database is unavailable: nothing to do but publish again later"}})
-def publish(body: PublishIn, request: Request, session: SessionDep, _: PublishAuth) -> BestConfigOut:
+async def publish(body: PublishIn, request: Request, session: SessionDep, _: PublishAuth) -> BestConfigOut:
     """Record a config tuned by a client; an existing entry is replaced only by a faster one
     (atomically: of concurrent publishes of one entry, the fastest stays)."""
-    index = request.app.state.config_index
+    # async, with the write alone in the thread pool: a sync route would also have FastAPI
+    # validate its answer there, a second hand-over of the GIL the lookups on the event loop wait for
+    return await run_in_threadpool(_write, request.app.state.config_index, session, body)
+
+
+def _write(index, session: Session, body: PublishIn) -> BestConfigOut:
+    """The publish's database work (in the thread pool), applied to the index in memory."""
     with index.writing():
         try:
             # versions of the table around the write let the index skip re-reading it (lookup.py)
@@ -99,7 +107,8 @@ def publish(body: PublishIn, request: Request, session: SessionDep, _: PublishAu
                                 f" ({type(exc).__name__}); publish again later (publishing twice is harmless)") from exc
         try:
             after = index.version(session)
-        except OperationalError:   # stored all the same; the refresh thread will catch up
-            after = None
+            session.commit()       # ends the read: the session is closed on the event loop, no trip to the pool
+        except OperationalError:   # stored all the same; the refresh thread will catch up (and the
+            after = None           # session is closed in the pool: a rollback here would expire `row`)
         index.apply(row, before, after)    # this process's next lookup sees it
     return BestConfigOut.of(row)
