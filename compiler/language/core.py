@@ -52,6 +52,15 @@ class tensor:
     """The type of block values inside a kernel (for annotations and isinstance in user code)."""
 
 
+class tensor_descriptor_base:
+    """The type of tensor descriptors inside a kernel, host-made or `tl.make_tensor_descriptor`'s
+    (for isinstance in user code: `isinstance(desc_or_ptr, tl.tensor_descriptor)`)."""
+
+
+class tensor_descriptor(tensor_descriptor_base):
+    """See tensor_descriptor_base; Triton's name for the descriptors kernels take and make."""
+
+
 # --- programs and index spaces ---------------------------------------------------------------
 @builtin
 def program_id(axis): ...
