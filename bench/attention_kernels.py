@@ -8,7 +8,8 @@ Layout: q, k, v, o are (Z, H, N_CTX, HEAD_DIM), contiguous; the kernels see them
 (Z * H * N_CTX, HEAD_DIM) matrix. M keeps each query row's log2-sum-exp for the backward pass.
 The fp8 forward path (FP8_OUTPUT, v given transposed) is kept as the tutorial has it. One change to
 the tutorial: `_attn_bwd` takes CAUSAL (the tutorial's backward is always causal, so its non-causal
-gradients are wrong); the causal path is the tutorial's.
+gradients are wrong; the causal path is the tutorial's), and P, dS and O take the inputs' type
+(the tutorial fixes fp16) so that bf16 runs too.
 """
 import os
 
@@ -148,7 +149,6 @@ def _attn_fwd(sm_scale, M,  #
               warp_specialize: tl.constexpr,  #
               IS_HOPPER: tl.constexpr,  #
               ):
-    dtype = tl.float8e5 if FP8_OUTPUT else tl.float16
     tl.static_assert(BLOCK_N <= HEAD_DIM)
     start_m = tl.program_id(0)
     off_hz = tl.program_id(1)
@@ -168,6 +168,8 @@ def _attn_fwd(sm_scale, M,  #
                                      block_shape=[BLOCK_N, HEAD_DIM])
     desc_o = _maybe_make_tensor_desc(desc_o, shape=[y_dim, HEAD_DIM], strides=[HEAD_DIM, 1],
                                      block_shape=[BLOCK_M, HEAD_DIM])
+    # P and O in the inputs' type (the tutorial fixes fp16; bf16 inputs then work too)
+    dtype = tl.float8e5 if FP8_OUTPUT else desc_o.dtype
 
     # first row of this (batch, head) in the flattened matrices, and of this query block
     offset_y = off_z * (N_CTX * H) + off_h * N_CTX
@@ -251,12 +253,12 @@ def _attn_bwd_dkdv(dk, dv,  #
             pT = tl.where(causal, pT, 0.0)
         do = tl.load(do_ptrs)
         ppT = pT
-        ppT = ppT.to(tl.float16)
+        ppT = ppT.to(do.dtype)
         dv += tl.dot(ppT, do)
         Di = tl.load(D + offs_m)
         dpT = tl.dot(v, tl.trans(do)).to(tl.float32)
         dsT = pT * (dpT - Di[None, :])
-        dsT = dsT.to(tl.float16)
+        dsT = dsT.to(qT.dtype)
         dk += tl.dot(dsT, tl.trans(qT))
         curr_m += step_m
         qT_ptrs += step_m * stride_tok
@@ -295,7 +297,7 @@ def _attn_bwd_dq(dq, q, K, V,  #
             p = tl.where(causal, p, 0.0)
         dp = tl.dot(do, vT).to(tl.float32)
         ds = p * (dp - Di[:, None])
-        ds = ds.to(tl.float16)
+        ds = ds.to(q.dtype)
         # K came pre-scaled by sm_scale / ln(2): the caller scales dq back by ln(2)
         dq += tl.dot(ds, tl.trans(kT))
         curr_n += step_n
