@@ -34,7 +34,7 @@ from __future__ import annotations
 from llvmlite import ir as ll
 
 from .. import ir
-from . import dot, wgmma
+from . import dot, multi_dot, wgmma
 from .dot_layouts import mma_kind, operand_tiles, tiles_end, uses_wgmma
 from .layouts import log2
 from .llvm_types import esize, is_signed
@@ -286,7 +286,7 @@ def lower_for(lw, op) -> bool:
     """Lower a qualifying `for` with a cp.async pipeline; False (nothing emitted) otherwise."""
     plan = make_plan(lw, op)
     if plan is None:
-        return False
+        return multi_dot.lower_for(lw, op)
     S = plan.stages
     D = plan.dist
     lb, ub, step = (lw.scalar(o) for o in op.operands[:3])

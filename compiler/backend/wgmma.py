@@ -96,7 +96,8 @@ def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int = 0, a_regs=None)
     """wgmma over operand tiles in shared memory; sets the dot's result in acc_layout. `pending`:
     how many wgmma groups may still run when this returns (1: the result is only fed back into the
     next wgmma; the pipeline waits for it at the loop exit). `a_regs` (with ta None): A's registers
-    in its accumulator layout (a_from_registers) instead of a tile."""
+    in its accumulator layout (a_from_registers) instead of a tile. `dyn_base`: an i32 byte offset
+    added to both tiles, or a pair (A's, B's; None for none)."""
     a, bv, c = op.operands
     res = op.result
     m, n = res.shape
@@ -120,11 +121,14 @@ def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int = 0, a_regs=None)
     if lw.smem_reserved:
         smem_base = b.add(smem_base, ll.Constant(I32, lw.smem_reserved))
 
-    def desc(tile, tv, tm, coord, const):
+    # one dynamic base for both tiles, or (A's, B's)
+    dyn_a, dyn_b = dyn_base if isinstance(dyn_base, tuple) else (dyn_base, dyn_base)
+
+    def desc(tile, tv, tm, coord, const, dyn):
         off = lw.combine_const(tv, tm, tile.offset(coord))
         byte = b.add(b.mul(off, ll.Constant(I32, tile.es)), ll.Constant(I32, tile.base))
-        if dyn_base is not None:
-            byte = b.add(byte, dyn_base)
+        if dyn is not None:
+            byte = b.add(byte, dyn)
         byte = b.add(byte, smem_base)
         addr = b.and_(b.lshr(byte, ll.Constant(I32, 4)), ll.Constant(I32, 0x3FFF))
         return b.or_(b.zext(addr, I64), ll.Constant(I64, const))
@@ -146,11 +150,11 @@ def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int = 0, a_regs=None)
     one = ll.Constant(I32, 1)
     lw.call("llvm.nvvm.wgmma.fence.sync.aligned", ll.VoidType(), [])
     for k0 in range(0, k, 16):
-        dB = desc(tb, tvb, tmb, (k0, 0), db)
+        dB = desc(tb, tvb, tmb, (k0, 0), db, dyn_b)
         for rep in range(reps):
             regs = acc[rep * per:(rep + 1) * per]
             if a_regs is None:
-                dA = desc(ta, tva, tma, (rep * 64 * wg_m, k0), da)
+                dA = desc(ta, tva, tma, (rep * 64 * wg_m, k0), da, dyn_a)
                 r = b.call(asm, [dA, dB, one] + regs)
             else:
                 f = a_fragment_registers(k, rep, k0)

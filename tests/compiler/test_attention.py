@@ -5,7 +5,7 @@ the kernels' PTX through ptxas; and GPU runs (marked `gpu`) against a float32 re
 torch's SDPA."""
 from __future__ import annotations
 
-import os
+import re
 import secrets
 
 import pytest
@@ -120,8 +120,12 @@ def test_attention_forward_ptx(head_dim, block_m, block_n, num_warps, causal, ho
     rep = ptxas_report(ptx)
     assert rep["spills"] == 0, rep["text"]
     assert "wgmma.mma_async" in ptx
-    # the descriptor loads are 16-byte vectors, not per-element loads
-    assert "ld.global.b16" not in ptx and "ld.global.v4.b32" in ptx
+    # the descriptor loads are 16-byte vectors, not per-element loads; K and V come through
+    # cp.async (compiler/backend/multi_dot.py), Q only once through registers
+    assert "ld.global.b16" not in ptx and "cp.async.cg.shared.global" in ptx
+    assert len(re.findall(r"ld\.global\.v4\.b32", ptx)) == (block_m * head_dim * 2 // 16) // (32 * num_warps)
+    # P feeds the second wgmma from registers: four b32 registers as A, no descriptor
+    assert re.search(r"wgmma\.mma_async[^;]*\}, \{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+", ptx)
 
 
 @pytest.mark.parametrize("head_dim", [64, 128])

@@ -1,0 +1,272 @@
+"""Software pipelining of `for` loops with several wgmma dots whose other operands stay put —
+attention's loop: `k = desc_k.load(...).T; qk = tl.dot(q, k)` … `acc = tl.dot(p, v, acc)`.
+
+pipeline.py takes a loop with one dot whose two operands are both loaded in the body. This takes
+the loops it leaves where every wgmma operand is one of:
+  - a block loaded in the body (masked with `other` = 0 or unmasked, directly or through a 2-D
+    `trans`, used by dots alone — one tile may feed several, the backward's qT feeds `dot(k, qT)`
+    and `dot(dsT, qT.T)` — its pointer and mask pure index arithmetic of the induction variable
+    and iter args) — copied with cp.async, num_stages buffers ahead, as pipeline.py does;
+  - a block defined before the loop — pinned in shared memory for the loop (dot.pin_loop_invariant_operands);
+  - A held in a wgmma accumulator layout (wgmma.a_from_registers: attention's P) — fed from registers.
+Each stage holds one tile per loaded operand; the pinned tiles sit below the stages, and the body's
+other shared-memory uses (reductions, layout changes) above them (Lowering.smem_reserved), so
+nothing the copies are still writing is touched. Each dot waits for its wgmma at once (the softmax
+reads QKᵀ right away). Iteration i: cp.async.wait_group(S-2); bar.sync; copy the tiles of
+iteration i+S-1 into the buffer iteration i-1 used; the body, its dots reading buffer i % S.
+"""
+from __future__ import annotations
+
+import math
+
+from llvmlite import ir as ll
+
+from . import dot, pipeline, wgmma
+from .dot_layouts import SmemTile, contiguous_dim, mma_kind, uses_wgmma
+from .llvm_types import esize, is_signed
+from .memory import access_width
+
+I32 = ll.IntType(32)
+# shared memory left above the stages for the loop body's own uses
+TRANSIENT_MARGIN = 16 * 1024
+
+
+def _align(n: int) -> int:
+    return (n + 1023) // 1024 * 1024
+
+
+def _operand_load(top, v):
+    """(load op, 2-D trans op or None) when dot operand `v` is a block loaded in the loop body,
+    directly or transposed; else None."""
+    lo, tr = v.owner, None
+    if lo is not None and lo.name == "trans" and lo in top and tuple(lo.attrs.get("perm", ())) == (1, 0):
+        tr, v = lo, lo.operands[0]
+        lo = v.owner
+    if lo is None or lo.name != "load" or lo not in top or not v.is_block or lo.attrs.get("volatile"):
+        return None
+    if not pipeline._zero_const(lo.operands[2]):
+        return None
+    return lo, tr
+
+
+def _only_feeds_dots(lw, entries) -> bool:
+    """Each pipelined load (and each trans of one) is used by the dots that read it from its tile
+    alone: nothing else may see its registers, which are never made."""
+    readers = {}
+    for d, i, lo, tr in entries:
+        readers.setdefault((tr or lo).result.id, set()).add(d)
+        if tr is not None:
+            readers.setdefault(lo.result.id, set()).add(tr)
+    return all(u in users for vid, users in readers.items() for u in lw.uses.get(vid, ()))
+
+
+def make_plan(lw, op):
+    if not lw.options.pipeline:
+        return None
+    stages = op.attrs.get("num_stages") or lw.options.num_stages or 1
+    if stages < 2:
+        return None
+    step = lw.scalar(op.operands[2])
+    if not (isinstance(step, ll.Constant) and isinstance(step.constant, int) and step.constant > 0):
+        return None
+    body = op.regions[0]
+    y = body.terminator
+    if y is None or y.name != "yield":
+        return None
+    top = set(body.ops)
+    dots = [o for o in body.walk() if o.name == "dot"]
+    if not dots or any(o not in top or mma_kind(o) not in ("f16", "bf16") or not uses_wgmma(o, lw.options)
+                       for o in dots):
+        return None
+    inside = {a.id for a in body.args} | {r.id for o in body.walk() for r in o.results}
+    entries = []
+    pinned_end, n_pinned = _align(lw.smem_reserved), 0
+    for d in dots:
+        for i in (0, 1):
+            v = d.operands[i]
+            if v.id not in inside:   # pinned: the same arithmetic as dot.pin_loop_invariant_operands
+                nbytes = math.prod(v.shape) * v.dtype.itemsize
+                if pinned_end + nbytes > dot.PINNED_LIMIT:
+                    return None
+                pinned_end, n_pinned = _align(pinned_end + nbytes), n_pinned + 1
+                continue
+            if i == 0 and wgmma.a_from_registers(d, lw.want(v), lw.options):
+                continue
+            found = _operand_load(top, v)
+            if found is None:
+                return None
+            entries.append((d, i) + found)
+    if not entries or not _only_feeds_dots(lw, entries):
+        return None
+    loads = list(dict.fromkeys(e[2] for e in entries))
+    addr = _address_slices(lw, body, loads)
+    if addr is None:
+        return None
+    lays, vecs, offsets, off = [], [], [], 0
+    for lo in loads:
+        lay = lw.want(lo.result)
+        es = esize(lo.result.dtype)
+        tile = SmemTile(lo.result.shape, contiguous_dim(lay), es, panels=True)
+        v = min(access_width(lw, lay, lo.operands[0], lo.operands[1], es), pipeline._smem_vec(lay, tile))
+        if v * es not in (4, 8, 16):
+            return None
+        lays.append(lay)
+        vecs.append(v)
+        offsets.append(off)
+        off = _align(off + tile.nbytes)
+    stages = min(stages, (pipeline.SMEM_LIMIT - TRANSIENT_MARGIN - pinned_end) // off)
+    if stages < 2:
+        return None
+    p = pipeline.Plan()
+    p.entries, p.loads, p.lays, p.vecs, p.offsets = entries, loads, lays, vecs, offsets
+    p.skip = set(loads) | {e[3] for e in entries if e[3] is not None}
+    p.stages, p.stage_bytes, p.n_pinned = stages, off, n_pinned
+    p.addr_ops, p.upd_ops, p.needed = addr
+    return p
+
+
+def _address_slices(lw, body, loads):
+    """(ops computing the loads' pointers and masks, ops advancing the iter args they read, the
+    indices of those iter args), or None when that is more than index arithmetic (as pipeline.py)."""
+    y = body.terminator
+    iv = body.args[0]
+    index_of = {a.id: i for i, a in enumerate(body.args[1:])}
+    targets = [o for lo in loads for o in lo.operands[:2] if o is not None]
+    sl = pipeline._slice(body, targets, lw.rules.by_layout)
+    if sl is None:
+        return None
+    needed = {a for a in sl[1] if a != iv.id}
+    queue = list(needed)
+    while queue:
+        aid = queue.pop()
+        s2 = pipeline._slice(body, [y.operands[index_of[aid]]], lw.rules.by_layout)
+        if s2 is None:
+            return None
+        for a in s2[1]:
+            if a != iv.id and a not in needed:
+                needed.add(a)
+                queue.append(a)
+    needed_idx = sorted(index_of[a] for a in needed)
+    upd = pipeline._slice(body, [y.operands[i] for i in needed_idx], lw.rules.by_layout)
+    if upd is None:
+        return None
+    return sl[0], upd[0], needed_idx
+
+
+def _tiles(lw, plan, start: int):
+    """The write tiles (each load's shape) and the read tiles (each dot operand's shape: the
+    transpose of a `trans`-ed load is the same memory, the other dim contiguous) of one stage whose
+    first byte is `start`, with bases relative to the current start of the transient space."""
+    write = []
+    for lo, lay, off in zip(plan.loads, plan.lays, plan.offsets):
+        write.append(SmemTile(lo.result.shape, contiguous_dim(lay), esize(lo.result.dtype),
+                              base=start + off - lw.smem_reserved, panels=True))
+    read = {}
+    for d, i, lo, tr in plan.entries:
+        t = write[plan.loads.index(lo)]
+        shape, cd = t.shape, t.cdim
+        if tr is not None:
+            shape, cd = (shape[1], shape[0]), 1 - cd
+        read[(id(d), i)] = SmemTile(shape, cd, t.es, base=t.base, panels=True)
+    return write, read
+
+
+def _emit_dot(lw, plan, d, read_tiles, read_base):
+    tiles, dyn = [None, None], [None, None]
+    for i in (0, 1):
+        key = (id(d), i)
+        if key in read_tiles:
+            tiles[i], dyn[i] = read_tiles[key], read_base
+        elif key in lw.pinned_tiles:
+            tiles[i] = dot._rebased(lw, lw.pinned_tiles[key])
+    a = d.operands[0]
+    a_regs = lw.block(a, lw.layout_of(a)) if tiles[0] is None else None
+    wgmma.dot_from_tiles(lw, d, tiles[0], tiles[1], dyn_base=tuple(dyn), a_regs=a_regs)
+
+
+def lower_for(lw, op) -> bool:
+    """Lower a qualifying `for` (see the module doc); False (nothing emitted) otherwise."""
+    plan = make_plan(lw, op)
+    if plan is None:
+        return False
+    S, D = plan.stages, plan.stages - 1
+    reserved_before = lw.smem_reserved
+    pinned = dot.pin_loop_invariant_operands(lw, op)
+    assert len(pinned) == plan.n_pinned, "multi_dot.make_plan and dot.pin_loop_invariant_operands disagree"
+    start = _align(lw.smem_reserved)
+    lw.smem_bytes = max(lw.smem_bytes, start - lw.smem_reserved + S * plan.stage_bytes)
+    lw.smem_reserved = start + S * plan.stage_bytes
+    plan.tiles, read_tiles = _tiles(lw, plan, start)
+
+    lb, ub, step = (lw.scalar(o) for o in op.operands[:3])
+    inits = op.operands[3:]
+    body = op.regions[0]
+    b = lw.b
+    lays = [lw.slot_layout(a) for a in body.args[1:]]
+    init_regs = [lw.get_as(v, l) for v, l in zip(inits, lays)]
+    signed = is_signed(op.operands[0].dtype)
+
+    def as_binding(i, regs):
+        return (lays[i], regs) if lays[i] is not None else regs[0]
+
+    # prologue: the tiles of iterations 0 … S-2
+    state = {body.args[i + 1].id: as_binding(i, init_regs[i]) for i in plan.needed}
+    iv_s = lb
+    lw.barrier()
+    for s in range(D):
+        pipeline._issue(lw, plan, body, iv_s, state, s * plan.stage_bytes, ub, signed)
+        state = pipeline._advance(lw, plan, body, iv_s, state, lays)
+        iv_s = b.add(iv_s, step)
+    ahead_init = []
+    for i in plan.needed:
+        cur = state[body.args[i + 1].id]
+        ahead_init.append(cur[1] if isinstance(cur, tuple) else [cur])
+    header, exitb, iv, all_phis = lw.loop_head("mfor", lb, ub, step, [[ll.Constant(I32, 0)]] + init_regs + ahead_init,
+                                               signed)
+    it = all_phis[0][0]
+    phis = all_phis[1:1 + len(init_regs)]
+    ahead_phis = dict(zip(plan.needed, all_phis[1 + len(init_regs):]))
+    lw.vals[body.args[0].id] = iv
+    for a, l, ps in zip(body.args[1:], lays, phis):
+        lw.bind(a, l, ps)
+    # the tiles of iteration i have landed, and every warp is done with iteration i-1's buffer
+    lw.call("llvm.nvvm.cp.async.wait.group", ll.VoidType(), [ll.Constant(I32, D - 1)])
+    lw.barrier()
+    sconst = ll.Constant(I32, S)
+    read_base = b.mul(b.urem(it, sconst), ll.Constant(I32, plan.stage_bytes))
+    write_base = b.mul(b.urem(b.add(it, ll.Constant(I32, D)), sconst), ll.Constant(I32, plan.stage_bytes))
+    iv_ahead = b.add(iv, b.mul(step, ll.Constant(step.type, D)))
+    ahead = {body.args[i + 1].id: as_binding(i, ahead_phis[i]) for i in plan.needed}
+    pipeline._issue(lw, plan, body, iv_ahead, ahead, write_base, ub, signed)
+    ahead_next = pipeline._advance(lw, plan, body, iv_ahead, ahead, lays)
+
+    dots = {e[0] for e in plan.entries} | {o for o in body.ops if o.name == "dot"}
+    lw.scopes.append({})
+    try:
+        term = None
+        for bop in body.ops:
+            if bop.name in ("yield", "condition"):
+                term = bop
+                break
+            if bop in plan.skip:
+                continue
+            if bop in dots:
+                _emit_dot(lw, plan, bop, read_tiles, read_base)
+                continue
+            lw.lower_op(bop)
+        ys = term.operands if term is not None else []
+        nxt = [lw.get_as(yv, l) for yv, l in zip(ys, lays)]
+    finally:
+        lw.scopes.pop()
+    ahead_regs = []
+    for i in plan.needed:
+        v = ahead_next[body.args[i + 1].id]
+        ahead_regs.append(v[1] if isinstance(v, tuple) else [v])
+    lw.loop_back(header, iv, step, all_phis, [[b.add(it, ll.Constant(I32, 1))]] + nxt + ahead_regs)
+
+    b.position_at_end(exitb)
+    lw.call("llvm.nvvm.cp.async.wait.group", ll.VoidType(), [ll.Constant(I32, 0)])
+    dot.unpin(lw, pinned, reserved_before)   # bar.sync, then the stages' and pinned tiles' space is free
+    for r, l, ps in zip(op.results, lays, phis):
+        lw.bind(r, l, ps)
+    return True
