@@ -128,9 +128,11 @@ def lower_tensor_core_dot(lw, op):
     mt = I32 if kind == "tf32" else lty(a.dtype)
     for _, _, t in writes:
         lw.smem_bytes = max(lw.smem_bytes, t.base + t.nbytes)
+    values = [lw.block(x, lay) for x, lay, _ in writes]
+    values = [_as_tile_values(lw, regs, kind) for regs in values]
     lw.barrier()
-    for x, lay, t in writes:
-        write_tile(lw, _tile_values(lw, x, lay, kind), lay, t, mt)
+    for (_, lay, t), vals in zip(writes, values):
+        write_tile(lw, vals, lay, t, mt)
     if on_wgmma:
         wgmma.proxy_fence(lw)
     lw.barrier()
@@ -141,7 +143,10 @@ def lower_tensor_core_dot(lw, op):
 
 
 def _tile_values(lw, x, lay, kind):
-    regs = lw.block(x, lay)
+    return _as_tile_values(lw, lw.block(x, lay), kind)
+
+
+def _as_tile_values(lw, regs, kind):
     if kind == "tf32":   # round once, at the write (cvt.rna.tf32.f32), and keep the bits as i32
         return [lw.call("llvm.nvvm.f2tf32.rna", I32, [r]) for r in regs]
     return regs
@@ -193,9 +198,11 @@ def pin_loop_invariant_operands(lw, loop) -> list:
     return keys
 
 
-def unpin(lw, keys: list, reserved_before: int):
-    """The loop is done: its pinned tiles' space goes back to the transient uses after it."""
-    lw.barrier()
+def unpin(lw, keys: list, reserved_before: int, barrier: bool = True):
+    """The loop is done: its pinned tiles' space goes back to the transient uses after it, once
+    every warp is past the loop (the bar.sync here, or one the caller has just made)."""
+    if barrier:
+        lw.barrier()
     for k in keys:
         del lw.pinned_tiles[k]
     lw.smem_reserved = reserved_before

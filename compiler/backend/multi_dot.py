@@ -23,10 +23,9 @@ from llvmlite import ir as ll
 
 from . import dot, pipeline, wgmma
 from .dot_layouts import SmemTile, contiguous_dim, mma_kind, uses_wgmma
-from .llvm_types import esize, is_signed
+from .llvm_types import esize
 from .memory import access_width
 
-I32 = ll.IntType(32)
 # shared memory left above the stages for the loop body's own uses
 TRANSIENT_MARGIN = 16 * 1024
 
@@ -99,7 +98,7 @@ def make_plan(lw, op):
     if not entries or not _only_feeds_dots(lw, entries):
         return None
     loads = list(dict.fromkeys(e[2] for e in entries))
-    addr = _address_slices(lw, body, loads)
+    addr = pipeline.address_slices(lw, body, loads)
     if addr is None:
         return None
     lays, vecs, offsets, off = [], [], [], 0
@@ -120,37 +119,10 @@ def make_plan(lw, op):
     p = pipeline.Plan()
     p.entries, p.loads, p.lays, p.vecs, p.offsets = entries, loads, lays, vecs, offsets
     p.skip = set(loads) | {e[3] for e in entries if e[3] is not None}
-    p.stages, p.stage_bytes, p.n_pinned = stages, off, n_pinned
+    p.stages, p.dist, p.stage_bytes, p.n_pinned = stages, stages - 1, off, n_pinned
     p.addr_ops, p.upd_ops, p.needed = addr
+    p.dots, p.async_dot = set(dots), False
     return p
-
-
-def _address_slices(lw, body, loads):
-    """(ops computing the loads' pointers and masks, ops advancing the iter args they read, the
-    indices of those iter args), or None when that is more than index arithmetic (as pipeline.py)."""
-    y = body.terminator
-    iv = body.args[0]
-    index_of = {a.id: i for i, a in enumerate(body.args[1:])}
-    targets = [o for lo in loads for o in lo.operands[:2] if o is not None]
-    sl = pipeline._slice(body, targets, lw.rules.by_layout)
-    if sl is None:
-        return None
-    needed = {a for a in sl[1] if a != iv.id}
-    queue = list(needed)
-    while queue:
-        aid = queue.pop()
-        s2 = pipeline._slice(body, [y.operands[index_of[aid]]], lw.rules.by_layout)
-        if s2 is None:
-            return None
-        for a in s2[1]:
-            if a != iv.id and a not in needed:
-                needed.add(a)
-                queue.append(a)
-    needed_idx = sorted(index_of[a] for a in needed)
-    upd = pipeline._slice(body, [y.operands[i] for i in needed_idx], lw.rules.by_layout)
-    if upd is None:
-        return None
-    return sl[0], upd[0], needed_idx
 
 
 def _tiles(lw, plan, start: int):
@@ -171,7 +143,7 @@ def _tiles(lw, plan, start: int):
     return write, read
 
 
-def _emit_dot(lw, plan, d, read_tiles, read_base):
+def _emit_dot(lw, d, read_tiles, read_base):
     tiles, dyn = [None, None], [None, None]
     for i in (0, 1):
         key = (id(d), i)
@@ -189,84 +161,13 @@ def lower_for(lw, op) -> bool:
     plan = make_plan(lw, op)
     if plan is None:
         return False
-    S, D = plan.stages, plan.stages - 1
     reserved_before = lw.smem_reserved
     pinned = dot.pin_loop_invariant_operands(lw, op)
     assert len(pinned) == plan.n_pinned, "multi_dot.make_plan and dot.pin_loop_invariant_operands disagree"
     start = _align(lw.smem_reserved)
-    lw.smem_bytes = max(lw.smem_bytes, start - lw.smem_reserved + S * plan.stage_bytes)
-    lw.smem_reserved = start + S * plan.stage_bytes
+    lw.smem_bytes = max(lw.smem_bytes, start - lw.smem_reserved + plan.stages * plan.stage_bytes)
+    lw.smem_reserved = start + plan.stages * plan.stage_bytes
     plan.tiles, read_tiles = _tiles(lw, plan, start)
-
-    lb, ub, step = (lw.scalar(o) for o in op.operands[:3])
-    inits = op.operands[3:]
-    body = op.regions[0]
-    b = lw.b
-    lays = [lw.slot_layout(a) for a in body.args[1:]]
-    init_regs = [lw.get_as(v, l) for v, l in zip(inits, lays)]
-    signed = is_signed(op.operands[0].dtype)
-
-    def as_binding(i, regs):
-        return (lays[i], regs) if lays[i] is not None else regs[0]
-
-    # prologue: the tiles of iterations 0 … S-2
-    state = {body.args[i + 1].id: as_binding(i, init_regs[i]) for i in plan.needed}
-    iv_s = lb
-    lw.barrier()
-    for s in range(D):
-        pipeline._issue(lw, plan, body, iv_s, state, s * plan.stage_bytes, ub, signed)
-        state = pipeline._advance(lw, plan, body, iv_s, state, lays)
-        iv_s = b.add(iv_s, step)
-    ahead_init = []
-    for i in plan.needed:
-        cur = state[body.args[i + 1].id]
-        ahead_init.append(cur[1] if isinstance(cur, tuple) else [cur])
-    header, exitb, iv, all_phis = lw.loop_head("mfor", lb, ub, step, [[ll.Constant(I32, 0)]] + init_regs + ahead_init,
-                                               signed)
-    it = all_phis[0][0]
-    phis = all_phis[1:1 + len(init_regs)]
-    ahead_phis = dict(zip(plan.needed, all_phis[1 + len(init_regs):]))
-    lw.vals[body.args[0].id] = iv
-    for a, l, ps in zip(body.args[1:], lays, phis):
-        lw.bind(a, l, ps)
-    # the tiles of iteration i have landed, and every warp is done with iteration i-1's buffer
-    lw.call("llvm.nvvm.cp.async.wait.group", ll.VoidType(), [ll.Constant(I32, D - 1)])
-    lw.barrier()
-    sconst = ll.Constant(I32, S)
-    read_base = b.mul(b.urem(it, sconst), ll.Constant(I32, plan.stage_bytes))
-    write_base = b.mul(b.urem(b.add(it, ll.Constant(I32, D)), sconst), ll.Constant(I32, plan.stage_bytes))
-    iv_ahead = b.add(iv, b.mul(step, ll.Constant(step.type, D)))
-    ahead = {body.args[i + 1].id: as_binding(i, ahead_phis[i]) for i in plan.needed}
-    pipeline._issue(lw, plan, body, iv_ahead, ahead, write_base, ub, signed)
-    ahead_next = pipeline._advance(lw, plan, body, iv_ahead, ahead, lays)
-
-    dots = {e[0] for e in plan.entries} | {o for o in body.ops if o.name == "dot"}
-    lw.scopes.append({})
-    try:
-        term = None
-        for bop in body.ops:
-            if bop.name in ("yield", "condition"):
-                term = bop
-                break
-            if bop in plan.skip:
-                continue
-            if bop in dots:
-                _emit_dot(lw, plan, bop, read_tiles, read_base)
-                continue
-            lw.lower_op(bop)
-        ys = term.operands if term is not None else []
-        nxt = [lw.get_as(yv, l) for yv, l in zip(ys, lays)]
-    finally:
-        lw.scopes.pop()
-    ahead_regs = []
-    for i in plan.needed:
-        v = ahead_next[body.args[i + 1].id]
-        ahead_regs.append(v[1] if isinstance(v, tuple) else [v])
-    lw.loop_back(header, iv, step, all_phis, [[b.add(it, ll.Constant(I32, 1))]] + nxt + ahead_regs)
-
-    b.position_at_end(exitb)
-    lw.call("llvm.nvvm.cp.async.wait.group", ll.VoidType(), [ll.Constant(I32, 0)])
-    dot.unpin(lw, pinned, reserved_before)   # bar.sync, then the stages' and pinned tiles' space is free
-    for r, l, ps in zip(op.results, lays, phis):
-        lw.bind(r, l, ps)
+    pipeline.pipelined_loop(lw, op, plan, lambda d, read_base: _emit_dot(lw, d, read_tiles, read_base))
+    dot.unpin(lw, pinned, reserved_before, barrier=False)   # the loop ended with a bar.sync
     return True

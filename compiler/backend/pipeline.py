@@ -120,26 +120,8 @@ def make_plan(lw, op) -> Plan | None:
         loads.append(lo)
     if loads[0] is loads[1]:
         return None
-    iv = body.args[0]
-    index_of = {a.id: i for i, a in enumerate(body.args[1:])}
-    targets = [o for lo in loads for o in lo.operands[:2] if o is not None]
-    sl = _slice(body, targets, lw.rules.by_layout)
-    if sl is None:
-        return None
-    needed = {a for a in sl[1] if a != iv.id}
-    queue = list(needed)
-    while queue:
-        aid = queue.pop()
-        s2 = _slice(body, [y.operands[index_of[aid]]], lw.rules.by_layout)
-        if s2 is None:
-            return None
-        for a in s2[1]:
-            if a != iv.id and a not in needed:
-                needed.add(a)
-                queue.append(a)
-    needed_idx = sorted(index_of[a] for a in needed)
-    upd = _slice(body, [y.operands[i] for i in needed_idx], lw.rules.by_layout)
-    if upd is None:
+    addr = address_slices(lw, body, loads)
+    if addr is None:
         return None
     # copy widths and tiles
     lays, vecs = [], []
@@ -173,10 +155,37 @@ def make_plan(lw, op) -> Plan | None:
                 p.async_dot, p.acc_index = True, i
     # prefetch distance: iterations whose tiles are in flight ahead of the one computed
     p.dist = stages - 1
-    p.addr_ops = sl[0]
-    p.upd_ops = upd[0]
-    p.needed = needed_idx
+    p.addr_ops, p.upd_ops, p.needed = addr
+    p.skip, p.dots = set(loads), {d}
     return p
+
+
+def address_slices(lw, body, loads):
+    """(ops computing the loads' pointers and masks, ops advancing the iter args they read, the
+    indices of those iter args), or None when that takes more than pure index arithmetic."""
+    y = body.terminator
+    iv = body.args[0]
+    index_of = {a.id: i for i, a in enumerate(body.args[1:])}
+    targets = [o for lo in loads for o in lo.operands[:2] if o is not None]
+    sl = _slice(body, targets, lw.rules.by_layout)
+    if sl is None:
+        return None
+    needed = {a for a in sl[1] if a != iv.id}
+    queue = list(needed)
+    while queue:
+        aid = queue.pop()
+        s2 = _slice(body, [y.operands[index_of[aid]]], lw.rules.by_layout)
+        if s2 is None:
+            return None
+        for a in s2[1]:
+            if a != iv.id and a not in needed:
+                needed.add(a)
+                queue.append(a)
+    needed_idx = sorted(index_of[a] for a in needed)
+    upd = _slice(body, [y.operands[i] for i in needed_idx], lw.rules.by_layout)
+    if upd is None:
+        return None
+    return sl[0], upd[0], needed_idx
 
 
 def _smem_vec(lay, tile) -> int:
@@ -287,6 +296,23 @@ def lower_for(lw, op) -> bool:
     plan = make_plan(lw, op)
     if plan is None:
         return multi_dot.lower_for(lw, op)
+    lw.smem_bytes = max(lw.smem_bytes, plan.stages * plan.stage_bytes)
+
+    def emit_dot(bop, read_base):
+        if plan.async_dot:
+            wgmma.dot_from_tiles(lw, bop, plan.tiles[0], plan.tiles[1], read_base, pending=1)
+        else:
+            dot.dot_from_tiles(lw, bop, plan.tiles[0], plan.tiles[1], dyn_base=read_base)
+
+    pipelined_loop(lw, op, plan, emit_dot)
+    return True
+
+
+def pipelined_loop(lw, op, plan: Plan, emit_dot) -> None:
+    """The loop of `plan` (see the module doc): the prologue's copies, then each iteration's wait,
+    barrier and copies ahead around the body, whose loads in plan.skip are not lowered and whose
+    dots in plan.dots are `emit_dot(dot op, byte offset of the stage it reads)`. Ends with every
+    copy landed and a barrier."""
     S = plan.stages
     D = plan.dist
     lb, ub, step = (lw.scalar(o) for o in op.operands[:3])
@@ -296,7 +322,6 @@ def lower_for(lw, op) -> bool:
     lays = [lw.slot_layout(a) for a in body.args[1:]]
     init_regs = [lw.get_as(v, l) for v, l in zip(inits, lays)]
     signed = is_signed(op.operands[0].dtype)
-    lw.smem_bytes = max(lw.smem_bytes, S * plan.stage_bytes)
 
     def as_binding(i, regs):
         return (lays[i], regs) if lays[i] is not None else regs[0]
@@ -340,7 +365,6 @@ def lower_for(lw, op) -> bool:
     if not plan.async_dot:
         ahead_next = issue_ahead()
 
-    skip = {lo for lo in plan.loads}
     lw.scopes.append({})
     try:
         term = None
@@ -348,13 +372,10 @@ def lower_for(lw, op) -> bool:
             if bop.name in ("yield", "condition"):
                 term = bop
                 break
-            if bop in skip:
+            if bop in plan.skip:
                 continue
-            if bop is plan.dot:
-                if plan.async_dot:
-                    wgmma.dot_from_tiles(lw, bop, plan.tiles[0], plan.tiles[1], read_base, pending=1)
-                else:
-                    dot.dot_from_tiles(lw, bop, plan.tiles[0], plan.tiles[1], dyn_base=read_base)
+            if bop in plan.dots:
+                emit_dot(bop, read_base)
                 continue
             lw.lower_op(bop)
         ys = term.operands if term is not None else []
@@ -379,4 +400,3 @@ def lower_for(lw, op) -> bool:
     lw.barrier()
     for r, l, ps in zip(op.results, lays, phis):
         lw.bind(r, l, ps)
-    return True
