@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import math
 
-from llvmlite import ir as ll
-
 from . import dot, pipeline, wgmma
 from .dot_layouts import SmemTile, contiguous_dim, mma_kind, uses_wgmma
 from .llvm_types import esize
@@ -60,18 +58,10 @@ def _only_feeds_dots(lw, entries) -> bool:
 
 
 def make_plan(lw, op):
-    if not lw.options.pipeline:
-        return None
-    stages = op.attrs.get("num_stages") or lw.options.num_stages or 1
-    if stages < 2:
-        return None
-    step = lw.scalar(op.operands[2])
-    if not (isinstance(step, ll.Constant) and isinstance(step.constant, int) and step.constant > 0):
+    stages = pipeline.loop_stages(lw, op)
+    if stages is None:
         return None
     body = op.regions[0]
-    y = body.terminator
-    if y is None or y.name != "yield":
-        return None
     top = set(body.ops)
     dots = [o for o in body.walk() if o.name == "dot"]
     if not dots or any(o not in top or mma_kind(o) not in ("f16", "bf16") or not uses_wgmma(o, lw.options)

@@ -90,7 +90,9 @@ def _slice(body: ir.Block, targets, poly) -> tuple | None:
     return [op for op in body.ops if op in ops], args
 
 
-def make_plan(lw, op) -> Plan | None:
+def loop_stages(lw, op) -> int | None:
+    """The pipeline depth of a `for` that may be pipelined (the switch on, num_stages ≥ 2, a
+    constant positive step, a plain yield), else None."""
     if not lw.options.pipeline:
         return None
     stages = op.attrs.get("num_stages") or lw.options.num_stages or 1
@@ -99,10 +101,18 @@ def make_plan(lw, op) -> Plan | None:
     step = lw.scalar(op.operands[2])
     if not (isinstance(step, ll.Constant) and isinstance(step.constant, int) and step.constant > 0):
         return None
-    body = op.regions[0]
-    y = body.terminator
+    y = op.regions[0].terminator
     if y is None or y.name != "yield":
         return None
+    return stages
+
+
+def make_plan(lw, op) -> Plan | None:
+    stages = loop_stages(lw, op)
+    if stages is None:
+        return None
+    body = op.regions[0]
+    y = body.terminator
     dots = [o for o in body.ops if o.name == "dot"]
     if len(dots) != 1 or mma_kind(dots[0]) not in ("f16", "bf16"):
         return None
