@@ -163,7 +163,8 @@ def pin_loop_invariant_operands(lw, loop) -> list:
     """Tensor-core dots in `loop`'s body whose operand is defined before the loop (attention's Q,
     the backward's K and V): write that operand into its own shared-memory tile once, before the
     loop, and keep the tile for the loop's duration — instead of keeping the block in registers and
-    writing it again on every trip. Returns the keys to release with unpin()."""
+    writing it again on every trip (a kernel-level value's tile stays for the rest of the kernel).
+    Returns the keys to release with unpin()."""
     body = loop.regions[0]
     inside = {a.id for a in body.args}
     dots = []
@@ -172,6 +173,7 @@ def pin_loop_invariant_operands(lw, loop) -> list:
         if o.name == "dot" and mma_kind(o) is not None:
             dots.append(o)
     keys = []
+    top = set(lw.fn.body.ops)
     for o in dots:
         on_wgmma = uses_wgmma(o, lw.options)
         for i in (0, 1):
@@ -180,6 +182,14 @@ def pin_loop_invariant_operands(lw, loop) -> list:
                 continue
             lay = lw.layout_of(x)
             if i == 0 and on_wgmma and wgmma.a_from_registers(o, lay, lw.options):
+                continue
+            # a value of the kernel's top level holds one block per program: its tile serves every
+            # later loop too (tutorial 06's causal forward: Q in both loops), and its registers die
+            # at the first write
+            kernel_level = x.owner is None or x.owner in top
+            if kernel_level and x.id in lw.kernel_pins:
+                lw.pinned_tiles[(id(o), i)] = lw.kernel_pins[x.id]
+                keys.append((id(o), i))
                 continue
             kind = mma_kind(o)
             es = 4 if kind == "tf32" else x.dtype.itemsize
@@ -194,6 +204,9 @@ def pin_loop_invariant_operands(lw, loop) -> list:
                 wgmma.proxy_fence(lw)
             lw.pinned_tiles[(id(o), i)] = tile
             lw.smem_reserved = start + tile.nbytes
+            if kernel_level:
+                lw.kernel_pins[x.id] = tile
+                lw.kernel_pins_end = lw.smem_reserved
             keys.append((id(o), i))
     return keys
 
@@ -205,7 +218,7 @@ def unpin(lw, keys: list, reserved_before: int, barrier: bool = True):
         lw.barrier()
     for k in keys:
         del lw.pinned_tiles[k]
-    lw.smem_reserved = reserved_before
+    lw.smem_reserved = max(reserved_before, lw.kernel_pins_end)
 
 
 def dot_from_tiles(lw, op, ta: SmemTile, tb: SmemTile, dyn_base=None):

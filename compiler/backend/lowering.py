@@ -93,6 +93,8 @@ class Lowering:
         # pinned operands): while they are held, every other use starts after them
         self.smem_reserved = 0
         self.pinned_tiles: dict = {}            # (dot op id, operand index) → SmemTile (absolute base)
+        self.kernel_pins: dict = {}             # value id → SmemTile of a pinned kernel-level value
+        self.kernel_pins_end = 0                # those stay reserved up to here until the kernel ends
         self.needs_sm90a = False                # wgmma (wgmma.py)
         self.params = []                        # the ABI of each passed parameter
         self.strings: dict[str, ll.GlobalVariable] = {}    # printf formats (debug_ops.py)
@@ -197,6 +199,11 @@ class Lowering:
     @smem_bytes.setter
     def smem_bytes(self, end: int):
         self._smem_total = max(self._smem_total, end + self.smem_reserved)
+
+    @property
+    def smem_total(self) -> int:
+        """The dynamic shared memory the kernel needs, reserved tiles included (what it is launched with)."""
+        return self._smem_total
 
     def barrier(self):
         self.call("llvm.nvvm.barrier.cta.sync.aligned.all", ll.VoidType(), [ll.Constant(I32, 0)])

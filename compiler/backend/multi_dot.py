@@ -12,8 +12,11 @@ the loops it leaves where every wgmma operand is one of:
 Each stage holds one tile per loaded operand; the pinned tiles sit below the stages, and the body's
 other shared-memory uses (reductions, layout changes) above them (Lowering.smem_reserved), so
 nothing the copies are still writing is touched. Each dot waits for its wgmma at once (the softmax
-reads QKᵀ right away). Iteration i: cp.async.wait_group(S-2); bar.sync; copy the tiles of
-iteration i+S-1 into the buffer iteration i-1 used; the body, its dots reading buffer i % S.
+reads QKᵀ right away), except the last one when it only accumulates across iterations (P·V):
+it stays in flight over the back edge and the next iteration's first dot waits for it
+(_plan_async_accumulator). Iteration i: cp.async.wait_group(S-2); bar.sync; the body, its dots
+reading buffer i % S; then bar.sync and the copies of iteration i+S-1 into the buffer iteration
+i-1 used (before the body when no dot stays in flight).
 """
 from __future__ import annotations
 
@@ -111,8 +114,30 @@ def make_plan(lw, op):
     p.skip = set(loads) | {e[3] for e in entries if e[3] is not None}
     p.stages, p.dist, p.stage_bytes, p.n_pinned = stages, stages - 1, off, n_pinned
     p.addr_ops, p.upd_ops, p.needed = addr
-    p.dots, p.async_dot = set(dots), False
+    p.dots = set(dots)
+    _plan_async_accumulator(lw, p, body, dots)
     return p
+
+
+def _plan_async_accumulator(lw, p, body, dots):
+    """Leave the body's last wgmma in flight across the loop's back edge (Triton's order for
+    attention: P·V runs while the next iteration waits for its tiles and issues QKᵀ) when its
+    result is only carried to the next iteration, whose uses of it all come after the first dot:
+    that dot's wait (wait_group 0) then covers it too. Off with knobs.codegen.wgmma "sync"."""
+    p.async_dot = False
+    first, last = dots[0], dots[-1]
+    if lw.options.wgmma != "async" or first is last or last.result.dtype.name != "fp32":
+        return
+    y = body.terminator
+    uses = lw.uses.get(last.result.id, ())
+    slots = [i for i, v in enumerate(y.operands) if v is last.result]
+    if len(slots) != 1 or any(u is not y for u in uses):
+        return
+    arg = body.args[slots[0] + 1]
+    order = {o: n for n, o in enumerate(body.ops)}
+    if any(order.get(u, -1) <= order[first] for u in lw.uses.get(arg.id, ())):
+        return
+    p.async_dot, p.acc_index, p.carried, p.first_dot, p.last_dot = True, slots[0], arg, first, last
 
 
 def _tiles(lw, plan, start: int):
@@ -133,7 +158,7 @@ def _tiles(lw, plan, start: int):
     return write, read
 
 
-def _emit_dot(lw, d, read_tiles, read_base):
+def _emit_dot(lw, plan, d, read_tiles, read_base):
     tiles, dyn = [None, None], [None, None]
     for i in (0, 1):
         key = (id(d), i)
@@ -143,7 +168,16 @@ def _emit_dot(lw, d, read_tiles, read_base):
             tiles[i] = dot._rebased(lw, lw.pinned_tiles[key])
     a = d.operands[0]
     a_regs = lw.block(a, lw.layout_of(a)) if tiles[0] is None else None
-    wgmma.dot_from_tiles(lw, d, tiles[0], tiles[1], dyn_base=tuple(dyn), a_regs=a_regs)
+    if not plan.async_dot:
+        wgmma.dot_from_tiles(lw, d, tiles[0], tiles[1], dyn_base=tuple(dyn), a_regs=a_regs)
+    elif d is plan.first_dot:   # its wait also completes the previous iteration's last dot
+        lay = lw.slot_layout(plan.carried)
+        waited = wgmma.dot_from_tiles(lw, d, tiles[0], tiles[1], dyn_base=tuple(dyn), a_regs=a_regs,
+                                      also_wait=lw.block(plan.carried, lay))
+        lw.bind(plan.carried, lay, waited)
+    else:
+        wgmma.dot_from_tiles(lw, d, tiles[0], tiles[1], dyn_base=tuple(dyn), a_regs=a_regs,
+                             pending=1 if d is plan.last_dot else 0)
 
 
 def lower_for(lw, op) -> bool:
@@ -158,6 +192,6 @@ def lower_for(lw, op) -> bool:
     lw.smem_bytes = max(lw.smem_bytes, start - lw.smem_reserved + plan.stages * plan.stage_bytes)
     lw.smem_reserved = start + plan.stages * plan.stage_bytes
     plan.tiles, read_tiles = _tiles(lw, plan, start)
-    pipeline.pipelined_loop(lw, op, plan, lambda d, read_base: _emit_dot(lw, d, read_tiles, read_base))
+    pipeline.pipelined_loop(lw, op, plan, lambda d, read_base: _emit_dot(lw, plan, d, read_tiles, read_base))
     dot.unpin(lw, pinned, reserved_before, barrier=False)   # the loop ended with a bar.sync
     return True

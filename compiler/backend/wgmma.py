@@ -92,12 +92,13 @@ def wait_pass_through(lw, regs, pending: int):
     return [b.extract_value(r, i) for i in range(len(regs))]
 
 
-def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int = 0, a_regs=None):
+def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int = 0, a_regs=None, also_wait=()):
     """wgmma over operand tiles in shared memory; sets the dot's result in acc_layout. `pending`:
     how many wgmma groups may still run when this returns (1: the result is only fed back into the
     next wgmma; the pipeline waits for it at the loop exit). `a_regs` (with ta None): A's registers
     in its accumulator layout (a_from_registers) instead of a tile. `dyn_base`: an i32 byte offset
-    added to both tiles, or a pair (A's, B's; None for none)."""
+    added to both tiles, or a pair (A's, B's; None for none). `also_wait`: fp32 registers of an
+    earlier wgmma still in flight, routed through this dot's wait too; returned, to be read instead."""
     a, bv, c = op.operands
     res = op.result
     m, n = res.shape
@@ -161,11 +162,13 @@ def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int = 0, a_regs=None)
                 r = b.call(asm, [packed(f[i], f[i + 1]) for i in range(0, 8, 2)] + [dB, one] + regs)
             acc[rep * per:(rep + 1) * per] = [b.extract_value(r, i) for i in range(per)]
     lw.call("llvm.nvvm.wgmma.commit_group.sync.aligned", ll.VoidType(), [])
-    acc = wait_pass_through(lw, acc, pending)
+    waited = wait_pass_through(lw, acc + list(also_wait), pending)
+    acc, waited = waited[:len(acc)], waited[len(acc):]
     odt = lty(res.dtype)
     if odt != F32:
         acc = [b.fptrunc(x, odt) for x in acc]
     lw.set_block(res, cl, acc)
+    return waited
 
 
 def proxy_fence(lw):

@@ -108,7 +108,7 @@ def _fwd_ptx(head_dim, block_m, block_n, num_warps, causal, host_descriptors=Tru
               warp_specialize=False, IS_HOPPER=True)
     div = ("M", "N_CTX") + (() if host_descriptors else ("desc_q", "desc_k", "desc_v", "desc_o"))
     return triton.compile(A._attn_fwd.fn, signature=sig, constexprs=cx, num_warps=num_warps, num_stages=3,
-                          target="sm_90", divisible_by_16=div).asm["ptx"]
+                          target="sm_90", divisible_by_16=div)
 
 
 @pytest.mark.parametrize("head_dim,block_m,block_n,num_warps,causal,host", [
@@ -116,8 +116,11 @@ def _fwd_ptx(head_dim, block_m, block_n, num_warps, causal, host_descriptors=Tru
     (128, 128, 128, 8, False, True)])
 def test_attention_forward_ptx(head_dim, block_m, block_n, num_warps, causal, host):
     from tests.compiler.test_ptx import ptxas_report
-    ptx = _fwd_ptx(head_dim, block_m, block_n, num_warps, causal, host)
+    ck = _fwd_ptx(head_dim, block_m, block_n, num_warps, causal, host)
+    ptx = ck.asm["ptx"]
     rep = ptxas_report(ptx)
+    # launched with room for Q's tile (kept for the whole kernel) and two stages of K and V tiles
+    assert ck.shared >= 2 * head_dim * (block_m + 2 * 2 * block_n)
     assert rep["spills"] == 0, rep["text"]
     assert "wgmma.mma_async" in ptx
     # the descriptor loads are 16-byte vectors, not per-element loads; K and V come through
