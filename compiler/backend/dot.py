@@ -183,17 +183,18 @@ def pin_loop_invariant_operands(lw, loop) -> list:
             lay = lw.layout_of(x)
             if i == 0 and on_wgmma and wgmma.a_from_registers(o, lay, lw.options):
                 continue
-            # a value of the kernel's top level holds one block per program: its tile serves every
-            # later loop too (tutorial 06's causal forward: Q in both loops), and its registers die
-            # at the first write
-            kernel_level = x.owner is None or x.owner in top
-            if kernel_level and x.id in lw.kernel_pins:
+            # a value of the kernel's top level holds one block per program: pinned by a loop of
+            # the top level too (so that the write runs before everything after it), its tile serves
+            # every later loop (tutorial 06's causal forward: Q in both loops), and its registers
+            # die at the first write
+            kernel_level = (x.owner is None or x.owner in top) and loop in top
+            if (x.owner is None or x.owner in top) and x.id in lw.kernel_pins:
                 lw.pinned_tiles[(id(o), i)] = lw.kernel_pins[x.id]
                 keys.append((id(o), i))
                 continue
             kind = mma_kind(o)
             es = 4 if kind == "tf32" else x.dtype.itemsize
-            start = (lw.smem_reserved + 1023) // 1024 * 1024
+            start = lw.smem_reserved
             tile = SmemTile(x.shape, contiguous_dim(lay), es, base=start, panels=on_wgmma)
             if start + tile.nbytes > PINNED_LIMIT:
                 continue
@@ -203,7 +204,9 @@ def pin_loop_invariant_operands(lw, loop) -> list:
             if on_wgmma:
                 wgmma.proxy_fence(lw)
             lw.pinned_tiles[(id(o), i)] = tile
-            lw.smem_reserved = start + tile.nbytes
+            # kept a multiple of 1024 bytes: tiles placed after it need 1024-byte-aligned bases
+            # (the swizzle is a function of the address)
+            lw.smem_reserved = (start + tile.nbytes + 1023) // 1024 * 1024
             if kernel_level:
                 lw.kernel_pins[x.id] = tile
                 lw.kernel_pins_end = lw.smem_reserved

@@ -147,7 +147,7 @@ def make_plan(lw, op) -> Plan | None:
             return None
         vecs.append(v)
     stage_bytes = (tiles_end(ta, tb) + 1023) // 1024 * 1024
-    stages = min(stages, SMEM_LIMIT // stage_bytes)
+    stages = min(stages, (SMEM_LIMIT - lw.smem_reserved) // stage_bytes)   # above pinned tiles
     if stages < 2:
         return None
     p = Plan()
