@@ -21,7 +21,8 @@ def load_as(filename: str, under: str) -> types.ModuleType:
     text = path.read_text()
     if under == "blocktune":
         text = text.replace("import triton.language as tl", "import compiler.language as tl") \
-                   .replace("import triton\n", "import compiler as triton\n")
+                   .replace("import triton\n", "import compiler as triton\n") \
+                   .replace("from triton.", "from compiler.")
     name = f"_bench_{path.stem}_{under}"
     if name in sys.modules:
         return sys.modules[name]
