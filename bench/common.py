@@ -21,7 +21,8 @@ def load_as(filename: str, under: str) -> types.ModuleType:
     text = path.read_text()
     if under == "blocktune":
         text = text.replace("import triton.language as tl", "import compiler.language as tl") \
-                   .replace("import triton\n", "import compiler as triton\n")
+                   .replace("import triton\n", "import compiler as triton\n") \
+                   .replace("from triton.", "from compiler.")
     name = f"_bench_{path.stem}_{under}"
     if name in sys.modules:
         return sys.modules[name]
@@ -40,6 +41,18 @@ def load_twice(filename: str) -> tuple[types.ModuleType | None, types.ModuleType
     """(module under real Triton or None if Triton is missing, module under blocktune)."""
     tri = load_as(filename, "triton") if importlib.util.find_spec("triton") is not None else None
     return tri, load_as(filename, "blocktune")
+
+
+def pin_group_size(spec: dict, group: int = 8) -> dict:
+    """examples/specs/matmul.yaml with GROUP_SIZE_M fixed (a constant, as in the tutorial and in
+    the recorded tuning and fleet tables) instead of searched: the 576-config space of those runs."""
+    spec["space"].pop("GROUP_SIZE_M", None)
+    spec["constants"] = {**spec.get("constants", {}), "GROUP_SIZE_M": group}
+    for cfg in spec.get("configs") or []:
+        cfg.pop("GROUP_SIZE_M", None)
+    if spec.get("default_config"):
+        spec["default_config"].pop("GROUP_SIZE_M", None)
+    return spec
 
 
 def geomean(xs):

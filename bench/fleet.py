@@ -33,13 +33,14 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import pin_group_size  # noqa: E402
 from postgres import Postgres, free_port  # noqa: E402
 
 BLOCKTUNE = [sys.executable, "-m", "service.cli"]
 
 
 def job_spec(size: int, trials: int, seed: int) -> dict:
-    spec = yaml.safe_load((REPO / "examples" / "specs" / "matmul.yaml").read_text())
+    spec = pin_group_size(yaml.safe_load((REPO / "examples" / "specs" / "matmul.yaml").read_text()))
     spec["sizes"] = {"M": size, "N": size, "K": size}
     spec["budget"] = {"trials": trials, "seconds": 3600, "patience": trials * 10}
     spec["sampler"] = "random"

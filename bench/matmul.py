@@ -1,22 +1,30 @@
 """Matrix multiplication: Triton's tutorial 03 under blocktune and under Triton, and cuBLAS (torch).
 
 Both compilers run the same kernel text (bench/matmul_kernels.py, only the import lines differ)
-with the same 16-config autotune list and key ["M", "N", "K"]: each framework's own autotuner picks
-its best config per shape, then `matmul(a, b)` is timed end to end (host launch included, as in
-Triton's tutorial). Timing: Triton's do_bench (CUDA events, L2 flush, median). Every result is
-checked against torch in float64 first (relative-norm error).
+with the same autotune list and key ["M", "N", "K"]: each framework's own autotuner picks its best
+config per shape, then `matmul(a, b)` is timed end to end (host launch included, as in Triton's
+tutorial). Where the two autotuners pick different configs, blocktune is also timed at Triton's
+pick (`× Triton, same config`: the code generation alone, without the tuners' noise). Timing:
+Triton's do_bench (CUDA events, L2 flush, median). Every result is checked against torch in
+float64 first (relative-norm error).
 
 Shapes (M×N×K), each in fp16 and bf16: the classic set 1024³, 2048³, 4096³, 8192³, 4096×4096×512,
 8192×1024×4096, 16×4096×4096, and the LLM set M ∈ {1, 16, 128, 4096} × (N, K) ∈ {(4096, 4096),
 (14336, 4096), (4096, 14336)} (a decoder layer's projections at batch·tokens = M).
-`python bench/matmul.py [--quick] [--set classic|llm] [--dtype fp16|bf16] [--mma-sync|--wgmma-sync] [--fp8]`
-(--quick: fp16 1024³ and 4096³ only; --set/--dtype pick a part, for runs that must fit a time limit;
---fp8: e4m3 inputs at 4096³ and 8192³ only, B stored K-major (column-major, as fp8 GEMMs and
-torch._scaled_mm take it), the same kernel text and fp16 output; the cuBLAS column is then
-torch._scaled_mm with unit scales;
-by default blocktune lowers tl.dot on sm_90 with wgmma; --mma-sync: the sm_80 mma.sync path;
---wgmma-sync: wgmma waited for at each dot).
-Prints one line per shape, then a table; writes $OUT/matmul.json (matmul_mma_sync.json, ...) when OUT is set.
+`python bench/matmul.py [--quick] [--set classic|llm] [--dtype fp16|bf16] [--configs tutorial|extended]
+[--persistent] [--mma-sync|--wgmma-sync] [--fp8]`
+(--quick: the shapes issue 12 names — fp16 4096³, 8192³, 4096×4096×512, bf16 1024³ — and one LLM
+decode shape; --set/--dtype pick a part, for runs that must fit a time limit; --configs extended:
+both autotuners get the tutorial's 16 configs plus the Hopper tiles of bench/matmul_configs.py
+(64×256 and 128×256 with 8 warps, deeper stages, GROUP_SIZE_M 16); --persistent: both frameworks
+run the persistent form of the same kernel (bench/matmul_persistent_kernels.py, #SMs programs
+looping over the tiles) on the same configs; by default blocktune lowers
+tl.dot on sm_90 with wgmma; --mma-sync: the sm_80 mma.sync path; --wgmma-sync: wgmma waited for at
+each dot; --fp8: e4m3 inputs at 4096³ and 8192³ only, B stored K-major (column-major, as fp8 GEMMs
+and torch._scaled_mm take it), the same kernel text and fp16 output; the cuBLAS column is then
+torch._scaled_mm with unit scales).
+Prints one line per shape, then a table with the geomean and the worst shape; writes
+$OUT/matmul.json (matmul_mma_sync.json, matmul_persistent_extended.json, ...) when OUT is set.
 """
 from __future__ import annotations
 
@@ -35,7 +43,8 @@ if "--wgmma-sync" in sys.argv:
 # a fresh compile cache unless one is given: compile times stay part of the tuning times
 os.environ.setdefault("BLOCKTUNE_CACHE_DIR", tempfile.mkdtemp(prefix="blocktune-matmul-"))
 
-from common import geomean, load_twice  # noqa: E402
+from common import geomean, load_as, load_twice  # noqa: E402
+from matmul_configs import EXTENDED  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -50,7 +59,8 @@ DEV = "cuda"
 CLASSIC = [(1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
            (4096, 4096, 512), (8192, 1024, 4096), (16, 4096, 4096)]
 LLM = [(m, n, k) for m in (1, 16, 128, 4096) for n, k in ((4096, 4096), (14336, 4096), (4096, 14336))]
-QUICK = [("fp16", 1024, 1024, 1024), ("fp16", 4096, 4096, 4096)]
+QUICK = [("fp16", 4096, 4096, 4096), ("fp16", 8192, 8192, 8192), ("fp16", 4096, 4096, 512), ("bf16", 1024, 1024, 1024),
+         ("fp16", 16, 14336, 4096)]
 FP8 = [("fp8e4m3", 4096, 4096, 4096), ("fp8e4m3", 8192, 8192, 8192)]
 TD = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp8e4m3": torch.float8_e4m3fn}
 ROWS: list[dict] = []
@@ -75,6 +85,56 @@ def fmt_cfg(cfg):
     return f"{kw['BLOCK_SIZE_M']}x{kw['BLOCK_SIZE_N']}x{kw['BLOCK_SIZE_K']} w{cfg.num_warps} s{cfg.num_stages}"
 
 
+class Subject:
+    """One framework's matmul under test: the tutorial's kernel (or, with --persistent, the
+    persistent one of bench/matmul_persistent_kernels.py) behind that framework's autotuner."""
+
+    def __init__(self, mod, persistent: bool, extended: bool):
+        self.mod = mod
+        configs = [(c.kwargs, c.num_warps, c.num_stages) for c in mod.get_autotune_config()]
+        if extended:
+            configs += EXTENDED
+        configs = [mod.triton.Config(dict(kw), num_warps=w, num_stages=s) for kw, w, s in configs]
+        self.persistent = persistent
+        if persistent:
+            self.pmod = load_as("matmul_persistent_kernels.py", "triton" if mod is tri else "blocktune")
+            self.kernel = self.pmod.autotuned(configs)
+            self.sms = torch.cuda.get_device_properties(0).multi_processor_count
+        else:
+            self.kernel = mod.matmul_kernel
+            if extended:
+                self.kernel.configs = configs
+                self.kernel.cache.clear()
+
+    def matmul(self, a, b):
+        if self.persistent:
+            return self.pmod.matmul_persistent(self.kernel, a, b, self.sms)
+        return self.mod.matmul(a, b)
+
+    def at(self, cfg, a, b, c):
+        """The kernel launched directly at `cfg` (no autotuner), run once; returns the launch."""
+        m, k = a.shape
+        n = b.shape[1]
+        kw = dict(cfg.kwargs)
+        tiles = -(-m // kw["BLOCK_SIZE_M"]) * -(-n // kw["BLOCK_SIZE_N"])
+        if self.persistent:
+            grid, kw["NUM_SMS"] = (min(self.sms, tiles),), self.sms
+        else:
+            grid, kw["ACTIVATION"] = (tiles,), ""
+        args = (a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+        cfg = self.mod.triton.Config(kw, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+
+        def go():
+            self.kernel.fn[grid](*args, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **cfg.kwargs)
+        c.fill_(float("nan"))
+        go()
+        torch.cuda.synchronize()
+        return go
+
+
+SUBJECTS: dict = {}
+
+
 def make_inputs(dt, m, n, k):
     """A [M, K] row-major; B [K, N] row-major, or for fp8 K-major (a transposed [N, K] tensor)."""
     if dt == "fp8e4m3":
@@ -92,26 +152,31 @@ def vendor_matmul(dt, a, b):
     return lambda: torch.matmul(a, b)
 
 
+def same_key(cfg) -> tuple:
+    return (tuple(sorted(cfg.kwargs.items())), cfg.num_warps, cfg.num_stages)
+
+
 def run_shape(dt, m, n, k):
     a, b = make_inputs(dt, m, n, k)
     ref = a.double() @ b.double()
     r = {"dtype": dt, "M": m, "N": n, "K": k}
-    for name, mod in (("blocktune", bt), ("triton", tri)):
-        if mod is None:
+    for name in ("blocktune", "triton"):
+        sub = SUBJECTS.get(name)
+        if sub is None:
             r[f"{name}_tflops"] = None
             continue
         t = time.perf_counter()
-        c = mod.matmul(a, b)  # autotunes on the first call of this (M, N, K)
+        c = sub.matmul(a, b)  # autotunes on the first call of this (M, N, K)
         torch.cuda.synchronize()
         r[f"{name}_tune_s"] = time.perf_counter() - t
         err = rel_err(c, ref)
         r[f"{name}_err"] = err
         if not err < 1e-2:
             raise AssertionError(f"{name} {dt} {m}x{n}x{k}: relative error {err:.3e}")
-        ms = bench(lambda: mod.matmul(a, b))  # noqa: B023
+        ms = bench(lambda: sub.matmul(a, b))  # noqa: B023
         r[f"{name}_ms"] = ms
         r[f"{name}_tflops"] = tflops(m, n, k, ms)
-        r[f"{name}_config"] = fmt_cfg(mod.matmul_kernel.best_config)
+        r[f"{name}_config"] = fmt_cfg(sub.kernel.best_config)
     vendor = vendor_matmul(dt, a, b)
     err = rel_err(vendor(), ref)
     if not err < 1e-2:
@@ -122,10 +187,24 @@ def run_shape(dt, m, n, k):
     bt_t, tri_t = r["blocktune_tflops"], r["triton_tflops"]
     r["vs_triton"] = bt_t / tri_t if tri_t else None
     r["vs_cublas"] = bt_t / r["cublas_tflops"]
+    r["vs_triton_same_config"] = r["vs_triton"]
+    bt_cfg = SUBJECTS["blocktune"].kernel.best_config
+    tri_cfg = SUBJECTS["triton"].kernel.best_config if "triton" in SUBJECTS else None
+    if tri_cfg is not None and same_key(tri_cfg) != same_key(bt_cfg):
+        # the tuners picked differently: both launched directly at Triton's pick (code generation alone)
+        same = {}
+        for name, sub in SUBJECTS.items():
+            c = torch.empty((m, n), device=DEV, dtype=torch.float16)
+            go = sub.at(tri_cfg, a, b, c)
+            if not rel_err(c, ref) < 1e-2:
+                raise AssertionError(f"{name} at {fmt_cfg(tri_cfg)} {dt} {m}x{n}x{k}: relative error {rel_err(c, ref):.3e}")
+            same[name] = r[f"{name}_at_triton_config_ms"] = bench(go)
+        r["vs_triton_same_config"] = same["triton"] / same["blocktune"]
     ROWS.append(r)
     print(f"{dt} {m}x{n}x{k}: blocktune {bt_t:6.1f} TFLOP/s [{r['blocktune_config']}, tuned in {r['blocktune_tune_s']:.1f}s]  "
           f"triton {tri_t or 0:6.1f} [{r.get('triton_config', '-')}]  cuBLAS {r['cublas_tflops']:6.1f}  "
-          f"×triton {r['vs_triton'] or 0:.3f}  ×cuBLAS {r['vs_cublas']:.3f}", flush=True)
+          f"×triton {r['vs_triton'] or 0:.3f} (same config {r['vs_triton_same_config'] or 0:.3f})  "
+          f"×cuBLAS {r['vs_cublas']:.3f}", flush=True)
 
 
 def _arg(argv, flag):
@@ -154,28 +233,38 @@ def main():
           f"blocktune dot: {dict(zip(('0', 'sync'), ('mma.sync', 'wgmma-sync'))).get(os.environ.get('BLOCKTUNE_WGMMA'), 'wgmma')}; "
           f"cache {os.environ['BLOCKTUNE_CACHE_DIR']}", flush=True)
     shapes = QUICK if "--quick" in sys.argv else FP8 if "--fp8" in sys.argv else selected_shapes(sys.argv)
+    extended = (_arg(sys.argv, "--configs") or "tutorial") == "extended"
+    for name, mod in (("blocktune", bt), ("triton", tri)):
+        if mod is not None:
+            SUBJECTS[name] = Subject(mod, "--persistent" in sys.argv, extended)
     for s in shapes:
         try:
             run_shape(*s)
         except Exception as e:  # keep going: one failing shape must not hide the others
             print(f"{s}: FAILED {type(e).__name__}: {e}", flush=True)
             ROWS.append({"dtype": s[0], "M": s[1], "N": s[2], "K": s[3], "error": f"{type(e).__name__}: {e}"})
-    print("\n| dtype | M×N×K | blocktune TFLOP/s | Triton TFLOP/s | cuBLAS TFLOP/s | × Triton | × cuBLAS | blocktune config | Triton config |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("\n| dtype | M×N×K | blocktune TFLOP/s | Triton TFLOP/s | cuBLAS TFLOP/s | × Triton | × Triton, same config | × cuBLAS "
+          "| blocktune config | Triton config |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in ROWS:
         shape = f"{r['M']}×{r['N']}×{r['K']}"
         if "error" in r:
-            print(f"| {r['dtype']} | {shape} | failed: {r['error'][:80]} | | | | | | |")
+            print(f"| {r['dtype']} | {shape} | failed: {r['error'][:80]} | | | | | | | |")
             continue
         print(f"| {r['dtype']} | {shape} | {r['blocktune_tflops']:.1f} | {r['triton_tflops'] or 0:.1f} | {r['cublas_tflops']:.1f} | "
-              f"{r['vs_triton'] or 0:.3f} | {r['vs_cublas']:.3f} | {r['blocktune_config']} | {r.get('triton_config', '-')} |")
-    ratios = [r["vs_triton"] for r in ROWS if r.get("vs_triton")]
-    if ratios:
-        print(f"× Triton: geomean {geomean(ratios):.3f}, worst {min(ratios):.3f}")
+              f"{r['vs_triton'] or 0:.3f} | {r['vs_triton_same_config'] or 0:.3f} | {r['vs_cublas']:.3f} | "
+              f"{r['blocktune_config']} | {r.get('triton_config', '-')} |")
+    for key, label in (("vs_triton", "× Triton"), ("vs_triton_same_config", "× Triton at the same config"),
+                       ("vs_cublas", "× cuBLAS")):
+        done = [r for r in ROWS if r.get(key)]
+        if done:
+            worst = min(done, key=lambda r: r[key])
+            print(f"{label}: geomean {geomean([r[key] for r in done]):.3f}, worst {worst[key]:.3f} "
+                  f"({worst['dtype']} {worst['M']}×{worst['N']}×{worst['K']})")
     if os.environ.get("OUT"):
-        name = {"0": "matmul_mma_sync.json", "sync": "matmul_wgmma_sync.json"}.get(os.environ.get("BLOCKTUNE_WGMMA"), "matmul.json")
-        if "--fp8" in sys.argv:
-            name = name.replace("matmul", "matmul_fp8")
+        name = {"0": "matmul_mma_sync", "sync": "matmul_wgmma_sync"}.get(os.environ.get("BLOCKTUNE_WGMMA"), "matmul")
+        name += ("_fp8" if "--fp8" in sys.argv else "") + ("_persistent" if "--persistent" in sys.argv else "")
+        name += ("_extended" if extended else "") + ".json"
         with open(os.path.join(os.environ["OUT"], name), "w") as f:
             json.dump(ROWS, f, indent=1)
 

@@ -6,13 +6,15 @@ dot is software-pipelined (pipeline.py) when it qualifies.
 """
 from __future__ import annotations
 
-from . import pipeline
+from . import dot, pipeline
 from .llvm_types import is_signed
 
 
 def lower_for(lw, op):
     if pipeline.lower_for(lw, op):  # K loops feeding a tensor-core dot: cp.async, num_stages buffers
         return
+    reserved_before = lw.smem_reserved
+    pinned = dot.pin_loop_invariant_operands(lw, op)
     lb, ub, step = (lw.scalar(o) for o in op.operands[:3])
     inits = op.operands[3:]
     body = op.regions[0]
@@ -26,6 +28,8 @@ def lower_for(lw, op):
     nxt = lw.region_yields(body, lays)
     lw.loop_back(header, iv, step, phis, nxt)
     b.position_at_end(exitb)
+    if pinned:
+        dot.unpin(lw, pinned, reserved_before)
     for r, l, ps in zip(op.results, lays, phis):
         lw.bind(r, l, ps)
 

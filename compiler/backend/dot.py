@@ -7,14 +7,17 @@ instead and calls `dot_from_tiles` directly.
 """
 from __future__ import annotations
 
+import copy
+
 from llvmlite import ir as ll
 
 from ..language import dtypes as T
 from . import fp8, mma, wgmma
 from .errors import BackendError
-from .dot_layouts import SmemTile, mma_kind, operand_tiles, tiles_end, uses_wgmma
-from .layouts import Layout, dot_operand, log2
+from .dot_layouts import SmemTile, contiguous_dim, mma_kind, operand_tiles, uses_wgmma
+from .layouts import dot_operand
 from .llvm_types import F32, F64, I32, esize, is_signed, lty, mty
+from .smem_tiles import write_tile
 
 
 def check_dot_shapes(fn) -> None:
@@ -26,6 +29,11 @@ def check_dot_shapes(fn) -> None:
             if min(m, n, k) < 16:
                 raise BackendError(f"tl.dot: every dimension must be at least 16 on NVIDIA GPUs, got M={m}, N={n}, K={k} "
                                    "(smaller dots run in interpret mode only)", op.loc)
+
+
+# at most this much shared memory is held by pinned tiles, leaving the rest (of 227 KiB) to the
+# loop body's own transient uses
+PINNED_LIMIT = 128 * 1024
 
 
 def lower_dot(lw, op):
@@ -118,27 +126,121 @@ def lower_dot(lw, op):
 
 # ---- tensor cores ----------------------------------------------------------------------------
 
+
 def lower_tensor_core_dot(lw, op):
-    """Register operands → shared memory (between two barriers) → mma.sync or wgmma."""
+    """Register operands → shared memory (between two barriers) → mma.sync or wgmma. Operands that
+    a loop pinned in shared memory (pin_loop_invariant_operands) are not written again; wgmma takes
+    A straight from registers when it is held in an accumulator layout (wgmma.a_from_registers)."""
     kind = mma_kind(op)
     a, bv = op.operands[0], op.operands[1]
     a_lay, b_lay = lw.layout_of(a), lw.layout_of(bv)
-    a_regs, b_regs = lw.block(a, a_lay), lw.block(bv, b_lay)
+    on_wgmma = uses_wgmma(op, lw.options)
+    pinned = [lw.pinned_tiles.get((id(op), i)) for i in (0, 1)]
+    a_in_regs = on_wgmma and pinned[0] is None and wgmma.a_from_registers(op, a_lay, lw.options)
     ta, tb = operand_tiles(op, a_lay, b_lay, lw.options)
-    if kind == "tf32":   # round once, at the write (cvt.rna.tf32.f32), and keep the bits as i32
-        a_regs = [lw.call("llvm.nvvm.f2tf32.rna", I32, [x]) for x in a_regs]
-        b_regs = [lw.call("llvm.nvvm.f2tf32.rna", I32, [x]) for x in b_regs]
-        mt = I32
-    else:
-        mt = lty(a.dtype)
-    lw.smem_bytes = max(lw.smem_bytes, tiles_end(ta, tb))
+    if a_in_regs or pinned[0] is not None:   # B alone in the transient space
+        tb = SmemTile(tb.shape, tb.cdim, tb.es, base=0, panels=on_wgmma)
+    ta = _rebased(lw, pinned[0]) if pinned[0] is not None else (None if a_in_regs else ta)
+    tb = _rebased(lw, pinned[1]) if pinned[1] is not None else tb
+    writes = [(x, lay, t) for x, lay, t, pin in ((a, a_lay, ta, pinned[0]), (bv, b_lay, tb, pinned[1]))
+              if t is not None and pin is None]
+    mt = I32 if kind == "tf32" else lty(a.dtype)
+    for _, _, t in writes:
+        lw.smem_bytes = max(lw.smem_bytes, t.base + t.nbytes)
+    values = [lw.block(x, lay) for x, lay, _ in writes]
+    values = [_as_tile_values(lw, regs, kind) for regs in values]
     lw.barrier()
-    write_tile(lw, a_regs, a_lay, ta, mt)
-    write_tile(lw, b_regs, b_lay, tb, mt)
-    if uses_wgmma(op, lw.options):
+    for (_, lay, t), vals in zip(writes, values):
+        write_tile(lw, vals, lay, t, mt)
+    if on_wgmma:
         wgmma.proxy_fence(lw)
     lw.barrier()
-    dot_from_tiles(lw, op, ta, tb)
+    if a_in_regs:
+        wgmma.dot_from_tiles(lw, op, None, tb, a_regs=lw.block(a, a_lay))
+    else:
+        dot_from_tiles(lw, op, ta, tb)
+
+
+def _tile_values(lw, x, lay, kind):
+    return _as_tile_values(lw, lw.block(x, lay), kind)
+
+
+def _as_tile_values(lw, regs, kind):
+    if kind == "tf32":   # round once, at the write (cvt.rna.tf32.f32), and keep the bits as i32
+        return [lw.call("llvm.nvvm.f2tf32.rna", I32, [r]) for r in regs]
+    return regs
+
+
+def _rebased(lw, tile: SmemTile) -> SmemTile:
+    """A pinned tile (absolute base) as seen from the current start of the transient space."""
+    t = copy.copy(tile)
+    t.base = tile.base - lw.smem_reserved
+    return t
+
+
+def pin_loop_invariant_operands(lw, loop) -> list:
+    """Tensor-core dots in `loop`'s body whose operand is defined before the loop (attention's Q,
+    the backward's K and V): write that operand into its own shared-memory tile once, before the
+    loop, and keep the tile for the loop's duration — instead of keeping the block in registers and
+    writing it again on every trip (a kernel-level value's tile stays for the rest of the kernel).
+    Returns the keys to release with unpin()."""
+    body = loop.regions[0]
+    inside = {a.id for a in body.args}
+    dots = []
+    for o in body.walk():
+        inside.update(r.id for r in o.results)
+        if o.name == "dot" and mma_kind(o) is not None:
+            dots.append(o)
+    keys = []
+    top = set(lw.fn.body.ops)
+    for o in dots:
+        on_wgmma = uses_wgmma(o, lw.options)
+        for i in (0, 1):
+            x = o.operands[i]
+            if x.id in inside or (id(o), i) in lw.pinned_tiles:
+                continue
+            lay = lw.layout_of(x)
+            if i == 0 and on_wgmma and wgmma.a_from_registers(o, lay, lw.options):
+                continue
+            # a value of the kernel's top level holds one block per program: pinned by a loop of
+            # the top level too (so that the write runs before everything after it), its tile serves
+            # every later loop (tutorial 06's causal forward: Q in both loops), and its registers
+            # die at the first write
+            kernel_level = (x.owner is None or x.owner in top) and loop in top
+            if (x.owner is None or x.owner in top) and x.id in lw.kernel_pins:
+                lw.pinned_tiles[(id(o), i)] = lw.kernel_pins[x.id]
+                keys.append((id(o), i))
+                continue
+            kind = mma_kind(o)
+            es = 4 if kind == "tf32" else x.dtype.itemsize
+            start = lw.smem_reserved
+            tile = SmemTile(x.shape, contiguous_dim(lay), es, base=start, panels=on_wgmma)
+            if start + tile.nbytes > PINNED_LIMIT:
+                continue
+            lw.smem_bytes = max(lw.smem_bytes, start - lw.smem_reserved + tile.nbytes)
+            lw.barrier()
+            write_tile(lw, _tile_values(lw, x, lay, kind), lay, _rebased(lw, tile), I32 if kind == "tf32" else lty(x.dtype))
+            if on_wgmma:
+                wgmma.proxy_fence(lw)
+            lw.pinned_tiles[(id(o), i)] = tile
+            # kept a multiple of 1024 bytes: tiles placed after it need 1024-byte-aligned bases
+            # (the swizzle is a function of the address)
+            lw.smem_reserved = (start + tile.nbytes + 1023) // 1024 * 1024
+            if kernel_level:
+                lw.kernel_pins[x.id] = tile
+                lw.kernel_pins_end = lw.smem_reserved
+            keys.append((id(o), i))
+    return keys
+
+
+def unpin(lw, keys: list, reserved_before: int, barrier: bool = True):
+    """The loop is done: its pinned tiles' space goes back to the transient uses after it, once
+    every warp is past the loop (the bar.sync here, or one the caller has just made)."""
+    if barrier:
+        lw.barrier()
+    for k in keys:
+        del lw.pinned_tiles[k]
+    lw.smem_reserved = max(reserved_before, lw.kernel_pins_end)
 
 
 def dot_from_tiles(lw, op, ta: SmemTile, tb: SmemTile, dyn_base=None):
@@ -147,37 +249,3 @@ def dot_from_tiles(lw, op, ta: SmemTile, tb: SmemTile, dyn_base=None):
     if uses_wgmma(op, lw.options):
         return wgmma.dot_from_tiles(lw, op, ta, tb, dyn_base)
     return mma.dot_from_tiles(lw, op, ta, tb, dyn_base)
-
-
-def write_tile(lw, vals: list, lay: Layout, tile: SmemTile, mt: ll.Type):
-    """Store a block held in `lay` into the swizzled tile (vectorized along the contiguous dim)."""
-    b = lw.b
-    es = tile.es
-    lane_off = tuple(tile.offset(c) for c in lay.lane)
-    warp_off = tuple(tile.offset(c) for c in lay.warp)
-    tv, tm = lw.linear(lane_off, warp_off)
-    reg_off = [tile.offset(c) for c in lay.reg]
-    tmask = 0
-    for o in lane_off + warp_off:
-        tmask |= o
-    v = 1
-    k = 0
-    while (k < len(reg_off) and reg_off[k] == 1 << k and (v * 2) * es <= 16 and (v * 2) <= tile.vec):
-        k += 1
-        v *= 2
-    while v > 1 and (tmask & (v - 1) or any(o & (v - 1) for o in reg_off[log2(v):])):
-        v //= 2
-    for g in range(0, lay.n_regs, v):
-        c = 0
-        for i, o in enumerate(reg_off):
-            if g >> i & 1:
-                c ^= o
-        off = lw.combine_const(tv, tm, c)
-        ptr = lw.smem_ptr(b.add(b.mul(off, ll.Constant(I32, es)), ll.Constant(I32, tile.base)) if tile.base else b.mul(off, ll.Constant(I32, es)))
-        if v == 1:
-            val = vals[g]
-        else:
-            val = ll.Constant(ll.VectorType(mt, v), None)
-            for j in range(v):
-                val = b.insert_element(val, vals[g + j], ll.Constant(I32, j))
-        b.store(val, ptr, align=es * v)

@@ -163,6 +163,34 @@ class SmemTile:
     def byte_offset(self, coord: tuple) -> int:
         return self.base + self.offset(coord) * self.es
 
+    def layout_offsets(self, lay: Layout) -> tuple:
+        """(lane, warp, register) bases of `lay` as element offsets in this tile."""
+        return (tuple(self.offset(c) for c in lay.lane), tuple(self.offset(c) for c in lay.warp),
+                [self.offset(c) for c in lay.reg])
+
+    def vector_width(self, reg_off: list, thread_mask: int) -> int:
+        """Elements per access (≤ 16 bytes) of a layout whose register bits land at offsets
+        `reg_off` and whose lanes/warps can set the bits of `thread_mask`: the leading registers
+        that are consecutive in the tile, as long as nothing else touches those offset bits."""
+        v, k = 1, 0
+        while k < len(reg_off) and reg_off[k] == 1 << k and v * 2 <= self.vec:
+            k += 1
+            v *= 2
+        while v > 1 and (thread_mask & (v - 1) or any(o & (v - 1) for o in reg_off[log2(v):])):
+            v //= 2
+        return v
+
+
+def register_groups(reg_off: list, n_regs: int, v: int):
+    """(first register, its constant offset: the XOR of its register bits' offsets) of each group
+    of `v` consecutive registers."""
+    for g in range(0, n_regs, v):
+        c = 0
+        for i, o in enumerate(reg_off):
+            if g >> i & 1:
+                c ^= o
+        yield g, c
+
 
 def contiguous_dim(lay: Layout) -> int:
     """The dim along which a thread's first registers (else its lanes) advance: the order the

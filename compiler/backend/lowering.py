@@ -26,6 +26,7 @@ from typing import Callable, Mapping
 from llvmlite import ir as ll
 
 from .. import ir
+from . import fragment_convert
 from ..language import dtypes as T
 from . import fp8
 from .assign_layouts import LayoutAssignment
@@ -89,7 +90,13 @@ class Lowering:
         self.uses = ir.uses(fn)
         self.module = ll.Module(name=fn.name)
         # what the kernel needs, found while lowering
-        self.smem_bytes = 0                     # dynamic shared memory
+        self._smem_total = 0                    # dynamic shared memory (see smem_bytes)
+        # bytes at the start of shared memory held by tiles that live across a loop (dot.py's
+        # pinned operands): while they are held, every other use starts after them
+        self.smem_reserved = 0
+        self.pinned_tiles: dict = {}            # (dot op id, operand index) → SmemTile (absolute base)
+        self.kernel_pins: dict = {}             # value id → SmemTile of a pinned kernel-level value
+        self.kernel_pins_end = 0                # those stay reserved up to here until the kernel ends
         self.needs_sm90a = False                # wgmma (wgmma.py)
         self.params = []                        # the ABI of each passed parameter
         self.strings: dict[str, ll.GlobalVariable] = {}    # printf formats (debug_ops.py)
@@ -181,7 +188,24 @@ class Lowering:
         return g
 
     def smem_ptr(self, byte_off):
+        if self.smem_reserved:
+            byte_off = self.b.add(byte_off, ll.Constant(I32, self.smem_reserved))
         return self.b.gep(self.smem, [byte_off], inbounds=True, source_etype=I8)
+
+    @property
+    def smem_bytes(self) -> int:
+        """Shared memory used, counted from the first byte past the reserved tiles (the rules
+        write `lw.smem_bytes = max(lw.smem_bytes, their end)` with offsets from there)."""
+        return self._smem_total - self.smem_reserved
+
+    @smem_bytes.setter
+    def smem_bytes(self, end: int):
+        self._smem_total = max(self._smem_total, end + self.smem_reserved)
+
+    @property
+    def smem_total(self) -> int:
+        """The dynamic shared memory the kernel needs, reserved tiles included (what it is launched with)."""
+        return self._smem_total
 
     def barrier(self):
         self.call("llvm.nvvm.barrier.cta.sync.aligned.all", ll.VoidType(), [ll.Constant(I32, 0)])
@@ -216,8 +240,7 @@ class Lowering:
                 else:
                     t = pb.and_(pb.lshr(src, ll.Constant(I32, i)) if i else src, ll.Constant(I32, 1))
                     t = pb.mul(t, ll.Constant(I32, v0))
-                    bits = (1 << v0.bit_length()) - 1
-                    terms.append((t, bits))
+                    terms.append((t, v0))   # 0 or v0: exactly v0's bits (a constant added later stays an add)
                     i += 1
         if not terms:
             res = (None, 0)
@@ -340,7 +363,9 @@ class Lowering:
         return v
 
     def convert(self, regs, have: Layout, want: Layout, dt) -> list:
-        """Layout conversion through shared memory."""
+        """Layout conversion through shared memory (out of a dot's accumulator: fragment_convert)."""
+        if fragment_convert.applies(have, want, dt, max(CONVERT_CHUNK_BYTES, self.smem_bytes)):
+            return fragment_convert.convert(self, regs, have, want, dt, fragment_convert.has_stmatrix(self.options.target))
         mt = mty(dt)
         es = 8 if dt.is_ptr() else esize(dt)
         pad_shift = None

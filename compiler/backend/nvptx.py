@@ -101,5 +101,5 @@ def compile_ir(fn: ir.Function, *, num_warps: int, num_stages: int = 3, target: 
         cpu = "sm_90a"
     text = module_text(lw)
     llir, ptx = llir_to_ptx(text, cpu=cpu)
-    return {"name": fn.name, "llir": llir, "ptx": ptx, "shared": lw.smem_bytes, "num_warps": num_warps,
+    return {"name": fn.name, "llir": llir, "ptx": ptx, "shared": lw.smem_total, "num_warps": num_warps,
             "num_stages": num_stages, "params": lw.params, "target": cpu}

@@ -25,6 +25,7 @@ from __future__ import annotations
 from llvmlite import ir as ll
 
 from .dot_layouts import is_fp8_kind, mma_kind, wgmma_acc_layout, wgmma_config
+from .layouts import log2
 from .llvm_types import CONTRACT, F32, I32, I64, lty
 
 SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}
@@ -63,6 +64,39 @@ def promotion_interval(op, k: int) -> int | None:
     return min(k, max(32, n // 32 * 32))
 
 
+def _wgmma_asm_reg_a(n_out: int, shape_n: int, ty: str, trans_b: int):
+    """wgmma with A from registers: four b32 registers of packed pairs (the mma.m16n8k16 A fragment
+    of each warp's 16 rows), B from a descriptor (no trans-a operand in this form)."""
+    outs = ", ".join(f"${i}" for i in range(n_out))
+    a = ", ".join(f"${n_out + i}" for i in range(4))
+    text = ("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $" + str(n_out + 5) + ", 0;\n\t"
+            f"wgmma.mma_async.sync.aligned.m64n{shape_n}k16.f32.{ty}.{ty} "
+            f"{{{outs}}}, {{{a}}}, ${n_out + 4}, p, 1, 1, {trans_b};\n\t}}")
+    cons = ",".join(["=f"] * n_out + ["r"] * 4 + ["l", "r"] + [str(i) for i in range(n_out)])
+    fty = ll.FunctionType(ll.LiteralStructType([F32] * n_out), [I32] * 4 + [I64, I32] + [F32] * n_out)
+    return ll.InlineAsm(fty, text, cons, side_effect=True)
+
+
+def a_fragment_registers(k: int, rep: int, k0: int) -> list[int]:
+    """The registers a0…a7 of the A fragment of row block `rep`, k columns k0…k0+15, in an [M, K]
+    wgmma accumulator layout: its register bits are (0,1) (8,0) (0,8), then the k16 chunks, then the
+    row blocks, so the fragment is 8 consecutive registers in the fragment's order."""
+    first = (rep << (2 + log2(k // 8))) + (k0 // 16) * 8
+    return list(range(first, first + 8))
+
+
+def a_from_registers(op, a_lay, options) -> bool:
+    """A can feed wgmma straight from registers: a 16-bit block in the accumulator layout of an
+    [M, K] wgmma result (a previous dot's output, e.g. attention's P) whose warpgroups hold whole
+    rows — each thread then owns exactly its A fragments (FlashAttention-3's register reuse)."""
+    a = op.operands[0]
+    if a.dtype.primitive_bitwidth != 16 or not a.shape[1] % 16 == 0:
+        return False
+    m, k = a.shape
+    cfg = wgmma_config(m, k, options.num_warps)
+    return cfg is not None and cfg[1] == 1 and a_lay == wgmma_acc_layout(m, k, options.num_warps)
+
+
 def wait_pass_through(lw, regs, pending: int):
     """wgmma.wait_group(pending) with the accumulators routed through it (so that nothing reads
     them before the wait)."""
@@ -73,10 +107,13 @@ def wait_pass_through(lw, regs, pending: int):
     return [b.extract_value(r, i) for i in range(len(regs))]
 
 
-def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int = 0):
+def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int = 0, a_regs=None, also_wait=()):
     """wgmma over operand tiles in shared memory; sets the dot's result in acc_layout. `pending`:
     how many wgmma groups may still run when this returns (1: the result is only fed back into the
-    next wgmma; the pipeline waits for it at the loop exit)."""
+    next wgmma; the pipeline waits for it at the loop exit). `a_regs` (with ta None): A's registers
+    in its accumulator layout (a_from_registers) instead of a tile. `dyn_base`: an i32 byte offset
+    added to both tiles, or a pair (A's, B's; None for none). `also_wait`: fp32 registers of an
+    earlier wgmma still in flight, routed through this dot's wait too; returned, to be read instead."""
     a, bv, c = op.operands
     res = op.result
     m, n = res.shape
@@ -93,50 +130,89 @@ def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int = 0):
     # warpgroup part of the start coordinates (warp bits 2.. of the accumulator layout)
     wa = tuple((0, 0) if i < 2 else (cw[0], 0) for i, cw in enumerate(cl.warp))
     wb = tuple((0, 0) if i < 2 else (0, cw[1]) for i, cw in enumerate(cl.warp))
-    tva, tma = lw.linear((0,) * 5, tuple(ta.offset(x) for x in wa))
+    if a_regs is None:
+        tva, tma = lw.linear((0,) * 5, tuple(ta.offset(x) for x in wa))
     tvb, tmb = lw.linear((0,) * 5, tuple(tb.offset(x) for x in wb))
     smem_base = b.ptrtoint(lw.smem, I32)
+    if lw.smem_reserved:
+        smem_base = b.add(smem_base, ll.Constant(I32, lw.smem_reserved))
 
-    def desc(tile, tv, tm, coord, const):
-        off = lw.combine_const(tv, tm, tile.offset(coord))
+    # one dynamic base for both tiles, or (A's, B's)
+    dyn_a, dyn_b = dyn_base if isinstance(dyn_base, tuple) else (dyn_base, dyn_base)
+
+    def full_desc(tile, tv, tm, c, const, dyn):
+        off = lw.combine_const(tv, tm, c)
         byte = b.add(b.mul(off, ll.Constant(I32, tile.es)), ll.Constant(I32, tile.base))
-        if dyn_base is not None:
-            byte = b.add(byte, dyn_base)
+        if dyn is not None:
+            byte = b.add(byte, dyn)
         byte = b.add(byte, smem_base)
         addr = b.and_(b.lshr(byte, ll.Constant(I32, 4)), ll.Constant(I32, 0x3FFF))
         return b.or_(b.zext(addr, I64), ll.Constant(I64, const))
 
-    da, db = descriptor_const(ta), descriptor_const(tb)
-    trans_a = 1 if ta.cdim == 0 else 0   # A stored M-major
+    base_desc = {}
+
+    def desc(tile, tv, tm, coord, const, dyn):
+        """The descriptor of the tile's sub-matrix at `coord`: the tile's first descriptor plus the
+        offset in 16-byte units where the offset adds (its bits are not the warpgroup's; the
+        14-bit address field cannot carry, shared memory being under 256 KiB) — one 64-bit add
+        per wgmma instead of the address arithmetic, as Triton does."""
+        c = tile.offset(coord)
+        if c & tm or (c * tile.es) % 16:
+            return full_desc(tile, tv, tm, c, const, dyn)
+        key = (id(tile), id(dyn))
+        if key not in base_desc:
+            base_desc[key] = full_desc(tile, tv, tm, 0, const, dyn)
+        return b.add(base_desc[key], ll.Constant(I64, c * tile.es >> 4)) if c else base_desc[key]
+
+    db = descriptor_const(tb)
     trans_b = 1 if tb.cdim == 1 else 0   # B stored N-major
     per = tn // 2
-    asm = _wgmma_asm(per, tn, ty, trans_a, trans_b)
+    if a_regs is None:
+        da = descriptor_const(ta)
+        trans_a = 1 if ta.cdim == 0 else 0   # A stored M-major
+        asm = _wgmma_asm(per, tn, ty, trans_a, trans_b)
+    else:
+        asm = _wgmma_asm_reg_a(per, tn, ty, trans_b)
+        pair = ll.VectorType(a_regs[0].type, 2)
+
+        def packed(r0, r1):
+            v = b.insert_element(ll.Constant(pair, None), a_regs[r0], ll.Constant(I32, 0))
+            return b.bitcast(b.insert_element(v, a_regs[r1], ll.Constant(I32, 1)), I32)
+
+    def mma(regs, rep, k0, dB, scale_d):
+        """One wgmma of row block `rep` at k0 into `regs` (scale_d 0: start from zero)."""
+        if a_regs is None:
+            dA = desc(ta, tva, tma, (rep * 64 * wg_m, k0), da, dyn_a)
+            r = b.call(asm, [dA, dB, scale_d] + regs)
+        else:
+            f = a_fragment_registers(k, rep, k0)
+            r = b.call(asm, [packed(f[i], f[i + 1]) for i in range(0, 8, 2)] + [dB, scale_d] + regs)
+        return [b.extract_value(r, i) for i in range(per)]
+
     kstep = 32 if is_fp8_kind(ty) else 16
     promote = promotion_interval(op, k)
     one = ll.Constant(I32, 1)
     lw.call("llvm.nvvm.wgmma.fence.sync.aligned", ll.VoidType(), [])
     if promote is None:
         for k0 in range(0, k, kstep):
-            dB = desc(tb, tvb, tmb, (k0, 0), db)
+            dB = desc(tb, tvb, tmb, (k0, 0), db, dyn_b)
             for rep in range(reps):
-                dA = desc(ta, tva, tma, (rep * 64 * wg_m, k0), da)
-                regs = acc[rep * per:(rep + 1) * per]
-                r = b.call(asm, [dA, dB, one] + regs)
-                acc[rep * per:(rep + 1) * per] = [b.extract_value(r, i) for i in range(per)]
+                acc[rep * per:(rep + 1) * per] = mma(acc[rep * per:(rep + 1) * per], rep, k0, dB, one)
         lw.call("llvm.nvvm.wgmma.commit_group.sync.aligned", ll.VoidType(), [])
-        acc = wait_pass_through(lw, acc, pending)
+        waited = wait_pass_through(lw, acc + list(also_wait), pending)
+        acc, waited = waited[:len(acc)], waited[len(acc):]
     else:
-        acc = wait_pass_through(lw, acc, 0)  # an earlier group may still write acc
+        # an earlier group may still write acc (or also_wait's registers)
+        waited = wait_pass_through(lw, acc + list(also_wait), 0)
+        acc, waited = waited[:len(acc)], waited[len(acc):]
         zero = ll.Constant(I32, 0)
         for c0 in range(0, k, promote):
             part = [ll.Constant(F32, 0.0)] * len(acc)
             for k0 in range(c0, c0 + promote, kstep):
-                dB = desc(tb, tvb, tmb, (k0, 0), db)
+                dB = desc(tb, tvb, tmb, (k0, 0), db, dyn_b)
                 for rep in range(reps):
-                    dA = desc(ta, tva, tma, (rep * 64 * wg_m, k0), da)
-                    regs = part[rep * per:(rep + 1) * per]
-                    r = b.call(asm, [dA, dB, zero if k0 == c0 else one] + regs)
-                    part[rep * per:(rep + 1) * per] = [b.extract_value(r, i) for i in range(per)]
+                    part[rep * per:(rep + 1) * per] = mma(part[rep * per:(rep + 1) * per], rep, k0, dB,
+                                                          zero if k0 == c0 else one)
             lw.call("llvm.nvvm.wgmma.commit_group.sync.aligned", ll.VoidType(), [])
             part = wait_pass_through(lw, part, 0)
             acc = [b.fadd(x, y, flags=CONTRACT) for x, y in zip(acc, part)]
@@ -144,6 +220,7 @@ def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int = 0):
     if odt != F32:
         acc = [b.fptrunc(x, odt) for x in acc]
     lw.set_block(res, cl, acc)
+    return waited
 
 
 def proxy_fence(lw):

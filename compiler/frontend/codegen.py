@@ -22,7 +22,7 @@ from ..language import dtypes as T
 from ..language.core import constexpr
 from ..language.dtypes import block_type, dtype
 from . import semantic as S
-from .block_pointers import Composite
+from .block_pointers import Composite, TensorDescriptor
 from .builtins import (BUILTINS, DescriptorMethod, TensorMethod, composite_attribute, tensor_attribute,
                        tensor_has_attribute)
 from .limits import (MAX_FRONTEND_STEPS, MAX_INLINE_DEPTH, MAX_STATIC_RANGE_TRIPS, binop_problem,
@@ -929,9 +929,9 @@ class CodeGenerator(ast.NodeVisitor):
                 if default is _MISSING:
                     raise self.error(node, f"{callee.__name__}() missing argument '{p}'")
                 local[p] = default.value if isinstance(default, constexpr) else default
-        for p in params:
-            if p in callee.constexpr_names and is_value(local[p]):
-                raise self.error(node, f"argument '{p}' of {callee.__name__}() is a tl.constexpr and needs a compile-time value")
+        # A tl.constexpr annotation on a called @jit function's parameter does not force a
+        # compile-time value: Triton passes runtime values through (tutorial 06 hands its block
+        # `offs_m` to `offs_m: tl.constexpr`); only kernel parameters are specialized.
         sub = CodeGenerator(callee, self.b, local, self.depth + 1)
         sub.visit_stmts(callee.fn_ast.body)
         ret = sub.scope.returned
@@ -1067,8 +1067,12 @@ def _py_print(gen, node, *args, **kwargs):
 
 
 def _py_isinstance(gen, node, x, cls):
+    # kernel values stand for tl classes: a block or scalar is a tl.tensor, a descriptor a tl.tensor_descriptor
+    classes = cls if isinstance(cls, tuple) else (cls,)
     if is_value(x):
-        return cls is tl_core.tensor or (isinstance(cls, tuple) and tl_core.tensor in cls)
+        return tl_core.tensor in classes
+    if isinstance(x, TensorDescriptor):
+        return tl_core.tensor_descriptor in classes or tl_core.tensor_descriptor_base in classes
     return isinstance(x, cls)
 
 

@@ -61,6 +61,15 @@ class tensor:
     """The type of block values inside a kernel (for annotations and isinstance in user code)."""
 
 
+class tensor_descriptor_base:
+    """The type of tensor descriptors inside a kernel, host-made or `tl.make_tensor_descriptor`'s
+    (for isinstance in user code: `isinstance(desc_or_ptr, tl.tensor_descriptor)`)."""
+
+
+class tensor_descriptor(tensor_descriptor_base):
+    """See tensor_descriptor_base; Triton's name for the descriptors kernels take and make."""
+
+
 # --- programs and index spaces ---------------------------------------------------------------
 @builtin
 def program_id(axis): ...
@@ -273,7 +282,13 @@ def dot(input, other, acc=None, input_precision=None, allow_tf32=None, max_num_i
 
 # --- loops (used as iterators in `for` statements) ------------------------------------------
 class range:
-    """`for i in tl.range(lo, hi, step, num_stages=...)`: a loop the compiler may pipeline."""
+    """`for i in tl.range(lo, hi, step, num_stages=...)`: a loop the compiler may pipeline.
+
+    num_stages sets the cp.async pipeline depth of a loop that feeds tensor-core dots. The other
+    arguments are Triton's scheduling hints and are accepted without effect: loop_unroll_factor,
+    disallow_acc_multi_buffer, flatten, and warp_specialize — blocktune does not split a loop
+    into producer and consumer warps; a loop marked warp_specialize=True is pipelined like any
+    other (tutorial 06's attention loop: compiler/backend/multi_dot.py)."""
 
     def __init__(self, arg1, arg2=None, step=None, num_stages=None, loop_unroll_factor=None,
                  disallow_acc_multi_buffer=False, flatten=False, warp_specialize=False, disable_licm=False):

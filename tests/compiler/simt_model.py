@@ -27,11 +27,27 @@ class Val:
 
 
 def _arr(x, n):
+    if isinstance(x, np.ndarray):
+        return x
     if isinstance(x, Val):
         return x.v
     if isinstance(x, ll.Constant):
         return np.full(n, int(x.constant), dtype=np.int64)
     raise TypeError(f"the model has no value for {x!r}")
+
+
+@dataclass
+class Vec:
+    """A vector register (`<N x T>`) of every thread: one per-thread array per element; `es` is the
+    element's size in bytes (shared-memory stores and loads put element j at byte address + j·es)."""
+    elems: list
+    es: int
+
+
+def _elem_bytes(t) -> int:
+    if isinstance(t, ll.IntType):
+        return max(1, t.width // 8)
+    return {"half": 2, "bfloat": 2, "float": 4, "double": 8}[str(t)]
 
 
 _CMP = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal, "==": np.equal, "!=": np.not_equal}
@@ -65,13 +81,47 @@ class Builder:
     def zext(self, x, t):
         return Val(self._a(x), t)
 
-    trunc = bitcast = zext
+    trunc = zext
+
+    def bitcast(self, x, t):
+        return x if isinstance(x, Vec) else Val(self._a(x), t)   # a packed vector stays its elements
 
     def store(self, v, ptr, align=None):
+        if isinstance(v, Vec):
+            self.cta.record("st", self._a(ptr), v.es * len(v.elems))
+            for j, x in enumerate(v.elems):
+                self.cta.smem_store(self._a(ptr) + j * v.es, self._a(x))
+            return
         self.cta.smem_store(self._a(ptr), self._a(v))
 
     def load(self, ptr, typ=I32, align=None):
+        if isinstance(typ, ll.VectorType):
+            es = _elem_bytes(typ.element)
+            self.cta.record("ld", self._a(ptr), es * typ.count)
+            return Vec([self.cta.smem_load(self._a(ptr) + j * es) for j in range(typ.count)], es)
         return Val(self.cta.smem_load(self._a(ptr)), typ)
+
+    # ---- vectors: `<N x T>` values built element by element, bitcast to words and back ---------
+    def insert_element(self, vec, x, idx):
+        if isinstance(vec, ll.Constant):   # undef <N x T>: the start of a vector
+            vec = Vec([None] * vec.type.count, _elem_bytes(vec.type.element))
+        elems = list(vec.elems)
+        elems[int(idx.constant)] = self._a(x)
+        return Vec(elems, vec.es)
+
+    def extract_element(self, vec, idx):
+        return Val(vec.elems[int(idx.constant)])
+
+    def ptrtoint(self, x, t):
+        return Val(self._a(x), t)
+
+    def call(self, fn, args):
+        """Inline PTX the model knows: stmatrix.sync.aligned.m8n8.x{1,2,4}.shared.b16."""
+        text = getattr(fn, "asm", "")
+        m = re.match(r"stmatrix\.sync\.aligned\.m8n8\.x(\d)\.shared\.b16", text)
+        if m is None:
+            raise NotImplementedError(f"the model has no {text or fn!r}")
+        self.cta.stmatrix(self._a(args[0]), args[1:1 + int(m[1])])
 
 
 class CTA:
@@ -93,6 +143,7 @@ class CTA:
         self.smem_bytes = 0
         self.smem = {}
         self.vals = {}
+        self.accesses = []   # (kind, per-thread byte addresses, bytes per thread) of vector/matrix accesses
 
     # ---- what rules call on the lowering ---------------------------------------------------
     def call(self, name, ret, args, pb=False):
@@ -117,6 +168,22 @@ class CTA:
             if written.setdefault(a, x) != x:
                 raise AssertionError(f"threads race on shared byte {a} with different values")
         self.smem.update(written)
+
+    def record(self, kind, addr, nbytes):
+        self.accesses.append((kind, np.asarray(addr).copy(), nbytes))
+
+    def stmatrix(self, addr, words):
+        """PTX stmatrix.m8n8.b16: matrix j's row r goes to the address lane 8j + r gives; each
+        thread's word j holds that matrix's row lane / 4, element pair lane % 4."""
+        lane, base = self.lane.v, self.warp.v * 32
+        for j, w in enumerate(words):
+            row_addr = addr[base + 8 * j + lane // 4]
+            lo, hi = w.elems
+            self.smem_store(row_addr + (lane % 4) * 4, lo)
+            self.smem_store(row_addr + (lane % 4) * 4 + 2, hi)
+        # the rows each lane addresses, as 16-byte accesses (for the bank-conflict count)
+        for j in range(len(words)):
+            self.record("stmatrix", addr[base + 8 * j + lane % 8], 16)
 
     def smem_load(self, addr):
         missing = set(addr.tolist()) - self.smem.keys()

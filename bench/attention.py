@@ -1,0 +1,117 @@
+"""Fused attention (Triton's tutorial 06, Flash Attention v2) forward and backward on the GPU:
+blocktune against Triton and torch's SDPA (flash backend) in the same run.
+
+fp16, batch 4, 16 heads, N_CTX 1024 … 16384, HEAD_DIM 64 and 128, causal and not. Both compilers
+run the same text (bench/attention_kernels.py: the autotuned forward with host tensor descriptors,
+the three backward kernels) through its torch.autograd.Function; warp_specialize=False (blocktune
+takes it as a hint only). TFLOP/s count the tutorial's 4·B·H·N²·D per forward (half when causal)
+and 2.5× that for the backward. Every output is first checked against SDPA. Timing: do_bench
+median (CUDA events, L2 flush); the backward times `o.backward(do)` alone.
+
+    python bench/attention.py            # the full sweep, the tutorial's 21 forward configs
+    python bench/attention.py --quick    # N_CTX 1024 and 4096, 4 forward configs
+Prints a table with × Triton ratios and writes JSON to $OUT/attention.json when OUT is set.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from common import load_twice, report, result_row
+
+import torch
+
+tri, bt = load_twice("attention_kernels.py")
+
+if tri is not None:
+    from triton.testing import do_bench
+else:
+    from compiler.testing import do_bench
+
+DEV = "cuda"
+BATCH, HEADS = 4, 16
+SM_SCALE = 1.3
+ROWS: list[dict] = []
+
+
+def bench(fn):
+    return do_bench(fn, warmup=25, rep=100, return_mode="median")
+
+
+def quick_configs(mod):
+    """A few of the tutorial's forward configs (the large tiles Hopper prefers), for --quick."""
+    return [c for c in mod._all_configs()
+            if c.kwargs["BLOCK_M"] == 128 and c.num_stages in (2, 3)
+            and (c.kwargs["BLOCK_N"], c.num_warps) in ((64, 4), (128, 8))]
+
+
+def sdpa(q, k, v, causal):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=SM_SCALE)
+
+
+def check(name, got, ref):
+    err = (got.float() - ref.float()).abs().max().item()
+    scale = ref.float().abs().max().item()
+    if not err <= 2e-2 * max(scale, 1.0):
+        raise AssertionError(f"{name}: wrong result (max abs error {err}, reference scale {scale})")
+
+
+def run_case(n_ctx, head_dim, causal, mode):
+    shape = (BATCH, HEADS, n_ctx, head_dim)
+    q, k, v = (torch.randn(shape, device=DEV, dtype=torch.float16).requires_grad_() for _ in range(3))
+    do = torch.randn_like(q)
+    ref = sdpa(q, k, v, causal)
+    ref_grads = torch.autograd.grad(ref, (q, k, v), do, retain_graph=True) if mode == "bwd" else None
+    if mode == "fwd":
+        t_torch = bench(lambda: sdpa(q, k, v, causal))
+    else:
+        t_torch = bench(lambda: torch.autograd.grad(ref, (q, k, v), do, retain_graph=True))
+    times = {}
+    label = f"N={n_ctx} D={head_dim}{' causal' if causal else ''}"
+    for name, mod in (("blocktune", bt), ("triton", tri)):
+        if mod is None:
+            times[name] = None
+            continue
+        out = mod.attention(q, k, v, causal, SM_SCALE, False)
+        torch.cuda.synchronize()
+        check(f"{name} {mode} {label} out", out, ref)
+        if mode == "fwd":
+            times[name] = bench(lambda: mod.attention(q, k, v, causal, SM_SCALE, False))
+            continue
+        grads = torch.autograd.grad(out, (q, k, v), do, retain_graph=True)
+        for what, got, want in zip(("dq", "dk", "dv"), grads, ref_grads):
+            check(f"{name} {mode} {label} {what}", got, want)
+        times[name] = bench(lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True))
+    flops = 4.0 * BATCH * HEADS * n_ctx * n_ctx * head_dim * (0.5 if causal else 1.0) * (2.5 if mode == "bwd" else 1.0)
+    ROWS.append(result_row(f"attention_{mode}", label, flops / 1e12, "tflops", times, t_torch))
+    del q, k, v, do, ref, ref_grads
+    torch.cuda.empty_cache()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="N_CTX 1024 and 4096 only, 4 forward configs")
+    ap.add_argument("--mode", choices=("fwd", "bwd", "both"), default="both")
+    ap.add_argument("--head-dim", type=int, nargs="*", default=[64, 128])
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    print(f"device: {torch.cuda.get_device_name(0)}; torch {torch.__version__}; "
+          f"triton {getattr(sys.modules.get('triton'), '__version__', 'absent')}", flush=True)
+    if args.quick:
+        for mod in (bt, tri):
+            if mod is not None:
+                mod._attn_fwd.configs = quick_configs(mod)
+    n_ctxs = [1024, 4096] if args.quick else [1024, 2048, 4096, 8192, 16384]
+    modes = ("fwd", "bwd") if args.mode == "both" else (args.mode,)
+    for mode in modes:
+        for head_dim in args.head_dim:
+            for causal in (True, False):
+                for n_ctx in n_ctxs:
+                    run_case(n_ctx, head_dim, causal, mode)
+    report(ROWS, "attention", "tflops", "attention.json")
+
+
+if __name__ == "__main__":
+    main()
