@@ -29,7 +29,8 @@ if has tests; then
 fi
 for b in kernels launch matmul tuning dropout layernorm_bwd grouped_gemm attention; do
   if has "$b" && [ -f "bench/$b.py" ]; then
-    (cd bench && timeout 900 python3 "$b.py" 2>&1) | tee "$OUT/bench-$b.log" | tail -30
+    args="BENCH_ARGS_$b"   # e.g. BENCH_ARGS_attention="--quick"; BENCH_TIMEOUT bounds each
+    (cd bench && timeout "${BENCH_TIMEOUT:-900}" python3 "$b.py" ${!args:-} 2>&1) | tee "$OUT/bench-$b.log" | tail -30
   fi
 done
 echo
