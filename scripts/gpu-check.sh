@@ -7,6 +7,7 @@
 # put those wheels in .whl/ (carry it) and this script installs them first:
 #   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 # Usage: scripts/gpu-check.sh [tests|kernels|launch|matmul|tuning|dropout|layernorm_bwd|grouped_gemm|attention|all]...   (default: all)
+#        BENCH_ARGS_<name>="..." passes arguments to one benchmark (e.g. BENCH_ARGS_attention=--quick); BENCH_TIMEOUT=S bounds each
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ -d .whl ] && ! python3 -c "import fastapi, sqlalchemy, optuna" 2>/dev/null; then
