@@ -7,6 +7,7 @@
 # put those wheels in .whl/ (carry it) and this script installs them first:
 #   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 # Usage: scripts/gpu-check.sh [tests|kernels|launch|matmul|tuning|dropout|layernorm_bwd|grouped_gemm|attention|all]...   (default: all)
+#        BENCH_ARGS_<name>="..." passes arguments to one benchmark (e.g. BENCH_ARGS_attention=--quick); BENCH_TIMEOUT=S bounds each
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ -d .whl ] && ! python3 -c "import fastapi, sqlalchemy, optuna" 2>/dev/null; then
@@ -29,7 +30,8 @@ if has tests; then
 fi
 for b in kernels launch matmul tuning dropout layernorm_bwd grouped_gemm attention; do
   if has "$b" && [ -f "bench/$b.py" ]; then
-    (cd bench && timeout 900 python3 "$b.py" 2>&1) | tee "$OUT/bench-$b.log" | tail -30
+    args="BENCH_ARGS_$b"   # e.g. BENCH_ARGS_attention="--quick"; BENCH_TIMEOUT bounds each
+    (cd bench && timeout "${BENCH_TIMEOUT:-900}" python3 "$b.py" ${!args:-} 2>&1) | tee "$OUT/bench-$b.log" | tail -30
   fi
 done
 echo

@@ -281,7 +281,7 @@ def _issue(lw, plan: Plan, body, iv_val, state: dict, slot_base, ub, signed: boo
         # hoisted sum per copy); needs no constant to share a bit with the thread's part. The
         # mma.sync configs measured no better that way (64×32×32 w2: 94 → 116 registers).
         thread_ptr = None
-        if uses_wgmma(plan.dot, lw.options) and tv is not None and not any(c & tm for c in consts):
+        if all(uses_wgmma(d, lw.options) for d in plan.dots) and tv is not None and not any(c & tm for c in consts):
             thread_ptr = lw.smem_ptr(b.add(b.mul(tv, ll.Constant(I32, es)), slot))
         for g, c in zip(range(0, lay.n_regs, v), consts):
             if thread_ptr is not None:
