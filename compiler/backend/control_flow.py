@@ -6,12 +6,14 @@ dot is software-pipelined (pipeline.py) when it qualifies.
 """
 from __future__ import annotations
 
-from . import dot, pipeline
+from . import dot, multi_dot, pipeline
 from .llvm_types import is_signed
 
 
 def lower_for(lw, op):
-    if pipeline.lower_for(lw, op):  # K loops feeding a tensor-core dot: cp.async, num_stages buffers
+    # K loops feeding a tensor-core dot: cp.async, num_stages buffers; then loops of several dots
+    # (attention) or of one dot with a transposed or shared operand
+    if pipeline.lower_for(lw, op) or multi_dot.lower_for(lw, op):
         return
     reserved_before = lw.smem_reserved
     pinned = dot.pin_loop_invariant_operands(lw, op)

@@ -34,7 +34,7 @@ from __future__ import annotations
 from llvmlite import ir as ll
 
 from .. import ir
-from . import dot, multi_dot, wgmma
+from . import dot, wgmma
 from .dot_layouts import is_fp8_kind, mma_kind, operand_tiles, register_groups, tiles_end, uses_wgmma
 from .layouts import log2
 from .llvm_types import esize, is_signed
@@ -313,7 +313,7 @@ def lower_for(lw, op) -> bool:
     """Lower a qualifying `for` with a cp.async pipeline; False (nothing emitted) otherwise."""
     plan = make_plan(lw, op)
     if plan is None:
-        return multi_dot.lower_for(lw, op)
+        return False
     lw.smem_bytes = max(lw.smem_bytes, plan.stages * plan.stage_bytes)
 
     def emit_dot(bop, read_base):
