@@ -267,3 +267,11 @@ def test_our_file_reads_back_like_protons(interpreted, gen, tmp_path, capsys):
     assert bench.inc["tflop32/s (inc)"] == pytest.approx((1000.0 + 512.0) / (kernel_ns * 1e-9) / 1e12)
     viewer.print_tree(tree, metrics)
     assert "wall time of blocktune's CPU interpreter" in capsys.readouterr().out
+
+
+def test_cublaslt_without_a_gpu_is_a_clear_error():
+    from compiler._C.libtriton import nvidia
+    from compiler.runtime.driver import NoGPUError
+
+    with pytest.raises(NoGPUError, match="workspace must be a CUDA tensor"):
+        nvidia.cublas.CublasLt(torch.empty(1024, dtype=torch.uint8))
