@@ -275,3 +275,18 @@ def test_cublaslt_without_a_gpu_is_a_clear_error():
 
     with pytest.raises(NoGPUError, match="workspace must be a CUDA tensor"):
         nvidia.cublas.CublasLt(torch.empty(1024, dtype=torch.uint8))
+
+
+def test_an_autotuned_kernel_reports_its_config_through_launch_metadata(interpreted, gen, tmp_path):
+    x, y, out = _inputs(gen, 1000)
+    K.axpy_autotuned[lambda meta: (triton_cdiv(1000, meta["BLOCK"]),)](x, y, out, 3.0, 1000)  # tunes
+    block = K.axpy_autotuned.best_config.kwargs["BLOCK"]
+    out.fill_(float("nan"))
+    proton.start(str(tmp_path / "tuned"), hook="triton")
+    K.axpy_autotuned[lambda meta: (triton_cdiv(1000, meta["BLOCK"]),)](x, y, out, 3.0, 1000)
+    proton.finalize()
+    torch.testing.assert_close(out, 3.0 * x + y)
+    root = _load(tmp_path / "tuned.hatchet")[0]
+    grid = -(-1000 // block)
+    op = _child(root, f"axpy_autotuned [n=1000, BLOCK={block}, grid=({grid},)]")
+    assert _child(op, "axpy_autotuned")["metrics"]["count"] == 1

@@ -104,9 +104,9 @@ class CublasLt:
         _check(self._lib.cublasLtMatmulPreferenceCreate(ctypes.byref(self._preference)),
                "cublasLtMatmulPreferenceCreate")
         size = ctypes.c_size_t(self._workspace_size)
-        _check(self._lib.cublasLtMatmulPreferenceSetAttribute(self._preference, PREF_MAX_WORKSPACE_BYTES,
-                                                              ctypes.byref(size), ctypes.c_size_t(ctypes.sizeof(size))),
-               "cublasLtMatmulPreferenceSetAttribute")
+        _check(self._lib.cublasLtMatmulPreferenceSetAttribute(
+            self._preference, PREF_MAX_WORKSPACE_BYTES, ctypes.byref(size), ctypes.c_size_t(ctypes.sizeof(size))),
+            "cublasLtMatmulPreferenceSetAttribute")
 
     def __del__(self):
         lib = getattr(self, "_lib", None)
@@ -120,17 +120,18 @@ class CublasLt:
     # -- the public calls ---------------------------------------------------------------------------
     def matmul(self, A, B, C) -> None:
         """C = A @ B.T (A: M×K, B: N×K, C: M×N, all one dtype)."""
-        dtype = self._check_operands("matmul", A, B, C)
+        dtype = self._check_operands("matmul", A, B, [("C", C)])
         self._gemm(B.shape[0], A.shape[0], A.shape[1], B, A, None, C, dtype, 1.0, 0.0)
 
     def gemm(self, A, B, C, D, alpha: float, beta: float) -> None:
         """D = alpha · A @ B.T + beta · C (C and D: M×N)."""
-        dtype = self._check_operands("gemm", A, B, D, C)
+        dtype = self._check_operands("gemm", A, B, [("C", C), ("D", D)])
         self._gemm(B.shape[0], A.shape[0], A.shape[1], B, A, C, D, dtype, float(alpha), float(beta))
 
     # -- internals ----------------------------------------------------------------------------------
-    def _check_operands(self, call: str, A, B, out, C=None) -> int:
-        tensors = [("A", A), ("B", B), ("C", out)] + ([("D", C)] if C is not None else [])
+    def _check_operands(self, call: str, A, B, outputs: list) -> int:
+        """Triton's checks (checkMatmulConstraints), and row-major contiguity (the layouts assume it)."""
+        tensors = [("A", A), ("B", B)] + outputs
         for name, t in tensors:
             _require_cuda(name, t)
         names = {_dtype_name(t) for _, t in tensors}
