@@ -5,25 +5,19 @@ Fresh random inputs each run (seed printed), outputs poisoned with NaN before th
 """
 from __future__ import annotations
 
-import secrets
-
 import pytest
 
 torch = pytest.importorskip("torch")
 
 from compiler._C.libtriton import nvidia  # noqa: E402
 
+from tests.compiler.kernels.util import gen  # noqa: E402,F401 - the fixture
+
 pytestmark = pytest.mark.gpu
 DEV = "cuda"
 # (rtol, atol) of the output against float64: one rounding to the output type, fp32 accumulation
 TOL = {torch.float16: (4e-3, 2e-2), torch.bfloat16: (1e-2, 0.1), torch.float32: (5e-3, 5e-2)}
 
-
-@pytest.fixture
-def gen():
-    seed = secrets.randbits(31)
-    print(f"seed={seed}")
-    return torch.Generator().manual_seed(seed)
 
 
 @pytest.fixture(scope="module")

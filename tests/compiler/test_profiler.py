@@ -4,8 +4,6 @@ format (its TreeData::dumpHatchet) by hand."""
 from __future__ import annotations
 
 import json
-import secrets
-
 import pytest
 import torch
 
@@ -14,6 +12,7 @@ from compiler import knobs
 from compiler.profiler import session, viewer
 from compiler.runtime.launch_hooks import LazyDict
 from tests.compiler.kernels import profiled as K
+from tests.compiler.kernels.util import gen  # noqa: F401 - the fixture
 
 
 @pytest.fixture
@@ -23,12 +22,6 @@ def interpreted(monkeypatch):
     yield
     proton.finalize()           # a failed test leaves no session (nor launch hook) behind
 
-
-@pytest.fixture
-def gen():
-    seed = secrets.randbits(31)
-    print(f"seed={seed}")
-    return torch.Generator().manual_seed(seed)
 
 
 def _inputs(gen, n):

@@ -6,8 +6,6 @@ Fresh random inputs each run (seed printed), outputs poisoned with NaN before th
 from __future__ import annotations
 
 import json
-import secrets
-
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -17,15 +15,11 @@ import compiler.profiler as proton  # noqa: E402
 from compiler.profiler import viewer  # noqa: E402
 from tests.compiler.kernels import profiled as K  # noqa: E402
 
+from tests.compiler.kernels.util import gen  # noqa: E402,F401 - the fixture
+
 pytestmark = pytest.mark.gpu
 DEV = "cuda"
 
-
-@pytest.fixture
-def gen():
-    seed = secrets.randbits(31)
-    print(f"seed={seed}")
-    return torch.Generator().manual_seed(seed)
 
 
 @pytest.fixture(autouse=True)
