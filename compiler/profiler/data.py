@@ -9,6 +9,7 @@ viewer sums those up the tree). A kernel node has `time (ns)`, `count`, `device_
 from __future__ import annotations
 
 import json
+import numbers
 import os
 
 ROOT_NAME = "ROOT"
@@ -34,7 +35,11 @@ class Node:
 
     def add_metrics(self, metrics: dict) -> None:
         for k, v in metrics.items():
-            if not isinstance(v, (int, float)) or isinstance(v, bool):
+            if isinstance(v, numbers.Integral) and not isinstance(v, bool):
+                v = int(v)                   # numpy and torch scalars too (the file is JSON)
+            elif isinstance(v, numbers.Real):
+                v = float(v)
+            else:
                 raise TypeError(f"metric {k!r} must be an int or a float, got {type(v).__name__}")
             self.metrics[k] = self.metrics.get(k, 0) + v
 

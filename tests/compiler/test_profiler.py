@@ -283,3 +283,16 @@ def test_an_autotuned_kernel_reports_its_config_through_launch_metadata(interpre
     grid = -(-1000 // block)
     op = _child(root, f"axpy_autotuned [n=1000, BLOCK={block}, grid=({grid},)]")
     assert _child(op, "axpy_autotuned")["metrics"]["count"] == 1
+
+
+def test_metrics_take_numpy_scalars_and_refuse_other_values(interpreted, tmp_path):
+    import numpy as np
+
+    proton.start(str(tmp_path / "np"))
+    with proton.scope("np", {"bytes": np.int64(3), "flops16": np.float32(1.5)}):
+        pass
+    with pytest.raises(TypeError, match="metric 'bytes' must be an int or a float, got str"):
+        with proton.scope("bad", {"bytes": "3"}):
+            pass
+    proton.finalize()
+    assert _child(_load(tmp_path / "np.hatchet")[0], "np")["metrics"] == {"bytes": 3, "flops16": 1.5}
