@@ -296,3 +296,15 @@ def test_metrics_take_numpy_scalars_and_refuse_other_values(interpreted, tmp_pat
             pass
     proton.finalize()
     assert _child(_load(tmp_path / "np.hatchet")[0], "np")["metrics"] == {"bytes": 3, "flops16": 1.5}
+
+
+def test_viewer_command_line(tmp_path, capsys):
+    path = _proton_file(tmp_path / "cli.hatchet")
+    viewer.main(["-l", str(path)])
+    listed = capsys.readouterr().out
+    assert "- time (ns)" in listed and "- flops16" in listed
+    viewer.main(["-m", "time/us,count", "-d", "1", str(path)])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "2250.000 5 ROOT"
+    assert "matmul_kernel [M=1024, N=1024, K=512]" in lines[1] and "2000.000 4" in lines[1]
+    assert not any(line.endswith(" matmul_kernel") for line in lines)      # depth 1
