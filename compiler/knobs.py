@@ -130,6 +130,12 @@ class runtime_knobs(_Group):
     ptxas_aot = _Knob("BLOCKTUNE_PTXAS_AOT", parse=flag,
                       doc="assemble PTX to a cubin with ptxas before loading, and keep it in the disk cache")
 
+    def __init__(self):
+        # Triton's launch hooks: each is called with the launch's LazyDict (runtime/launch_hooks.py)
+        # around every kernel launch while it has a listener (the profiler's hook="triton" adds one).
+        self.launch_enter_hook = HookChain()
+        self.launch_exit_hook = HookChain(reversed=True)
+
 
 class tools_knobs(_Group):
     ptxas = _Knob("BLOCKTUNE_PTXAS", parse=lambda t: t or None, doc="path of ptxas (else PATH, CUDA_HOME, the wheels)")
@@ -137,10 +143,12 @@ class tools_knobs(_Group):
 
 
 class HookChain:
-    """Listeners of one event, called in the order they were added."""
+    """Listeners of one event, called in the order they were added (`reversed`: last added first,
+    as Triton calls its launch-exit hooks so that nested tools unwind in order)."""
 
-    def __init__(self):
+    def __init__(self, reversed: bool = False):  # noqa: A002 - Triton's argument name
         self.calls: list[Callable] = []
+        self.reversed = reversed
 
     def add(self, fn: Callable) -> Callable:
         if fn not in self.calls:
@@ -154,9 +162,9 @@ class HookChain:
     def __bool__(self) -> bool:
         return bool(self.calls)
 
-    def __call__(self, **event) -> None:
-        for fn in list(self.calls):
-            fn(**event)
+    def __call__(self, *args, **event) -> None:
+        for fn in (list(reversed(self.calls)) if self.reversed else list(self.calls)):
+            fn(*args, **event)
 
     def first(self, **event):
         """The first listener's answer that is not None (later listeners are not asked)."""

@@ -37,7 +37,7 @@ from ..language import dtypes as T
 from ..language.core import constexpr
 from ..language.library import LibraryFunction
 from ..version import __version__
-from . import build, cache, descriptors, driver, native
+from . import build, cache, descriptors, driver, launch_hooks, native
 from .tensor_wrapper import TensorWrapper, reinterpret  # noqa: F401  (triton.runtime.jit's names)
 from ..language.dtypes import type_canonicalisation_dict  # noqa: F401  (as triton.runtime.jit's)
 
@@ -406,6 +406,7 @@ class JITFunction:
         self._setup(fn, fn.__name__, src, fn_ast, filename, first_lineno, shift, glob, defaults,
                     getattr(fn, "__annotations__", {}), do_not_specialize, noinline, debug, autotune_key,
                     do_not_specialize_on_alignment)
+        self.launch_metadata = launch_metadata
         self.__doc__ = fn.__doc__
         self.__module__ = fn.__module__
         self.__qualname__ = fn.__qualname__
@@ -419,6 +420,7 @@ class JITFunction:
                     options.get("do_not_specialize", ()), options.get("noinline", False),
                     options.get("debug"), options.get("autotune_key"),
                     options.get("do_not_specialize_on_alignment", ()))
+        self.launch_metadata = options.get("launch_metadata")
         self.__doc__ = ast.get_docstring(fn_ast)
         self.__module__ = "<submitted>"
         self.__qualname__ = name
@@ -509,6 +511,8 @@ class JITFunction:
 
     # -- launching ------------------------------------------------------------------------------
     def __getitem__(self, grid):
+        if launch_hooks.active():
+            return functools.partial(self._run_hooked, grid)
         last = self._last_bound
         if last is not None and last[0] is grid:   # `kernel[grid](...)` in a loop: same grid object
             return last[1]
@@ -524,6 +528,8 @@ class JITFunction:
 
     def run(self, *args, grid, warmup: bool = False, **kwargs):
         """Triton's `fn.run(*args, grid=..., warmup=..., **kwargs)`."""
+        if not warmup and launch_hooks.active():
+            return self._run_hooked(grid, *args, **kwargs)
         runner = self._runner or self._build_runner()
         return runner(grid, *args, warmup=warmup, **kwargs)
 
@@ -647,6 +653,26 @@ class JITFunction:
         from .. import interpreter  # noqa: PLC0415 - import time: the interpreter loads at the first CPU launch
         interpreter.run(ir_fn, g, args)
         return ir_fn
+
+    def _run_hooked(self, grid, *args, **kwargs):
+        """A launch with Triton's launch hooks around it (launch_hooks.py): the grid is resolved
+        here, once, and handed to the runner as a tuple."""
+        runner = self._runner or self._build_runner()
+        if kwargs.get("warmup"):
+            return runner(grid, *args, **kwargs)
+        num_warps, num_stages = kwargs.get("num_warps", 4), kwargs.get("num_stages", 3)
+        named = launch_hooks.bind_arguments(self.arg_names, self.defaults, args, kwargs)
+        grid = launch_hooks.resolve_grid(grid, named, num_warps, num_stages)
+        stream = kwargs.get("stream")
+        if stream is None and not interpret_mode():
+            _refresh_torch()
+            stream = _NS["_get_stream"](_NS["_get_device"]())
+        if self.autotune_key:
+            do_launch = functools.partial(self._run_with_listeners, grid, *args, **kwargs)
+        else:
+            do_launch = functools.partial(runner, grid, *args, **kwargs)
+        return launch_hooks.launch(self.__name__, self.launch_metadata, grid, stream, named, num_warps, num_stages,
+                                   do_launch)
 
     # -- @jit(autotune_key=[...]): the meta-parameters a before_tuning listener gives this key ------
     def _run_with_listeners(self, grid, *args, **kwargs):
@@ -938,7 +964,8 @@ def jit(fn=None, *, do_not_specialize: Iterable = (), noinline: bool = False, de
     """Decorator: `@jit` or `@jit(do_not_specialize=[...], noinline=..., autotune_key=[...])`."""
     def wrap(f):
         return JITFunction(f, do_not_specialize=do_not_specialize, noinline=noinline, debug=debug,
-                           autotune_key=autotune_key, do_not_specialize_on_alignment=do_not_specialize_on_alignment)
+                           autotune_key=autotune_key, do_not_specialize_on_alignment=do_not_specialize_on_alignment,
+                           launch_metadata=launch_metadata)
     if fn is not None:
         return wrap(fn)
     return wrap

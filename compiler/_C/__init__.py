@@ -1,0 +1,1 @@
+"""`triton._C`: the parts of Triton's native module that tutorials and users call directly."""
