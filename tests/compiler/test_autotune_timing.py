@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from compiler import knobs
 from compiler.runtime import autotune as autotune_mod
 from compiler.runtime import timing
 from compiler.runtime.autotune import Autotuner, Config
@@ -214,3 +215,9 @@ def test_the_default_benchmarker_gets_tritons_warmup_and_rep(monkeypatch):
     monkeypatch.setattr(timing, "do_bench", fake)
     tuner_over(FakeKernel(), (16, 32)).run("x", 1, grid=(1,))
     assert seen[:2] == [(25, 100, (0.5, 0.2, 0.8))] * 2
+
+
+def test_a_confirm_count_that_is_no_number_is_refused_by_name(monkeypatch):
+    monkeypatch.setenv("BLOCKTUNE_AUTOTUNE_CONFIRM", "some")
+    with pytest.raises(ValueError, match="BLOCKTUNE_AUTOTUNE_CONFIRM='some'"):
+        _ = knobs.autotuning.confirm
