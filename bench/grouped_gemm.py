@@ -70,7 +70,7 @@ def run_case(n, per_config):
         times[name] = bench(launch)
         picked[name] = config_label(mod.grouped_matmul_autotuned.best_config)
         tuned[name] = {config_label(c): round((t[0] if isinstance(t, (list, tuple)) else t) * 1e3, 2)
-                       for c, t in (mod.grouped_matmul_autotuned.configs_timings or {}).items()}
+                       for c, t in (getattr(mod.grouped_matmul_autotuned, "configs_timings", None) or {}).items()}
     row = result_row("grouped_gemm", f"{GROUP}x{n}^3", 2 * n ** 3 * GROUP / 1e12, "tflops", times, t_torch)
     row["configs"] = picked
     print(f"  configs in use: {picked}", flush=True)
