@@ -449,8 +449,9 @@ def _rank(timing) -> tuple:
 
 
 # A config whose first median is within this fraction of the best is a contender worth a second
-# look: timing drift between configs (clocks after a heavy kernel, a busy host) was seen to move a
-# ~40 us GEMM's median by ~10%, more than the gap between its best tiles.
+# look: with Triton's protocol, bench/matmul.py saw the autotuner keep a tile ~10% slower than
+# another it had timed (fp16 4096x4096x512, a ~40 us GEMM, tuned right after a heavy GEMM load):
+# drift between configs (clocks, a busy host) can exceed the gap between the best tiles.
 _CONFIRM_WITHIN = 0.25
 
 

@@ -1,8 +1,8 @@
 """The autotuner's pick is (near) the fastest config when timed with care (`pytest -m gpu`).
 
 The case bench/matmul.py caught: fp16 4096×4096×512 (a ~40 µs GEMM) tuned right after a heavy
-GEMM load, where the first config in the list (128×256×64, the fastest) was timed while the clocks
-were still low and lost to a ~10% slower tile. After tuning, every config is timed again with more
+GEMM load, where the first config in the list (128×256×64, the fastest) lost to a ~10% slower tile
+(most likely timed while the clocks had not recovered: the timing protocol is Triton's). After tuning, every config is timed again with more
 repetitions, twice in alternating order, and the pick must be within 5% of the best of them.
 """
 from __future__ import annotations
