@@ -58,7 +58,7 @@ def run_case(n, per_config):
     refs = [a @ b for a, b in zip(As, Bs)]
     t_torch = bench(lambda: [torch.matmul(a, b) for a, b in zip(As, Bs)])
     mods = (("blocktune", bt), ("triton", tri))
-    times, picked = {}, {}
+    times, picked, tuned = {}, {}, {}
     for name, mod in mods:
         if mod is None:
             times[name] = None
@@ -69,9 +69,14 @@ def run_case(n, per_config):
         checked(name, n, Cs, refs)
         times[name] = bench(launch)
         picked[name] = config_label(mod.grouped_matmul_autotuned.best_config)
+        tuned[name] = {config_label(c): round((t[0] if isinstance(t, (list, tuple)) else t) * 1e3, 2)
+                       for c, t in (getattr(mod.grouped_matmul_autotuned, "configs_timings", None) or {}).items()}
     row = result_row("grouped_gemm", f"{GROUP}x{n}^3", 2 * n ** 3 * GROUP / 1e12, "tflops", times, t_torch)
     row["configs"] = picked
     print(f"  configs in use: {picked}", flush=True)
+    if not ROWS:   # the tuning happened at this (first) size: how each autotuner timed every config
+        row["tuner_timings_us"] = tuned
+        print(f"  each autotuner's timings (median µs): {tuned}", flush=True)
     ROWS.append(row)
     if not per_config:
         return

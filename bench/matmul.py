@@ -156,6 +156,18 @@ def same_key(cfg) -> tuple:
     return (tuple(sorted(cfg.kwargs.items())), cfg.num_warps, cfg.num_stages)
 
 
+def tuner_timings(*cfgs) -> dict:
+    """framework -> {config: median µs} for `cfgs`, as that framework's autotuner timed them in its
+    last tuning (blocktune: the better of two passes for a config it timed twice)."""
+    keys = {same_key(c) for c in cfgs}
+    out = {}
+    for name, sub in SUBJECTS.items():
+        timings = getattr(sub.kernel, "configs_timings", None) or {}
+        out[name] = {fmt_cfg(c): round((t[0] if isinstance(t, (list, tuple)) else t) * 1e3, 2)
+                     for c, t in timings.items() if same_key(c) in keys}
+    return out
+
+
 def run_shape(dt, m, n, k):
     a, b = make_inputs(dt, m, n, k)
     ref = a.double() @ b.double()
@@ -200,6 +212,8 @@ def run_shape(dt, m, n, k):
                 raise AssertionError(f"{name} at {fmt_cfg(tri_cfg)} {dt} {m}x{n}x{k}: relative error {rel_err(c, ref):.3e}")
             same[name] = r[f"{name}_at_triton_config_ms"] = bench(go)
         r["vs_triton_same_config"] = same["triton"] / same["blocktune"]
+        r["tuner_timings_us"] = tuner_timings(bt_cfg, tri_cfg)
+        print(f"  the picks as each autotuner timed them (median µs): {r['tuner_timings_us']}", flush=True)
     ROWS.append(r)
     print(f"{dt} {m}x{n}x{k}: blocktune {bt_t:6.1f} TFLOP/s [{r['blocktune_config']}, tuned in {r['blocktune_tune_s']:.1f}s]  "
           f"triton {tri_t or 0:6.1f} [{r.get('triton_config', '-')}]  cuBLAS {r['cublas_tflops']:6.1f}  "

@@ -175,9 +175,22 @@ class HookChain:
         return None
 
 
+def _count(name: str, text: str | None, default: int) -> int:
+    if text is None or not text.strip():
+        return default
+    try:
+        return max(0, int(text))
+    except ValueError:
+        raise ValueError(f"{name}={text!r}: expected a whole number (0 turns it off)") from None
+
+
 class autotuning_knobs(_Group):
     print = _Knob("BLOCKTUNE_PRINT_AUTOTUNING", "TRITON_PRINT_AUTOTUNING", parse=any_flag,
-                  doc="print each tuning's winner and how long it took")
+                  doc="print each config as it is timed, its timings, and each tuning's winner")
+    confirm = _Knob("BLOCKTUNE_AUTOTUNE_CONFIRM", parse=lambda t: _count("BLOCKTUNE_AUTOTUNE_CONFIRM", t, 5), text=str,
+                    doc="after the timing pass, time again (in reverse order) up to this many of the fastest "
+                        "configs that came within 25% of the best, and keep each one's better pass; 0: "
+                        "Triton's single pass. Only with the default benchmarker (not a user's do_bench)")
 
     def __init__(self):
         # before_tuning(fn, key, configs, autotuner) -> Config | None: a config for this key without

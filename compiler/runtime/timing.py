@@ -65,6 +65,9 @@ class _DriverTimer:
         driver.ensure_context()
         self.cu = driver._driver()
         self.check = driver._check
+        self.buf = None
+
+    def allocate_flush_buffer(self):
         self.buf = self.check(self.cu.cuMemAlloc(_CACHE_BYTES), "cuMemAlloc")
 
     def event(self):
@@ -83,6 +86,8 @@ class _DriverTimer:
         self.check(self.cu.cuCtxSynchronize(), "cuCtxSynchronize")
 
     def close(self):
+        if self.buf is None:
+            return
         try:
             self.cu.cuMemFree(self.buf)
         except Exception:
@@ -94,7 +99,10 @@ class _TorchTimer:
 
     def __init__(self, torch):
         self.torch = torch
-        self.buf = torch.empty(_CACHE_BYTES // 4, dtype=torch.int, device="cuda")
+        self.buf = None
+
+    def allocate_flush_buffer(self):
+        self.buf = self.torch.empty(_CACHE_BYTES // 4, dtype=self.torch.int, device="cuda")
 
     def event(self):
         return self.torch.cuda.Event(enable_timing=True)
@@ -115,15 +123,23 @@ class _TorchTimer:
         pass
 
 
+def _timer():
+    """The clock do_bench uses: torch's events and stream when torch has CUDA, else the driver's."""
+    torch = _torch()
+    return _TorchTimer(torch) if torch is not None else _DriverTimer()
+
+
 def do_bench(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean"):
-    """Milliseconds per call of `fn` (see the module doc). Triton's semantics and defaults."""
+    """Milliseconds per call of `fn` (see the module doc). Triton's semantics and defaults, step for
+    step: the first call (which may compile and load the kernel) is waited for before the flush
+    buffer exists; the estimate times 5 flushed calls; the warm-up calls are not flushed."""
     if return_mode not in _MODES:
         raise ValueError(f"return_mode must be one of {_MODES}")
-    torch = _torch()
-    t = _TorchTimer(torch) if torch is not None else _DriverTimer()
+    t = _timer()
     try:
         fn()
         t.sync()
+        t.allocate_flush_buffer()
         a, b = t.event(), t.event()
         t.record(a)
         for _ in range(5):
