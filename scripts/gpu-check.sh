@@ -6,7 +6,7 @@
 # (and `pytest-xdist execnet`, which spread the gpu tests over the host's cores)
 # put those wheels in .whl/ (carry it) and this script installs them first:
 #   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-# Usage: scripts/gpu-check.sh [tests|kernels|launch|matmul|tuning|dropout|layernorm_bwd|grouped_gemm|attention|all]...   (default: all)
+# Usage: scripts/gpu-check.sh [tests|kernels|launch|matmul|tuning|dropout|layernorm_bwd|grouped_gemm|attention|all|fleet]...   (default: all)
 #        BENCH_ARGS_<name>="..." passes arguments to one benchmark (e.g. BENCH_ARGS_attention=--quick); BENCH_TIMEOUT=S bounds each
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -34,10 +34,16 @@ for b in kernels launch matmul tuning dropout layernorm_bwd grouped_gemm attenti
     (cd bench && timeout "${BENCH_TIMEOUT:-900}" python3 "$b.py" ${!args:-} 2>&1) | tee "$OUT/bench-$b.log" | tail -30
   fi
 done
+# the fleet (issue 10): needs two GPUs and a PostgreSQL server (carry .pgbundle from
+# scripts/postgres-bundle.sh where the host has none); not part of `all`
+if [[ " ${what[*]} " == *" fleet "* ]]; then
+  command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || bash scripts/postgres-bundle.sh --install
+  timeout "${BENCH_TIMEOUT:-900}" python3 bench/fleet.py ${BENCH_ARGS_fleet:-} 2>&1 | tee "$OUT/bench-fleet.log" | tail -60
+fi
 echo
 echo "=== summary ==="
 for s in "${summary[@]}"; do echo "$s"; done
-for b in kernels launch matmul tuning dropout layernorm_bwd grouped_gemm attention; do
+for b in kernels launch matmul tuning dropout layernorm_bwd grouped_gemm attention fleet; do
   [ -f "$OUT/bench-$b.log" ] && { echo "--- $b"; grep -E '^\||geomean|µs|ms ' "$OUT/bench-$b.log" | tail -20; }
 done
 exit 0
