@@ -129,6 +129,12 @@ def test_attention_forward_ptx(head_dim, block_m, block_n, num_warps, causal, ho
     assert len(re.findall(r"ld\.global\.v4\.b32", ptx)) == (block_m * head_dim * 2 // 16) // (32 * num_warps)
     # P feeds the second wgmma from registers: four b32 registers as A, no descriptor
     assert re.search(r"wgmma\.mma_async[^;]*\}, \{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+", ptx)
+    # Q·Kᵀ starts from zero with scale-d the immediate 0, as Triton's (no zeros moved into 32-64
+    # accumulator registers per key block; with them ptxas waited for the first wgmma of the group)
+    assert re.search(r"wgmma\.mma_async[^;]*\}, %rd\d+, %rd\d+, 0, 1, 1", ptx)
+    assert "C7517" not in rep["text"], rep["text"]  # "wgmma.wait_group is injected … by compiler"
+    # the softmax's exp2 is one MUFU.EX2 each (ftz, as Triton's)
+    assert "ex2.approx.ftz.f32" in ptx and "ex2.approx.f32" not in ptx
 
 
 @pytest.mark.parametrize("head_dim", [64, 128])
