@@ -135,6 +135,19 @@ def wait_pass_through(lw, regs, pending: int):
     return [b.extract_value(r, i) for i in range(len(regs))]
 
 
+def held_in_registers(lw, regs):
+    """`regs` through an empty inline asm: values LLVM cannot rematerialize. An async wgmma
+    accumulator's loop-entry values (attention's zeros) then stay in the registers the loop uses,
+    set before it; as constants LLVM re-creates them on the zero-trip edge into the exit, where the
+    movs sit between the loop's last wgmma and its wait in the code, and ptxas then serializes every
+    wgmma of the function (C7515)."""
+    b = lw.b
+    cons = ",".join(["=f"] * len(regs) + [str(i) for i in range(len(regs))])
+    fty = ll.FunctionType(ll.LiteralStructType([F32] * len(regs)), [F32] * len(regs))
+    r = b.call(ll.InlineAsm(fty, "", cons, side_effect=True), list(regs))
+    return [b.extract_value(r, i) for i in range(len(regs))]
+
+
 def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int = 0, a_regs=None, also_wait=()):
     """wgmma over operand tiles in shared memory; sets the dot's result in acc_layout. `pending`:
     how many wgmma groups may still run when this returns (1: the result is only fed back into the
