@@ -128,10 +128,15 @@ def a_from_registers(op, a_lay, options) -> bool:
 def wait_pass_through(lw, regs, pending: int):
     """wgmma.wait_group(pending) with the accumulators routed through it (so that nothing reads
     them before the wait)."""
+    return _routed_through(lw, regs, f"wgmma.wait_group.sync.aligned {pending};")
+
+
+def _routed_through(lw, regs, text: str):
+    """fp32 registers passed through the inline asm `text`, tied in and out: the values after it."""
     b = lw.b
     cons = ",".join(["=f"] * len(regs) + [str(i) for i in range(len(regs))])
     fty = ll.FunctionType(ll.LiteralStructType([F32] * len(regs)), [F32] * len(regs))
-    r = b.call(ll.InlineAsm(fty, f"wgmma.wait_group.sync.aligned {pending};", cons, side_effect=True), list(regs))
+    r = b.call(ll.InlineAsm(fty, text, cons, side_effect=True), list(regs))
     return [b.extract_value(r, i) for i in range(len(regs))]
 
 
@@ -141,11 +146,7 @@ def held_in_registers(lw, regs):
     set before it; as constants LLVM re-creates them on the zero-trip edge into the exit, where the
     movs sit between the loop's last wgmma and its wait in the code, and ptxas then serializes every
     wgmma of the function (C7515)."""
-    b = lw.b
-    cons = ",".join(["=f"] * len(regs) + [str(i) for i in range(len(regs))])
-    fty = ll.FunctionType(ll.LiteralStructType([F32] * len(regs)), [F32] * len(regs))
-    r = b.call(ll.InlineAsm(fty, "", cons, side_effect=True), list(regs))
-    return [b.extract_value(r, i) for i in range(len(regs))]
+    return _routed_through(lw, regs, "")
 
 
 def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int = 0, a_regs=None, also_wait=()):
