@@ -356,7 +356,9 @@ def math_f32(lw, name, x, fast):
     if name == "exp":
         return _exp2_f32(lw, b.fmul(x, c(LOG2E)))
     if name == "exp2":
-        return _exp2_f32(lw, x)
+        # Triton's exp2 (libdevice's exp2f under ftz) flushes denormal results: one MUFU.EX2, where
+        # the denormal-keeping ex2 costs a compare and two multiplies more (softmax's inner loop)
+        return _approx(lw, "llvm.nvvm.ex2.approx.ftz.f", x)
     if name == "log":
         return b.fmul(_approx(lw, "llvm.nvvm.lg2.approx.f", x), c(LN2))
     if name == "log2":

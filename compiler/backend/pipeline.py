@@ -339,6 +339,8 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot) -> None:
     b = lw.b
     lays = [lw.slot_layout(a) for a in body.args[1:]]
     init_regs = [lw.get_as(v, l) for v, l in zip(inits, lays)]
+    if plan.async_dot:
+        init_regs[plan.acc_index] = wgmma.held_in_registers(lw, init_regs[plan.acc_index])
     signed = is_signed(op.operands[0].dtype)
 
     def as_binding(i, regs):

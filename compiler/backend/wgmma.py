@@ -39,17 +39,36 @@ def descriptor_const(tile) -> int:
     return (SWIZZLE_MODE[swz] << 62) | (sbo << 32) | ((lbo & 0x3FFF) << 16)
 
 
-def _wgmma_asm(n_out: int, shape_n: int, ty: str, trans_a: int, trans_b: int):
+def _scale_d(index: int, from_zero: bool) -> tuple[str, str]:
+    """The scale-d operand and the text that sets it: the immediate 0 for a dot that starts from
+    zero (the accumulator registers are then outputs only: no zeros moved into them, and ptxas
+    needs no wait to keep them), else a predicate from operand $index."""
+    if from_zero:
+        return "", "0"
+    return "\n\t.reg .pred p;\n\tsetp.ne.b32 p, $" + str(index) + ", 0;", "p"
+
+
+def _accumulator_constraints(n_out: int, from_zero: bool) -> tuple[list[str], list]:
+    """The accumulators in: tied to the outputs, or nothing when the dot starts from zero."""
+    if from_zero:
+        return [], []
+    return [str(i) for i in range(n_out)], [F32] * n_out
+
+
+def _wgmma_asm(n_out: int, shape_n: int, ty: str, trans_a: int, trans_b: int, from_zero: bool = False):
     outs = ", ".join(f"${i}" for i in range(n_out))
     if is_fp8_kind(ty):  # k32, K-major operands only: no transpose immediates
         shape, types, tail = f"m64n{shape_n}k32", ty, ""
     else:
         shape, types, tail = f"m64n{shape_n}k16", f"{ty}.{ty}", f", {trans_a}, {trans_b}"
-    text = ("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $" + str(n_out + 2) + ", 0;\n\t"
+    setp, scale_d = _scale_d(n_out + 2, from_zero)
+    text = ("{" + setp + "\n\t"
             f"wgmma.mma_async.sync.aligned.{shape}.f32.{types} "
-            f"{{{outs}}}, ${n_out}, ${n_out + 1}, p, 1, 1{tail};\n\t}}")
-    cons = ",".join(["=f"] * n_out + ["l", "l", "r"] + [str(i) for i in range(n_out)])
-    fty = ll.FunctionType(ll.LiteralStructType([F32] * n_out), [I64, I64, I32] + [F32] * n_out)
+            f"{{{outs}}}, ${n_out}, ${n_out + 1}, {scale_d}, 1, 1{tail};\n\t}}")
+    tied, acc_types = _accumulator_constraints(n_out, from_zero)
+    cons = ",".join(["=f"] * n_out + ["l", "l"] + ([] if from_zero else ["r"]) + tied)
+    args = [I64, I64] + ([] if from_zero else [I32]) + acc_types
+    fty = ll.FunctionType(ll.LiteralStructType([F32] * n_out), args)
     return ll.InlineAsm(fty, text, cons, side_effect=True)
 
 
@@ -64,17 +83,26 @@ def promotion_interval(op, k: int) -> int | None:
     return min(k, max(32, n // 32 * 32))
 
 
-def _wgmma_asm_reg_a(n_out: int, shape_n: int, ty: str, trans_b: int):
+def _wgmma_asm_reg_a(n_out: int, shape_n: int, ty: str, trans_b: int, from_zero: bool = False):
     """wgmma with A from registers: four b32 registers of packed pairs (the mma.m16n8k16 A fragment
     of each warp's 16 rows), B from a descriptor (no trans-a operand in this form)."""
     outs = ", ".join(f"${i}" for i in range(n_out))
     a = ", ".join(f"${n_out + i}" for i in range(4))
-    text = ("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, $" + str(n_out + 5) + ", 0;\n\t"
+    setp, scale_d = _scale_d(n_out + 5, from_zero)
+    text = ("{" + setp + "\n\t"
             f"wgmma.mma_async.sync.aligned.m64n{shape_n}k16.f32.{ty}.{ty} "
-            f"{{{outs}}}, {{{a}}}, ${n_out + 4}, p, 1, 1, {trans_b};\n\t}}")
-    cons = ",".join(["=f"] * n_out + ["r"] * 4 + ["l", "r"] + [str(i) for i in range(n_out)])
-    fty = ll.FunctionType(ll.LiteralStructType([F32] * n_out), [I32] * 4 + [I64, I32] + [F32] * n_out)
+            f"{{{outs}}}, {{{a}}}, ${n_out + 4}, {scale_d}, 1, 1, {trans_b};\n\t}}")
+    tied, acc_types = _accumulator_constraints(n_out, from_zero)
+    cons = ",".join(["=f"] * n_out + ["r"] * 4 + ["l"] + ([] if from_zero else ["r"]) + tied)
+    args = [I32] * 4 + [I64] + ([] if from_zero else [I32]) + acc_types
+    fty = ll.FunctionType(ll.LiteralStructType([F32] * n_out), args)
     return ll.InlineAsm(fty, text, cons, side_effect=True)
+
+
+def _is_zero(values) -> bool:
+    """Every value the constant +0.0 (a dot without an accumulator, or with tl.zeros)."""
+    return all(isinstance(v, ll.Constant) and v.constant is not None and v.constant == 0.0
+               and str(v.constant) != "-0.0" for v in values)
 
 
 def a_fragment_registers(k: int, rep: int, k0: int) -> list[int]:
@@ -100,11 +128,25 @@ def a_from_registers(op, a_lay, options) -> bool:
 def wait_pass_through(lw, regs, pending: int):
     """wgmma.wait_group(pending) with the accumulators routed through it (so that nothing reads
     them before the wait)."""
+    return _routed_through(lw, regs, f"wgmma.wait_group.sync.aligned {pending};")
+
+
+def _routed_through(lw, regs, text: str):
+    """fp32 registers passed through the inline asm `text`, tied in and out: the values after it."""
     b = lw.b
     cons = ",".join(["=f"] * len(regs) + [str(i) for i in range(len(regs))])
     fty = ll.FunctionType(ll.LiteralStructType([F32] * len(regs)), [F32] * len(regs))
-    r = b.call(ll.InlineAsm(fty, f"wgmma.wait_group.sync.aligned {pending};", cons, side_effect=True), list(regs))
+    r = b.call(ll.InlineAsm(fty, text, cons, side_effect=True), list(regs))
     return [b.extract_value(r, i) for i in range(len(regs))]
+
+
+def held_in_registers(lw, regs):
+    """`regs` through an empty inline asm: values LLVM cannot rematerialize. An async wgmma
+    accumulator's loop-entry values (attention's zeros) then stay in the registers the loop uses,
+    set before it; as constants LLVM re-creates them on the zero-trip edge into the exit, where the
+    movs sit between the loop's last wgmma and its wait in the code, and ptxas then serializes every
+    wgmma of the function (C7515)."""
+    return _routed_through(lw, regs, "")
 
 
 def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int = 0, a_regs=None, also_wait=()):
@@ -167,12 +209,13 @@ def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int = 0, a_regs=None,
     db = descriptor_const(tb)
     trans_b = 1 if tb.cdim == 1 else 0   # B stored N-major
     per = tn // 2
+    kstep = 32 if is_fp8_kind(ty) else 16
     if a_regs is None:
         da = descriptor_const(ta)
         trans_a = 1 if ta.cdim == 0 else 0   # A stored M-major
-        asm = _wgmma_asm(per, tn, ty, trans_a, trans_b)
+        asm = {z: _wgmma_asm(per, tn, ty, trans_a, trans_b, z) for z in (False, True)}
     else:
-        asm = _wgmma_asm_reg_a(per, tn, ty, trans_b)
+        asm = {z: _wgmma_asm_reg_a(per, tn, ty, trans_b, z) for z in (False, True)}
         pair = ll.VectorType(a_regs[0].type, 2)
 
         def packed(r0, r1):
@@ -180,24 +223,28 @@ def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int = 0, a_regs=None,
             return b.bitcast(b.insert_element(v, a_regs[r1], ll.Constant(I32, 1)), I32)
 
     def mma(regs, rep, k0, dB, scale_d):
-        """One wgmma of row block `rep` at k0 into `regs` (scale_d 0: start from zero)."""
+        """One wgmma of row block `rep` at k0 into `regs` (scale_d 0: start from zero; None: the
+        immediate 0 with `regs` not read)."""
+        head = [dB] if scale_d is None else [dB, scale_d]
+        tail = [] if scale_d is None else regs
         if a_regs is None:
             dA = desc(ta, tva, tma, (rep * 64 * wg_m, k0), da, dyn_a)
-            r = b.call(asm, [dA, dB, scale_d] + regs)
+            r = b.call(asm[scale_d is None], [dA] + head + tail)
         else:
             f = a_fragment_registers(k, rep, k0)
-            r = b.call(asm, [packed(f[i], f[i + 1]) for i in range(0, 8, 2)] + [dB, scale_d] + regs)
+            r = b.call(asm[scale_d is None], [packed(f[i], f[i + 1]) for i in range(0, 8, 2)] + head + tail)
         return [b.extract_value(r, i) for i in range(per)]
 
-    kstep = 32 if is_fp8_kind(ty) else 16
     promote = promotion_interval(op, k)
     one = ll.Constant(I32, 1)
     lw.call("llvm.nvvm.wgmma.fence.sync.aligned", ll.VoidType(), [])
     if promote is None:
+        from_zero = _is_zero(acc)
         for k0 in range(0, k, kstep):
             dB = desc(tb, tvb, tmb, (k0, 0), db, dyn_b)
             for rep in range(reps):
-                acc[rep * per:(rep + 1) * per] = mma(acc[rep * per:(rep + 1) * per], rep, k0, dB, one)
+                acc[rep * per:(rep + 1) * per] = mma(acc[rep * per:(rep + 1) * per], rep, k0, dB,
+                                                     None if from_zero and k0 == 0 else one)
         lw.call("llvm.nvvm.wgmma.commit_group.sync.aligned", ll.VoidType(), [])
         waited = wait_pass_through(lw, acc + list(also_wait), pending)
         acc, waited = waited[:len(acc)], waited[len(acc):]
@@ -205,14 +252,13 @@ def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int = 0, a_regs=None,
         # an earlier group may still write acc (or also_wait's registers)
         waited = wait_pass_through(lw, acc + list(also_wait), 0)
         acc, waited = waited[:len(acc)], waited[len(acc):]
-        zero = ll.Constant(I32, 0)
         for c0 in range(0, k, promote):
-            part = [ll.Constant(F32, 0.0)] * len(acc)
+            part = [None] * len(acc)  # not read: each chunk's first wgmma starts from zero
             for k0 in range(c0, c0 + promote, kstep):
                 dB = desc(tb, tvb, tmb, (k0, 0), db, dyn_b)
                 for rep in range(reps):
                     part[rep * per:(rep + 1) * per] = mma(part[rep * per:(rep + 1) * per], rep, k0, dB,
-                                                          zero if k0 == c0 else one)
+                                                          None if k0 == c0 else one)
             lw.call("llvm.nvvm.wgmma.commit_group.sync.aligned", ll.VoidType(), [])
             part = wait_pass_through(lw, part, 0)
             acc = [b.fadd(x, y, flags=CONTRACT) for x, y in zip(acc, part)]

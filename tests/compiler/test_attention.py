@@ -129,21 +129,30 @@ def test_attention_forward_ptx(head_dim, block_m, block_n, num_warps, causal, ho
     assert len(re.findall(r"ld\.global\.v4\.b32", ptx)) == (block_m * head_dim * 2 // 16) // (32 * num_warps)
     # P feeds the second wgmma from registers: four b32 registers as A, no descriptor
     assert re.search(r"wgmma\.mma_async[^;]*\}, \{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+", ptx)
+    # Q·Kᵀ starts from zero with scale-d the immediate 0, as Triton's (no zeros moved into 32-64
+    # accumulator registers per key block; with them ptxas waited for the first wgmma of the group)
+    assert re.search(r"wgmma\.mma_async[^;]*\}, %rd\d+, %rd\d+, 0, 1, 1", ptx)
+    assert "C7517" not in rep["text"], rep["text"]  # "wgmma.wait_group is injected … by compiler"
+    # the softmax's exp2 is one MUFU.EX2 each (ftz, as Triton's)
+    assert "ex2.approx.ftz.f32" in ptx and "ex2.approx.f32" not in ptx
 
 
-@pytest.mark.parametrize("head_dim", [64, 128])
-def test_attention_backward_ptx(head_dim):
+@pytest.mark.parametrize("head_dim,causal", [(64, True), (64, False), (128, True)])
+def test_attention_backward_ptx(head_dim, causal):
     """The backward kernel assembles (it spills at HEAD_DIM 128: dk and dv are two 128×128 fp32
     accumulators, 256 registers a thread at 4 warps)."""
     from tests.compiler.test_ptx import ptxas_report
     sig = dict(Q="*fp16", K="*fp16", V="*fp16", sm_scale="fp32", DO="*fp16", DQ="*fp16", DK="*fp16", DV="*fp16",
                M="*fp32", D="*fp32", stride_z="i32", stride_h="i32", stride_tok="i32", stride_d="i32", H="i32", N_CTX="i32")
-    cx = dict(BLOCK_M1=32, BLOCK_N1=128, BLOCK_M2=128, BLOCK_N2=32, BLK_SLICE_FACTOR=2, HEAD_DIM=head_dim, CAUSAL=True)
+    cx = dict(BLOCK_M1=32, BLOCK_N1=128, BLOCK_M2=128, BLOCK_N2=32, BLK_SLICE_FACTOR=2, HEAD_DIM=head_dim, CAUSAL=causal)
     div = ("Q", "K", "V", "DO", "DQ", "DK", "DV", "M", "D", "stride_z", "stride_h", "stride_tok", "N_CTX")
     ptx = triton.compile(A._attn_bwd, signature=sig, constexprs=cx, num_warps=4, num_stages=5, target="sm_90",
                          divisible_by_16=div, equal_to_1=("stride_d",)).asm["ptx"]
-    ptxas_report(ptx)
+    rep = ptxas_report(ptx)
     assert "wgmma.mma_async" in ptx and "ld.global.v4.b32" in ptx
+    # dk's wgmma stays in flight over the back edge; its zero start values are set before the loop,
+    # not re-made on the zero-trip path into the exit's wait (else ptxas serializes every wgmma)
+    assert "C7515" not in rep["text"], rep["text"]
 
 
 # -- GPU ------------------------------------------------------------------------------------------

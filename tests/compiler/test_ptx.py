@@ -390,6 +390,27 @@ def test_softmax_shape():
     assert ".local" not in ptx
 
 
+
+if HAVE_FRONTEND:
+    @triton.jit
+    def exp_and_exp2_kernel(x_ptr, e_ptr, e2_ptr, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs)
+        tl.store(e_ptr + offs, tl.exp(x))
+        tl.store(e2_ptr + offs, tl.math.exp2(x))
+
+
+def test_exp2_flushes_denormals_as_triton_does():
+    """Triton's fp32 exp2 is libdevice's exp2f under ftz (ex2.approx.ftz.f32, one MUFU.EX2); its exp
+    keeps denormals (ex2.approx.f32). Attention's softmax runs 64+ exp2 per thread per key block:
+    the denormal-keeping form costs a compare and two multiplies more each."""
+    ck = triton.compile(exp_and_exp2_kernel, signature={"x_ptr": "*fp32", "e_ptr": "*fp32", "e2_ptr": "*fp32"},
+                        constexprs={"BLOCK": 128}, num_warps=4, target="sm_90")
+    ptx = ck.asm["ptx"]
+    assert len(re.findall(r"ex2\.approx\.ftz\.f32", ptx)) == 1, ptx
+    assert len(re.findall(r"ex2\.approx\.f32", ptx)) == 1, ptx
+    ptxas.assemble(ptx, "sm_90")
+
 def test_layer_norm_loads_vectorized_in_loops():
     ptx = compile_case("layer_norm_fp16").asm["ptx"]
     # 1024 fp16 over 256 threads: 4 per thread → 8-byte accesses (Triton caps the vector at
