@@ -140,6 +140,8 @@ class runtime_knobs(_Group):
 class tools_knobs(_Group):
     ptxas = _Knob("BLOCKTUNE_PTXAS", parse=lambda t: t or None, doc="path of ptxas (else PATH, CUDA_HOME, the wheels)")
     libdevice = _Knob("BLOCKTUNE_LIBDEVICE", parse=lambda t: t or None, doc="path of libdevice.10.bc")
+    cublaslt = _Knob("BLOCKTUNE_CUBLASLT", parse=lambda t: t or None,
+                     doc="path of libcublasLt.so for compiler._C.libtriton.nvidia.cublas (else torch's, the wheels)")
 
 
 class HookChain:

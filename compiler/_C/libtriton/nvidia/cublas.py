@@ -17,6 +17,7 @@ import glob
 import os
 import sys
 
+from .... import knobs
 from ....runtime.driver import NoGPUError
 
 _STATUS = {0: "CUBLAS_STATUS_SUCCESS", 1: "CUBLAS_STATUS_NOT_INITIALIZED", 3: "CUBLAS_STATUS_ALLOC_FAILED",
@@ -44,9 +45,8 @@ _LIB = None
 
 def _candidates() -> list[str]:
     names = []
-    env = os.environ.get("BLOCKTUNE_CUBLASLT")
-    if env:
-        return [env]
+    if knobs.tools.cublaslt:
+        return [knobs.tools.cublaslt]
     for base in sys.path:
         for pattern in ("nvidia/cublas/lib/libcublasLt.so*", "nvidia/cu1*/lib/libcublasLt.so*",
                         "torch/lib/libcublasLt.so*"):
