@@ -5,6 +5,9 @@ job's lease by heartbeat, and runs the tuner (`tuner.engine.run_job`) on the job
   its lease has expired, and the tuner resumes its Optuna study (finished trials are kept).
 - join: with no job to claim, a worker may join a running job of its GPU model (the study is
   shared; Optuna's `constant_liar` keeps the workers from proposing the same config).
+- warm start: at registration the worker starts its GPU child (imports, CUDA context or interpreter)
+  and its compile pool (tuner/standby.py); each job takes them, so that a job's start pays only for
+  its own inputs and reference. They are stopped with the worker.
 - shutdown (SIGTERM/SIGINT or stop()): the tuner is asked to stop after the current trial, and a job
   this worker holds goes back to the queue.
 - database outages: claiming, heartbeats and the tuner's writes are retried with capped
@@ -105,7 +108,7 @@ class Worker:
     def __init__(self, database_url: str, device: int = 0, *, interpret: bool = False, name: str | None = None,
                  lease_seconds: float = 60.0, heartbeat_seconds: float = 10.0, poll_seconds: float = 2.0,
                  join: bool = True, exit_when_idle: bool = False, alive_seconds: float | None = None,
-                 run_job: Callable[..., None] | None = None):
+                 run_job: Callable[..., None] | None = None, warm: bool = True):
         from db.engine import make_engine
 
         self.database_url = database_url
@@ -122,6 +125,8 @@ class Worker:
         self.join_jobs = join
         self.exit_when_idle = exit_when_idle
         self._run_job = run_job
+        self.warm = warm
+        self.standby = None           # tuner.standby.Standby: the warm GPU child and compile pool
         self.engine = make_engine(database_url)
         self.gpu_model: str | None = None
         self.worker_id: int | None = None
@@ -272,8 +277,9 @@ class Worker:
         log.info("worker %s %s job %d", self.name, "joins" if joined else "claimed", job_id)
         try:
             self._db(self.heartbeat, f"worker {self.name} starting job {job_id}")
+            kw = {"standby": self.standby} if self.standby is not None else {}
             run_job(self.database_url, job_id, device=self.device, interpret=self.interpret, worker_id=self.name,
-                    should_stop=self.should_stop, reclaimed=reclaimed)
+                    should_stop=self.should_stop, reclaimed=reclaimed, **kw)
         except Exception as exc:
             if is_unavailable(exc):
                 log.warning("worker %s stopped job %d while the database is unavailable; it stays running and "
@@ -327,6 +333,10 @@ class Worker:
         self._hb_thread = threading.Thread(target=self._heartbeat_loop, name=f"heartbeat-{self.name}", daemon=True)
         self._hb_thread.start()
         try:
+            if self.warm and self.standby is None:
+                from tuner.standby import Standby
+
+                self.standby = Standby(device=self.device, interpret=self.interpret)
             while not self._stop.is_set():
                 try:
                     nxt = self.next_job()
@@ -340,6 +350,9 @@ class Worker:
                 self.run_one(*nxt)
         finally:
             self._stop.set()
+            if self.standby is not None:
+                self.standby.close()
+                self.standby = None
             try:
                 self._set_state("stopped")
             except Exception as exc:
