@@ -5,7 +5,7 @@ job's lease by heartbeat, and runs the tuner (`tuner.engine.run_job`) on the job
   its lease has expired, and the tuner resumes its Optuna study (finished trials are kept).
 - join: with no job to claim, a worker may join a running job of its GPU model (the study is
   shared; Optuna's `constant_liar` keeps the workers from proposing the same config).
-- warm start: at registration the worker starts its GPU child (imports, CUDA context or interpreter)
+- warm start: before it registers, the worker starts its GPU child (imports, CUDA context or interpreter)
   and its compile pool (tuner/standby.py); each job takes them, so that a job's start pays only for
   its own inputs and reference. They are stopped with the worker.
 - shutdown (SIGTERM/SIGINT or stop()): the tuner is asked to stop after the current trial, and a job
@@ -318,25 +318,39 @@ class Worker:
                         "again when its lease expires", job_id)
             return False
 
+    def _start_standby(self) -> None:
+        """The warm GPU child and compile pool (tuner/standby.py), started before the worker registers:
+        a registered worker runs its first job as warm as its next ones."""
+        from tuner.standby import Standby
+
+        self.standby = Standby(device=self.device, interpret=self.interpret)
+        waited = self.standby.wait_warm(give_up=self._stop.is_set)
+        log.info("worker %s: GPU child and compile pool warm in %.2f s", self.name, waited)
+
+    def _close_standby(self) -> None:
+        if self.standby is not None:
+            self.standby.close()
+            self.standby = None
+
     def run(self) -> None:
         """Register, then claim and run jobs until stopped (or idle with exit_when_idle)."""
         try:
+            if self.warm and self.standby is None:
+                self._start_standby()
             if self.worker_id is None:
                 self.register()
         except DatabaseUnavailable:
             log.warning("worker %s stopped before it could register (the database is unavailable)", self.name)
+            self._close_standby()
             self.engine.dispose()
             return
-        except WorkerNameInUse:
+        except BaseException:
+            self._close_standby()
             self.engine.dispose()
             raise
         self._hb_thread = threading.Thread(target=self._heartbeat_loop, name=f"heartbeat-{self.name}", daemon=True)
         self._hb_thread.start()
         try:
-            if self.warm and self.standby is None:
-                from tuner.standby import Standby
-
-                self.standby = Standby(device=self.device, interpret=self.interpret)
             while not self._stop.is_set():
                 try:
                     nxt = self.next_job()
@@ -350,9 +364,7 @@ class Worker:
                 self.run_one(*nxt)
         finally:
             self._stop.set()
-            if self.standby is not None:
-                self.standby.close()
-                self.standby = None
+            self._close_standby()
             try:
                 self._set_state("stopped")
             except Exception as exc:

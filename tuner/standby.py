@@ -15,11 +15,14 @@ pool (a compiler killed by LLVM) is rebuilt by the pool itself.
 """
 from __future__ import annotations
 
+import concurrent.futures as cf
 import logging
 import threading
+import time
+from typing import Callable
 
 from tuner.child import child_main
-from tuner.isolation import CompilePool, IsolatedChild
+from tuner.isolation import ChildError, CompilePool, IsolatedChild
 from tuner.settings import tuner_settings
 
 log = logging.getLogger("blocktune.tuner")
@@ -34,13 +37,35 @@ class Standby:
         self.last_rss: int | None = None           # the child's resident memory after its last release
         self._lock = threading.Lock()
         self._closed = False
-        self._warm_pool()
+        self._pool_warming = self._warm_pool()
         self._spawn()
 
-    def _warm_pool(self) -> None:
+    def _warm_pool(self) -> list[cf.Future]:
         from tuner.compile_step import warm_up
 
-        self.pool.start_workers(warm_up)
+        return self.pool.start_workers(warm_up)
+
+    def wait_warm(self, timeout: float = 300.0, give_up: Callable[[], bool] = lambda: False) -> float:
+        """Wait until the child is idle and every compile worker has imported the compiler (a worker
+        does before it registers, so that a registered worker runs its first job warm). Returns the
+        seconds waited. A child that fails to start is dropped: jobs then start their own, which
+        report the failure as the job's."""
+        t0 = time.monotonic()
+        deadline = t0 + timeout
+        child = self.child
+        if child is not None:
+            while child.conn is not None and not child.conn.poll(0.2) and child.alive:
+                if give_up() or time.monotonic() > deadline:
+                    return time.monotonic() - t0
+            try:
+                child.wait_ready()
+            except ChildError as exc:
+                log.warning("the warm GPU child did not start (%s); jobs start their own", exc)
+                with self._lock:
+                    if self.child is child:
+                        self.child = None
+        cf.wait(self._pool_warming, timeout=max(0.0, deadline - time.monotonic()))
+        return time.monotonic() - t0
 
     def _spawn(self) -> None:
         init = {"interpret": self.interpret, "device": self.device, "torch": tuner_settings().child_torch}
