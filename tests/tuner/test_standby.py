@@ -64,6 +64,7 @@ def _alive(pid: int) -> bool:
 @pytest.fixture
 def standby():
     sb = Standby(interpret=True, compile_workers=1)
+    sb.wait_warm(timeout=120)      # as a worker does before it registers
     yield sb
     sb.close()
 
