@@ -73,6 +73,19 @@ def early_context(index: int) -> tuple[threading.Thread, dict[str, Any]] | None:
     return thread, info
 
 
+def _laps(into: dict[str, float]):
+    """`lap(name)`: the seconds since the previous lap (or since now), stored in `into` under `name`."""
+    t = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal t
+        now = time.perf_counter()
+        into[name] = round(now - t, 3)
+        t = now
+
+    return lap
+
+
 class Runtime:
     """What a child keeps from one job to the next: the imports (the compiler; torch when asked for),
     the device's CUDA context and data plane, or the interpreter. A warm child (a service worker's,
@@ -80,16 +93,8 @@ class Runtime:
     and reference on top."""
 
     def __init__(self, init: dict[str, Any]):
-        t = time.perf_counter()
         self.startup: dict[str, float] = {}
-
-        def lap(name: str) -> None:
-            nonlocal t
-            now = time.perf_counter()
-            self.startup[name] = round(now - t, 3)
-            t = now
-
-        self.lap = lap
+        lap = _laps(self.startup)
         self.interpret = bool(init.get("interpret"))
         self.index = index = int(init.get("device", 0))
         # no torch unless asked for: the GPU runs on the driver API and numpy (tuner/device_plane.py),
@@ -152,15 +157,8 @@ class Bench:
     """One job in the child: its spec, inputs and reference outputs, on a `Runtime`."""
 
     def __init__(self, init: dict[str, Any], runtime: Runtime):
-        t = time.perf_counter()
         self.startup: dict[str, float] = {}     # where the start-up went (the tuner's timeline shows it)
-
-        def lap(name: str) -> None:
-            nonlocal t
-            now = time.perf_counter()
-            self.startup[name] = round(now - t, 3)
-            t = now
-
+        lap = _laps(self.startup)
         self.runtime = runtime
         self.interpret = runtime.interpret
         self.index = runtime.index
