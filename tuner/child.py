@@ -11,7 +11,7 @@ Requests (dicts over the pipe; None = exit):
     {"op": "remeasure", "items": [{"config":…, "compiled":…}, …], "rounds": R}
         -> {"samples_ms": [[...], …], "errors": [str | None, …]}
     {"op": "release"}   (the job is over: free its inputs, reference and loaded modules)
-        -> {"released": bool, "rss": bytes}; not released: the child exits (not fit for another job)
+        -> {"released": bool, "rss": bytes, "device_free": bytes (GPU)}; not released: the child exits (not fit for another job)
     {"op": "init", "init": {...}}   (a warm child, idle since start-up or a release: a new job)
         -> the ready message, as a child started with the job's init sends it first
 """
@@ -546,7 +546,12 @@ def child_main(conn, init: dict[str, Any]) -> None:
                 ok = False
             bench = None
             gc.collect()
-            conn.send({"released": ok, "rss": _rss_bytes()})
+            resp = {"released": ok, "rss": _rss_bytes()}
+            if ok and not runtime.interpret:
+                from tuner.device_plane import free_memory
+
+                resp["device_free"] = free_memory()
+            conn.send(resp)
             if not ok:
                 conn.close()
                 os._exit(3)

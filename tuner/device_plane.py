@@ -138,6 +138,12 @@ class DriverPlane:
         return float(_ck(driver._driver().cuEventElapsedTime(start, end), "cuEventElapsedTime"))
 
 
+def free_memory() -> int:
+    """Bytes free on the current context's device (what a warm child reports after each job)."""
+    free, _total = _ck(driver._driver().cuMemGetInfo(), "cuMemGetInfo")
+    return int(free)
+
+
 def unload_modules(kernels, index: int) -> None:
     """Unload the modules that compiled kernels loaded into device `index`'s context (a finished
     job's, in a child that goes on to the next job)."""

@@ -35,6 +35,7 @@ class Standby:
         self.pool = CompilePool(compile_workers)
         self.child: IsolatedChild | None = None
         self.last_rss: int | None = None           # the child's resident memory after its last release
+        self.last_device_free: int | None = None   # the device's free memory then (GPU)
         self._lock = threading.Lock()
         self._closed = False
         self._pool_warming = self._warm_pool()
@@ -95,6 +96,7 @@ class Standby:
             if released is not None and self.child is None:
                 self.child = child
                 self.last_rss = released.get("rss")
+                self.last_device_free = released.get("device_free")
                 return
         if child is not None:
             log.info("the GPU child is not fit for another job: starting a fresh one")

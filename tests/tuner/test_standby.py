@@ -133,3 +133,43 @@ def test_close_stops_every_process(standby):
     while any(_alive(p) for p in {child, *pool}) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(_alive(p) for p in {child, *pool})
+
+
+@pytest.mark.gpu
+def test_gpu_jobs_in_a_row_reuse_the_child_and_free_the_device_memory(sqlite_url):
+    """On the GPU: one child (one CUDA context) serves job after job, and each job's buffers (x, y,
+    out and its initial copy: 256 MB at N = 2^24) and modules are freed when it ends."""
+    migrate.upgrade(sqlite_url)
+    sb = Standby(device=0)
+    try:
+        sb.wait_warm(timeout=120)
+        warm_pid = sb.child.proc.pid
+        free, pids = [], []
+        for _ in range(3):
+            spec = example("vector_add", N=1 << 24)
+            spec["budget"] = {"trials": 4}
+            pids.append(_run(sqlite_url, _job(sqlite_url, spec), sb)["child_pid"])
+            free.append(sb.last_device_free)
+        assert pids == [warm_pid] * 3
+        assert free[2] >= free[0] - 32 * 2**20, free
+    finally:
+        sb.close()
+
+
+@pytest.mark.gpu
+def test_gpu_a_poisoned_context_is_replaced_by_a_fresh_warm_child(sqlite_url):
+    """A fault (an out-of-bounds access) poisons the child's CUDA context: the job goes on in a fresh
+    child; the next job gets a warm child in which no fault happened."""
+    migrate.upgrade(sqlite_url)
+    sb = Standby(device=0)
+    try:
+        sb.wait_warm(timeout=120)
+        warm_pid = sb.child.proc.pid
+        spec = modes_spec(modes=(1, 0), timeout_s=10.0)
+        spec["configs"] = [{"MODE": 1, "BLOCK_SIZE": 256, "num_warps": 4}]
+        first = _run(sqlite_url, _job(sqlite_url, spec), sb)
+        assert first["child_pid"] == warm_pid and not _alive(warm_pid)
+        second = _run(sqlite_url, _job(sqlite_url, _add_spec(1 << 20)), sb)
+        assert second["child_warm"] and second["child_pid"] != warm_pid
+    finally:
+        sb.close()
