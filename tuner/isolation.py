@@ -112,10 +112,15 @@ class IsolatedChild:
         if not self.alive or self.ready is None or self.outstanding:
             self.kill()
             return None
+        assert self.conn is not None
+        self.sent_at = time.monotonic()
+        self.outstanding = True
         try:
-            self.send({"op": "release"})
+            # not send(): a child that died meanwhile must not be restarted with the finished job
+            self.conn.send({"op": "release"})
             resp = self.receive(timeout)
-        except ChildError:
+        except (BrokenPipeError, OSError, ChildError):
+            self.kill()
             return None
         if not (isinstance(resp, dict) and resp.get("released")):
             self.kill()
@@ -128,7 +133,6 @@ class IsolatedChild:
         try:
             self.ready = self._recv(self.start_timeout, what="start-up")
             while isinstance(self.ready, dict) and self.ready.get(IDLE) and self.warm:
-                self.idle_message = self.ready
                 self.ready = self._recv(self.start_timeout, what="start-up")
         except ChildError:
             self.kill()
