@@ -368,6 +368,7 @@ class CompilePool:
                 task.future.cancel()
         self._pending.clear()
 
-    def close(self) -> None:
-        self._break()
+    def close(self, kill: bool = False) -> None:
+        """Shut the pool down; `kill`: its workers too, mid-compile (a worker stopping for good)."""
+        self._break(kill=kill)
         self._pending.clear()

@@ -111,4 +111,4 @@ class Standby:
             child, self.child = self.child, None
         if child is not None:
             child.close()
-        self.pool.close()
+        self.pool.close(kill=True)      # nothing compiling now is wanted: no process outlives the worker
