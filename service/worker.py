@@ -5,6 +5,9 @@ job's lease by heartbeat, and runs the tuner (`tuner.engine.run_job`) on the job
   its lease has expired, and the tuner resumes its Optuna study (finished trials are kept).
 - join: with no job to claim, a worker may join a running job of its GPU model (the study is
   shared; Optuna's `constant_liar` keeps the workers from proposing the same config).
+- warm start: before it registers, the worker starts its GPU child (imports, CUDA context or interpreter)
+  and its compile pool (tuner/standby.py); each job takes them, so that a job's start pays only for
+  its own inputs and reference. They are stopped with the worker.
 - shutdown (SIGTERM/SIGINT or stop()): the tuner is asked to stop after the current trial, and a job
   this worker holds goes back to the queue.
 - database outages: claiming, heartbeats and the tuner's writes are retried with capped
@@ -105,7 +108,7 @@ class Worker:
     def __init__(self, database_url: str, device: int = 0, *, interpret: bool = False, name: str | None = None,
                  lease_seconds: float = 60.0, heartbeat_seconds: float = 10.0, poll_seconds: float = 2.0,
                  join: bool = True, exit_when_idle: bool = False, alive_seconds: float | None = None,
-                 run_job: Callable[..., None] | None = None):
+                 run_job: Callable[..., None] | None = None, warm: bool = True):
         from db.engine import make_engine
 
         self.database_url = database_url
@@ -122,6 +125,8 @@ class Worker:
         self.join_jobs = join
         self.exit_when_idle = exit_when_idle
         self._run_job = run_job
+        self.warm = warm
+        self.standby = None           # tuner.standby.Standby: the warm GPU child and compile pool
         self.engine = make_engine(database_url)
         self.gpu_model: str | None = None
         self.worker_id: int | None = None
@@ -272,8 +277,9 @@ class Worker:
         log.info("worker %s %s job %d", self.name, "joins" if joined else "claimed", job_id)
         try:
             self._db(self.heartbeat, f"worker {self.name} starting job {job_id}")
+            kw = {"standby": self.standby} if self.standby is not None else {}
             run_job(self.database_url, job_id, device=self.device, interpret=self.interpret, worker_id=self.name,
-                    should_stop=self.should_stop, reclaimed=reclaimed)
+                    should_stop=self.should_stop, reclaimed=reclaimed, **kw)
         except Exception as exc:
             if is_unavailable(exc):
                 log.warning("worker %s stopped job %d while the database is unavailable; it stays running and "
@@ -312,16 +318,34 @@ class Worker:
                         "again when its lease expires", job_id)
             return False
 
+    def _start_standby(self) -> None:
+        """The warm GPU child and compile pool (tuner/standby.py), started before the worker registers:
+        a registered worker runs its first job as warm as its next ones."""
+        from tuner.standby import Standby
+
+        self.standby = Standby(device=self.device, interpret=self.interpret)
+        waited = self.standby.wait_warm(give_up=self._stop.is_set)
+        log.info("worker %s: GPU child and compile pool warm in %.2f s", self.name, waited)
+
+    def _close_standby(self) -> None:
+        if self.standby is not None:
+            self.standby.close()
+            self.standby = None
+
     def run(self) -> None:
         """Register, then claim and run jobs until stopped (or idle with exit_when_idle)."""
         try:
+            if self.warm and self.standby is None:
+                self._start_standby()
             if self.worker_id is None:
                 self.register()
         except DatabaseUnavailable:
             log.warning("worker %s stopped before it could register (the database is unavailable)", self.name)
+            self._close_standby()
             self.engine.dispose()
             return
-        except WorkerNameInUse:
+        except BaseException:
+            self._close_standby()
             self.engine.dispose()
             raise
         self._hb_thread = threading.Thread(target=self._heartbeat_loop, name=f"heartbeat-{self.name}", daemon=True)
@@ -340,6 +364,7 @@ class Worker:
                 self.run_one(*nxt)
         finally:
             self._stop.set()
+            self._close_standby()
             try:
                 self._set_state("stopped")
             except Exception as exc:

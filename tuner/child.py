@@ -1,6 +1,6 @@
 """The child process that owns the CUDA context (or, in interpret mode, the CPU interpreter).
 
-It builds the kernel's arguments once, then, per request, runs a config once to check its outputs
+It builds the kernel's arguments once per job, then, per request, runs a config once to check its outputs
 against the reference and measures it. The parent (tuner.engine) kills it on a hang and restarts it
 after a fault; a fault that poisons the CUDA context makes the child answer and exit by itself.
 
@@ -10,9 +10,14 @@ Requests (dicts over the pipe; None = exit):
             "method": ..., "error": str | None, "reference": bool}
     {"op": "remeasure", "items": [{"config":…, "compiled":…}, …], "rounds": R}
         -> {"samples_ms": [[...], …], "errors": [str | None, …]}
+    {"op": "release"}   (the job is over: free its inputs, reference and loaded modules)
+        -> {"released": bool, "rss": bytes, "device_free": bytes (GPU)}; not released: the child exits (not fit for another job)
+    {"op": "init", "init": {...}}   (a warm child, idle since start-up or a release: a new job)
+        -> the ready message, as a child started with the job's init sends it first
 """
 from __future__ import annotations
 
+import gc
 import os
 import threading
 import time
@@ -22,6 +27,8 @@ from typing import Any
 
 from jobspec.config import split_config
 from jobspec.device import interpreter_properties
+from jobspec.model import JobSpec
+from tuner.isolation import EXITING, IDLE
 
 
 def classify(exc: BaseException) -> str:
@@ -66,44 +73,44 @@ def early_context(index: int) -> tuple[threading.Thread, dict[str, Any]] | None:
     return thread, info
 
 
-class Bench:
+def _laps(into: dict[str, float]):
+    """`lap(name)`: the seconds since the previous lap (or since now), stored in `into` under `name`."""
+    t = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal t
+        now = time.perf_counter()
+        into[name] = round(now - t, 3)
+        t = now
+
+    return lap
+
+
+class Runtime:
+    """What a child keeps from one job to the next: the imports (the compiler; torch when asked for),
+    the device's CUDA context and data plane, or the interpreter. A warm child (a service worker's,
+    tuner/standby.py) builds it before any job is known; a job's Bench then builds only its inputs
+    and reference on top."""
+
     def __init__(self, init: dict[str, Any]):
-        t = time.perf_counter()
-        self.startup: dict[str, float] = {}     # where the start-up went (the tuner's timeline shows it)
-
-        def lap(name: str) -> None:
-            nonlocal t
-            now = time.perf_counter()
-            self.startup[name] = round(now - t, 3)
-            t = now
-
+        self.startup: dict[str, float] = {}
+        lap = _laps(self.startup)
         self.interpret = bool(init.get("interpret"))
-        index = int(init.get("device", 0))
-        self.index = index
+        self.index = index = int(init.get("device", 0))
         # no torch unless asked for: the GPU runs on the driver API and numpy (tuner/device_plane.py),
         # interpret mode on numpy arrays in this process (tuner/host_data.py), except for bfloat16
-        # tensors, which numpy lacks: those take torch's CPU tensors
-        if self.interpret:
-            use_torch = any((a.get("tensor") or {}).get("dtype") == "bfloat16" for a in init["spec"].get("args", []))
-        else:
-            use_torch = bool(init.get("torch"))
-        torch = None
+        # tensors, which numpy lacks: those take torch's CPU tensors (imported with such a job)
+        self.use_torch = False if self.interpret else bool(init.get("torch"))
+        self.torch = None
+        self.plane = None        # tuner.device_plane.DriverPlane (GPU without torch); per job: HostPlane
+        self.device = None       # torch's device (GPU with torch)
+        context = early_context(index) if self.use_torch else None
         if self.interpret:
             os.environ["BLOCKTUNE_INTERPRET"] = "1"
-            context = None
-        elif use_torch:
-            context = early_context(index)
-        else:
-            context = None
-        if use_torch:
-            try:
-                import torch
-            except ImportError as exc:
-                if not self.interpret:
-                    raise
-                raise RuntimeError("bfloat16 tensors in interpret mode need torch (numpy has no bfloat16): "
-                                   "install torch, or tune this spec on a GPU") from exc
+        if self.use_torch:
+            import torch
 
+            self.torch = torch
             lap("import_torch")
         if context is not None:
             thread, info = context
@@ -111,66 +118,118 @@ class Bench:
             if "seconds" in info:
                 self.startup["context_thread"] = round(info["seconds"], 3)
         import compiler
-        from jobspec.model import JobSpec
 
-        lap("import_compiler")
-
-        self.torch = torch
         self.compiler = compiler
-        # tuner.device_plane.DriverPlane or tuner.host_data.HostPlane; None: torch's tensors
-        self.plane = None
-        self.spec = JobSpec.model_validate(init["spec"])
+        if self.interpret:
+            import compiler.interpreter  # noqa: F401 - what every interpreted launch runs on
+        lap("import_compiler")
+        if self.interpret:
+            self.props = interpreter_properties()
+        else:
+            from compiler.runtime import driver
+
+            if self.use_torch:
+                if not self.torch.cuda.is_available():
+                    raise RuntimeError("no CUDA GPU visible to torch")
+                self.torch.cuda.set_device(index)
+                self.device = self.torch.device("cuda", index)
+            else:
+                from tuner.device_plane import DriverPlane
+
+                self.plane = DriverPlane(index)
+            self.props = dict(driver.device_properties(index))
+            self.props["target"] = driver.target_for_device(index)
+        lap("device")          # CUDA context, device properties
+
+    def torch_for_cpu_tensors(self):
+        """torch, imported now if no job needed it yet (interpret mode's bfloat16 tensors)."""
+        if self.torch is None:
+            try:
+                import torch
+            except ImportError as exc:
+                raise RuntimeError("bfloat16 tensors in interpret mode need torch (numpy has no bfloat16): "
+                                   "install torch, or tune this spec on a GPU") from exc
+            self.torch = torch
+        return self.torch
+
+
+class Bench:
+    """One job in the child: its spec, inputs and reference outputs, on a `Runtime`."""
+
+    def __init__(self, init: dict[str, Any], runtime: Runtime):
+        self.startup: dict[str, float] = {}     # where the start-up went (the tuner's timeline shows it)
+        lap = _laps(self.startup)
+        self.runtime = runtime
+        self.interpret = runtime.interpret
+        self.index = runtime.index
+        self.compiler = runtime.compiler
+        self.props = runtime.props
+        self.spec = spec = JobSpec.model_validate(init["spec"])
+        use_torch = runtime.use_torch or (
+            self.interpret and any(a.is_tensor and a.tensor.dtype == "bfloat16" for a in spec.args))
+        self.torch = runtime.torch_for_cpu_tensors() if use_torch and self.interpret else runtime.torch
+        if self.interpret and use_torch:
+            lap("import_torch")
         self.workdir = Path(init["workdir"])
         # inputs differ between the two data planes (numpy's generator vs torch's): each keeps its own
         self.reference_path = self.workdir / ("reference.pt" if use_torch else "reference.npz")
+        self.plane = runtime.plane
+        self.device = runtime.device
+        self.timer = None
         if self.interpret:
-            self.props = interpreter_properties()
-            self.timer = None
             if use_torch:
-                self.device = torch.device("cpu")
+                self.device = self.torch.device("cpu")
             else:
                 from tuner.host_data import HostPlane
 
-                self.device = None
                 self.plane = HostPlane()
         elif use_torch:
-            from compiler.runtime import driver
             from tuner.measure import CudaTimer
 
-            if not torch.cuda.is_available():
-                raise RuntimeError("no CUDA GPU visible to torch")
-            torch.cuda.set_device(index)
-            self.device = torch.device("cuda", index)
-            self.props = dict(driver.device_properties(index))
-            self.props["target"] = driver.target_for_device(index)
-            self.timer = CudaTimer(self.device, flush_l2=self.spec.measure.flush_l2)
+            self.timer = CudaTimer(self.device, flush_l2=spec.measure.flush_l2)
         else:
-            from compiler.runtime import driver
-            from tuner.device_plane import DriverPlane, DriverTimer
+            from tuner.device_plane import DriverTimer
 
-            self.device = None
-            self.plane = DriverPlane(index)
-            self.props = dict(driver.device_properties(index))
-            self.props["target"] = driver.target_for_device(index)
-            self.timer = DriverTimer(self.plane, flush_l2=self.spec.measure.flush_l2)
-        lap("device")          # CUDA context, device properties, the L2-flush buffer
-        self.fn = compiler.jit_from_source(self.spec.kernel.source, self.spec.kernel.name)
+            self.timer = DriverTimer(self.plane, flush_l2=spec.measure.flush_l2)
+        lap("device")          # the L2-flush buffer
+        self.fn = self.compiler.jit_from_source(spec.kernel.source, spec.kernel.name)
         self._check_arguments()
         if self.plane is not None:
-            self.args, self.tensors, self.env = self.plane.make_args(self.spec)
+            self.args, self.tensors, self.env = self.plane.make_args(spec)
         else:
             from tuner.data import build_args
 
-            self.args, self.tensors, self.env = build_args(self.spec, self.device)
-        to_reset = set(self.spec.check.outputs) | {a.name for a in self.spec.args if a.is_tensor and a.tensor.inplace}
+            self.args, self.tensors, self.env = build_args(spec, self.device)
+        to_reset = set(spec.check.outputs) | {a.name for a in spec.args if a.is_tensor and a.tensor.inplace}
         self.initial = {n: self._clone(self.tensors[n]) for n in to_reset}
-        self.inplace = [a.name for a in self.spec.args if a.is_tensor and a.tensor.inplace]
+        self.inplace = [a.name for a in spec.args if a.is_tensor and a.tensor.inplace]
         self.launchers: dict[str, Any] = {}
+        self.loaded: list[Any] = []             # the compiled kernels this job loaded (unloaded on release)
         self.cubin_error: str | None = None     # a cubin the driver refused: PTX from then on
         self.timing: dict[str, float] = {}
         lap("inputs")
         self.reference = self._load_reference()
         lap("reference")
+
+    def release(self) -> None:
+        """Free what this job holds on the device (its buffers, the L2-flush buffer, the modules it
+        loaded), so that a warm child's next job starts from the bare runtime."""
+        self.sync()
+        if self.plane is not None and hasattr(self.plane, "free"):
+            buffers = [*self.tensors.values(), *self.initial.values()]
+            if self.timer is not None and getattr(self.timer, "flush_buf", None) is not None:
+                buffers.append(self.timer.flush_buf)
+            self.plane.free(buffers)
+        if not self.interpret:
+            from tuner.device_plane import unload_modules
+
+            unload_modules(self.loaded, self.index)
+        self.args = self.tensors = self.initial = self.reference = None
+        self.launchers.clear()
+        self.loaded.clear()
+        self.timer = None
+        if self.torch is not None and not self.interpret:
+            self.torch.cuda.empty_cache()
 
     # --- set-up -----------------------------------------------------------------------------
 
@@ -277,6 +336,7 @@ class Bench:
                 self.cubin_error = describe(exc)
                 compiled.asm.pop("cubin", None)
                 compiled.load(index)
+            self.loaded.append(compiled)
         finally:
             self.timing["load_s"] = self.timing.get("load_s", 0.0) + time.perf_counter() - t
 
@@ -417,19 +477,52 @@ class Bench:
         return {"samples_ms": samples, "errors": errors}
 
 
+def _start_job(conn, init: dict[str, Any], runtime: Runtime, entered: float) -> Bench | None:
+    """Build the job's Bench and send the ready message (or the error: the parent then kills us)."""
+    try:
+        bench = Bench(init, runtime)
+    except BaseException as exc:  # noqa: BLE001
+        try:
+            conn.send({"error": describe(exc), "traceback": traceback.format_exc()})
+        except (BrokenPipeError, OSError):
+            pass
+        return None
+    conn.send({"ready": True, "props": bench.props, "pid": os.getpid(), "has_reference": bench.reference is not None,
+               "entered_at": entered, "ready_at": time.time(), "startup": {**runtime.startup, **bench.startup}})
+    runtime.startup = {}      # a warm child's next job did not pay for the runtime
+    return bench
+
+
+def _rss_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def child_main(conn, init: dict[str, Any]) -> None:
-    """Entry point of the spawned child."""
+    """Entry point of the spawned child. With a spec in `init` it starts that job at once; without
+    one (a warm child, tuner/standby.py) it builds the runtime, says it is idle and waits for a
+    job's {"op": "init", "init": {...}}. After {"op": "release"} the job's state is freed and the
+    child waits for the next job."""
     entered = time.time()
     try:
-        bench = Bench(init)
-        conn.send({"ready": True, "props": bench.props, "pid": os.getpid(),
-                   "has_reference": bench.reference is not None,
-                   "entered_at": entered, "ready_at": time.time(), "startup": bench.startup})
+        runtime = Runtime(init)
     except BaseException as exc:  # noqa: BLE001
         try:
             conn.send({"error": describe(exc), "traceback": traceback.format_exc()})
         finally:
             return
+    bench: Bench | None = None
+    if init.get("spec") is not None:
+        bench = _start_job(conn, init, runtime, entered)
+        if bench is None:
+            return
+    else:
+        conn.send({IDLE: True, "pid": os.getpid(), "entered_at": entered, "ready_at": time.time(),
+                   "startup": runtime.startup})
+        runtime.startup = {}      # paid before any job: not the first job's start-up
     while True:
         try:
             req = conn.recv()
@@ -440,6 +533,33 @@ def child_main(conn, init: dict[str, Any]) -> None:
             # slow teardown of torch's thread pools and of the CUDA context
             conn.close()
             os._exit(0)
+        if req.get("op") == "init" and bench is None:
+            bench = _start_job(conn, req["init"], runtime, time.time())
+            if bench is None:
+                return
+            continue
+        if req.get("op") == "release" and bench is not None:
+            try:
+                bench.release()
+                ok = runtime.interpret or (runtime.plane.context_ok() if runtime.plane is not None else True)
+            except BaseException:  # noqa: BLE001 - not fit for another job: the parent replaces us
+                ok = False
+            bench = None
+            gc.collect()
+            resp = {"released": ok, "rss": _rss_bytes()}
+            if ok and not runtime.interpret:
+                from tuner.device_plane import free_memory
+
+                resp["device_free"] = free_memory()
+            conn.send(resp)
+            if not ok:
+                conn.close()
+                os._exit(3)
+            continue
+        if bench is None:
+            conn.send({"status": "runtime-error", "error": f"no job in this child for {req.get('op')!r}",
+                       "samples_ms": []})
+            continue
         t = time.perf_counter()
         bench.timing = {}
         try:
@@ -452,7 +572,7 @@ def child_main(conn, init: dict[str, Any]) -> None:
                 resp["cubin_error"] = bench.cubin_error
         fatal = resp.pop("_fatal", False)
         if fatal:
-            resp["_exiting"] = True     # tuner.isolation.EXITING: the parent waits for the exit
+            resp[EXITING] = True     # the parent waits for the exit
         conn.send(resp)
         if fatal:
             conn.close()

@@ -10,15 +10,19 @@ from tuner.isolation import CompilePool, CompilerCrashed, CompileTask
 from tuner.measurement import Measurement
 from tuner.run_context import RunContext
 from tuner.space import config_key
+from tuner.standby import Standby
 
 log = logging.getLogger("blocktune.tuner")
 
 
 class CompileQueue:
-    def __init__(self, ctx: RunContext, device: Measurement, *, workers: int | None = None):
+    def __init__(self, ctx: RunContext, device: Measurement, *, workers: int | None = None,
+                 standby: Standby | None = None):
         self.ctx = ctx
         self.device = device
-        self.pool = CompilePool(workers)
+        # a service worker's pool outlives the run (its processes have imported the compiler already)
+        self.borrowed = standby is not None
+        self.pool = standby.pool if standby is not None else CompilePool(workers)
         self.compiled: dict[str, Any] = {}           # config_key → CompiledKernel (or None in interpret mode)
 
     @property
@@ -32,6 +36,7 @@ class CompileQueue:
 
         tl = self.ctx.timeline
         tl.details["compile_workers"] = self.pool.workers
+        tl.details["pool_warm"] = self.borrowed
         left = [self.pool.workers]
 
         def one_done(_f) -> None:     # in the executor's thread: a float written once
@@ -125,4 +130,7 @@ class CompileQueue:
         return n < base or (queued > 0 and n < max(base, 2 * workers))
 
     def close(self) -> None:
-        self.pool.close()
+        if self.borrowed:
+            self.pool.drop_pending()
+        else:
+            self.pool.close()

@@ -115,6 +115,15 @@ class DriverPlane:
         except Exception:  # noqa: BLE001 - any failure means the context is gone
             return False
 
+    @staticmethod
+    def free(buffers) -> None:
+        """Free device buffers now (a warm child's finished job: its next job must not inherit them)."""
+        cu = driver._driver()
+        for b in buffers:
+            if b.ptr:
+                _ck(cu.cuMemFree(b.ptr), "cuMemFree")
+                b.ptr = 0
+
     # --- timing ---------------------------------------------------------------------------------
     def events(self, n: int) -> list:
         cu = driver._driver()
@@ -127,6 +136,23 @@ class DriverPlane:
 
     def elapsed_ms(self, start, end) -> float:
         return float(_ck(driver._driver().cuEventElapsedTime(start, end), "cuEventElapsedTime"))
+
+
+def free_memory() -> int:
+    """Bytes free on the current context's device (what a warm child reports after each job)."""
+    free, _total = _ck(driver._driver().cuMemGetInfo(), "cuMemGetInfo")
+    return int(free)
+
+
+def unload_modules(kernels, index: int) -> None:
+    """Unload the modules that compiled kernels loaded into device `index`'s context (a finished
+    job's, in a child that goes on to the next job)."""
+    cu = driver._driver()
+    for k in kernels:
+        lf = k._loaded.pop(index, None)
+        k._launchers.clear()
+        if lf is not None:
+            _ck(cu.cuModuleUnload(lf.module), "cuModuleUnload")
 
 
 class DriverTimer(EventTimer):

@@ -2,7 +2,8 @@
 
 One run of a job:
   1. loads the job and its spec, marks it running, launches the GPU child (it owns the CUDA context,
-     or the CPU interpreter with interpret=True) and starts every compile worker — neither is
+     or the CPU interpreter with interpret=True; a service worker's warm child, tuner/standby.py,
+     builds only the job's inputs and reference) and starts every compile worker — neither is
      waited for: the device's properties come from the driver in the parent (no CUDA context), so
      steps 2 and 3's first compiles overlap the child's start-up (torch, CUDA, the inputs);
   2. creates or resumes the job's Optuna study (RDBStorage on the same database, `job-<id>`),
@@ -56,6 +57,7 @@ from tuner.recording import Recorder
 from tuner.results import InFlight, Result, median
 from tuner.run_context import EventFn, RunContext
 from tuner.space import config_key
+from tuner.standby import Standby
 from tuner.study import JobStudy
 from tuner.timeline import Timeline, format_timeline
 
@@ -71,12 +73,13 @@ class Tuner:
 
     def __init__(self, db_url: str, job_id: int, *, device: int = 0, interpret: bool = False,
                  worker_id: str | None = None, should_stop: Callable[[], bool] | None = None,
-                 on_event: EventFn | None = None, compile_workers: int | None = None, reclaimed: bool = False):
+                 on_event: EventFn | None = None, compile_workers: int | None = None, reclaimed: bool = False,
+                 standby: Standby | None = None):
         self.ctx = ctx = RunContext(db_url, job_id, worker_id=worker_id, should_stop=should_stop, on_event=on_event)
         self.recorder = Recorder(ctx)
         self.study = JobStudy(ctx, self.recorder, reclaimed=reclaimed)
-        self.measurement = Measurement(ctx, device=device, interpret=interpret)
-        self.queue = CompileQueue(ctx, self.measurement, workers=compile_workers)
+        self.measurement = Measurement(ctx, device=device, interpret=interpret, standby=standby)
+        self.queue = CompileQueue(ctx, self.measurement, workers=compile_workers, standby=standby)
         self.stop_reason: str | None = None
         self.timeline_data: dict[str, Any] | None = None
         self.t0 = time.monotonic()
@@ -460,9 +463,10 @@ class Tuner:
 
 def run_job(db_url: str, job_id: int, *, device: int = 0, interpret: bool = False, worker_id: str | None = None,
             should_stop: Callable[[], bool] | None = None, on_event: EventFn | None = None,
-            reclaimed: bool = False) -> None:
+            reclaimed: bool = False, standby: Standby | None = None) -> None:
     """Run (or resume) job `job_id` stored in `db_url`; see the module doc. `reclaimed`: the job
     was claimed after its lease expired (db.repo.claims), so the RUNNING trials of its study are
-    a dead worker's: they are failed at once and their configs re-queued."""
+    a dead worker's: they are failed at once and their configs re-queued. `standby`: a service
+    worker's warm GPU child and compile pool (tuner/standby.py), used instead of starting new ones."""
     Tuner(db_url, job_id, device=device, interpret=interpret, worker_id=worker_id, should_stop=should_stop,
-          on_event=on_event, reclaimed=reclaimed).run()
+          on_event=on_event, reclaimed=reclaimed, standby=standby).run()

@@ -4,6 +4,8 @@
 first sends a ready message, then answers one request at a time. A request that gets no answer in
 time kills the child (ChildTimeout); a child that dies (a fault, os._exit, a signal) raises
 ChildCrashed. Either way `restart()` brings a fresh one up and the caller goes on.
+A warm child (tuner/standby.py) starts without a job: `assign(init)` gives it one and `release()`
+takes it back after the job, so that one process serves job after job.
 
 `CompilePool` compiles configs ahead of the GPU in worker processes; a worker killed by an LLVM fatal
 error breaks only the futures it held: the pool is rebuilt and the rest resubmitted.
@@ -22,6 +24,7 @@ from tuner.settings import tuner_settings
 
 
 EXITING = "_exiting"   # key of an answer after which the child exits by itself
+IDLE = "_idle"         # key of a warm child's first message: started, no job yet (`assign` gives one)
 
 
 class ChildError(RuntimeError):
@@ -61,6 +64,8 @@ class IsolatedChild:
         self.conn = None
         self.ready: Any = None
         self.restarts = 0
+        self.warm = False          # assigned a job after starting idle (its runtime was ready)
+        self.outstanding = False   # a request was sent and its answer not read
 
     @property
     def alive(self) -> bool:
@@ -76,6 +81,7 @@ class IsolatedChild:
         self.proc = self.ctx.Process(target=self.target, args=(child, self.init), daemon=True,
                                      name="blocktune-gpu-child")
         self.ready = None
+        self.warm = self.outstanding = False
         self.launched_at = time.time()
         self.proc.start()
         child.close()
@@ -85,10 +91,49 @@ class IsolatedChild:
     def launched(self) -> bool:
         return self.proc is not None and self.ready is None
 
+    def assign(self, init: Any) -> None:
+        """Give an idle warm child (started without a job, or released) the job `init`: it builds the
+        job's state while the caller works; `wait_ready()` gets its ready message. A restart after a
+        fault starts a fresh child with `init`."""
+        assert self.proc is not None and self.conn is not None
+        self.init = init
+        self.ready = None
+        self.warm = True
+        self.launched_at = time.time()
+        try:
+            self.conn.send({"op": "init", "init": init})
+        except (BrokenPipeError, OSError):
+            pass      # gone meanwhile: wait_ready() says so (ChildCrashed)
+
+    def release(self, timeout: float = 30.0) -> dict | None:
+        """Take the job back from a healthy child (ready, alive, no answer pending): it frees the
+        job's state and waits for the next `assign`. Its answer ({"released": True, "rss": bytes}),
+        or None when it is not fit for another job (then it is killed)."""
+        if not self.alive or self.ready is None or self.outstanding:
+            self.kill()
+            return None
+        assert self.conn is not None
+        self.sent_at = time.monotonic()
+        self.outstanding = True
+        try:
+            # not send(): a child that died meanwhile must not be restarted with the finished job
+            self.conn.send({"op": "release"})
+            resp = self.receive(timeout)
+        except (BrokenPipeError, OSError, ChildError):
+            self.kill()
+            return None
+        if not (isinstance(resp, dict) and resp.get("released")):
+            self.kill()
+            return None
+        return resp
+
     def wait_ready(self) -> Any:
-        """The child's ready message (after `launch()`); raises ChildError if it does not come."""
+        """The child's ready message (after `launch()` or `assign()`); raises ChildError if it does not
+        come. A warm child's idle message, if not read yet, is passed over."""
         try:
             self.ready = self._recv(self.start_timeout, what="start-up")
+            while isinstance(self.ready, dict) and self.ready.get(IDLE) and self.warm:
+                self.ready = self._recv(self.start_timeout, what="start-up")
         except ChildError:
             self.kill()
             raise
@@ -140,6 +185,7 @@ class IsolatedChild:
             self.restart()
         assert self.conn is not None
         self.sent_at = time.monotonic()
+        self.outstanding = True
         try:
             self.conn.send(request)
         except (BrokenPipeError, OSError):
@@ -155,6 +201,7 @@ class IsolatedChild:
         if timeout is not None:
             timeout = max(0.0, timeout - (time.monotonic() - getattr(self, "sent_at", time.monotonic())))
         resp = self._recv(timeout, what="the request", shown=full)
+        self.outstanding = False
         if isinstance(resp, dict) and resp.pop(EXITING, False):
             # the child answered and is exiting by itself (e.g. its CUDA context is poisoned):
             # wait for it, so that the next call starts a fresh one instead of racing its exit
@@ -313,6 +360,15 @@ class CompilePool:
             if task in self._pending:
                 self._pending.remove(task)
 
-    def close(self) -> None:
-        self._break()
+    def drop_pending(self) -> None:
+        """Forget a finished run's tasks (a pool kept for the next run): those not started are
+        cancelled, those compiling finish unread."""
+        for task in self._pending:
+            if task.future is not None:
+                task.future.cancel()
+        self._pending.clear()
+
+    def close(self, kill: bool = False) -> None:
+        """Shut the pool down; `kill`: its workers too, mid-compile (a worker stopping for good)."""
+        self._break(kill=kill)
         self._pending.clear()

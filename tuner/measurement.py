@@ -21,6 +21,7 @@ from tuner.isolation import ChildCrashed, ChildTimeout, IsolatedChild
 from tuner.results import Result
 from tuner.run_context import RunContext
 from tuner.settings import tuner_settings
+from tuner.standby import Standby
 
 log = logging.getLogger("blocktune.tuner")
 
@@ -29,10 +30,11 @@ _COMPILE_RELEVANT = ("name", "target", "max_shared_memory", "capability")
 
 
 class Measurement:
-    def __init__(self, ctx: RunContext, *, device: int = 0, interpret: bool = False):
+    def __init__(self, ctx: RunContext, *, device: int = 0, interpret: bool = False, standby: Standby | None = None):
         self.ctx = ctx
         self.device = device
         self.interpret = interpret
+        self.standby = standby        # a service worker's warm child, taken for the run and given back
         self.child: IsolatedChild | None = None
         self.props: dict[str, Any] | None = None
         self.gpu_model = ""
@@ -93,8 +95,14 @@ class Measurement:
         the pool compiles (`wait_ready` waits for it)."""
         init = {"spec": self.ctx.spec.to_json(), "interpret": self.interpret, "device": self.device,
                 "workdir": str(self._workdir()), "torch": tuner_settings().child_torch}
-        self.child = IsolatedChild(child_main, init, start_timeout=300)
-        self.child.launch()
+        warm = self.standby.take_child() if self.standby is not None else None
+        if warm is not None:
+            self.child = warm
+            warm.assign(init)       # the runtime is up: only the job's inputs and reference are built
+        else:
+            self.child = IsolatedChild(child_main, init, start_timeout=300)
+            self.child.launch()
+        self.ctx.timeline.details["child_warm"] = warm is not None
 
     def wait_ready(self) -> bool:
         """Wait for the child's ready message (once); adopt its device properties if the parent has
@@ -114,6 +122,7 @@ class Measurement:
             detail = {"spawn": round(max(0.0, float(ready.get("entered_at", launched)) - launched), 3)}
             detail.update(ready.get("startup") or {})
             tl.details["child_start_detail"] = detail
+        tl.details["child_pid"] = ready.get("pid")
         props = ready["props"]
         if self.props is None:
             self.set_props(props)
@@ -192,5 +201,8 @@ class Measurement:
             return self.child.receive(self.ctx.spec.measure.timeout_s * len(items) * 2 + 60)
 
     def close(self) -> None:
-        if self.child is not None:
+        if self.standby is not None:
+            self.standby.give_back(self.child)
+        elif self.child is not None:
             self.child.close()
+        self.child = None

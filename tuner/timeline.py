@@ -7,7 +7,9 @@ is what the engine logs at the end, puts in the "done" event (`data["timeline"]`
 `bench/tuning.py` and `blocktune tune -v` print (`format_timeline`).
 
 Phases (seconds; "since start" = since Tuner.run began):
-    child_start      spawn of the GPU child → its ready message (the child's own clock; overlaps)
+    child_start      spawn of the GPU child → its ready message (the child's own clock; overlaps);
+                     a service worker's warm child (details: child_warm true) started before the
+                     job: then the job's init message → ready (its inputs and reference only)
     child_ready      since start, when the child was ready (its clock)
     child_wait       the parent blocked waiting for that ready message
     pool_ready       since start, when every compile worker had started and imported the compiler
@@ -100,9 +102,10 @@ def format_timeline(d: dict[str, Any] | None, *, indent: str = "") -> str:
 
     lines = [
         f"total {s('total')}: search {s('search')}, finalize {s('finalize')} (re-measure {s('remeasure')})",
-        f"GPU child start {s('child_start')}, ready at {s('child_ready')} (parent waited {s('child_wait')}"
+        f"GPU child {'warm, job start' if d.get('child_warm') else 'start'} {s('child_start')}, ready at {s('child_ready')} (parent waited {s('child_wait')}"
         + (f"; {_detail(d.get('child_start_detail'))}" if d.get("child_start_detail") else "") + ")",
-        f"compile pool ready at {s('pool_ready')} ({d.get('compile_workers', '?')} workers"
+        f"compile pool{' (warm)' if d.get('pool_warm') else ''} ready at {s('pool_ready')} "
+        f"({d.get('compile_workers', '?')} workers"
         + (f", native launcher built in {s('launcher_build')}" if "launcher_build_s" in d else "")
         + f"); props {s('props')}; "
         f"study open {s('study_open')}; first compile submitted at {s('first_compile')}",

@@ -376,7 +376,7 @@ class _FakeKernel:
 def _bare_bench():
     b = Bench.__new__(Bench)
     b.index = 0
-    b.timing, b.cubin_error = {}, None
+    b.timing, b.cubin_error, b.loaded = {}, None, []
     return b
 
 
@@ -388,6 +388,7 @@ def test_child_falls_back_to_the_ptx_when_the_driver_refuses_the_cubin():
     refused = _FakeKernel(refuse_cubin=True)
     b.load(refused)
     assert refused.loaded_with == "ptx" and "UNSUPPORTED" in b.cubin_error and "cubin" not in refused.asm
+    assert b.loaded == [ok, refused]        # unloaded when a warm child releases the job
 
     class Broken(_FakeKernel):
         def load(self, device):
