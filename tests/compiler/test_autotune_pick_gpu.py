@@ -56,7 +56,7 @@ def heavy_load(seconds: float):
 
 def test_the_pick_after_a_heavy_load_is_within_5_percent_of_the_best(gen):
     m, n, k = 4096, 4096, 512
-    a, b = rand(gen, (m, k), torch.float16), rand(gen, (k, n), torch.float16)
+    a, b = rand(gen, (m, k), torch.float16).to(DEV), rand(gen, (k, n), torch.float16).to(DEV)
     c = torch.full((m, n), float("nan"), device=DEV, dtype=torch.float16)
     tuned = triton.autotune(configs=[config(*t) for t in TILES], key=["M", "N", "K"])(matmul_kernel.fn)
     args = (a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
