@@ -60,8 +60,15 @@ else
   SELECTIONS=("language|$LANG_MARK|language/" "autotuner||runtime/test_autotuner.py")
 fi
 
-PY="${BLOCKTUNE_PYTHON:-$REPO/.venv/bin/python}"
-[ -x "$PY" ] || PY="$(command -v python3)"
+if [ -n "${BLOCKTUNE_PYTHON:-}" ]; then
+  PY="$BLOCKTUNE_PYTHON"
+  # the tests run from inside the checkout: a relative interpreter path would point nowhere there
+  case "$PY" in /*) ;; */*) PY="$PWD/$PY" ;; esac
+  [ -x "$PY" ] || command -v "$PY" >/dev/null || { echo "triton-suite: no Python at '$PY' (BLOCKTUNE_PYTHON)" >&2; exit 2; }
+else
+  PY="$REPO/.venv/bin/python"
+  [ -x "$PY" ] || PY="$(command -v python3)"
+fi
 CACHE="${TRITON_SUITE_CACHE:-$REPO/.cache/triton-suite}"
 REF_VENV="${TRITON_REF_VENV:-$REPO/.cache/triton-ref-venv}"
 UNIT="$CHECKOUT/python/test/unit"
