@@ -8,13 +8,15 @@ import signal
 import threading
 import time
 
+import pytest
+
 from service.worker import Worker
 from worker_helpers import SPEC, bigger_spec, submit, trials_of
 
 
-def _descendants() -> set[int]:
-    """This process's live descendants (from /proc), but multiprocessing's resource tracker, which
-    lives as long as the process that started it."""
+def _process_table() -> dict[int, int]:
+    """pid → parent pid of the live processes (from /proc), but multiprocessing's resource tracker,
+    which lives as long as the process that started it."""
     parents: dict[int, int] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -28,18 +30,48 @@ def _descendants() -> set[int]:
             continue
         if fields[0] != "Z" and b"resource_tracker" not in cmdline:
             parents[int(entry)] = int(fields[1])
-    found, frontier = set(), {os.getpid()}
+    return parents
+
+
+def _children_now() -> set[int]:
+    me = os.getpid()
+    return {pid for pid, ppid in _process_table().items() if ppid == me}
+
+
+_others: set[int] = set()
+
+
+@pytest.fixture(autouse=True)
+def children_before():
+    """What this process had started before the test (in the whole suite: the PostgreSQL server of
+    tests/pg.py, other modules' servers) is not the worker's, nor is anything under it."""
+    _others.clear()
+    _others.update(_children_now())
+
+
+def _descendants() -> set[int]:
+    """This process's live descendants, but the subtrees of the children it had before the test."""
+    parents = _process_table()
+    found, frontier = set(), {pid for pid, ppid in parents.items() if ppid == os.getpid()} - _others
     while frontier:
-        frontier = {pid for pid, ppid in parents.items() if ppid in frontier} - found
         found |= frontier
+        frontier = {pid for pid, ppid in parents.items() if ppid in frontier} - found
     return found
 
 
-def _no_descendants_within(seconds: float) -> set[int]:
+def _no_descendants_within(seconds: float) -> dict[int, str]:
+    """The worker's processes still alive after `seconds` (pid → command line), to name in a failure."""
     deadline = time.monotonic() + seconds
     while (left := _descendants()) and time.monotonic() < deadline:
         time.sleep(0.2)
-    return left
+    named = {}
+    for pid in left:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                named[pid] = f.read().replace(b"\0", b" ").decode(errors="replace")[:200]
+        except OSError:
+            pass
+    return named
 
 
 def test_jobs_in_a_row_share_the_warm_child_and_pool_and_a_crash_is_replaced(sqlite_db):
