@@ -6,7 +6,7 @@
 # (and `pytest-xdist execnet`, which spread the gpu tests over the host's cores)
 # put those wheels in .whl/ (carry it) and this script installs them first:
 #   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-# Usage: scripts/gpu-check.sh [tests|kernels|launch|matmul|tuning|dropout|layernorm_bwd|grouped_gemm|attention|all|fleet]...   (default: all)
+# Usage: scripts/gpu-check.sh [tests|kernels|launch|matmul|tuning|dropout|layernorm_bwd|grouped_gemm|attention|all|fleet|suite|tutorials]...   (default: all)
 #        BENCH_ARGS_<name>="..." passes arguments to one benchmark (e.g. BENCH_ARGS_attention=--quick); BENCH_TIMEOUT=S bounds each
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -39,6 +39,20 @@ done
 if [[ " ${what[*]} " == *" fleet "* ]]; then
   command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || bash scripts/postgres-bundle.sh --install
   timeout "${BENCH_TIMEOUT:-900}" python3 bench/fleet.py ${BENCH_ARGS_fleet:-} 2>&1 | tee "$OUT/bench-fleet.log" | tail -60
+fi
+# Triton's own unit tests and tutorials against blocktune (issue 13): need a Triton checkout with
+# python/test/unit and python/tutorials (TRITON_CHECKOUT, default .triton-tut: carry it); not part of `all`
+TRITON_CHECKOUT=${TRITON_CHECKOUT:-.triton-tut}
+if [[ " ${what[*]} " == *" suite "* ]]; then
+  TRITON_SUITE_CACHE="$OUT/triton-suite" BLOCKTUNE_PYTHON=python3 timeout "${SUITE_TIMEOUT:-560}" \
+    bash scripts/triton-suite.sh "$TRITON_CHECKOUT" --gpu --ref-python python3 --cases-per-test "${SUITE_CASES:-3}" \
+    --jobs "${SUITE_JOBS:-12}" --timeout 120 --markdown "$OUT/triton-suite.md" ${SUITE_ARGS:-} 2>&1 | tee "$OUT/triton-suite.log" | tail -25
+  summary+=("triton suite: $(grep -iE 'of the cases|passes' "$OUT/triton-suite.log" | tail -1)")
+fi
+if [[ " ${what[*]} " == *" tutorials "* ]]; then
+  BLOCKTUNE_PYTHON=python3 timeout "${TUTORIALS_TIMEOUT:-560}" bash scripts/triton-tutorials.sh "$TRITON_CHECKOUT" --gpu \
+    --benchmarks "${TUTORIALS_BENCHMARKS:-skip}" --out "$OUT/tutorials" --markdown "$OUT/tutorials.md" ${TUTORIALS_ARGS:-} 2>&1 \
+    | tee "$OUT/tutorials.log" | tail -25
 fi
 echo
 echo "=== summary ==="

@@ -97,7 +97,7 @@ run_suite() {  # $1: label, $2: python, $3: PYTHONPATH, $4: junit file prefix
     IFS='|' read -r name mark paths <<<"$sel"
     echo "== $label: Triton $VERSION ($COMMIT) tests $paths${mark:+ (-m $mark)} on $DEVICE" >&2
     # shellcheck disable=SC2046,SC2086
-    (cd "$UNIT" && TRITON_INTERPRET="$INTERPRET" BLOCKTUNE_INTERPRET="$INTERPRET" PYTHONPATH="$pypath" "$py" -m pytest "${COMMON[@]}" \
+    (cd "$UNIT" && TRITON_INTERPRET="$INTERPRET" BLOCKTUNE_INTERPRET="$INTERPRET" PYTHONPATH="$pypath${PYTHONPATH:+:$PYTHONPATH}" "$py" -m pytest "${COMMON[@]}" \
        ${mark:+-m "$mark"} $(xdist_args "$py") --junitxml="$prefix-$name.xml" $paths 2>&1 | tail -n 3) || true
   done
 }
