@@ -46,7 +46,8 @@ TRITON_CHECKOUT=${TRITON_CHECKOUT:-.triton-tut}
 if [[ " ${what[*]} " == *" suite "* ]]; then
   TRITON_SUITE_CACHE="$OUT/triton-suite" BLOCKTUNE_PYTHON=python3 timeout "${SUITE_TIMEOUT:-560}" \
     bash scripts/triton-suite.sh "$TRITON_CHECKOUT" --gpu --ref-python python3 --cases-per-test "${SUITE_CASES:-3}" \
-    --jobs "${SUITE_JOBS:-12}" --timeout 120 --markdown "$OUT/triton-suite.md" ${SUITE_ARGS:-} 2>&1 | tee "$OUT/triton-suite.log" | tail -25
+    --jobs "${SUITE_JOBS:-12}" --timeout 120 \
+    --triton-version "$(python3 -c 'import triton; print(triton.__version__)' 2>/dev/null || echo unknown)" --markdown "$OUT/triton-suite.md" ${SUITE_ARGS:-} 2>&1 | tee "$OUT/triton-suite.log" | tail -25
   summary+=("triton suite: $(grep -iE 'of the cases|passes' "$OUT/triton-suite.log" | tail -1)")
 fi
 if [[ " ${what[*]} " == *" tutorials "* ]]; then

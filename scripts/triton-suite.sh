@@ -74,7 +74,9 @@ REF_VENV="${TRITON_REF_VENV:-$REPO/.cache/triton-ref-venv}"
 UNIT="$CHECKOUT/python/test/unit"
 [ -d "$UNIT" ] || { echo "$CHECKOUT has no python/test/unit: not a Triton checkout" >&2; exit 2; }
 [ -n "$VERSION" ] || VERSION="$(sed -n "s/^__version__ = ['\"]\([^'\"]*\)['\"].*/\1/p" "$CHECKOUT/python/triton/__init__.py")"
-COMMIT="$(git -C "$CHECKOUT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+# a copy of the checkout's files inside another repository (a carried folder) has no commit of its own
+COMMIT=unknown
+[ "$(git -C "$CHECKOUT" rev-parse --show-toplevel 2>/dev/null)" = "$CHECKOUT" ] && COMMIT="$(git -C "$CHECKOUT" rev-parse --short HEAD)"
 mkdir -p "$CACHE"
 
 PYTHONPATH="$REPO" "$PY" -m tools.triton_suite.shim "$CHECKOUT" "$CACHE/shim" --plugins-dir "$CACHE/plugins" >/dev/null
@@ -134,4 +136,5 @@ SUMMARY=()
 for f in "$CACHE"/triton-*.xml; do SUMMARY+=(--reference "$f"); done
 for f in "$CACHE"/blocktune-*.xml; do SUMMARY+=(--blocktune "$f"); done
 [ -n "$MARKDOWN" ] && SUMMARY+=(--markdown "$MARKDOWN")
+[ "$GPU" = 1 ] && SUMMARY+=(--reference-name "Triton on the GPU")
 PYTHONPATH="$REPO" "$PY" -m tools.triton_suite.summary "${SUMMARY[@]}"
