@@ -9,7 +9,10 @@ the loops it leaves where every wgmma operand is one of:
     and iter args) — copied with cp.async, num_stages buffers ahead, as pipeline.py does;
   - a block defined before the loop — pinned in shared memory for the loop (dot.pin_loop_invariant_operands);
   - A held in a wgmma accumulator layout (wgmma.a_from_registers: attention's P) — fed from registers.
-Each stage holds one tile per loaded operand; the pinned tiles sit below the stages, and the body's
+The body's other loads of row or column vectors (the backward's per-row M and Delta), their
+addresses index arithmetic too, are copied along with the tiles (_side_loads) and read from their
+stage in whatever layout their users want (Lowering.bind_smem_block), as Triton streams them.
+Each stage holds one tile per loaded operand (and the vectors); the pinned tiles sit below the stages, and the body's
 other shared-memory uses (reductions, layout changes) above them (Lowering.smem_reserved), so
 nothing the copies are still writing is touched. Each dot waits for its wgmma at once (the softmax
 reads QKᵀ right away), except the last one when it only accumulates across iterations (P·V):
@@ -91,7 +94,11 @@ def make_plan(lw, op):
     if not entries or not _only_feeds_dots(lw, entries):
         return None
     loads = list(dict.fromkeys(e[2] for e in entries))
-    addr = pipeline.address_slices(lw, body, loads)
+    side = _side_loads(lw, body, loads)
+    addr = pipeline.address_slices(lw, body, loads + side) if side else None
+    if addr is None:
+        side = []
+        addr = pipeline.address_slices(lw, body, loads)
     if addr is None:
         return None
     lays, vecs, offsets, off = [], [], [], 0
@@ -106,17 +113,65 @@ def make_plan(lw, op):
         vecs.append(v)
         offsets.append(off)
         off = _align(off + tile.nbytes)
+    for lo in side:   # after the operand tiles, 16-byte aligned
+        lay = lw.want(lo.result)
+        lays.append(lay)
+        vecs.append(_side_vec(lw, lo, lay))
+        offsets.append(off)
+        off += -(-FlatTile(lo.result.shape, esize(lo.result.dtype)).nbytes // 16) * 16
+    off = _align(off)
+    loads = loads + side
     stages = min(stages, (pipeline.SMEM_LIMIT - TRANSIENT_MARGIN - pinned_end) // off)
     if stages < 2:
         return None
     p = pipeline.Plan()
     p.entries, p.loads, p.lays, p.vecs, p.offsets = entries, loads, lays, vecs, offsets
     p.skip = set(loads) | {e[3] for e in entries if e[3] is not None}
+    p.side_loads = side
     p.stages, p.dist, p.stage_bytes, p.n_pinned = stages, stages - 1, off, n_pinned
     p.addr_ops, p.upd_ops, p.needed = addr
     p.dots = set(dots)
     _plan_async_accumulator(lw, p, body, dots)
     return p
+
+
+class FlatTile:
+    """A block in shared memory in row-major order, unswizzled: a side load's stage buffer (the
+    interface of dot_layouts.SmemTile that the copies and reads use)."""
+
+    def __init__(self, shape: tuple, es: int, base: int = 0):
+        self.shape, self.es, self.base = tuple(shape), es, base
+        self.vec = max(1, 16 // es)
+        self.nbytes = math.prod(shape) * es
+        self.strides = [math.prod(shape[d + 1:]) for d in range(len(shape))]
+
+    def offset(self, coord: tuple) -> int:
+        return sum(c * s for c, s in zip(coord, self.strides))
+
+
+def _side_vec(lw, lo, lay) -> int:
+    es = esize(lo.result.dtype)
+    return min(access_width(lw, lay, lo.operands[0], lo.operands[1], es), pipeline._smem_vec(lay, FlatTile(lo.result.shape, es)))
+
+
+def _side_loads(lw, body, operand_loads) -> list:
+    """The body's other loads of row or column vectors (the backward's per-row M and Delta): copied
+    with the operand tiles, each stage holding them row-major, and read from there in whatever
+    layout their users want — no load in the loop waiting on global memory, and no conversion
+    through shared memory with its two barriers. Their addresses must be index arithmetic too
+    (make_plan drops them otherwise)."""
+    out = []
+    for lo in body.ops:
+        if lo.name != "load" or lo in operand_loads or not lo.result.is_block or lo.result.dtype.is_ptr():
+            continue
+        if len(lo.result.shape) != 1 or lo.attrs.get("volatile") or not pipeline._zero_const(lo.operands[2]):
+            continue
+        if not (lo.operands[0].is_block and lo.operands[0].dtype.is_ptr()):
+            continue
+        lay = lw.want(lo.result)
+        if _side_vec(lw, lo, lay) * esize(lo.result.dtype) in (4, 8, 16):
+            out.append(lo)
+    return out
 
 
 def _plan_async_accumulator(lw, p, body, dots):
@@ -146,8 +201,12 @@ def _tiles(lw, plan, start: int):
     first byte is `start`, with bases relative to the current start of the transient space."""
     write = []
     for lo, lay, off in zip(plan.loads, plan.lays, plan.offsets):
-        write.append(SmemTile(lo.result.shape, contiguous_dim(lay), esize(lo.result.dtype),
-                              base=start + off - lw.smem_reserved, panels=True))
+        base = start + off - lw.smem_reserved
+        if lo in plan.side_loads:
+            write.append(FlatTile(lo.result.shape, esize(lo.result.dtype), base=base))
+        else:
+            write.append(SmemTile(lo.result.shape, contiguous_dim(lay), esize(lo.result.dtype), base=base, panels=True))
+    plan.side = {lo: t for lo, t in zip(plan.loads, write) if lo in plan.side_loads}
     read = {}
     for d, i, lo, tr in plan.entries:
         t = write[plan.loads.index(lo)]
