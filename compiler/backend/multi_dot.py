@@ -76,14 +76,22 @@ def make_plan(lw, op):
     inside = {a.id for a in body.args} | {r.id for o in body.walk() for r in o.results}
     entries = []
     pinned_end, n_pinned = _align(lw.smem_reserved), 0
+    fn_top = set(lw.fn.body.ops)
+    kernel_pins = set(lw.kernel_pins)
     for d in dots:
         for i in (0, 1):
             v = d.operands[i]
             if v.id not in inside:   # pinned: the same arithmetic as dot.pin_loop_invariant_operands
+                n_pinned += 1
+                kernel_value = v.owner is None or v.owner in fn_top
+                if kernel_value and v.id in kernel_pins:
+                    continue   # its tile is already there, below smem_reserved
+                if kernel_value and op in fn_top:
+                    kernel_pins.add(v.id)
                 nbytes = math.prod(v.shape) * v.dtype.itemsize
                 if pinned_end + nbytes > dot.PINNED_LIMIT:
                     return None
-                pinned_end, n_pinned = _align(pinned_end + nbytes), n_pinned + 1
+                pinned_end = _align(pinned_end + nbytes)
                 continue
             if i == 0 and wgmma.a_from_registers(d, lw.want(v), lw.options):
                 continue
@@ -132,6 +140,8 @@ def make_plan(lw, op):
     p.addr_ops, p.upd_ops, p.needed = addr
     p.dots = set(dots)
     _plan_async_accumulator(lw, p, body, dots)
+    _plan_deferred_waits(lw, p, body, dots)
+    p.in_flight = []
     return p
 
 
@@ -195,6 +205,19 @@ def _plan_async_accumulator(lw, p, body, dots):
     p.async_dot, p.acc_index, p.carried, p.first_dot, p.last_dot = True, slots[0], arg, first, last
 
 
+def _plan_deferred_waits(lw, p, body, dots):
+    """The dots between the first and the last whose result is only carried to the next iteration
+    (the backward's dV += PᵀdO): committed without a wait, their accumulators routed through the
+    next dot's wait instead (Triton's order), so that the next dot issues while they run."""
+    p.deferred = set()
+    if lw.options.wgmma != "async":
+        return
+    y = body.terminator
+    for d in dots[1:-1]:
+        if d.result.dtype.name == "fp32" and all(u is y for u in lw.uses.get(d.result.id, ())):
+            p.deferred.add(d)
+
+
 def _tiles(lw, plan, start: int):
     """The write tiles (each load's shape) and the read tiles (each dot operand's shape: the
     transpose of a `trans`-ed load is the same memory, the other dim contiguous) of one stage whose
@@ -227,16 +250,29 @@ def _emit_dot(lw, plan, d, read_tiles, read_base):
             tiles[i] = dot._rebased(lw, lw.pinned_tiles[key])
     a = d.operands[0]
     a_regs = lw.block(a, lw.layout_of(a)) if tiles[0] is None else None
-    if not plan.async_dot:
-        wgmma.dot_from_tiles(lw, d, tiles[0], tiles[1], dyn_base=tuple(dyn), a_regs=a_regs)
-    elif d is plan.first_dot:   # its wait also completes the previous iteration's last dot
-        lay = lw.slot_layout(plan.carried)
-        waited = wgmma.dot_from_tiles(lw, d, tiles[0], tiles[1], dyn_base=tuple(dyn), a_regs=a_regs,
-                                      also_wait=lw.block(plan.carried, lay))
-        lw.bind(plan.carried, lay, waited)
-    else:
-        wgmma.dot_from_tiles(lw, d, tiles[0], tiles[1], dyn_base=tuple(dyn), a_regs=a_regs,
-                             pending=1 if d is plan.last_dot else 0)
+    kw = dict(dyn_base=tuple(dyn), a_regs=a_regs)
+    if d in plan.deferred:
+        wgmma.dot_from_tiles(lw, d, tiles[0], tiles[1], pending=None, **kw)
+        plan.in_flight.append(d.result)
+        return
+    # this dot's wait also completes the dots still in flight: the previous iteration's last one
+    # (at the first dot) and the deferred ones before it
+    running = list(plan.in_flight)
+    if plan.async_dot and d is plan.first_dot:
+        running.insert(0, plan.carried)
+    plan.in_flight = []
+    if plan.async_dot and d is plan.last_dot and not running:
+        # every earlier group of the iteration is complete (the dot before waited for 0): nothing
+        # to wait for until the next iteration's first dot, as Triton's loop
+        wgmma.dot_from_tiles(lw, d, tiles[0], tiles[1], pending=None, **kw)
+        return
+    lays = [lw.layout_of(v) for v in running]
+    regs = [lw.block(v, lay) for v, lay in zip(running, lays)]
+    waited = wgmma.dot_from_tiles(lw, d, tiles[0], tiles[1], also_wait=[x for r in regs for x in r],
+                                  pending=1 if plan.async_dot and d is plan.last_dot else 0, **kw)
+    for v, lay, r in zip(running, lays, regs):
+        lw.set_block(v, lay, waited[:len(r)])
+        waited = waited[len(r):]
 
 
 def lower_for(lw, op) -> bool:
