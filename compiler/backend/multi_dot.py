@@ -172,7 +172,8 @@ def _side_loads(lw, body, operand_loads) -> list:
     (make_plan drops them otherwise)."""
     out = []
     for lo in body.ops:
-        if lo.name != "load" or lo in operand_loads or not lo.result.is_block or lo.result.dtype.is_ptr():
+        if (lo.name != "load" or lo in operand_loads or not lo.result.is_block or lo.result.dtype.is_ptr()
+                or lo.result.dtype.name == "int1"):
             continue
         if len(lo.result.shape) != 1 or lo.attrs.get("volatile") or not pipeline._zero_const(lo.operands[2]):
             continue
