@@ -167,6 +167,7 @@ def make_plan(lw, op) -> Plan | None:
     p.dist = stages - 1
     p.addr_ops, p.upd_ops, p.needed = addr
     p.skip, p.dots = set(loads), {d}
+    p.side = {}
     return p
 
 
@@ -283,6 +284,8 @@ def _issue(lw, plan: Plan, body, iv_val, state: dict, slot_base, ub, signed: boo
         thread_ptr = None
         if all(uses_wgmma(d, lw.options) for d in plan.dots) and tv is not None and not any(c & tm for c in consts):
             thread_ptr = lw.smem_ptr(b.add(b.mul(tv, ll.Constant(I32, es)), slot))
+        # an element a layout replicates is copied by each of its holders, the same bytes (the
+        # same data, or the same zero-fill: mask and bounds are the element's) to the same place
         for g, c in zip(range(0, lay.n_regs, v), consts):
             if thread_ptr is not None:
                 dst = b.gep(thread_ptr, [ll.Constant(I32, c * es + tile.base)], inbounds=True, source_etype=ll.IntType(8))
@@ -349,6 +352,7 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot) -> None:
     # prologue: iterations 0 … S-2
     state = {body.args[i + 1].id: as_binding(i, init_regs[i]) for i in plan.needed}
     iv_s = lb
+    lw.open_hoist(body)   # ahead of the barrier: hoisted conversions may use the buffers' space
     lw.barrier()  # the buffers may alias shared memory used just before the loop
     for s in range(D):
         _issue(lw, plan, body, iv_s, state, s * plan.stage_bytes, ub, signed)
@@ -392,6 +396,9 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot) -> None:
             if bop.name in ("yield", "condition"):
                 term = bop
                 break
+            if bop in plan.side:   # copied with the tiles: read in the layouts its users want
+                lw.bind_smem_block(bop.result, lw.want(bop.result), plan.side[bop], read_base)
+                continue
             if bop in plan.skip:
                 continue
             if bop in plan.dots:
@@ -413,6 +420,9 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot) -> None:
         ahead_regs.append(v[1] if isinstance(v, tuple) else [v])
     lw.loop_back(header, iv, step, all_phis, [[b.add(it, ll.Constant(I32, 1))]] + nxt + ahead_regs)
 
+    lw.close_hoist()
+    for lo in plan.side:
+        del lw.smem_backed[lo.result.id]
     b.position_at_end(exitb)
     lw.call("llvm.nvvm.cp.async.wait.group", ll.VoidType(), [ll.Constant(I32, 0)])
     if plan.async_dot:  # the last wgmma group is still running: wait, with the accumulators through

@@ -34,6 +34,20 @@ def ptxas_report(ptx: str) -> dict:
     return {"regs": regs, "spills": spills, "stack": stack, "text": rep}
 
 
+def ptx_loops(ptx: str) -> list[str]:
+    """The text of each loop of the PTX: from its label to the branch back to it."""
+    lines = ptx.splitlines()
+    at, loops = {}, []
+    for i, line in enumerate(lines):
+        m = re.match(r"^(\$L__\w+):", line)
+        if m:
+            at[m.group(1)] = i
+        m = re.search(r"\bbra(?:\.uni)?\s+(\$L__\w+);", line)
+        if m and m.group(1) in at:
+            loops.append("\n".join(lines[at[m.group(1)]:i + 1]))
+    return loops
+
+
 # =============================================================================================
 # Triton-style kernels (front end → backend)
 
