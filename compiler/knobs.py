@@ -32,6 +32,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -251,9 +252,12 @@ def nvidia_tool_paths(binary: str, explicit: tuple = ()) -> list[str]:
     for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
         if root:
             found.append(os.path.join(root, "bin", binary))
-    for package, inside in (*_TOOL_WHEELS.get(binary, ()), ("triton", "backends/nvidia/bin")):
+    for package, inside in _TOOL_WHEELS.get(binary, ()):
         for base in _package_dirs(package):
             found.append(os.path.join(base, inside, binary))
+    # Triton's wheel, looked for on sys.path rather than imported: under Triton's test suite a
+    # `triton` package that is blocktune's import shim comes first
+    found += [os.path.join(entry or ".", "triton", "backends", "nvidia", "bin", binary) for entry in sys.path]
     out: list[str] = []
     for c in found:
         if c and c not in out and os.path.isfile(c) and os.access(c, os.X_OK):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pathlib
 import re
+import sys
 
 import pytest
 
@@ -154,10 +155,15 @@ def test_nvidia_tools_are_found_and_report_their_release(monkeypatch, tmp_path):
     monkeypatch.setenv("CUDA_HOME", str(tmp_path / "nowhere"))
     monkeypatch.setattr(knobs, "_TOOL_WHEELS", {})
     monkeypatch.setattr(knobs, "_package_dirs", lambda name: [])
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "site")])
     if os.path.exists("/usr/local/cuda/bin/nvdisasm"):
         pytest.skip("/usr/local/cuda has nvdisasm")
     with pytest.raises(RuntimeError, match="Cannot find nvdisasm: set TRITON_NVDISASM_PATH"):
         knobs.nvidia.nvdisasm
+    # Triton's wheel's copy, on sys.path (not imported: under Triton's tests `triton` is a shim)
+    (tmp_path / "site" / "triton" / "backends" / "nvidia" / "bin").mkdir(parents=True)
+    bundled = _fake_tool(tmp_path / "site" / "triton" / "backends" / "nvidia" / "bin" / "nvdisasm", "12.9")
+    assert knobs.nvidia.nvdisasm.path == bundled
 
 
 def test_groups_have_tritons_base_knobs_api(clean_env):
