@@ -15,7 +15,7 @@ from .errors import AutotunerError, CompilationError, CompileTimeAssertionFailur
 from . import runtime  # noqa: E402
 from .runtime.jit import JITFunction, jit  # noqa: E402
 from .runtime.autotune import Autotuner, Config, Heuristics, autotune, heuristics  # noqa: E402
-from .runtime.compile import CompiledKernel, compile  # noqa: E402
+from .runtime.compile import ASTSource, CompiledKernel, compile  # noqa: E402
 from .runtime.source import jit_from_source  # noqa: E402
 from .runtime.allocator import set_allocator  # noqa: E402
 from .runtime.tensor_wrapper import TensorWrapper, reinterpret  # noqa: E402
@@ -41,6 +41,6 @@ cdiv.__blocktune_host_helper__ = True
 next_power_of_2.__blocktune_host_helper__ = True
 
 __all__ = ["jit", "JITFunction", "autotune", "heuristics", "Config", "Autotuner", "Heuristics",
-           "compile", "CompiledKernel", "jit_from_source", "TensorWrapper", "reinterpret", "cdiv", "next_power_of_2",
+           "compile", "ASTSource", "CompiledKernel", "jit_from_source", "TensorWrapper", "reinterpret", "cdiv", "next_power_of_2",
            "CompilationError", "OutOfResources", "TritonError", "AutotunerError", "CompileTimeAssertionFailure",
            "testing", "language", "runtime", "set_allocator", "must_use_result", "__version__"]
