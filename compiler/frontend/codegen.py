@@ -908,7 +908,7 @@ class CodeGenerator(ast.NodeVisitor):
                 all(not is_value(a) for a in args) and all(not is_value(v) for v in kwargs.values()):
             return fn(*args, **kwargs)  # compiler.cdiv / next_power_of_2 on compile-time values
         raise self.error(node, f"cannot call {self._describe(fn)} inside a kernel: only tl builtins, "
-                               "@jit functions and a few Python builtins (range, min, max, len, int, float) are allowed")
+                               "@jit functions and a few Python builtins (range, min, max, len, int, float, getattr...) are allowed")
 
     def inline(self, node, callee, args, kwargs):
         if self.depth > MAX_INLINE_DEPTH:
@@ -1093,6 +1093,21 @@ def _py_hasattr(gen, node, x, name):
     return True
 
 
+_NO_DEFAULT = object()
+
+
+def _py_getattr(gen, node, x, name, default=_NO_DEFAULT):
+    """`getattr(libdevice, fn)` with `fn` known at compile time (a constexpr string): what `x.<fn>`
+    is in the kernel; `default` when it has no such attribute."""
+    if not isinstance(name, str):
+        raise gen.error(node, "getattr() needs an attribute name known at compile time (a constexpr string)")
+    if name.startswith("_"):
+        raise gen.error(node, f"attribute '{name}' is not accessible in a kernel")
+    if default is _NO_DEFAULT:
+        return gen.attribute(node, x, name)
+    return gen.attribute(node, x, name) if _py_hasattr(gen, node, x, name) else default
+
+
 def _py_abs(gen, node, x):
     return S.unary_math(gen.b, "abs", x) if is_value(x) else builtins.abs(x)
 
@@ -1105,7 +1120,7 @@ _PYTHON_BUILTINS = {
     builtins.min: _py_minmax("min"), builtins.max: _py_minmax("max"), builtins.len: _py_len,
     builtins.int: _py_cast(T.int32), builtins.float: _py_cast(T.float32), builtins.bool: _py_cast(T.int1),
     builtins.print: _py_print, builtins.isinstance: _py_isinstance, builtins.abs: _py_abs,
-    builtins.hasattr: _py_hasattr,
+    builtins.hasattr: _py_hasattr, builtins.getattr: _py_getattr,
     builtins.range: _py_range_error,
     builtins.tuple: lambda gen, node, x=(): tuple(x), builtins.list: lambda gen, node, x=(): list(x),
     tl_core.tuple: lambda gen, node, x=(): tuple(x),

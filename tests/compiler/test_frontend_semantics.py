@@ -121,6 +121,25 @@ def test_hasattr_and_isinstance_decide_at_compile_time(interpret, value, dtype, 
     assert x.item() == expected and has.item() == 1
 
 
+@pytest.mark.parametrize("fn,ref", [("j0", torch.special.bessel_j0), ("y1", torch.special.bessel_y1),
+                                    ("cyl_bessel_i0", torch.special.i0)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_getattr_with_a_constexpr_name(interpret, gen, fn, ref, dtype):
+    x = rand(gen, (128,), dtype, 0.1, 5.0)
+    out = poisoned((128,), dtype)
+    K.getattr_kernel[(1,)](x, out, FN=fn, N=128)
+    torch.testing.assert_close(out, ref(x.double()).to(dtype))
+
+
+def test_getattr_needs_a_compile_time_name():
+    @triton.jit
+    def kernel(X, i):
+        tl.store(X, getattr(tl, i))
+
+    with pytest.raises(triton.CompilationError, match="getattr\\(\\) needs an attribute name known at compile time"):
+        generate_ir(kernel, {"X": from_signature("*fp32"), "i": from_signature("i32")}, {})
+
+
 @pytest.mark.parametrize("x", [None, 1, 2])
 def test_hasattr_of_none_and_numbers(interpret, x):
     has = _flag(-1)
@@ -254,6 +273,8 @@ PTX_CASES = {
     "literal_dtype": (K.literal_dtype_kernel, dict(Out="*i32"), dict(BLOCK=128)),
     "uint_with_literal": (K.uint_with_literal_kernel, dict(X="*u8", Out="*u8"), dict(N=256)),
     "where_pointers": (K.where_pointers_kernel, dict(Cond="*i1", A="*i64", B="*i64", Out="*i64"), dict(N=256)),
+    "getattr_libdevice_fp32": (K.getattr_kernel, dict(X="*fp32", Out="*fp32"), dict(FN="cyl_bessel_i1", N=128)),
+    "getattr_libdevice_fp64": (K.getattr_kernel, dict(X="*fp64", Out="*fp64"), dict(FN="y0", N=128)),
     "topk_fp32": (K.topk_kernel, dict(X="*fp32", Z="*fp32"), dict(M=4, N=64, K=8)),
     "topk_i32_rows": (K.topk_kernel, dict(X="*i32", Z="*i32"), dict(M=8, N=16, K=4)),
     "topk_bf16_wide": (K.topk_kernel, dict(X="*bf16", Z="*bf16"), dict(M=1, N=1024, K=16)),

@@ -85,3 +85,14 @@ def test_pointers_of_tl_pi32_t_are_selected_and_stored_as_integers(gen):
     out = poisoned((256,), torch.int64)
     K.where_pointers_kernel[(1,)](cond, a, b, out, N=256)
     assert torch.equal(out, torch.where(cond, a, b))
+
+
+@pytest.mark.parametrize("fn,ref", [("j0", torch.special.bessel_j0), ("j1", torch.special.bessel_j1),
+                                    ("y0", torch.special.bessel_y0), ("y1", torch.special.bessel_y1),
+                                    ("cyl_bessel_i0", torch.special.i0), ("cyl_bessel_i1", torch.special.i1)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_getattr_with_a_constexpr_name(gen, fn, ref, dtype):
+    x = rand(gen, (128,), dtype, 0.1, 5.0)
+    out = poisoned((128,), dtype)
+    K.getattr_kernel[(1,)](x, out, FN=fn, N=128)
+    torch.testing.assert_close(out, ref(x.double()).to(dtype))

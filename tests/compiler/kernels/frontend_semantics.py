@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import compiler as triton
 import compiler.language as tl
+from compiler.language.extra import libdevice
 
 
 @triton.jit
@@ -109,3 +110,15 @@ def where_pointers_kernel(Cond, A, B, Out, N: tl.constexpr):
     a = tl.load(A + offs).to(tl.pi32_t)
     b = tl.load(B + offs).to(tl.pi32_t)
     tl.store(Out + offs, tl.where(tl.load(Cond + offs), a, b))
+
+
+@triton.jit
+def getattr_kernel(X, Out, FN: tl.constexpr, N: tl.constexpr):
+    """`getattr(module, name)` with the name a constexpr string (Triton's test_bessel picks a
+    libdevice function so); a missing name with a default gives the default."""
+    offs = tl.arange(0, N)
+    x = tl.load(X + offs)
+    fallback = getattr(libdevice, "no_such_function", None)
+    if fallback is None:
+        x = getattr(libdevice, FN)(x)
+    tl.store(Out + offs, x)
