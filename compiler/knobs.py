@@ -179,6 +179,9 @@ class codegen_knobs(base_knobs):
                   doc="device_assert is checked on the GPU (as @jit(debug=True))")
     fp32_default = _Knob("TRITON_F32_DEFAULT", parse=lambda t: t if t is not None else "tf32",
                          doc="tl.dot's input_precision for fp32 operands when the kernel does not say")
+    fp_fusion = _Knob("TRITON_DEFAULT_FP_FUSION", parse=lambda t: t is None or flag(t),
+                      doc="a*b+c in floating point may become one fma (Triton's default); "
+                          "TRITON_DEFAULT_FP_FUSION=0 keeps the multiply and the add apart")
 
     def key(self) -> str:
         """Every codegen knob's value, for the compile cache key."""
@@ -307,6 +310,8 @@ class language_knobs(base_knobs):
     fp32_default = _Knob("TRITON_F32_DEFAULT", parse=lambda t: t or None,
                          doc="tl.dot's input_precision for fp32 operands when the kernel does not say "
                              "(None: tf32); the same variable as codegen.fp32_default")
+    default_fp_fusion = _Knob("TRITON_DEFAULT_FP_FUSION", parse=lambda t: t is None or flag(t),
+                              doc="Triton's name for codegen.fp_fusion (the same variable)")
 
 
 class HookChain:

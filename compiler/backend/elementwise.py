@@ -138,14 +138,15 @@ def binary(name):
         half = dt.name in ("fp16", "bf16")
         sgn = is_signed(dt)
         t = lty(dt)
+        contract = CONTRACT if lw.options.fp_fusion else ()
 
         def f(x, y):
             if name == "add":
-                return b.fadd(x, y, flags=CONTRACT) if fl else b.add(x, y)
+                return b.fadd(x, y, flags=contract) if fl else b.add(x, y)
             if name == "sub":
-                return b.fsub(x, y, flags=CONTRACT) if fl else b.sub(x, y)
+                return b.fsub(x, y, flags=contract) if fl else b.sub(x, y)
             if name == "mul":
-                return b.fmul(x, y, flags=CONTRACT) if fl else b.mul(x, y)
+                return b.fmul(x, y, flags=contract) if fl else b.mul(x, y)
             if name == "fdiv":
                 if dt.name == "fp32":
                     if op.attrs.get("ieee", False):

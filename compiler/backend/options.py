@@ -18,12 +18,13 @@ class LoweringOptions:
     debug: bool = False           # device_assert is checked on the GPU only in debug mode, as in Triton
     wgmma: str = "async"          # knobs.codegen.wgmma: "async" | "sync" | "off"
     pipeline: bool = True         # knobs.codegen.pipeline
+    fp_fusion: bool = True        # knobs.codegen.fp_fusion: float add/sub/mul may contract into fma
 
     @classmethod
     def from_knobs(cls, *, num_warps: int, num_stages: int = 1, target: str | None = None,
                    debug: bool = False) -> "LoweringOptions":
         return cls(num_warps=num_warps, num_stages=num_stages, target=target or "", debug=debug,
-                   wgmma=knobs.codegen.wgmma, pipeline=knobs.codegen.pipeline)
+                   wgmma=knobs.codegen.wgmma, pipeline=knobs.codegen.pipeline, fp_fusion=knobs.codegen.fp_fusion)
 
     @property
     def wgmma_target(self) -> bool:

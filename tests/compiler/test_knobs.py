@@ -40,7 +40,8 @@ def clean_env(monkeypatch):
 
 
 def test_defaults(clean_env):
-    assert knobs.codegen.knobs == {"wgmma": "async", "pipeline": True, "debug": False, "fp32_default": "tf32"}
+    assert knobs.codegen.knobs == {"wgmma": "async", "pipeline": True, "debug": False, "fp32_default": "tf32",
+                                   "fp_fusion": True}
     assert knobs.runtime.interpret is False and knobs.runtime.interpret_vectorize is True
     assert knobs.runtime.launcher == "native" and knobs.cache.disabled is False
 
@@ -71,7 +72,7 @@ def test_no_pipeline_0_still_pipelines_the_matmul(clean_env):
 
 @pytest.mark.parametrize("name,values", [("BLOCKTUNE_WGMMA", ("0", "sync")), ("BLOCKTUNE_NO_PIPELINE", ("1",)),
                                          ("BLOCKTUNE_DEBUG", ("1",)), ("TRITON_DEBUG", ("1",)),
-                                         ("TRITON_F32_DEFAULT", ("ieee", "tf32x3"))])
+                                         ("TRITON_F32_DEFAULT", ("ieee", "tf32x3")), ("TRITON_DEFAULT_FP_FUSION", ("0",))])
 def test_every_codegen_switch_changes_the_cache_key(clean_env, name, values):
     """TRITON_F32_DEFAULT (tl.dot's fp32 precision) was read by the front end but left out of the
     key: a changed default reused the PTX compiled under the old one."""
@@ -86,7 +87,7 @@ def test_every_codegen_switch_changes_the_cache_key(clean_env, name, values):
 def test_cache_key_follows_the_codegen_group_by_construction(clean_env):
     """A knob declared in codegen_knobs is in codegen.key() without anything else to change."""
     names = set(knobs.codegen.knob_descriptors)
-    assert names == {"wgmma", "pipeline", "debug", "fp32_default"}
+    assert names == {"wgmma", "pipeline", "debug", "fp32_default", "fp_fusion"}
     assert all(f"{n}=" in knobs.codegen.key() for n in names)
 
 
@@ -194,3 +195,20 @@ def test_without_propagate_env_an_assignment_stays_in_the_process(clean_env, mon
     assert knobs.codegen.wgmma == "off" and "BLOCKTUNE_WGMMA" not in os.environ and _key() != ref
     knobs.codegen.reset()
     assert knobs.codegen.wgmma == "async" and _key() == ref
+
+
+@triton.jit
+def _mul_add(data):
+    ptrs = data + tl.arange(0, 128)
+    tl.store(ptrs, tl.load(ptrs) * 1.5 + 1.0)
+
+
+@pytest.mark.parametrize("fusion", [True, False])
+def test_fp_fusion_decides_whether_mul_add_becomes_fma(clean_env, fusion):
+    """Triton's knobs.language.default_fp_fusion (TRITON_DEFAULT_FP_FUSION): off, a*b+c stays a
+    multiply and an add (bitwise what unfused code computes); on (the default), one fma."""
+    knobs.language.default_fp_fusion = fusion
+    assert knobs.codegen.fp_fusion is fusion
+    ptx = triton.compile(_mul_add, {"data": "*fp32"}, target="sm_90").asm["ptx"]
+    assert bool(re.search(r"(mad|fma)\.r[nzmp]\.(ftz\.)?f32", ptx)) is fusion
+    assert bool(re.search(r"mul\.(rn\.)?f32", ptx)) is not fusion
