@@ -672,6 +672,9 @@ class CodeGenerator(ast.NodeVisitor):
             return getattr(base, attr)
         if isinstance(base, (bool, int, float)) and attr == "dtype":
             return S.literal_type(base)   # Triton makes `value = 1` a scalar tensor: its dtype is int32
+        if isinstance(base, (bool, int, float)) and attr != "type" and tensor_has_attribute(attr):
+            # and its methods work on it: `acc = 0` ... `acc.to(tl.int64)`
+            return tensor_attribute(self.b, S.to_tensor(self.b, base), attr)
         raise self.error(node, f"cannot take attribute '{attr}' of {self._describe(base)} in a kernel")
 
     def visit_Subscript(self, node):

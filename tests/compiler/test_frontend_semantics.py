@@ -131,6 +131,12 @@ def test_getattr_with_a_constexpr_name(interpret, gen, fn, ref, dtype):
     torch.testing.assert_close(out, ref(x.double()).to(dtype))
 
 
+def test_methods_of_a_number_make_it_a_scalar_tensor(interpret):
+    out = torch.full((1,), -1, dtype=torch.int64)
+    K.number_method_kernel[(1,)](out, START=2**35, N=20)
+    assert out.item() == sum(range(2**35, 2**35 + 20))
+
+
 def test_getattr_needs_a_compile_time_name():
     @triton.jit
     def kernel(X, i):
@@ -275,6 +281,7 @@ PTX_CASES = {
     "where_pointers": (K.where_pointers_kernel, dict(Cond="*i1", A="*i64", B="*i64", Out="*i64"), dict(N=256)),
     "getattr_libdevice_fp32": (K.getattr_kernel, dict(X="*fp32", Out="*fp32"), dict(FN="cyl_bessel_i1", N=128)),
     "getattr_libdevice_fp64": (K.getattr_kernel, dict(X="*fp64", Out="*fp64"), dict(FN="y0", N=128)),
+    "number_method": (K.number_method_kernel, dict(Out="*i64"), dict(START=2**35, N=20)),
     "topk_fp32": (K.topk_kernel, dict(X="*fp32", Z="*fp32"), dict(M=4, N=64, K=8)),
     "topk_i32_rows": (K.topk_kernel, dict(X="*i32", Z="*i32"), dict(M=8, N=16, K=4)),
     "topk_bf16_wide": (K.topk_kernel, dict(X="*bf16", Z="*bf16"), dict(M=1, N=1024, K=16)),

@@ -96,3 +96,9 @@ def test_getattr_with_a_constexpr_name(gen, fn, ref, dtype):
     out = poisoned((128,), dtype)
     K.getattr_kernel[(1,)](x, out, FN=fn, N=128)
     torch.testing.assert_close(out, ref(x.double()).to(dtype))
+
+
+def test_methods_of_a_number_make_it_a_scalar_tensor():
+    out = torch.full((1,), -1, dtype=torch.int64, device=DEV)
+    K.number_method_kernel[(1,)](out, START=2**35, N=20)
+    assert out.item() == sum(range(2**35, 2**35 + 20))

@@ -122,3 +122,13 @@ def getattr_kernel(X, Out, FN: tl.constexpr, N: tl.constexpr):
     if fallback is None:
         x = getattr(libdevice, FN)(x)
     tl.store(Out + offs, x)
+
+
+@triton.jit
+def number_method_kernel(Out, START: tl.constexpr, N: tl.constexpr):
+    """A number assigned to a variable is Triton's scalar tensor: `acc = 0; acc.to(tl.int64)`."""
+    acc = 0
+    acc = acc.to(tl.int64)
+    for i in range(START, START + N):
+        acc += i
+    tl.store(Out, acc)
