@@ -9,6 +9,11 @@ class TritonError(Exception):
     """The base of the compiler's own errors (Triton's `triton.TritonError`)."""
 
 
+class ArgumentError(ValueError, AssertionError):
+    """A wrong argument to a compiler or tool API (num_warps=3, an out-of-range dim). Also an
+    AssertionError: Triton checks these with `assert`, and code written for it catches that."""
+
+
 class CompilationError(TritonError):
     """A kernel could not be compiled. `str()` reads like a C compiler diagnostic:
 

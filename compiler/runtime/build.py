@@ -8,7 +8,7 @@ directly. `stats` counts compiles and hits (tests use it).
 """
 from __future__ import annotations
 
-from ..errors import OutOfResources
+from ..errors import ArgumentError, OutOfResources
 from ..language import descriptor_type as DT
 from ..language import dtypes as T
 from ..language.core import constexpr
@@ -97,7 +97,7 @@ def compile_jit(fn, signature, constexprs: dict | None = None, num_warps: int = 
             raise ValueError(f"'{n}' is {sig[n]}: only integers can be specialized to 1")
     num_warps, num_stages = int(num_warps), int(num_stages)
     if num_warps < 1 or num_warps & (num_warps - 1):
-        raise ValueError(f"num_warps must be a power of two from 1 to 32, got {num_warps}")
+        raise ArgumentError(f"num_warps must be a power of 2 (1 to 32), got {num_warps}")
     if num_warps > 32:   # as Triton: a resource error, which @autotune scores as a failed config
         raise OutOfResources(num_warps * 32, 1024, "threads")
     if target is None:

@@ -80,5 +80,8 @@ def test_wrong_uses_are_errors():
         triton.compile(src, target="sm_90", options={"num_ctas": 2})
     with pytest.raises(ValueError, match="NVIDIA GPUs"):
         triton.compile(src, target=GPUTarget("hip", "gfx942", 64))
+    for error in (ValueError, AssertionError):    # Triton asserts it
+        with pytest.raises(error, match="num_warps must be a power of 2"):
+            triton.compile(src, target="sm_90", options={"num_warps": 3})
     with pytest.raises(TypeError, match="Signature keys must be string"):
         triton.ASTSource(fn=_add, signature={0: "*fp32"})
