@@ -71,7 +71,10 @@ def build_ir(fn, signature: dict, constexprs: dict, divisible_by_16=(), equal_to
         cx[k] = 1
     attrs = {k: {"divisibility": 16} for k in divisible_by_16 if k in sig}
     stats["ir_built"] += 1
-    return generate_ir(fn, sig, cx, attrs)
+    ir_fn = generate_ir(fn, sig, cx, attrs)
+    if getattr(fn, "_repr", None) is not None:      # @jit(repr=...) names the kernel
+        ir_fn.name = fn.kernel_name(signature, constexprs, equal_to_1)
+    return ir_fn
 
 
 def _backend_compile(ir_fn, num_warps: int, num_stages: int, target: str, debug: bool = False) -> dict:

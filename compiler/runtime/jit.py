@@ -25,7 +25,7 @@ import sys
 import textwrap
 import threading
 import types
-from collections import ChainMap
+from collections import ChainMap, namedtuple
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -379,6 +379,8 @@ class KernelParam:
 
 
 _MISSING = object()
+# what @jit(repr=fn) gets (Triton's name and fields)
+_SpecializationProxy = namedtuple("SpecializationProxy", ["constants", "signature"])
 
 
 class JITFunction:
@@ -407,6 +409,7 @@ class JITFunction:
                     getattr(fn, "__annotations__", {}), do_not_specialize, noinline, debug, autotune_key,
                     do_not_specialize_on_alignment)
         self.launch_metadata = launch_metadata
+        self._repr = repr
         self.__doc__ = fn.__doc__
         self.__module__ = fn.__module__
         self.__qualname__ = fn.__qualname__
@@ -421,6 +424,7 @@ class JITFunction:
                     options.get("debug"), options.get("autotune_key"),
                     options.get("do_not_specialize_on_alignment", ()))
         self.launch_metadata = options.get("launch_metadata")
+        self._repr = options.get("repr")
         self.__doc__ = ast.get_docstring(fn_ast)
         self.__module__ = "<submitted>"
         self.__qualname__ = name
@@ -500,6 +504,22 @@ class JITFunction:
         raise RuntimeError(
             f"{self.__name__} is a @jit kernel: it cannot be called as a Python function. Launch it with "
             f"{self.__name__}[grid](...) (or call it from inside another @jit function)")
+
+    def kernel_name(self, signature: dict, constexprs: dict, equal_to_1=()) -> str:
+        """The compiled kernel's name: the function's, or what `@jit(repr=fn)` says for this
+        specialization (`fn` gets Triton's proxy: `.signature`, every parameter's type with
+        "constexpr" for the constants, and `.constants`, name → value, integers specialized to 1
+        included)."""
+        if getattr(self, "_repr", None) is None:
+            return self.__name__
+        constants = {k: v for k, v in constexprs.items() if k in self.arg_names}
+        constants.update((k, 1) for k in equal_to_1)
+        proxy = _SpecializationProxy(constants, {n: "constexpr" if n in constants else signature.get(n, "constexpr")
+                                                 for n in self.arg_names})
+        name = self._repr(proxy)
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_$][\w$]*", name):
+            raise ValueError(f"@jit(repr=...) of {self.__name__} gave {name!r}: a kernel name must be an identifier")
+        return name
 
     def source_line(self, lineno: int) -> str | None:
         """The text of file line `lineno` (with its original indentation), if it is in the kernel."""
@@ -965,7 +985,7 @@ def jit(fn=None, *, do_not_specialize: Iterable = (), noinline: bool = False, de
     def wrap(f):
         return JITFunction(f, do_not_specialize=do_not_specialize, noinline=noinline, debug=debug,
                            autotune_key=autotune_key, do_not_specialize_on_alignment=do_not_specialize_on_alignment,
-                           launch_metadata=launch_metadata)
+                           repr=repr, launch_metadata=launch_metadata)
     if fn is not None:
         return wrap(fn)
     return wrap

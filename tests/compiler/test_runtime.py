@@ -1206,3 +1206,36 @@ def test_a_tuple_of_tensor_descriptors_on_the_gpu_path(fake_cuda):
     assert [fake_cuda.fake_param(i) for i in (0, 5)] == [0x7F0000001000, 0x7F0000002000]
     assert [fake_cuda.fake_param(i) & 0xFFFFFFFF for i in (1, 2)] == [16, 32] and fake_cuda.fake_param(3) == 32
     ptxas.report(ck.asm["ptx"])
+
+
+# ---- @jit(repr=...): the kernel's name per specialization ---------------------------------------
+
+def _typed_name(spec):
+    ones = "_".join(k for k, v in spec.constants.items() if v == 1)
+    return f"k_{spec.signature['value']}_{ones}"
+
+
+@triton.jit(repr=_typed_name)
+def _named_by_repr(value, is_one, X):
+    pass
+
+
+@pytest.mark.parametrize("value,ty", [(-1, "i32"), (2**40, "i64"), (2**64 - 1, "u64")])
+def test_repr_names_the_compiled_kernel(value, ty):
+    """Triton's repr gets the specialization (types, with the integers specialized to 1 among the
+    constants); its answer is the kernel's name in the PTX and in the compile cache key."""
+    sig, cx, div16, eq1, _ = _named_by_repr.specialize((value, 1, np.zeros(4, np.float32)), interpret=True)
+    ck = C.compile_jit(_named_by_repr, sig, cx, target="sm_90", divisible_by_16=div16, equal_to_1=eq1)
+    assert ck.name == f"k_{ty}_is_one" and f".entry {ck.name}(" in ck.asm["ptx"]
+    other = C.cache_key(_named_by_repr, sig, cx, 4, 3, "sm_90", div16, eq1)
+    plain = triton.jit(_named_by_repr.fn)
+    assert C.cache_key(plain, sig, cx, 4, 3, "sm_90", div16, eq1) != other
+
+
+def test_repr_must_give_an_identifier():
+    @triton.jit(repr=lambda spec: "not a name")
+    def kernel(X):
+        pass
+
+    with pytest.raises(ValueError, match="repr=.*gave 'not a name': a kernel name must be an identifier"):
+        C.compile(kernel, {"X": "*fp32"}, target="sm_90")
