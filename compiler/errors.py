@@ -52,6 +52,11 @@ class CompilationError(TritonError):
     def __str__(self) -> str:
         return self._format()
 
+    @property
+    def error_message(self) -> str:
+        """The message without the location (Triton's attribute)."""
+        return self.message
+
     def __reduce__(self):  # picklable across process pools (the tuner compiles in children)
         return (type(self), (self.message, self.loc, self.source_line))
 
