@@ -8,7 +8,7 @@ directly. `stats` counts compiles and hits (tests use it).
 """
 from __future__ import annotations
 
-from ..errors import ArgumentError, OutOfResources
+from ..errors import ArgumentError, CompilationError, OutOfResources
 from ..language import descriptor_type as DT
 from ..language import dtypes as T
 from ..language.core import constexpr
@@ -65,6 +65,11 @@ def default_target() -> str:
 def build_ir(fn, signature: dict, constexprs: dict, divisible_by_16=(), equal_to_1=()):
     """Run the front end. Integers equal to 1 become constexprs (not passed at launch)."""
     from ..frontend import generate_ir  # noqa: PLC0415 - import time: the front end loads at the first compile
+    both = [n for n in fn.constexpr_names if n in fn.do_not_specialize]
+    if both:
+        raise CompilationError(f"{both[0]} marked as constexpr and listed in do_not_specialize: a constexpr is "
+                               "always specialized (drop it from do_not_specialize)",
+                               fn.definition_loc(), fn.source_line(fn.first_lineno))
     sig = {k: v for k, v in signature.items() if k not in equal_to_1}
     cx = dict(constexprs)
     for k in equal_to_1:

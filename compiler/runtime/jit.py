@@ -505,6 +505,10 @@ class JITFunction:
             f"{self.__name__} is a @jit kernel: it cannot be called as a Python function. Launch it with "
             f"{self.__name__}[grid](...) (or call it from inside another @jit function)")
 
+    def definition_loc(self) -> Loc:
+        """Where the kernel's `def` is (for errors about the kernel as a whole)."""
+        return _loc(self.filename, self.fn_ast, self.col_offset_shift, self.__name__)
+
     def kernel_name(self, signature: dict, constexprs: dict, equal_to_1=()) -> str:
         """The compiled kernel's name: the function's, or what `@jit(repr=fn)` says for this
         specialization (`fn` gets Triton's proxy: `.signature`, every parameter's type with
@@ -844,7 +848,7 @@ def _generate_runner(jf: JITFunction):
         if n in _RESERVED or _INTERNAL.fullmatch(n):
             raise CompilationError(f"parameter name '{n}' of {jf.__name__}() is reserved by the launcher "
                                    "(num_warps, num_stages, stream, warmup and a few _names): rename it",
-                                   _loc(jf.filename, jf.fn_ast, jf.col_offset_shift, jf.__name__),
+                                   jf.definition_loc(),
                                    jf.source_line(jf.first_lineno))
     ctx_names = set(jf.constexpr_names)
     pieces = []

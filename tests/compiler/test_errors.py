@@ -268,3 +268,13 @@ def test_wrong_argument_type_at_launch():
     with pytest.raises(triton.CompilationError) as info:
         uses_n_kernel[(1,)](_x(), None, BLOCK=16)
     _check(info.value, lineno, line)
+
+
+def test_a_constexpr_cannot_be_left_unspecialized():
+    """Triton's error, at the first compile (the decoration itself is fine)."""
+    @triton.jit(do_not_specialize=["N"])
+    def kernel(X, N: tl.constexpr):
+        pass
+
+    with pytest.raises(triton.CompilationError, match="N marked as constexpr and listed in do_not_specialize"):
+        triton.compile(kernel, {"X": "*fp32"}, {"N": 5}, target="sm_90")

@@ -137,6 +137,16 @@ def test_methods_of_a_number_make_it_a_scalar_tensor(interpret):
     assert out.item() == sum(range(2**35, 2**35 + 20))
 
 
+def test_where_with_a_non_boolean_condition_warns_as_in_triton():
+    @triton.jit
+    def kernel(X, Out):
+        offs = tl.arange(0, 16)
+        tl.store(Out + offs, tl.where(tl.load(X + offs), 1.0, 2.0))
+
+    with pytest.warns(UserWarning, match="tl.where with a non-boolean condition is deprecated.*uint32"):
+        generate_ir(kernel, {"X": from_signature("*u32"), "Out": from_signature("*fp32")}, {})
+
+
 def test_getattr_needs_a_compile_time_name():
     @triton.jit
     def kernel(X, i):
