@@ -832,7 +832,7 @@ def _is_namespace(obj) -> bool:
 
 _RESERVED = frozenset({"num_warps", "num_stages", "stream", "warmup"} |
                       {o.split("=")[0] for o in _TRITON_LAUNCH_OPTIONS})
-_INTERNAL = re.compile(r"_(grid_|opts|t|[pka]\d+|dev|key|e|n|r|bind|g\d|self|launchers|dflt|make|Tensor|get_device|"
+_INTERNAL = re.compile(r"_(type|int|isinstance|tuple|callable|len|grid_|opts|t|[pka]\d+|dev|key|e|n|r|bind|g\d|self|launchers|dflt|make|Tensor|get_device|"
                        r"get_stream|interpret_var_set|interpret_mode|int_kind|spec_arg|cpu_tensor|unsupported_num_ctas)")
 
 
@@ -883,13 +883,13 @@ def _generate_runner(jf: JITFunction):
             continue
         spec = n not in jf.do_not_specialize
         j = names.index(n)
-        L.append(f"    _t = type({n})")
+        L.append(f"    _t = _type({n})")
         L.append("    if _t is _Tensor:")
         L.append(f"        _p{j} = {n}.data_ptr()")
         L.append(f"        if not {n}.is_cuda: _cpu_tensor({n!r})")
         L.append(f"        _k{j} = {n}.dtype")
         L.append(f"        _a{j} = not (_p{j} & 15)")
-        L.append("    elif _t is int:")
+        L.append("    elif _t is _int:")
         L.append(f"        _p{j} = {n}")
         L.append(f"        if -2147483648 <= {n} <= 2147483647:")
         if spec:
@@ -898,7 +898,7 @@ def _generate_runner(jf: JITFunction):
             L.append(f"            _k{j} = 'i32'")
         L.append(f"        else: _k{j} = _int_kind({n}, {spec})[0]")
         L.append(f"        _a{j} = {'not (' + n + ' & 15)' if spec else 'False'}")
-        L.append(f"    elif isinstance({n}, tuple):")
+        L.append(f"    elif _isinstance({n}, _tuple):")
         L.append(f"        return _self._run_with_tuple_args(_grid_, {tuple_src}, num_warps, num_stages, stream, warmup)")
         L.append("    else:")
         L.append(f"        _k{j}, _a{j}, _p{j} = _spec_arg({n}, {j}, {n!r}, {spec})")
@@ -920,12 +920,12 @@ def _generate_runner(jf: JITFunction):
     L.append(f"        _e = _self._miss(_key, {tuple_src}, num_warps, num_stages, _dev, warmup)")
     L.append("        if warmup: return _e[1]")
     meta_items = ", ".join(f"{n!r}: {n}" for n in names)
-    L.append("    if _grid_.__class__ is not tuple:")
-    L.append("        if callable(_grid_):")
+    L.append("    if _grid_.__class__ is not _tuple:")
+    L.append("        if _callable(_grid_):")
     L.append(f"            _grid_ = _grid_({{{meta_items}{', ' if names else ''}'num_warps': num_warps, "
              "'num_stages': num_stages})")
-    L.append("        if _grid_.__class__ is int: _grid_ = (_grid_,)")
-    L.append("    _n = len(_grid_)")
+    L.append("        if _grid_.__class__ is _int: _grid_ = (_grid_,)")
+    L.append("    _n = _len(_grid_)")
     L.append("    _g0 = _grid_[0]")
     L.append("    _g1 = _grid_[1] if _n > 1 else 1")
     L.append("    _g2 = _grid_[2] if _n > 2 else 1")
@@ -939,6 +939,9 @@ def _generate_runner(jf: JITFunction):
     # Parameter names are Python identifiers from the kernel's own `def` (parsed by ast), so the
     # generated text cannot be steered by them; default values are passed as objects, not text.
     glb = ns
+    # the builtins the runner calls, under names a kernel parameter cannot take (Triton's own tests
+    # name parameters `type`)
+    glb.update(_type=type, _int=int, _isinstance=isinstance, _tuple=tuple, _callable=callable, _len=len)
     glb.setdefault("_interpret_var_set", _interpret_var_check())
     glb.setdefault("_interpret_mode", interpret_mode)
     glb.setdefault("_int_kind", _int_kind)

@@ -1239,3 +1239,17 @@ def test_repr_must_give_an_identifier():
 
     with pytest.raises(ValueError, match="repr=.*gave 'not a name': a kernel name must be an identifier"):
         C.compile(kernel, {"X": "*fp32"}, target="sm_90")
+
+
+def test_gpu_path_parameters_named_like_builtins(fake_cuda):
+    """Parameters may be named `type`, `len`, `int`... (Triton's test_call has `type`): the runner's
+    own calls do not go through those names (they did: `type(ptr)` called the string "inline", the
+    launch raised, and a test that caught the exception saw unchanged data)."""
+    src = ("import triton\nimport triton.language as tl\n@triton.jit\n"
+           "def k(x_ptr, len, int, type: tl.constexpr, tuple: tl.constexpr, callable: tl.constexpr):\n"
+           "    tl.store(x_ptr + tl.arange(0, 16), len + int)\n")
+    kern = compiler.jit_from_source(src, "k")
+    fake_cuda.fake_set_nparams(3)
+    kern[lambda meta: (meta["len"],)](FakeTensor(0x7F0000001000), 3, 5, "inline", 2, 4)
+    assert fake_cuda.fake_calls() == 1 and [fake_cuda.fake_grid(i) for i in range(3)] == [3, 1, 1]
+    assert fake_cuda.fake_param(1) & 0xFFFFFFFF == 3 and fake_cuda.fake_param(2) & 0xFFFFFFFF == 5
