@@ -1002,7 +1002,7 @@ _IN_PLACE_HINTS = ("multiple_of", "max_contiguous", "max_constancy")
 
 def _has_effect(op: ir.Op) -> bool:
     """Whether running the op when its result is not wanted could be observed (or fault)."""
-    return op.name in ir.SIDE_EFFECTS or (op.name == "inline_asm" and not op.attrs.get("pure"))
+    return op.name == "load" or ir.has_effect(op)     # a load may fault
 
 
 def _always_returns(stmts) -> bool:
