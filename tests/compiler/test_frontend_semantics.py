@@ -147,6 +147,12 @@ def test_where_with_a_non_boolean_condition_warns_as_in_triton():
         generate_ir(kernel, {"X": from_signature("*u32"), "Out": from_signature("*fp32")}, {})
 
 
+def test_a_tuple_of_constexprs_holds_numbers(interpret):
+    out = _flag(-1)
+    K.constexpr_tuple_kernel[(1,)](out, tuple(tl.constexpr(v) for v in (2, 3, 7)))
+    assert out.item() == 42
+
+
 def test_getattr_needs_a_compile_time_name():
     @triton.jit
     def kernel(X, i):

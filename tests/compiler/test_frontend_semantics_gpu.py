@@ -102,3 +102,10 @@ def test_methods_of_a_number_make_it_a_scalar_tensor():
     out = torch.full((1,), -1, dtype=torch.int64, device=DEV)
     K.number_method_kernel[(1,)](out, START=2**35, N=20)
     assert out.item() == sum(range(2**35, 2**35 + 20))
+
+
+def test_a_tuple_of_constexprs_holds_numbers():
+    import compiler.language as tl
+    out = _flag(-1)
+    K.constexpr_tuple_kernel[(1,)](out, tuple(tl.constexpr(v) for v in (2, 3, 7)))
+    assert out.item() == 42

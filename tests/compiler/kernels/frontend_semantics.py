@@ -132,3 +132,13 @@ def number_method_kernel(Out, START: tl.constexpr, N: tl.constexpr):
     for i in range(START, START + N):
         acc += i
     tl.store(Out, acc)
+
+
+@triton.jit
+def constexpr_tuple_kernel(Out, SHAPE):
+    """A tuple argument of tl.constexpr values (Triton's tests pass block shapes so): its items are
+    plain numbers in the kernel."""
+    n = 1
+    for k in tl.static_range(len(SHAPE)):
+        n *= SHAPE[k]
+    tl.store(Out, n)
