@@ -170,8 +170,7 @@ def spec_arg(v, index: int, name: str, specialize: bool = True, interpret: bool 
     if torch is not None and isinstance(v, torch.Tensor):
         p = v.data_ptr()
         if not interpret and not v.is_cuda:
-            raise ValueError(f"argument '{name}' is a CPU tensor: launch on the GPU needs CUDA tensors "
-                             "(or set BLOCKTUNE_INTERPRET=1 to run the kernel on the CPU)")
+            _cpu_tensor(v, name)
         return v.dtype, not (p & 15), p
     cai = getattr(v, "__cuda_array_interface__", None)
     if cai is not None:
@@ -886,7 +885,7 @@ def _generate_runner(jf: JITFunction):
         L.append(f"    _t = _type({n})")
         L.append("    if _t is _Tensor:")
         L.append(f"        _p{j} = {n}.data_ptr()")
-        L.append(f"        if not {n}.is_cuda: _cpu_tensor({n!r})")
+        L.append(f"        if not {n}.is_cuda: _cpu_tensor({n}, {n!r})")
         L.append(f"        _k{j} = {n}.dtype")
         L.append(f"        _a{j} = not (_p{j} & 15)")
         L.append("    elif _t is _int:")
@@ -978,8 +977,12 @@ def _unsupported_num_ctas(num_ctas):
                      "clusters are not implemented); use num_ctas=1 (the default)")
 
 
-def _cpu_tensor(name):
-    raise ValueError(f"argument '{name}' is a CPU tensor: launch on the GPU needs CUDA tensors "
+def _cpu_tensor(tensor, name):
+    """A host tensor for a GPU launch: pinned memory is mapped into the GPU's address space (its
+    data_ptr is valid there, as Triton lets kernels use it); pageable memory is an error."""
+    if tensor.is_pinned():
+        return
+    raise ValueError(f"argument '{name}' is a CPU tensor: launch on the GPU needs CUDA tensors or pinned host memory "
                      "(or set BLOCKTUNE_INTERPRET=1 to run the kernel on the CPU)")
 
 

@@ -503,7 +503,7 @@ def test_gpu_path_torch_tensor_branch(fake_cuda, monkeypatch):
     """The generated code's inline torch.Tensor branch (CPU tensors stand in for CUDA ones here)."""
     torch = pytest.importorskip("torch")
     monkeypatch.setitem(J._NS, "_Tensor", torch.Tensor)
-    monkeypatch.setitem(J._NS, "_cpu_tensor", lambda name: None)
+    monkeypatch.setitem(J._NS, "_cpu_tensor", lambda tensor, name: None)
     orig = J.spec_arg
     monkeypatch.setattr(J, "spec_arg", lambda v, i, n, specialize=True, interpret=False: orig(v, i, n, specialize, True))
     k = _fresh(add_kernel)
@@ -1055,6 +1055,32 @@ def test_gpu_cpu_tensor_is_refused():
     x = torch.zeros(16)
     with pytest.raises(ValueError, match="CPU tensor"):
         _fresh(add_kernel)[(1,)](x, x, x, 16, BLOCK_SIZE=16)
+
+
+@pytest.mark.gpu
+def test_gpu_pinned_host_memory_is_used_in_place():
+    """Pinned host memory is in the GPU's address space: a kernel reads and writes it (Triton's
+    test_pointer_arguments[cpu_pinned])."""
+    torch = pytest.importorskip("torch")
+    torch.cuda.init()
+    x = torch.arange(16, dtype=torch.float32).pin_memory()
+    out = torch.full((16,), float("nan")).pin_memory()
+    _fresh(add_kernel)[(1,)](x, x, out, 16, BLOCK_SIZE=16)
+    torch.cuda.synchronize()
+    assert torch.equal(out, 2 * x)
+
+
+def test_pinned_host_tensors_are_accepted_for_the_gpu_but_pageable_ones_are_not():
+    torch = pytest.importorskip("torch")
+
+    class Pinned:          # a CPU tensor reporting pinned memory (no CUDA here to pin it)
+        is_cuda = False
+
+        def is_pinned(self):
+            return True
+    J._cpu_tensor(Pinned(), "x")
+    with pytest.raises(ValueError, match="argument 'x' is a CPU tensor: .*pinned host memory"):
+        J._cpu_tensor(torch.zeros(4), "x")
 
 
 @pytest.mark.gpu
