@@ -980,7 +980,8 @@ def _unsupported_num_ctas(num_ctas):
 def _cpu_tensor(tensor, name):
     """A host tensor for a GPU launch: pinned memory is mapped into the GPU's address space (its
     data_ptr is valid there, as Triton lets kernels use it); pageable memory is an error."""
-    if tensor.is_pinned():
+    is_pinned = getattr(tensor, "is_pinned", None)
+    if is_pinned is not None and is_pinned():
         return
     raise ValueError(f"argument '{name}' is a CPU tensor: launch on the GPU needs CUDA tensors or pinned host memory "
                      "(or set BLOCKTUNE_INTERPRET=1 to run the kernel on the CPU)")

@@ -251,7 +251,7 @@ def _launch_value(v, name: str, ty: str):
             return v
         dp = getattr(v, "data_ptr", None)
         if dp is not None:
-            if getattr(v, "is_cuda", True) is False and not v.is_pinned():
+            if getattr(v, "is_cuda", True) is False and not getattr(v, "is_pinned", lambda: False)():
                 raise ValueError(f"argument '{name}' is a CPU tensor; the GPU needs a CUDA tensor or pinned host memory")
             return int(dp())
         cai = getattr(v, "__cuda_array_interface__", None)
