@@ -433,6 +433,18 @@ def inline_asm_elementwise(gen, node, asm, constraints, args, dtype, is_pure, pa
     return tuple(op.results) if isinstance(dtype, (tuple, list)) else op.results[0]
 
 
+@rule("smid")
+def smid(gen, node):
+    """tl.extra.cuda.smid(): %smid, as Triton reads it (inline asm; GPU only)."""
+    return inline_asm_elementwise(gen, node, "mov.u32 $0, %smid;", "=r", [], T.int32, True, 1)
+
+
+@rule("globaltimer")
+def globaltimer(gen, node):
+    """tl.extra.cuda.globaltimer(): %globaltimer in ns (inline asm, impure: each call reads it again)."""
+    return inline_asm_elementwise(gen, node, "mov.u64 $0, %globaltimer;", "=l", [], T.int64, False, 1)
+
+
 # -- reductions and scans --------------------------------------------------------------------
 @rule("sum")
 def sum_(gen, node, input, axis=None, keep_dims=False, dtype=None):

@@ -496,6 +496,11 @@ def test_gpu_inline_asm(gen):
     d = torch.full((1024,), float("nan"), device="cuda")
     K.asm_packed_two_outputs_kernel[(1,)](x.cuda(), bf.cuda(), c, d, BLOCK=1024)
     assert torch.equal(c.cpu(), x.to(torch.int32)) and torch.equal(d.cpu(), torch.maximum(x.float(), bf))
+    sm = torch.full((64,), -1, dtype=torch.int32, device="cuda")
+    times = torch.zeros(128, dtype=torch.int64, device="cuda")
+    K.special_registers_kernel[(64,)](sm, times, torch.zeros(128, dtype=torch.int32, device="cuda"), BLOCK=128)
+    n_sm = torch.cuda.get_device_properties(0).multi_processor_count
+    assert bool(((sm >= 0) & (sm < n_sm)).all()) and bool((times[1::2] > times[0::2]).all())
     f = uniform(gen, -3, 3)
     g = torch.full((N,), float("nan"), device="cuda")
     K.asm_float_kernel[grid()](f.cuda(), g, N, BLOCK=BLOCK)

@@ -194,3 +194,16 @@ def asm_packed_two_outputs_kernel(A, B, C, D, BLOCK: tl.constexpr):
         """, "=r,=r,=r,=r,=r,=r,=r,=r,r,r,r,r,r", [a, b], dtype=(tl.int32, tl.float32), is_pure=True, pack=4)
     tl.store(C + tl.arange(0, BLOCK), c)
     tl.store(D + tl.arange(0, BLOCK), d)
+
+
+@triton.jit
+def special_registers_kernel(Sm, Times, Out, BLOCK: tl.constexpr):
+    """tl.extra.cuda.smid() per program; globaltimer() before and after some work."""
+    start = tl.extra.cuda.globaltimer()
+    off = tl.arange(0, BLOCK)
+    for i in range(100):
+        tl.store(Out + off, tl.load(Out + off) + 1)
+    end = tl.extra.cuda.globaltimer()
+    tl.store(Sm + tl.program_id(0), tl.extra.cuda.smid())
+    tl.store(Times + 2 * tl.program_id(0), start)
+    tl.store(Times + 2 * tl.program_id(0) + 1, end)
