@@ -427,11 +427,11 @@ def test_matmul_inner_loop_vectorized():
 
 def test_atomics_shape():
     ptx = compile_case("atomic_add").asm["ptx"]
-    assert "atom.acq_rel.gpu.global.add.f32" in ptx
+    assert "atom.global.gpu.acq_rel.add.f32" in ptx
     ptx = compile_case("atomic_minmax_f32").asm["ptx"]
-    assert "atom.acq_rel.gpu.global.max.s32" in ptx and "atom.acq_rel.gpu.global.min.u32" in ptx
+    assert "atom.global.gpu.acq_rel.max.s32" in ptx and "atom.global.gpu.acq_rel.min.u32" in ptx
     ptx = compile_case("cas").asm["ptx"]
-    assert "atom.acq_rel.gpu.global.cas.b32" in ptx
+    assert "atom.global.acq_rel.gpu.cas.b32" in ptx
 
 
 def test_first_compile_time_vector_add():
