@@ -143,12 +143,21 @@ class CodeGenerator(ast.NodeVisitor):
         if isinstance(node.value, ast.Call):
             node.value.result_unused = True    # for @must_use_result functions (visit_Call)
         value = self.visit(node.value)
-        call = node.value
-        if isinstance(call, ast.Call) and call.args and isinstance(call.args[0], ast.Name) and is_value(value) \
-                and getattr(self.visit(call.func), "__blocktune_builtin__", None) in _IN_PLACE_HINTS:
+        target = self._hinted_name(node.value)
+        if target is not None and is_value(value):
             # Triton attaches these hints to the value itself: `tl.multiple_of(ptrs, 16)` as a
-            # statement (tutorial 08) still informs later uses of `ptrs`
-            self.assign(call.args[0], value)
+            # statement (tutorial 08), or nested (`tl.max_contiguous(tl.multiple_of(offs, 1024),
+            # 1024)`), still informs later uses of `ptrs`
+            self.assign(target, value)
+
+    def _hinted_name(self, expr):
+        """The variable a statement of (nested) hint calls is about, or None."""
+        while isinstance(expr, ast.Call) and expr.args and \
+                getattr(self.visit(expr.func), "__blocktune_builtin__", None) in _IN_PLACE_HINTS:
+            expr = expr.args[0]
+            if isinstance(expr, ast.Name):
+                return expr
+        return None
 
     def visit_Return(self, node):
         value = None if node.value is None else self.visit(node.value)

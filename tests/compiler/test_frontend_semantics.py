@@ -313,6 +313,14 @@ def test_ptx_assembles(name):
     assert "0 bytes spill stores" in rep, rep
 
 
+@pytest.mark.parametrize("hint", [True, False])
+def test_nested_hint_statements_vectorize(hint):
+    sig = dict(Dst="*fp32", Src="*fp32", Off="*i32", N="i32")
+    ptx = triton.compile(K.nested_hints_kernel, signature=sig, constexprs=dict(BLOCK=1024, HINT=hint), target="sm_90",
+                         divisible_by_16=list(sig)).asm["ptx"]
+    assert ("ld.global.v4.b32" in ptx) is hint and ("st.global.v4.b32" in ptx) is hint
+
+
 def test_conditional_stores_branch_in_ptx():
     """The atomics of `a if c else b` sit behind a branch on `c`, one per side, and so does the
     load of `tl.load(p) if c else -1.0` (LLVM may merge the two plain stores into one)."""

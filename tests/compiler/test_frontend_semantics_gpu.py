@@ -109,3 +109,11 @@ def test_a_tuple_of_constexprs_holds_numbers():
     out = _flag(-1)
     K.constexpr_tuple_kernel[(1,)](out, tuple(tl.constexpr(v) for v in (2, 3, 7)))
     assert out.item() == 42
+
+
+def test_nested_hint_statements(gen):
+    src = rand(gen, (2048,), torch.float32)
+    dst = poisoned((2048,), torch.float32)
+    off = torch.tensor([1024], dtype=torch.int32, device=DEV)
+    K.nested_hints_kernel[(1,)](dst, src, off, 2048, BLOCK=1024, HINT=True)
+    assert torch.equal(dst[1024:], src[1024:])

@@ -142,3 +142,15 @@ def constexpr_tuple_kernel(Out, SHAPE):
     for k in tl.static_range(len(SHAPE)):
         n *= SHAPE[k]
     tl.store(Out, n)
+
+
+@triton.jit
+def nested_hints_kernel(Dst, Src, Off, N, BLOCK: tl.constexpr, HINT: tl.constexpr):
+    """Hints as a statement, nested, on offsets the compiler cannot see through (a loaded shift):
+    Triton's test_vectorization_hints."""
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    offsets = offsets + tl.load(Off)
+    if HINT:
+        tl.max_contiguous(tl.multiple_of(offsets, 1024), 1024)
+    x = tl.load(Src + offsets, mask=offsets < N)
+    tl.store(Dst + offsets, x, mask=offsets < N)
