@@ -382,6 +382,23 @@ _MISSING = object()
 _SpecializationProxy = namedtuple("SpecializationProxy", ["constants", "signature"])
 
 
+class _MockTensor:
+    """What `warmup` compiles for when given a torch dtype instead of a tensor (Triton's): a
+    16-byte-aligned tensor of that dtype that is never launched on."""
+
+    def __init__(self, dtype):
+        self.dtype = dtype
+
+    @staticmethod
+    def wrap_dtype(arg):
+        torch = sys.modules.get("torch")
+        return _MockTensor(arg) if torch is not None and isinstance(arg, torch.dtype) else arg
+
+    @staticmethod
+    def data_ptr():
+        return 0
+
+
 class JITFunction:
     """A kernel: Python source + everything needed to specialize, compile and launch it."""
 
@@ -558,7 +575,9 @@ class JITFunction:
 
     def warmup(self, *args, grid=(1,), **kwargs):
         """Compile for these arguments without launching; returns the CompiledKernel (or, in
-        interpret mode, the ir.Function)."""
+        interpret mode, the ir.Function). As in Triton, a torch dtype stands for a tensor of it."""
+        args = tuple(_MockTensor.wrap_dtype(a) for a in args)
+        kwargs = {k: _MockTensor.wrap_dtype(v) for k, v in kwargs.items()}
         runner = self._runner or self._build_runner()
         return runner(grid, *args, warmup=True, **kwargs)
 

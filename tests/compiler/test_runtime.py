@@ -1279,3 +1279,11 @@ def test_gpu_path_parameters_named_like_builtins(fake_cuda):
     kern[lambda meta: (meta["len"],)](FakeTensor(0x7F0000001000), 3, 5, "inline", 2, 4)
     assert fake_cuda.fake_calls() == 1 and [fake_cuda.fake_grid(i) for i in range(3)] == [3, 1, 1]
     assert fake_cuda.fake_param(1) & 0xFFFFFFFF == 3 and fake_cuda.fake_param(2) & 0xFFFFFFFF == 5
+
+
+def test_warmup_takes_torch_dtypes_for_tensors():
+    """Triton's warmup(torch.float32, ...): a dtype stands for a tensor of it (aligned)."""
+    torch = pytest.importorskip("torch")
+    ck = _fresh(add_kernel).warmup(torch.float16, torch.float16, torch.float32, 1024, BLOCK_SIZE=256, grid=(1,))
+    assert ck.metadata["arg_types"][:3] == ["*fp16", "*fp16", "*fp32"]
+    assert set(ck.metadata["divisible_by_16"]) >= {"x_ptr", "y_ptr", "out_ptr"}
