@@ -150,7 +150,7 @@ def _kernel_name(fn, signature, constexprs, equal_to_1) -> str:
 
 
 def cache_key(fn, signature: dict, constexprs: dict, num_warps: int, num_stages: int, target: str,
-              divisible_by_16, equal_to_1) -> str:
+              divisible_by_16, equal_to_1, options=()) -> str:
     h = hashlib.sha256()
     parts = [
         "blocktune-kernel", __version__, compiler_source_hash(), fn.fingerprint, _kernel_name(fn, signature, constexprs, equal_to_1),
@@ -161,6 +161,8 @@ def cache_key(fn, signature: dict, constexprs: dict, num_warps: int, num_stages:
         knobs.codegen.key(),              # every switch that changes the generated code
         f"debug={int(debug_mode(fn))}",
     ]
+    if options:                           # the launch's compile options (build.compile_options)
+        parts.append(";".join(f"{k}={v!r}" for k, v in options))
     h.update("\x00".join(parts).encode())
     return h.hexdigest()
 

@@ -18,7 +18,9 @@ tuner and the service reach the compiler's parts (docs/contracts.md).
 from __future__ import annotations
 
 from ..errors import CompilationError
-from .build import build_ir, compile_jit, default_target, normalize_signature, stats, _backend_compile  # noqa: F401
+from .build import (  # noqa: F401
+    COMPILE_OPTIONS, build_ir, compile_jit, compile_options, default_target, normalize_signature, stats, _backend_compile,
+)
 from .cache import (  # noqa: F401  (the tuner's compile step and the tests use these names from here)
     atomic_write, cache_dir, cache_key, canon, clear_memory_cache, compiler_source_hash, debug_mode,
     disk_enabled as _disk_enabled, memory as _memory,
@@ -74,8 +76,9 @@ class ASTSource:
         return {"signature": sig, "constexprs": self.constexprs, "divisible_by_16": [n for n in div16 if n in sig]}
 
 
-# Triton's compile options: those kernel[grid](...) also takes as hints that change no result
-# (jit.py), accepted and ignored here too; num_ctas must be 1 (one CTA per program).
+# Triton's compile options: those kernel[grid](...) takes (jit.py): enable_fp_fusion and maxnreg
+# (build.COMPILE_OPTIONS) compile in, the hints that change no result are accepted and ignored;
+# num_ctas must be 1 (one CTA per program).
 _OPTIONS = {"num_warps", "num_stages"} | {o.split("=")[0] for o in _TRITON_LAUNCH_OPTIONS}
 
 
@@ -105,8 +108,9 @@ def compile(src, signature=None, constexprs: dict | None = None, num_warps: int 
             raise ValueError(f"compile(): blocktune has no option(s) {unknown} (it takes {sorted(_OPTIONS)})")
         if opts.get("num_ctas", 1) != 1:
             raise ValueError("num_ctas must be 1: blocktune runs each program as one CTA (no thread-block clusters)")
+        given = compile_options(**{k: opts[k] for k in COMPILE_OPTIONS if k in opts})
         return compile_jit(src.fn, num_warps=opts.get("num_warps", num_warps), num_stages=opts.get("num_stages", num_stages),
-                           target=_target_name(target), **src.compile_args())
+                           target=_target_name(target), options=given, **src.compile_args())
     if signature is None:
         raise TypeError("compile() needs a signature (or Triton's ASTSource)")
     if options:

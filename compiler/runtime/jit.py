@@ -41,9 +41,11 @@ from . import build, cache, descriptors, driver, launch_hooks, native
 from .tensor_wrapper import TensorWrapper, reinterpret  # noqa: F401  (triton.runtime.jit's names)
 from ..language.dtypes import type_canonicalisation_dict  # noqa: F401  (as triton.runtime.jit's)
 
-# Triton launch options accepted by kernel[grid](...) and ignored, as hints that change no result (no
-# register cap); num_ctas must be 1 (a program is one CTA: thread-block clusters are not supported)
-_TRITON_LAUNCH_OPTIONS = ("num_ctas=1", "maxnreg=None", "enable_fp_fusion=True", "debug=None",
+# Triton launch options kernel[grid](...) takes: maxnreg and enable_fp_fusion are compile options
+# (build.COMPILE_OPTIONS; None: not given, the knob decides fusion); the others are accepted and
+# ignored, as hints that change no result; num_ctas must be 1 (a program is one CTA: thread-block
+# clusters are not supported)
+_TRITON_LAUNCH_OPTIONS = ("num_ctas=1", "maxnreg=None", "enable_fp_fusion=None", "debug=None",
                           "launch_cooperative_grid=False", "extern_libs=None", "launch_pdl=False",
                           "sanitize_overflow=None")
 
@@ -588,7 +590,7 @@ class JITFunction:
         return self._runner
 
     # The slow path: classify arguments properly, compile, load, make the launcher.
-    def _miss(self, key, values: tuple, num_warps, num_stages, dev, warmup):
+    def _miss(self, key, values: tuple, num_warps, num_stages, dev, warmup, options=()):
         if interpret_mode():
             raise RuntimeError("internal: GPU launch path used in interpret mode")
         _refresh_torch()
@@ -601,7 +603,7 @@ class JITFunction:
         else:
             target = driver.target_for_device(dev)
         ck = build.compile_jit(self, sig, constexprs, num_warps=num_warps, num_stages=num_stages, target=target,
-                               divisible_by_16=div16, equal_to_1=eq1)
+                               divisible_by_16=div16, equal_to_1=eq1, options=options)
         self.compile_count += 1
         if warmup:
             return (None, ck)
@@ -649,19 +651,20 @@ class JITFunction:
                 named.update(tuple_args.flatten(name, v)[1])
         return named
 
-    def _run_with_tuple_args(self, grid, values: tuple, num_warps, num_stages, stream, warmup):
-        """The GPU launch of a call with tuple arguments, all in Python (the leaves are kernel
-        parameters, so neither the C binder nor the runner's key covers them)."""
+    def _run_in_python(self, grid, values: tuple, num_warps, num_stages, stream, warmup, options=()):
+        """The GPU launch of a call with tuple arguments or compile options (build.compile_options),
+        all in Python: tuple leaves are kernel parameters and options are part of the compile, so
+        neither the C binder nor the runner's key covers them."""
         _refresh_torch()
         dev = _NS["_get_device"]()
         if stream is None:
             stream = _NS["_get_stream"](dev)
         sig, constexprs, div16, eq1, call_names = self.specialize(values, interpret=False)
-        key = ("tuple args", tuple(sig.items()), tuple((k, cache.canon(v)) for k, v in constexprs.items()),
-               div16, eq1, num_warps, num_stages, dev)
+        key = ("in python", tuple(sig.items()), tuple((k, cache.canon(v)) for k, v in constexprs.items()),
+               div16, eq1, num_warps, num_stages, dev, options)
         entry = self._launchers.get(key)
         if entry is None or warmup:
-            entry = self._miss(key, values, num_warps, num_stages, dev, warmup)
+            entry = self._miss(key, values, num_warps, num_stages, dev, warmup, options)
             if warmup:
                 return entry[1]
         if callable(grid):
@@ -851,7 +854,7 @@ def _is_namespace(obj) -> bool:
 _RESERVED = frozenset({"num_warps", "num_stages", "stream", "warmup"} |
                       {o.split("=")[0] for o in _TRITON_LAUNCH_OPTIONS})
 _INTERNAL = re.compile(r"_(type|int|isinstance|tuple|callable|len|grid_|opts|t|[pka]\d+|dev|key|e|n|r|bind|g\d|self|launchers|dflt|make|Tensor|get_device|"
-                       r"get_stream|interpret_var_set|interpret_mode|int_kind|spec_arg|cpu_tensor|unsupported_num_ctas)")
+                       r"get_stream|interpret_var_set|interpret_mode|int_kind|spec_arg|cpu_tensor|unsupported_num_ctas|compile_options)")
 
 
 def _generate_runner(jf: JITFunction):
@@ -890,6 +893,9 @@ def _generate_runner(jf: JITFunction):
     L.append("    if num_ctas != 1: _unsupported_num_ctas(num_ctas)")
     L.append("    if _interpret_var_set() and _interpret_mode():")
     L.append(f"        return _self._run_interpreted(_grid_, {tuple_src}, num_warps, num_stages, warmup)")
+    L.append("    if enable_fp_fusion is not None or maxnreg is not None:")
+    L.append(f"        return _self._run_in_python(_grid_, {tuple_src}, num_warps, num_stages, stream, warmup, "
+             "_compile_options(enable_fp_fusion=enable_fp_fusion, maxnreg=maxnreg))")
     # the common case in C (launch.c's Binder); NotImplemented: the Python body below
     L.append("    if _bind is not None and not warmup:")
     L.append(f"        _r = _bind(_grid_, num_warps, num_stages, stream{', ' if names else ''}{all_vals})")
@@ -917,7 +923,7 @@ def _generate_runner(jf: JITFunction):
         L.append(f"        else: _k{j} = _int_kind({n}, {spec})[0]")
         L.append(f"        _a{j} = {'not (' + n + ' & 15)' if spec else 'False'}")
         L.append(f"    elif _isinstance({n}, _tuple):")
-        L.append(f"        return _self._run_with_tuple_args(_grid_, {tuple_src}, num_warps, num_stages, stream, warmup)")
+        L.append(f"        return _self._run_in_python(_grid_, {tuple_src}, num_warps, num_stages, stream, warmup)")
         L.append("    else:")
         L.append(f"        _k{j}, _a{j}, _p{j} = _spec_arg({n}, {j}, {n!r}, {spec})")
         key_parts += [f"_k{j}", f"_a{j}"]
@@ -966,6 +972,7 @@ def _generate_runner(jf: JITFunction):
     glb.setdefault("_spec_arg", spec_arg)
     glb.setdefault("_cpu_tensor", _cpu_tensor)
     glb.setdefault("_unsupported_num_ctas", _unsupported_num_ctas)
+    glb.setdefault("_compile_options", build.compile_options)
     loc_ns: dict = {}
     exec(compile(factory_src, f"<blocktune runner {jf.__name__}>", "exec"), glb, loc_ns)  # noqa: S102
     dflt = [jf.defaults.get(n) for n in names]

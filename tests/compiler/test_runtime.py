@@ -1287,3 +1287,50 @@ def test_warmup_takes_torch_dtypes_for_tensors():
     ck = _fresh(add_kernel).warmup(torch.float16, torch.float16, torch.float32, 1024, BLOCK_SIZE=256, grid=(1,))
     assert ck.metadata["arg_types"][:3] == ["*fp16", "*fp16", "*fp32"]
     assert set(ck.metadata["divisible_by_16"]) >= {"x_ptr", "y_ptr", "out_ptr"}
+
+
+@triton.jit
+def _mul_add(data):
+    ptrs = data + tl.arange(0, 128)
+    tl.store(ptrs, tl.load(ptrs) * 1.5 + 1.0)
+
+
+def test_launch_compile_options_enable_fp_fusion_and_maxnreg():
+    """Triton's per-launch compile options: enable_fp_fusion=False keeps a*b+c unfused (overriding
+    the knob), maxnreg gives the kernel's .maxnreg; each is a compile of its own."""
+    torch = pytest.importorskip("torch")
+    import re
+    k = _fresh(_mul_add)
+    fma = re.compile(r"(mad|fma)\.r[nzmp]\.(ftz\.)?f32")
+    assert fma.search(k.warmup(torch.float32, grid=(1,)).asm["ptx"])
+    unfused = k.warmup(torch.float32, grid=(1,), enable_fp_fusion=False)
+    assert not fma.search(unfused.asm["ptx"]) and "mul.rn.f32" in unfused.asm["ptx"]
+    capped = k.warmup(torch.float32, grid=(1,), maxnreg=40)
+    assert re.search(r"\.visible \.entry [^{;]*\.maxnreg 40", capped.asm["ptx"]) and fma.search(capped.asm["ptx"])
+    assert len({unfused.metadata["cache_key"], capped.metadata["cache_key"],
+                k.warmup(torch.float32, grid=(1,)).metadata["cache_key"]}) == 3
+    with pytest.raises(ValueError, match="maxnreg must be an int of at least 16"):
+        k.warmup(torch.float32, grid=(1,), maxnreg=4)
+    src = triton.ASTSource(fn=_mul_add, signature={"data": "*fp32"}, constexprs={})
+    assert not fma.search(triton.compile(src, target="sm_90", options={"enable_fp_fusion": False}).asm["ptx"])
+
+
+def test_gpu_path_launch_with_compile_options(fake_cuda):
+    k = _fresh(add_kernel)
+    x = FakeTensor(0x7F0000001000)
+    fake_cuda.fake_set_nparams(4)
+    ck = k[(2,)](x, x, x, 1024, BLOCK_SIZE=256, maxnreg=64)
+    assert fake_cuda.fake_calls() == 1 and ".maxnreg 64" in ck.asm["ptx"]
+    k[(2,)](x, x, x, 1024, BLOCK_SIZE=256, maxnreg=64)
+    assert fake_cuda.fake_calls() == 2 and k.compile_count == 1
+    assert ".maxnreg" not in k[(2,)](x, x, x, 1024, BLOCK_SIZE=256).asm["ptx"] and k.compile_count == 2
+
+
+@pytest.mark.gpu
+def test_gpu_enable_fp_fusion_false_rounds_twice():
+    """Unfused, x * 1.5 + 1.0 is two float32 roundings, bit for bit what torch computes on the CPU."""
+    torch = pytest.importorskip("torch")
+    x = torch.randn(128, generator=torch.Generator().manual_seed(0)) * 1e3
+    data = x.cuda()
+    _fresh(_mul_add)[(1,)](data, enable_fp_fusion=False, maxnreg=32)
+    assert torch.equal(data.cpu(), x * 1.5 + 1.0)
