@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import builtins
 import inspect
+import math
 import operator
 import types
 from typing import Any
@@ -375,7 +376,7 @@ class CodeGenerator(ast.NodeVisitor):
                 self.assign(node.target, i)
                 self.visit_stmts(node.body)
                 if self.scope.returned is not _MISSING:
-                    raise self.error(node, "return inside a loop is not supported")
+                    raise self.error(node, _RETURN_IN_LOOP)
             return
         if len(args) == 1:
             lb, ub, step = 0, args[0], 1
@@ -436,7 +437,7 @@ class CodeGenerator(ast.NodeVisitor):
     def _loop_body(self, node, block, carried):
         self.visit_stmts(node.body)
         if self.scope.returned is not _MISSING:
-            raise self.error(node, "return inside a loop is not supported")
+            raise self.error(node, _RETURN_IN_LOOP)
 
     def visit_While(self, node):
         if node.orelse:
@@ -568,7 +569,7 @@ class CodeGenerator(ast.NodeVisitor):
                 slots.bind(self.scope.local, body.args)
                 self.visit_stmts(node.body)
                 if self.scope.returned is not _MISSING:
-                    raise self.error(node, "return inside a loop is not supported")
+                    raise self.error(node, _RETURN_IN_LOOP)
                 nexts = [slots.flatten(self.scope.local)[n] for n in names]
             finally:
                 self.b.block = outer
@@ -664,6 +665,8 @@ class CodeGenerator(ast.NodeVisitor):
     def attribute(self, node, base, attr: str):
         if is_value(base):
             return tensor_attribute(self.b, base, attr)
+        if tl_core.is_aggregate(base):
+            return self._aggregate_attribute(node, base, attr)
         if isinstance(base, Composite):
             return composite_attribute(self.b, base, attr)
         if isinstance(base, (dtype, block_type)):
@@ -708,6 +711,8 @@ class CodeGenerator(ast.NodeVisitor):
             if is_value(idx):
                 raise self.error(node, "tuples can only be indexed with compile-time integers")
             return base[idx]
+        if tl_core.is_aggregate(base) and hasattr(type(base), "__getitem__"):
+            return self.call(node, self._aggregate_attribute(node, base, "__getitem__"), [idx], {})
         raise self.error(node, f"cannot index {self._describe(base)}")
 
     def visit_Slice(self, node):
@@ -916,6 +921,12 @@ class CodeGenerator(ast.NodeVisitor):
         if isinstance(getattr(fn, "__self__", None), dtype) and \
                 all(not is_value(a) for a in args) and all(not is_value(v) for v in kwargs.values()):
             return fn(*args, **kwargs)  # x.dtype.is_int(), x.dtype.is_floating(), ... at compile time
+        if isinstance(fn, _BoundMethod):
+            return self.inline(node, fn.fn, [fn.self, *args], kwargs)
+        if isinstance(fn, type) and getattr(fn, "__blocktune_aggregate__", False):
+            return self._make_aggregate(node, fn, args, kwargs)
+        if isinstance(fn, types.MethodType) and tl_core.is_aggregate(fn.__self__):
+            return self._call_python(node, fn, args, kwargs)
         if getattr(fn, "__blocktune_host_helper__", False) and \
                 all(not is_value(a) for a in args) and all(not is_value(v) for v in kwargs.values()):
             return fn(*args, **kwargs)  # compiler.cdiv / next_power_of_2 on compile-time values
@@ -948,6 +959,47 @@ class CodeGenerator(ast.NodeVisitor):
         sub.visit_stmts(callee.fn_ast.body)
         ret = sub.scope.returned
         return None if ret is _MISSING else ret
+
+    # -- Triton's aggregates (tl.core._aggregate) -------------------------------------------------
+    def _make_aggregate(self, node, cls, args, kwargs):
+        """`Cls(...)` in a kernel: the instance, made by running its __init__ at compile time."""
+        inst = object.__new__(cls)
+        init = cls.__dict__.get("__init__")
+        if _is_jit(init):
+            self.inline(node, init, [inst, *args], kwargs)
+        elif init is not None:
+            self._call_python(node, types.MethodType(init, inst), args, kwargs)
+        missing = [f for f in getattr(cls, "__annotations__", {}) if not hasattr(inst, f)]
+        if missing:
+            raise self.error(node, f"constructor for {cls.__name__} did not initialize attribute '{missing[0]}'")
+        return inst
+
+    def _aggregate_attribute(self, node, base, attr):
+        """A field (constexpr wrappers removed), or a method: @jit ones bound to the instance."""
+        static = inspect.getattr_static(type(base), attr, None)
+        try:
+            v = getattr(base, attr)
+        except AttributeError:
+            raise self.error(node, f"{type(base).__name__} has no attribute '{attr}'") from None
+        if _is_jit(v) and not isinstance(static, staticmethod) and attr not in vars(base):
+            return _BoundMethod(v, base)
+        return v.value if isinstance(v, constexpr) else v
+
+    def _call_python(self, node, fn, args, kwargs):
+        """A Python function of an aggregate, run at compile time on kernel values (Triton hands
+        such methods its `_semantic`; there is none here, so they get None)."""
+        try:
+            params = inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            params = {}
+        if "_semantic" in params:
+            kwargs = dict(kwargs, _semantic=None)
+        try:
+            return fn(*args, **kwargs)
+        except CompilationError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the user's Python code: report it at the call
+            raise self.error(node, f"{type(e).__name__}: {e}") from e
 
     # -- helpers ----------------------------------------------------------------------------------
     def _constexpr(self, node, v, what):
@@ -1006,6 +1058,17 @@ class _CarriedSlots:
                 scope[n], values = t.with_parts(values[:k]), values[k:]
 
 
+# Triton's words, then ours
+_RETURN_IN_LOOP = "Cannot have `return` statements inside `while` or `for` statements in triton (return inside a loop is not supported)"
+
+
+class _BoundMethod:
+    """A @jit method of an aggregate instance (`pair.unpack`): called, it inlines with `self`."""
+
+    def __init__(self, fn, self_):
+        self.fn, self.self = fn, self_
+
+
 _IN_PLACE_HINTS = ("multiple_of", "max_contiguous", "max_constancy")
 
 
@@ -1046,6 +1109,11 @@ def _py_minmax(which):
             args = tuple(args[0])
         if len(args) < 2:
             raise gen.error(node, f"{which}() needs at least two arguments in a kernel (use tl.{which}(x, axis) to reduce a block)")
+        if all(not is_value(a) for a in args) and \
+                any(isinstance(a, float) and (math.isnan(a) or (a == 0.0 and math.copysign(1.0, a) < 0)) for a in args):
+            # Python's answer would depend on the order of the arguments (as Triton, refused)
+            raise gen.error(node, f"{which}() of compile-time values cannot take NaN or -0.0 (Python's {which} depends "
+                                  f"on the argument order there); use tl.{'minimum' if which == 'min' else 'maximum'}")
         acc = args[0]
         for v in args[1:]:
             if not is_value(acc) and not is_value(v):

@@ -793,6 +793,20 @@ def _line(src, idx):
 # ---------------------------------------------------------------------------------------------
 # Fingerprint
 
+def _is_compile_time_code(obj) -> bool:
+    """An aggregate class or a constexpr_function (not a @jit function, not compiler.cdiv & co)."""
+    if isinstance(obj, type):
+        return getattr(obj, "__blocktune_aggregate__", False) is True
+    return getattr(obj, "__blocktune_host_helper__", False) is True and getattr(obj, "__module__", "") != "compiler"
+
+
+def _source_text(obj) -> str:
+    try:
+        return inspect.getsource(obj)
+    except (OSError, TypeError):
+        return getattr(obj, "__qualname__", repr(obj))
+
+
 def compute_fingerprint(root: JITFunction) -> str:
     """sha256 over the normalized source of `root` and of the @jit functions it reaches through
     its globals, the literal global constants it reads, and the compiler version."""
@@ -828,6 +842,13 @@ def compute_fingerprint(root: JITFunction) -> str:
             j = _unwrap_jit(obj)
             if j is not None:
                 deps.append((".".join(resolved), j))
+            elif _is_compile_time_code(obj):
+                # an aggregate class or a constexpr_function runs at compile time: its source
+                # (and an aggregate's @jit methods) is part of what the kernel compiles to
+                h.update(f"code {jf.__name__}.{'.'.join(resolved)}\n{_source_text(obj)}\n".encode())
+                if isinstance(obj, type):
+                    deps += [(f"{'.'.join(resolved)}.{k}", m) for k, v in sorted(vars(obj).items())
+                             if (m := _unwrap_jit(v.__func__ if isinstance(v, staticmethod) else v)) is not None]
             elif isinstance(obj, constexpr) and isinstance(obj.value, _LITERAL_TYPES):
                 h.update(f"const {jf.__name__}.{'.'.join(resolved)}={canon(obj.value)}\n".encode())
             elif isinstance(obj, _LITERAL_TYPES) and len(resolved) == 1 and not callable(obj):
@@ -1015,6 +1036,13 @@ def _cpu_tensor(tensor, name):
 
 # ---------------------------------------------------------------------------------------------
 
+def constexpr_function(fn):
+    """Triton's `@triton.constexpr_function`: a Python function a kernel calls at compile time, on
+    compile-time values (its result is one too); from Python it is the function itself."""
+    fn.__blocktune_host_helper__ = True
+    return fn
+
+
 def jit(fn=None, *, do_not_specialize: Iterable = (), noinline: bool = False, debug=None,
         autotune_key: Iterable[str] | None = None, do_not_specialize_on_alignment: Iterable = (),
         repr=None, launch_metadata=None, **unused):
@@ -1028,4 +1056,4 @@ def jit(fn=None, *, do_not_specialize: Iterable = (), noinline: bool = False, de
     return wrap
 
 
-__all__ = ["jit", "JITFunction", "spec_arg", "key_to_type", "compute_fingerprint", "normalized_source", "interpret_mode"]
+__all__ = ["jit", "constexpr_function", "JITFunction", "spec_arg", "key_to_type", "compute_fingerprint", "normalized_source", "interpret_mode"]

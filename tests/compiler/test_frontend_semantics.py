@@ -73,7 +73,7 @@ def test_return_inside_a_loop_is_still_refused():
                 return
             tl.store(X + i, 0)
 
-    with pytest.raises(triton.CompilationError, match="return inside a loop is not supported"):
+    with pytest.raises(triton.CompilationError, match="Cannot have `return` statements inside `while` or `for` statements in triton"):
         generate_ir(kernel, {"X": from_signature("*i32"), "N": from_signature("i32")}, {})
 
 
@@ -151,6 +151,45 @@ def test_a_tuple_of_constexprs_holds_numbers(interpret):
     out = _flag(-1)
     K.constexpr_tuple_kernel[(1,)](out, tuple(tl.constexpr(v) for v in (2, 3, 7)))
     assert out.item() == 42
+
+
+def test_aggregates_and_constexpr_functions(interpret, gen):
+    """Triton's tl.core._aggregate and @triton.constexpr_function."""
+    x, y = rand(gen, (16,), torch.float32), rand(gen, (16,), torch.float32)
+    out = poisoned((64,), torch.float32)
+    K.aggregate_kernel[(1,)](x, y, out, N=16)
+    assert torch.equal(out[:16], x * 3 + y) and torch.equal(out[16:32], ((x + y) - x) - y)
+    assert torch.equal(out[32:], torch.arange(32, dtype=torch.float32))
+    assert K._twice(7) == 14                                   # from Python it is the function
+
+
+def test_an_aggregate_must_set_its_fields():
+    @tl.core._aggregate
+    class Half:
+        a: tl.tensor
+        b: tl.tensor
+
+        def __init__(self, a):
+            self.a = a
+
+    @triton.jit
+    def kernel(X):
+        h = Half(tl.load(X))
+        tl.store(X, h.a)
+
+    with pytest.raises(triton.CompilationError, match="constructor for Half did not initialize attribute 'b'"):
+        generate_ir(kernel, {"X": from_signature("*fp32")}, {})
+
+
+@pytest.mark.parametrize("args", [(1.0, float("nan")), (1.0, -0.0)])
+def test_compile_time_min_max_refuse_nan_and_negative_zero(args):
+    """Python's min/max depend on the argument order there (Triton refuses them too)."""
+    @triton.jit
+    def kernel(X, A: tl.constexpr, B: tl.constexpr):
+        tl.store(X, min(A, B))
+
+    with pytest.raises(triton.CompilationError, match="min\\(\\) of compile-time values cannot take NaN or -0.0"):
+        generate_ir(kernel, {"X": from_signature("*fp32")}, {"A": args[0], "B": args[1]})
 
 
 def test_getattr_needs_a_compile_time_name():
@@ -298,6 +337,7 @@ PTX_CASES = {
     "getattr_libdevice_fp32": (K.getattr_kernel, dict(X="*fp32", Out="*fp32"), dict(FN="cyl_bessel_i1", N=128)),
     "getattr_libdevice_fp64": (K.getattr_kernel, dict(X="*fp64", Out="*fp64"), dict(FN="y0", N=128)),
     "number_method": (K.number_method_kernel, dict(Out="*i64"), dict(START=2**35, N=20)),
+    "aggregate": (K.aggregate_kernel, dict(X="*fp32", Y="*fp32", Out="*fp32"), dict(N=16)),
     "topk_fp32": (K.topk_kernel, dict(X="*fp32", Z="*fp32"), dict(M=4, N=64, K=8)),
     "topk_i32_rows": (K.topk_kernel, dict(X="*i32", Z="*i32"), dict(M=8, N=16, K=4)),
     "topk_bf16_wide": (K.topk_kernel, dict(X="*bf16", Z="*bf16"), dict(M=1, N=1024, K=16)),

@@ -117,3 +117,11 @@ def test_nested_hint_statements(gen):
     off = torch.tensor([1024], dtype=torch.int32, device=DEV)
     K.nested_hints_kernel[(1,)](dst, src, off, 2048, BLOCK=1024, HINT=True)
     assert torch.equal(dst[1024:], src[1024:])
+
+
+def test_aggregates_and_constexpr_functions(gen):
+    x, y = rand(gen, (16,), torch.float32), rand(gen, (16,), torch.float32)
+    out = poisoned((64,), torch.float32)
+    K.aggregate_kernel[(1,)](x, y, out, N=16)
+    assert torch.equal(out[:16], x * 3 + y) and torch.equal(out[16:32], ((x + y) - x) - y)
+    assert torch.equal(out[32:], torch.arange(32, dtype=torch.float32, device=out.device))

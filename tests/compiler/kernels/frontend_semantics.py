@@ -154,3 +154,57 @@ def nested_hints_kernel(Dst, Src, Off, N, BLOCK: tl.constexpr, HINT: tl.constexp
         tl.max_contiguous(tl.multiple_of(offsets, 1024), 1024)
     x = tl.load(Src + offsets, mask=offsets < N)
     tl.store(Dst + offsets, x, mask=offsets < N)
+
+
+@tl.core._aggregate
+class Pair:
+    """Triton's aggregate: two kernel values and a compile-time scale, with @jit and Python methods."""
+    first: tl.tensor
+    second: tl.tensor
+    scale: tl.constexpr
+
+    def __init__(self, first, second, scale):
+        self.first = first
+        self.second = second
+        self.scale = tl.constexpr(scale)
+
+    @triton.jit
+    def combined(self):
+        return self.first * self.scale + self.second
+
+    def swapped_parts(self, _semantic=None):
+        return self.second, self.first
+
+    @triton.jit
+    def __getitem__(self, i: tl.constexpr):
+        if i == 0:
+            return self.first
+        return self.second
+
+
+@triton.jit
+def _pair_of(x, y):
+    return Pair(x, y, 3)
+
+
+@triton.jit
+def _sum_of(pair):
+    return pair[0] + pair[1]
+
+
+@triton.constexpr_function
+def _twice(n):
+    return 2 * n
+
+
+@triton.jit
+def aggregate_kernel(X, Y, Out, N: tl.constexpr):
+    """Built by a @jit helper, passed to another, methods of both kinds, indexing; a
+    constexpr_function sizes a block."""
+    offs = tl.arange(0, N)
+    pair = _pair_of(tl.load(X + offs), tl.load(Y + offs))
+    b, a = pair.swapped_parts()
+    tl.store(Out + offs, pair.combined())                       # 3x + y
+    tl.store(Out + N + offs, _sum_of(pair) - a - b)             # (x + y) - x - y
+    wide = tl.arange(0, _twice(N))
+    tl.store(Out + 2 * N + wide, wide)
