@@ -68,8 +68,8 @@ def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | Non
         # the last stride is 1 (checked at launch): a constant, so the last dim is known contiguous
         strides = list(parts[1 + rank:-1]) + [const(b, 1, int64)]
         local[p] = TensorDescriptor(parts[0], parts[1:1 + rank], strides, block, padding)
-    for p in params:
-        if tuple_args.has_leaves(local.get(p)):
+    for p in params:   # tuples: runtime leaves in place, constexpr wrappers removed (also when all are constexprs)
+        if isinstance(local.get(p), tuple):
             local[p] = tuple_args.fill(local[p], local.__getitem__)
     gen = CodeGenerator(kernel, b, local)
     try:
