@@ -800,7 +800,9 @@ def _is_compile_time_code(obj) -> bool:
     """An aggregate class or a constexpr_function (not a @jit function, not compiler.cdiv & co)."""
     if isinstance(obj, type):
         return getattr(obj, "__blocktune_aggregate__", False) is True
-    return getattr(obj, "__blocktune_host_helper__", False) is True and getattr(obj, "__module__", "") != "compiler"
+    module = getattr(obj, "__module__", "") or ""
+    return getattr(obj, "__blocktune_host_helper__", False) is True and not (
+        module == "compiler" or module.startswith("compiler."))
 
 
 def _source_text(obj) -> str:

@@ -192,6 +192,13 @@ def test_compile_time_min_max_refuse_nan_and_negative_zero(args):
         generate_ir(kernel, {"X": from_signature("*fp32")}, {"A": args[0], "B": args[1]})
 
 
+def test_type_of_compile_time_values(interpret):
+    out = torch.zeros(8, dtype=torch.int32)
+    K.constexpr_type_kernel[(1,)](out, (5, 1), N=8)
+    assert (out == 5).all()
+    assert tl.constexpr(3).type == tl.constexpr_type(3) != tl.constexpr_type(4)
+
+
 def test_getattr_needs_a_compile_time_name():
     @triton.jit
     def kernel(X, i):

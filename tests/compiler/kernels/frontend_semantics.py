@@ -208,3 +208,12 @@ def aggregate_kernel(X, Y, Out, N: tl.constexpr):
     tl.store(Out + N + offs, _sum_of(pair) - a - b)             # (x + y) - x - y
     wide = tl.arange(0, _twice(N))
     tl.store(Out + 2 * N + wide, wide)
+
+
+@triton.jit
+def constexpr_type_kernel(Out, strides, N: tl.constexpr):
+    """`.type` of compile-time values is Triton's tl.constexpr_type (a stride of 1 is specialized)."""
+    tl.static_assert(isinstance(strides[1].type, tl.constexpr_type))
+    tl.static_assert(N.type == tl.constexpr_type(8))
+    tl.static_assert((1, 2).type == tl.constexpr_type((1, 2)))
+    tl.store(Out + tl.arange(0, N), strides[0])
