@@ -239,6 +239,17 @@ def _is_constexpr_annotation(node: ast.AST | None, obj: Any = None) -> bool:
     return False
 
 
+def _scalar_annotation(obj):
+    """The scalar dtype a parameter annotation names (`tl.float16`, or "tl.uint8" as a string),
+    else None (tensors, constexprs, torch types and anything else are not a scalar's type)."""
+    if isinstance(obj, str):
+        name = obj.strip().strip("'\"").strip()    # a quoted annotation under `from __future__ import annotations`
+        obj = getattr(T, name.removeprefix("tl.").removeprefix("triton.language."), None)
+    if isinstance(obj, T.dtype) and not obj.is_ptr() and obj.name != "void":
+        return obj
+    return None
+
+
 def _strip_decorators(node: ast.FunctionDef) -> None:
     node.decorator_list = []
 
@@ -467,6 +478,9 @@ class JITFunction:
         self.arg_names = [p.arg for p in params]
         self.constexpr_names = [p.arg for p in params
                                 if _is_constexpr_annotation(p.annotation, annotations.get(p.arg))]
+        # `val: tl.float16`: the scalar argument has that type (Triton's annotations)
+        self.scalar_annotations = {p.arg: t for p in params
+                                   if (t := _scalar_annotation(annotations.get(p.arg))) is not None}
         dns = []
         for d in do_not_specialize or ():
             n = self.arg_names[d] if isinstance(d, int) else d
@@ -637,6 +651,10 @@ class JITFunction:
                 k, aligned, _ = spec_arg(av, 0, arg, name not in self.do_not_specialize, interpret)
                 if k is None or isinstance(av, JITFunction):
                     constexprs[arg] = av
+                    continue
+                ann = self.scalar_annotations.get(arg)
+                if ann is not None and isinstance(k, str | int) and not isinstance(k, bool):
+                    sig[arg] = ann.sig_name        # an annotated scalar: that type, never specialized to 1
                     continue
                 sig[arg] = key_to_type(k)
                 if k == 1 and type(k) is int:

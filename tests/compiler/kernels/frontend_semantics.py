@@ -217,3 +217,12 @@ def constexpr_type_kernel(Out, strides, N: tl.constexpr):
     tl.static_assert(N.type == tl.constexpr_type(8))
     tl.static_assert((1, 2).type == tl.constexpr_type((1, 2)))
     tl.store(Out + tl.arange(0, N), strides[0])
+
+
+@triton.jit
+def annotated_scalars_kernel(Out, half: tl.float16, small: "tl.uint8", N: tl.constexpr):
+    """Scalar parameters annotated with a dtype have it (Triton's test_float/int_annotation)."""
+    tl.static_assert(half.dtype == tl.float16)
+    tl.static_assert(small.dtype == tl.uint8)
+    offs = tl.arange(0, N)
+    tl.store(Out + offs, half.to(tl.float32) + small + offs)
