@@ -197,6 +197,17 @@ class Function:
     arg_attrs: list[dict] = field(default_factory=list)
     constexprs: dict = field(default_factory=dict)
     loc: Loc = UNKNOWN_LOC
+    # ops dead-code elimination dropped: the backend still refuses what it cannot compile among
+    # them (an unused `tl.dot` of fp8e4b8 is an error on the GPU, as in Triton)
+    dropped_ops: list = field(default_factory=list)
+
+    def walk_with_dropped(self) -> Iterator[Op]:
+        """walk(), then the dropped ops and their regions."""
+        yield from self.walk()
+        for op in self.dropped_ops:
+            yield op
+            for r in op.regions:
+                yield from r.walk()
 
     @property
     def args(self) -> list[Value]:
@@ -291,8 +302,10 @@ def has_effect(op: "Op") -> bool:
     return op.name in SIDE_EFFECTS or (op.name == "inline_asm" and not op.attrs.get("pure"))
 
 
-def eliminate_dead_code(fn: "Function") -> None:
-    """Drop ops whose results nobody uses and that have no effect (repeat until nothing changes)."""
+def eliminate_dead_code(fn: "Function") -> list:
+    """Drop ops whose results nobody uses and that have no effect (repeat until nothing changes);
+    returns the dropped ops."""
+    dropped: list = []
     while True:
         used = {o.id for op in fn.walk() for o in op.operands if o is not None}
         removed = 0
@@ -305,12 +318,13 @@ def eliminate_dead_code(fn: "Function") -> None:
                     sweep(r)
                 if not has_effect(op) and op.results and not any(r.id in used for r in op.results):
                     removed += 1
+                    dropped.append(op)
                     continue
                 keep.append(op)
             block.ops = keep
         sweep(fn.body)
         if not removed:
-            return
+            return dropped
 
 def uses(fn: Function) -> dict[int, list[Op]]:
     """Value id → the ops that use it."""

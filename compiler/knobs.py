@@ -204,6 +204,9 @@ class runtime_knobs(base_knobs):
     launcher = _Knob("BLOCKTUNE_LAUNCHER", parse=lambda t: "ctypes" if (t or "").strip().lower() == "ctypes" else "native",
                      text=str,
                      doc="'native' (launch.c, built with the system C compiler) or 'ctypes'")
+    override_arch = _Knob("TRITON_OVERRIDE_ARCH", parse=lambda t: (t or "").strip() or None,
+                          doc="compile launched kernels for this architecture ('sm80', 'sm_90a') instead of the "
+                              "device's (Triton's knob; the target is in the compile cache key)")
     ptxas_aot = _Knob("BLOCKTUNE_PTXAS_AOT", parse=flag,
                       doc="assemble PTX to a cubin with ptxas before loading, and keep it in the disk cache")
 

@@ -81,7 +81,7 @@ def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | Non
                                "simplify it", _def_loc(kernel), _def_line(kernel)) from None
     body.ops.append(ir.Op("return", [], [], loc=b.loc))
     fold_dot_accumulate(fn)
-    ir.eliminate_dead_code(fn)
+    fn.dropped_ops = ir.eliminate_dead_code(fn)
     return fn
 
 

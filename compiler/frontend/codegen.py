@@ -682,6 +682,8 @@ class CodeGenerator(ast.NodeVisitor):
             return getattr(base, attr)       # a NamedTuple's field
         if _is_jit(base):
             return getattr(base, attr)
+        if attr == "type" and _compile_time(base):
+            return tl_core.constexpr_type(base)      # Triton's type of a compile-time value
         if isinstance(base, (bool, int, float)) and attr == "dtype":
             return S.literal_type(base)   # Triton makes `value = 1` a scalar tensor: its dtype is int32
         if isinstance(base, (bool, int, float)) and attr != "type" and tensor_has_attribute(attr):
@@ -1060,6 +1062,13 @@ class _CarriedSlots:
 
 # Triton's words, then ours
 _RETURN_IN_LOOP = "Cannot have `return` statements inside `while` or `for` statements in triton (return inside a loop is not supported)"
+
+
+def _compile_time(v) -> bool:
+    """A number, string, None or tuple of them: what Triton holds as a constexpr."""
+    if isinstance(v, (tuple, list)):
+        return all(_compile_time(x) for x in v)
+    return v is None or isinstance(v, (bool, int, float, str))
 
 
 class _BoundMethod:

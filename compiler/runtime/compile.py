@@ -26,7 +26,7 @@ from .cache import (  # noqa: F401  (the tuner's compile step and the tests use 
     disk_enabled as _disk_enabled, memory as _memory,
 )
 from .driver import GPUTarget
-from .jit import _TRITON_LAUNCH_OPTIONS, JITFunction
+from .jit import _TRITON_LAUNCH_OPTIONS, JITFunction, _target_of_arch
 from .kernel import CompiledKernel
 
 
@@ -109,6 +109,8 @@ def compile(src, signature=None, constexprs: dict | None = None, num_warps: int 
         if opts.get("num_ctas", 1) != 1:
             raise ValueError("num_ctas must be 1: blocktune runs each program as one CTA (no thread-block clusters)")
         given = compile_options(**{k: opts[k] for k in COMPILE_OPTIONS if k in opts})
+        if opts.get("arch") is not None:         # Triton's arch option: the target, unless one is given
+            target = target if target is not None else _target_of_arch(opts["arch"])
         return compile_jit(src.fn, num_warps=opts.get("num_warps", num_warps), num_stages=opts.get("num_stages", num_stages),
                            target=_target_name(target), options=given, **src.compile_args())
     if signature is None:

@@ -45,7 +45,7 @@ from ..language.dtypes import type_canonicalisation_dict  # noqa: F401  (as trit
 # (build.COMPILE_OPTIONS; None: not given, the knob decides fusion); the others are accepted and
 # ignored, as hints that change no result; num_ctas must be 1 (a program is one CTA: thread-block
 # clusters are not supported)
-_TRITON_LAUNCH_OPTIONS = ("num_ctas=1", "maxnreg=None", "enable_fp_fusion=None", "debug=None",
+_TRITON_LAUNCH_OPTIONS = ("num_ctas=1", "maxnreg=None", "enable_fp_fusion=None", "arch=None", "debug=None",
                           "launch_cooperative_grid=False", "extern_libs=None", "launch_pdl=False",
                           "sanitize_overflow=None")
 
@@ -237,6 +237,17 @@ def _is_constexpr_annotation(node: ast.AST | None, obj: Any = None) -> bool:
         except Exception:
             return False
     return False
+
+
+def _scalar_annotation(obj):
+    """The scalar dtype a parameter annotation names (`tl.float16`, or "tl.uint8" as a string),
+    else None (tensors, constexprs, torch types and anything else are not a scalar's type)."""
+    if isinstance(obj, str):
+        name = obj.strip().strip("'\"").strip()    # a quoted annotation under `from __future__ import annotations`
+        obj = getattr(T, name.removeprefix("tl.").removeprefix("triton.language."), None)
+    if isinstance(obj, T.dtype) and not obj.is_ptr() and obj.name != "void":
+        return obj
+    return None
 
 
 def _strip_decorators(node: ast.FunctionDef) -> None:
@@ -467,6 +478,9 @@ class JITFunction:
         self.arg_names = [p.arg for p in params]
         self.constexpr_names = [p.arg for p in params
                                 if _is_constexpr_annotation(p.annotation, annotations.get(p.arg))]
+        # `val: tl.float16`: the scalar argument has that type (Triton's annotations)
+        self.scalar_annotations = {p.arg: t for p in params
+                                   if (t := _scalar_annotation(annotations.get(p.arg))) is not None}
         dns = []
         for d in do_not_specialize or ():
             n = self.arg_names[d] if isinstance(d, int) else d
@@ -590,7 +604,7 @@ class JITFunction:
         return self._runner
 
     # The slow path: classify arguments properly, compile, load, make the launcher.
-    def _miss(self, key, values: tuple, num_warps, num_stages, dev, warmup, options=()):
+    def _miss(self, key, values: tuple, num_warps, num_stages, dev, warmup, options=(), arch=None):
         if interpret_mode():
             raise RuntimeError("internal: GPU launch path used in interpret mode")
         _refresh_torch()
@@ -602,6 +616,9 @@ class JITFunction:
             target = "sm_90"
         else:
             target = driver.target_for_device(dev)
+        arch = arch or knobs.runtime.override_arch     # Triton's arch= and TRITON_OVERRIDE_ARCH
+        if arch:
+            target = _target_of_arch(arch)
         ck = build.compile_jit(self, sig, constexprs, num_warps=num_warps, num_stages=num_stages, target=target,
                                divisible_by_16=div16, equal_to_1=eq1, options=options)
         self.compile_count += 1
@@ -635,6 +652,10 @@ class JITFunction:
                 if k is None or isinstance(av, JITFunction):
                     constexprs[arg] = av
                     continue
+                ann = self.scalar_annotations.get(arg)
+                if ann is not None and isinstance(k, str | int) and not isinstance(k, bool):
+                    sig[arg] = ann.sig_name        # an annotated scalar: that type, never specialized to 1
+                    continue
                 sig[arg] = key_to_type(k)
                 if k == 1 and type(k) is int:
                     eq1.append(arg)
@@ -651,7 +672,7 @@ class JITFunction:
                 named.update(tuple_args.flatten(name, v)[1])
         return named
 
-    def _run_in_python(self, grid, values: tuple, num_warps, num_stages, stream, warmup, options=()):
+    def _run_in_python(self, grid, values: tuple, num_warps, num_stages, stream, warmup, options=(), arch=None):
         """The GPU launch of a call with tuple arguments or compile options (build.compile_options),
         all in Python: tuple leaves are kernel parameters and options are part of the compile, so
         neither the C binder nor the runner's key covers them."""
@@ -661,10 +682,10 @@ class JITFunction:
             stream = _NS["_get_stream"](dev)
         sig, constexprs, div16, eq1, call_names = self.specialize(values, interpret=False)
         key = ("in python", tuple(sig.items()), tuple((k, cache.canon(v)) for k, v in constexprs.items()),
-               div16, eq1, num_warps, num_stages, dev, options)
+               div16, eq1, num_warps, num_stages, dev, options, arch)
         entry = self._launchers.get(key)
         if entry is None or warmup:
-            entry = self._miss(key, values, num_warps, num_stages, dev, warmup, options)
+            entry = self._miss(key, values, num_warps, num_stages, dev, warmup, options, arch)
             if warmup:
                 return entry[1]
         if callable(grid):
@@ -797,7 +818,9 @@ def _is_compile_time_code(obj) -> bool:
     """An aggregate class or a constexpr_function (not a @jit function, not compiler.cdiv & co)."""
     if isinstance(obj, type):
         return getattr(obj, "__blocktune_aggregate__", False) is True
-    return getattr(obj, "__blocktune_host_helper__", False) is True and getattr(obj, "__module__", "") != "compiler"
+    module = getattr(obj, "__module__", "") or ""
+    return getattr(obj, "__blocktune_host_helper__", False) is True and not (
+        module == "compiler" or module.startswith("compiler."))
 
 
 def _source_text(obj) -> str:
@@ -914,9 +937,9 @@ def _generate_runner(jf: JITFunction):
     L.append("    if num_ctas != 1: _unsupported_num_ctas(num_ctas)")
     L.append("    if _interpret_var_set() and _interpret_mode():")
     L.append(f"        return _self._run_interpreted(_grid_, {tuple_src}, num_warps, num_stages, warmup)")
-    L.append("    if enable_fp_fusion is not None or maxnreg is not None:")
+    L.append("    if enable_fp_fusion is not None or maxnreg is not None or arch is not None:")
     L.append(f"        return _self._run_in_python(_grid_, {tuple_src}, num_warps, num_stages, stream, warmup, "
-             "_compile_options(enable_fp_fusion=enable_fp_fusion, maxnreg=maxnreg))")
+             "_compile_options(enable_fp_fusion=enable_fp_fusion, maxnreg=maxnreg), arch)")
     # the common case in C (launch.c's Binder); NotImplemented: the Python body below
     L.append("    if _bind is not None and not warmup:")
     L.append(f"        _r = _bind(_grid_, num_warps, num_stages, stream{', ' if names else ''}{all_vals})")
@@ -1020,8 +1043,17 @@ def _make_binder(jf: JITFunction, ns: dict):
 
 
 def _unsupported_num_ctas(num_ctas):
-    raise ValueError(f"num_ctas={num_ctas!r} is not supported: blocktune runs each program as one CTA (thread-block "
-                     "clusters are not implemented); use num_ctas=1 (the default)")
+    raise ValueError(f"num_ctas={num_ctas!r} is not supported: num_ctas > 1 requires NVIDIA SM90+ (Hopper) "
+                     "thread-block clusters, which blocktune does not implement (it runs each program as one CTA); "
+                     "use num_ctas=1 (the default)")
+
+
+def _target_of_arch(arch) -> str:
+    """Triton's arch option ("sm80", "sm_90a", 90) as blocktune's target name ("sm_80", "sm_90a")."""
+    m = re.fullmatch(r"(?:sm_?)?(\d+)(a?)", str(arch).strip().lower())
+    if m is None:
+        raise ValueError(f"arch={arch!r}: blocktune compiles for NVIDIA GPUs, e.g. arch='sm90' or 'sm_80'")
+    return f"sm_{m.group(1)}{m.group(2)}"
 
 
 def _cpu_tensor(tensor, name):

@@ -70,6 +70,7 @@ def test_signature_order_and_constexprs_by_name_or_index_path():
                                               constexprs={(2,): 32}, attrs={(0,): [["tt.divisibility", 16]]}),
                              target="sm_90", options={"num_warps": 2})
     assert by_path.metadata["divisible_by_16"] == ["a"] and by_path.metadata["num_warps"] == 2
+    assert triton.compile(triton.ASTSource(fn=_add, signature=ADD_SIG), options={"arch": "sm80"}).metadata["target"] == "sm_80"
 
 
 def test_wrong_uses_are_errors():

@@ -192,6 +192,21 @@ def test_compile_time_min_max_refuse_nan_and_negative_zero(args):
         generate_ir(kernel, {"X": from_signature("*fp32")}, {"A": args[0], "B": args[1]})
 
 
+def test_type_of_compile_time_values(interpret):
+    out = torch.zeros(8, dtype=torch.int32)
+    K.constexpr_type_kernel[(1,)](out, (5, 1), N=8)
+    assert (out == 5).all()
+    assert tl.constexpr(3).type == tl.constexpr_type(3) != tl.constexpr_type(4)
+
+
+def test_dtype_annotations_type_scalar_parameters(interpret):
+    out = torch.zeros(8)
+    K.annotated_scalars_kernel[(1,)](out, 1.0009765625, 1, N=8)   # 1 + 2**-10: exact in fp16
+    assert torch.equal(out, torch.arange(8) + 2.0009765625)
+    sig, *_ = K.annotated_scalars_kernel.specialize((out, 0.1, 1, 8), interpret=True)
+    assert sig == {"Out": "*fp32", "half": "fp16", "small": "u8"}   # an annotated 1 is not specialized
+
+
 def test_getattr_needs_a_compile_time_name():
     @triton.jit
     def kernel(X, i):
@@ -338,6 +353,7 @@ PTX_CASES = {
     "getattr_libdevice_fp64": (K.getattr_kernel, dict(X="*fp64", Out="*fp64"), dict(FN="y0", N=128)),
     "number_method": (K.number_method_kernel, dict(Out="*i64"), dict(START=2**35, N=20)),
     "aggregate": (K.aggregate_kernel, dict(X="*fp32", Y="*fp32", Out="*fp32"), dict(N=16)),
+    "annotated_scalars": (K.annotated_scalars_kernel, dict(Out="*fp32", half="fp16", small="u8"), dict(N=128)),
     "topk_fp32": (K.topk_kernel, dict(X="*fp32", Z="*fp32"), dict(M=4, N=64, K=8)),
     "topk_i32_rows": (K.topk_kernel, dict(X="*i32", Z="*i32"), dict(M=8, N=16, K=4)),
     "topk_bf16_wide": (K.topk_kernel, dict(X="*bf16", Z="*bf16"), dict(M=1, N=1024, K=16)),

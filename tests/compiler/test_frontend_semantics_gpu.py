@@ -125,3 +125,11 @@ def test_aggregates_and_constexpr_functions(gen):
     K.aggregate_kernel[(1,)](x, y, out, N=16)
     assert torch.equal(out[:16], x * 3 + y) and torch.equal(out[16:32], ((x + y) - x) - y)
     assert torch.equal(out[32:], torch.arange(32, dtype=torch.float32, device=out.device))
+
+
+def test_dtype_annotations_type_scalar_parameters():
+    out = torch.zeros(8, device=DEV)
+    K.annotated_scalars_kernel[(1,)](out, 1.0009765625, 1, N=8)
+    assert torch.equal(out.cpu(), torch.arange(8) + 2.0009765625)
+    K.annotated_scalars_kernel[(1,)](out, 0.1, 300, N=8)         # fp16(0.1), uint8(300) = 44
+    assert torch.equal(out.cpu(), torch.arange(8) + float(torch.tensor(0.1).half()) + 44)

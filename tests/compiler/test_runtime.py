@@ -1334,3 +1334,18 @@ def test_gpu_enable_fp_fusion_false_rounds_twice():
     data = x.cuda()
     _fresh(_mul_add)[(1,)](data, enable_fp_fusion=False, maxnreg=32)
     assert torch.equal(data.cpu(), x * 1.5 + 1.0)
+
+
+def test_arch_option_and_override_arch_knob_pick_the_target(monkeypatch):
+    """Triton's warmup(..., arch="sm80") and TRITON_OVERRIDE_ARCH compile for another GPU."""
+    torch = pytest.importorskip("torch")
+    from compiler import knobs
+    k = _fresh(add_kernel)
+    for arch, target in (("sm80", "sm_80"), ("sm_100a", "sm_100a"), (90, "sm_90")):
+        ck = k.warmup(torch.float32, torch.float32, torch.float32, 1024, BLOCK_SIZE=256, grid=(1,), arch=arch)
+        assert ck.metadata["target"] == target and f".target {target}\n" in ck.asm["ptx"]
+    monkeypatch.setenv("TRITON_OVERRIDE_ARCH", "sm80")
+    assert knobs.runtime.override_arch == "sm80"
+    assert k.warmup(torch.float32, torch.float32, torch.float32, 1024, BLOCK_SIZE=256, grid=(1,)).metadata["target"] == "sm_80"
+    with pytest.raises(ValueError, match="arch='gfx942': blocktune compiles for NVIDIA GPUs"):
+        k.warmup(torch.float32, torch.float32, torch.float32, 1024, BLOCK_SIZE=256, grid=(1,), arch="gfx942")

@@ -208,3 +208,21 @@ def aggregate_kernel(X, Y, Out, N: tl.constexpr):
     tl.store(Out + N + offs, _sum_of(pair) - a - b)             # (x + y) - x - y
     wide = tl.arange(0, _twice(N))
     tl.store(Out + 2 * N + wide, wide)
+
+
+@triton.jit
+def constexpr_type_kernel(Out, strides, N: tl.constexpr):
+    """`.type` of compile-time values is Triton's tl.constexpr_type (a stride of 1 is specialized)."""
+    tl.static_assert(isinstance(strides[1].type, tl.constexpr_type))
+    tl.static_assert(N.type == tl.constexpr_type(8))
+    tl.static_assert((1, 2).type == tl.constexpr_type((1, 2)))
+    tl.store(Out + tl.arange(0, N), strides[0])
+
+
+@triton.jit
+def annotated_scalars_kernel(Out, half: tl.float16, small: "tl.uint8", N: tl.constexpr):
+    """Scalar parameters annotated with a dtype have it (Triton's test_float/int_annotation)."""
+    tl.static_assert(half.dtype == tl.float16)
+    tl.static_assert(small.dtype == tl.uint8)
+    offs = tl.arange(0, N)
+    tl.store(Out + offs, half.to(tl.float32) + small + offs)
