@@ -10,7 +10,10 @@ and the matmul pipelining (cp.async / wgmma) see exactly what they see for hand-
 
 A tensor descriptor (`tl.make_tensor_descriptor`, or a host `TensorDescriptor` argument) is the
 same thing without offsets: `desc.load(offsets)` builds a block pointer at `offsets` and loads
-through it with every dim bounds-checked and zero padding, as a TMA load would.
+through it with every dim bounds-checked and zero padding, as a TMA load would. A host descriptor
+that takes a CUtensorMap (`tmap`: sm_90, a box TMA can copy, see tensor_map.py) instead becomes the
+ops `tma_load` / `tma_store` (operands: the map, then the offsets; the store's value last), which
+the backend lowers to the bulk tensor copy engine (backend/tma.py).
 
 Both are `Composite`s: the code generator carries their scalar parts through loops and ifs.
 """
@@ -201,9 +204,9 @@ def store(b, ptr: BlockPointer, value, mask, boundary_check, cache, eviction):
 class TensorDescriptor(Composite, tl_core.tensor_descriptor):
     """`tl.make_tensor_descriptor(base, shape, strides, block_shape)` (or a host descriptor argument)."""
 
-    def __init__(self, base, shape, strides, block_shape: tuple, padding: str = "zero"):
+    def __init__(self, base, shape, strides, block_shape: tuple, padding: str = "zero", tmap=None):
         self.base, self.shape, self.strides, self.block_shape = base, list(shape), list(strides), tuple(block_shape)
-        self.padding = padding
+        self.padding, self.tmap = padding, tmap
 
     @property
     def dtype(self):
@@ -214,14 +217,15 @@ class TensorDescriptor(Composite, tl_core.tensor_descriptor):
         return block_type(self.dtype, self.block_shape)
 
     def parts(self) -> list:
-        return [self.base, *self.shape, *self.strides]
+        return [self.base, *self.shape, *self.strides] + ([self.tmap] if self.tmap is not None else [])
 
     def structure(self) -> tuple:
-        return ("tensor_descriptor", self.block_shape, self.padding)
+        return ("tensor_descriptor", self.block_shape, self.padding, self.tmap is not None)
 
     def with_parts(self, parts: list) -> "TensorDescriptor":
         n = len(self.block_shape)
-        return TensorDescriptor(parts[0], parts[1:1 + n], parts[1 + n:], self.block_shape, self.padding)
+        tmap = parts[1 + 2 * n] if self.tmap is not None else None
+        return TensorDescriptor(parts[0], parts[1:1 + n], parts[1 + n:1 + 2 * n], self.block_shape, self.padding, tmap)
 
     def window(self, b, offsets) -> BlockPointer:
         n = len(self.block_shape)
@@ -260,7 +264,14 @@ def make_tensor_descriptor(b, base, shape, strides, block_shape, padding: str = 
     return TensorDescriptor(base, shape, strides, block_shape, padding)
 
 
+def _tma_offsets(b, desc: TensorDescriptor, offsets) -> list:
+    return _scalars(b, "the descriptor's offsets", offsets, T.int32, len(desc.block_shape))
+
+
 def descriptor_load(b, desc: TensorDescriptor, offsets):
+    if desc.tmap is not None:
+        return b.value("tma_load", [desc.tmap, *_tma_offsets(b, desc, offsets)], desc.block_type,
+                       padding=desc.padding)
     return load(b, desc.window(b, offsets), None, None, tuple(range(len(desc.block_shape))), desc.padding, "", "", False)
 
 
@@ -268,6 +279,9 @@ def descriptor_store(b, desc: TensorDescriptor, offsets, value):
     value = S.to_tensor(b, value, desc.dtype) if not is_value(value) else value
     if value.shape != desc.block_shape:
         raise SemanticError(f"the stored block has shape {list(value.shape)}, the descriptor's block shape is {list(desc.block_shape)}")
+    if desc.tmap is not None:
+        b.create("tma_store", [desc.tmap, *_tma_offsets(b, desc, offsets), S.cast(b, value, desc.dtype)], [], {})
+        return
     store(b, desc.window(b, offsets), value, None, tuple(range(len(desc.block_shape))), "", "")
 
 

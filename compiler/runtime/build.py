@@ -8,6 +8,7 @@ directly. `stats` counts compiles and hits (tests use it).
 """
 from __future__ import annotations
 
+from .. import knobs
 from ..errors import OutOfResources
 from ..language import descriptor_type as DT
 from ..language import dtypes as T
@@ -62,8 +63,9 @@ def default_target() -> str:
     return driver.default_target()
 
 
-def build_ir(fn, signature: dict, constexprs: dict, divisible_by_16=(), equal_to_1=()):
-    """Run the front end. Integers equal to 1 become constexprs (not passed at launch)."""
+def build_ir(fn, signature: dict, constexprs: dict, divisible_by_16=(), equal_to_1=(), target: str | None = None):
+    """Run the front end. Integers equal to 1 become constexprs (not passed at launch). `target`:
+    the GPU it compiles for, where host tensor descriptors may use TMA (knobs.codegen.tma)."""
     from ..frontend import generate_ir  # noqa: PLC0415 - import time: the front end loads at the first compile
     sig = {k: v for k, v in signature.items() if k not in equal_to_1}
     cx = dict(constexprs)
@@ -71,7 +73,7 @@ def build_ir(fn, signature: dict, constexprs: dict, divisible_by_16=(), equal_to
         cx[k] = 1
     attrs = {k: {"divisibility": 16} for k in divisible_by_16 if k in sig}
     stats["ir_built"] += 1
-    return generate_ir(fn, sig, cx, attrs)
+    return generate_ir(fn, sig, cx, attrs, tma_target=target if knobs.codegen.tma else None)
 
 
 def _backend_compile(ir_fn, num_warps: int, num_stages: int, target: str, debug: bool = False) -> dict:
@@ -112,7 +114,7 @@ def compile_jit(fn, signature, constexprs: dict | None = None, num_warps: int = 
         ck = CompiledKernel(entry["name"], entry["asm"], entry["metadata"])
         stats["disk_hits"] += 1
     else:
-        ir_fn = build_ir(fn, sig, constexprs, divisible_by_16, equal_to_1)
+        ir_fn = build_ir(fn, sig, constexprs, divisible_by_16, equal_to_1, target)
         out = _backend_compile(ir_fn, num_warps, num_stages, target, cache.debug_mode(fn))
         stats["compiled"] += 1
         out = dict(out)

@@ -564,7 +564,7 @@ class JITFunction:
         if warmup:
             return (None, ck)
         if any(descriptors.DT.parse(t) for t in sig.values()):
-            expanded = descriptors.expand_names(call_names, sig)
+            expanded = descriptors.expand_names(call_names, sig, ck.metadata["passed"])
             launch = descriptors.wrap_launcher(ck.make_launcher(dev, expanded), call_names, expanded)
         else:
             launch = ck.make_launcher(dev, call_names)
