@@ -42,6 +42,8 @@ def _operand_load(top, v):
     if lo is not None and lo.name == "trans" and lo in top and tuple(lo.attrs.get("perm", ())) == (1, 0):
         tr, v = lo, lo.operands[0]
         lo = v.owner
+    if lo is not None and lo.name == "tma_load" and lo in top:
+        return lo, tr
     if lo is None or lo.name != "load" or lo not in top or not v.is_block or lo.attrs.get("volatile"):
         return None
     if not pipeline._zero_const(lo.operands[2]):
@@ -98,7 +100,13 @@ def make_plan(lw, op):
     for lo in loads:
         lay = lw.want(lo.result)
         es = esize(lo.result.dtype)
-        tile = SmemTile(lo.result.shape, contiguous_dim(lay), es, panels=True)
+        tile = SmemTile(lo.result.shape, _write_cdim(lo, lay), es, panels=True)
+        if lo.name == "tma_load":   # the copy engine writes the tile: no per-thread width
+            lays.append(lay)
+            vecs.append(None)
+            offsets.append(off)
+            off = _align(off + tile.nbytes)
+            continue
         v = min(access_width(lw, lay, lo.operands[0], lo.operands[1], es), pipeline._smem_vec(lay, tile))
         if v * es not in (4, 8, 16):
             return None
@@ -106,13 +114,14 @@ def make_plan(lw, op):
         vecs.append(v)
         offsets.append(off)
         off = _align(off + tile.nbytes)
-    stages = min(stages, (pipeline.SMEM_LIMIT - TRANSIENT_MARGIN - pinned_end) // off)
+    barriers = 1024 if any(lo.name == "tma_load" for lo in loads) else 0   # one mbarrier per stage
+    stages = min(stages, (pipeline.SMEM_LIMIT - TRANSIENT_MARGIN - pinned_end - barriers) // off)
     if stages < 2:
         return None
     p = pipeline.Plan()
     p.entries, p.loads, p.lays, p.vecs, p.offsets = entries, loads, lays, vecs, offsets
     p.skip = set(loads) | {e[3] for e in entries if e[3] is not None}
-    p.stages, p.dist, p.stage_bytes, p.n_pinned = stages, stages - 1, off, n_pinned
+    p.stages, p.dist, p.stage_bytes, p.n_pinned, p.barrier_bytes = stages, stages - 1, off, n_pinned, barriers
     p.addr_ops, p.upd_ops, p.needed = addr
     p.dots = set(dots)
     _plan_async_accumulator(lw, p, body, dots)
@@ -140,13 +149,19 @@ def _plan_async_accumulator(lw, p, body, dots):
     p.async_dot, p.acc_index, p.carried, p.first_dot, p.last_dot = True, slots[0], arg, first, last
 
 
+def _write_cdim(lo, lay) -> int:
+    """The contiguous dim of a load's tile: the one its registers arrive along (cp.async), or the
+    last, as in global memory (TMA)."""
+    return 1 if lo.name == "tma_load" else contiguous_dim(lay)
+
+
 def _tiles(lw, plan, start: int):
     """The write tiles (each load's shape) and the read tiles (each dot operand's shape: the
     transpose of a `trans`-ed load is the same memory, the other dim contiguous) of one stage whose
     first byte is `start`, with bases relative to the current start of the transient space."""
     write = []
     for lo, lay, off in zip(plan.loads, plan.lays, plan.offsets):
-        write.append(SmemTile(lo.result.shape, contiguous_dim(lay), esize(lo.result.dtype),
+        write.append(SmemTile(lo.result.shape, _write_cdim(lo, lay), esize(lo.result.dtype),
                               base=start + off - lw.smem_reserved, panels=True))
     read = {}
     for d, i, lo, tr in plan.entries:
@@ -189,6 +204,8 @@ def lower_for(lw, op) -> bool:
     pinned = dot.pin_loop_invariant_operands(lw, op)
     assert len(pinned) == plan.n_pinned, "multi_dot.make_plan and dot.pin_loop_invariant_operands disagree"
     start = _align(lw.smem_reserved)
+    plan.barriers = start   # TMA: the stages' mbarriers, below the stages
+    start += plan.barrier_bytes
     lw.smem_bytes = max(lw.smem_bytes, start - lw.smem_reserved + plan.stages * plan.stage_bytes)
     lw.smem_reserved = start + plan.stages * plan.stage_bytes
     plan.tiles, read_tiles = _tiles(lw, plan, start)
