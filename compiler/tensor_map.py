@@ -41,4 +41,10 @@ def eligible(block: tuple, elt_bytes: int, target: str) -> bool:
     if any(b > MAX_BOX or b < 1 for b in block):
         return False
     inner = block[-1] * elt_bytes
-    return inner >= 16 and (inner <= 128 or inner % 128 == 0)
+    if inner < 16:
+        return False
+    rows = 1
+    for b in block[:-1]:
+        rows *= b
+    # several 128-byte panels: each starts where the hardware's swizzle pattern starts over (1024 bytes)
+    return inner <= 128 or (inner % 128 == 0 and rows % 8 == 0)

@@ -1,0 +1,75 @@
+"""Kernels whose host tensor descriptors go through TMA on sm_90 (compiler/backend/tma.py), used by
+tests/compiler/test_tma.py: a scaled copy (one load and one store through shared memory, any rank),
+a row copy to plain pointers (the padding of out-of-bounds elements shows), and matmuls in the
+shape of Triton's tutorial 09 (`b.T` from an [N, K] descriptor, a loop over K, a persistent loop
+over tiles around it)."""
+import compiler as triton
+import compiler.language as tl
+
+
+@triton.jit
+def scaled_copy_kernel(in_desc, out_desc, scale):
+    """out[tile] = in[tile] * scale, the tile at program (i, j, k) over the descriptors' dims."""
+    RANK: tl.constexpr = len(in_desc.block_shape)
+    if RANK == 1:
+        offs = [tl.program_id(0) * in_desc.block_shape[0]]
+    elif RANK == 2:
+        offs = [tl.program_id(0) * in_desc.block_shape[0], tl.program_id(1) * in_desc.block_shape[1]]
+    else:
+        offs = [tl.program_id(2) * in_desc.block_shape[0], tl.program_id(0) * in_desc.block_shape[1],
+                tl.program_id(1) * in_desc.block_shape[2]]
+    x = in_desc.load(offs)
+    out_desc.store(offs, (x * scale).to(out_desc.dtype))
+
+
+@triton.jit
+def tile_to_pointer_kernel(src_desc, Y, stride_y):
+    """Y[rows, cols] = src_desc's tile at (pid_m, pid_n), Y large enough for every tile: the
+    elements past src's end show its padding."""
+    BM: tl.constexpr = src_desc.block_shape[0]
+    BN: tl.constexpr = src_desc.block_shape[1]
+    pid_m, pid_n = tl.program_id(0), tl.program_id(1)
+    x = src_desc.load([pid_m * BM, pid_n * BN])
+    rows = pid_m * BM + tl.arange(0, BM)
+    cols = pid_n * BN + tl.arange(0, BN)
+    tl.store(Y + rows[:, None] * stride_y + cols[None, :], x)
+
+
+@triton.jit
+def _tile_dot(a_desc, b_desc, off_m, off_n, K, BLOCK_K: tl.constexpr):
+    BLOCK_M: tl.constexpr = a_desc.block_shape[0]
+    BLOCK_N: tl.constexpr = b_desc.block_shape[0]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(tl.cdiv(K, BLOCK_K)):
+        a = a_desc.load([off_m, k * BLOCK_K])
+        b = b_desc.load([off_n, k * BLOCK_K])
+        acc = tl.dot(a, b.T, acc)
+    return acc
+
+
+@triton.jit
+def matmul_tma_kernel(a_desc, b_desc, c_desc, M, N, K):
+    """C = A @ Bᵀ with B given as [N, K] (tutorial 09's matmul_kernel_tma)."""
+    BLOCK_M: tl.constexpr = a_desc.block_shape[0]
+    BLOCK_K: tl.constexpr = a_desc.block_shape[1]
+    BLOCK_N: tl.constexpr = b_desc.block_shape[0]
+    off_m = tl.program_id(0) * BLOCK_M
+    off_n = tl.program_id(1) * BLOCK_N
+    acc = _tile_dot(a_desc, b_desc, off_m, off_n, K, BLOCK_K)
+    c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
+
+
+@triton.jit
+def matmul_tma_persistent_kernel(a_desc, b_desc, c_desc, M, N, K, NUM_PROGRAMS: tl.constexpr):
+    """The same, each program looping over tiles pid, pid + NUM_PROGRAMS, … (tutorial 09's
+    persistent kernel): every tile runs the pipelined K loop again."""
+    BLOCK_M: tl.constexpr = a_desc.block_shape[0]
+    BLOCK_K: tl.constexpr = a_desc.block_shape[1]
+    BLOCK_N: tl.constexpr = b_desc.block_shape[0]
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    num_tiles = tl.cdiv(M, BLOCK_M) * tiles_n
+    for tile in range(tl.program_id(0), num_tiles, NUM_PROGRAMS):
+        off_m = (tile // tiles_n) * BLOCK_M
+        off_n = (tile % tiles_n) * BLOCK_N
+        acc = _tile_dot(a_desc, b_desc, off_m, off_n, K, BLOCK_K)
+        c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
