@@ -1190,19 +1190,68 @@ def test_a_jit_function_argument_on_the_gpu_path(fake_cuda):
     assert k.compile_count == 2 and doubled.asm["ptx"] != ck.asm["ptx"]
 
 
-def test_a_tuple_of_tensor_descriptors_on_the_gpu_path(fake_cuda):
-    """Descriptor leaves of a tuple expand into their parts (base, shapes, strides) like a
-    descriptor argument does, and the PTX assembles."""
+@pytest.fixture
+def fake_tensor_maps(monkeypatch):
+    """tensor_maps.encode without a driver: each map 128 bytes whose first word is 0xC0DE0000 + its
+    number (the fake cuLaunchKernel records the first 8 bytes a parameter pointer points to)."""
+    from compiler.runtime import tensor_maps
+    maps = []
+
+    class FakeMap:
+        def __init__(self):
+            self.buf = (ctypes.c_uint64 * 16)(0xC0DE0000 + len(maps))
+
+        def getPtr(self):
+            return ctypes.addressof(self.buf)
+
+    def encode(desc):
+        maps.append(FakeMap())
+        return maps[-1]
+
+    monkeypatch.setattr(tensor_maps, "encode", encode)
+    monkeypatch.setattr(tensor_maps, "_cache", {})
+    return maps
+
+
+def test_a_tuple_of_tensor_descriptors_on_the_gpu_path(fake_cuda, fake_tensor_maps):
+    """Descriptor leaves of a tuple expand into their parts (base, shapes, strides and, on sm_90,
+    the CUtensorMap, passed by address) like a descriptor argument does, and the PTX assembles."""
     from compiler import ptxas
     from compiler.tools.tensor_descriptor import TensorDescriptor
     from tests.compiler.test_tuples import scale_through_descriptors
     k = _fresh(scale_through_descriptors)
     src = TensorDescriptor(FakeTensor(0x7F0000001000), [16, 32], [32, 1], [16, 32])
     dst = TensorDescriptor(FakeTensor(0x7F0000002000), [16, 32], [32, 1], [16, 32])
-    fake_cuda.fake_set_nparams(10)
-    ck = k[(1,)]((src, dst), 16)
-    assert ck.metadata["arg_names"][:6] == ["descs.0.base", "descs.0.shape0", "descs.0.shape1", "descs.0.stride0",
-                                           "descs.0.stride1", "descs.1.base"]
-    assert [fake_cuda.fake_param(i) for i in (0, 5)] == [0x7F0000001000, 0x7F0000002000]
+    fake_cuda.fake_set_nparams(12)
+    for _ in range(2):   # the second launch finds both maps in the cache
+        ck = k[(1,)]((src, dst), 16)
+    assert ck.metadata["passed"][:7] == ["descs.0.base", "descs.0.shape0", "descs.0.shape1", "descs.0.stride0",
+                                         "descs.0.stride1", "descs.0.tmap", "descs.1.base"]
+    assert [fake_cuda.fake_param(i) for i in (0, 6)] == [0x7F0000001000, 0x7F0000002000]
     assert [fake_cuda.fake_param(i) & 0xFFFFFFFF for i in (1, 2)] == [16, 32] and fake_cuda.fake_param(3) == 32
+    assert [fake_cuda.fake_param(i) for i in (5, 11)] == [0xC0DE0000, 0xC0DE0001] and len(fake_tensor_maps) == 2
     ptxas.report(ck.asm["ptx"])
+
+
+@pytest.mark.parametrize("kind", ["native", "ctypes"])
+def test_tensor_map_parameter_is_passed_by_address(fake_cuda, kind, monkeypatch):
+    """A `tmap` parameter's value is the host address of its 128 bytes: the launcher hands that
+    address to cuLaunchKernel as the parameter pointer (both launchers, both threads' buffers)."""
+    import threading
+    from compiler.runtime import native
+    if kind == "ctypes":
+        monkeypatch.setattr(native, "module", lambda: None)
+    elif native.module() is None:
+        pytest.skip("the native launcher could not be built here")
+    lf = driver.LoadedFunction(None, 0xBEEF, 0, 0, "k", 8)
+    maps = [(ctypes.c_uint64 * 16)(0xABC0 + i) for i in range(3)]
+    fake_cuda.fake_set_nparams(3)
+    launch = launcher.make_launcher(lf, ["p", "m", "n"], {"p": "*fp32", "m": "tmap", "n": "i32"}, 4, 0, "k")
+    launch(1, 1, 1, 0, 0x1000, ctypes.addressof(maps[0]), 7)
+    assert [fake_cuda.fake_param(i) for i in range(3)] == [0x1000, 0xABC0, 7]
+    launch(1, 1, 1, 0, 0x1000, ctypes.addressof(maps[1]), 7)
+    assert fake_cuda.fake_param(1) == 0xABC1
+    t = threading.Thread(target=launch, args=(1, 1, 1, 0, 0x2000, ctypes.addressof(maps[2]), 8))
+    t.start()
+    t.join()
+    assert [fake_cuda.fake_param(i) for i in range(3)] == [0x2000, 0xABC2, 8]
