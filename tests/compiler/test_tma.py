@@ -15,7 +15,8 @@ import compiler as triton
 from compiler import tensor_map
 from compiler.tools.tensor_descriptor import TensorDescriptor
 from tests.compiler.kernels import tma as K
-from tests.compiler.kernels.util import interpret  # noqa: F401 - a fixture
+from tests.compiler.kernels.block_pointers import padded_copy_kernel
+from tests.compiler.kernels.util import gen, interpret  # noqa: F401 - fixtures
 
 LOAD = "cp.async.bulk.tensor.{}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
 STORE = "cp.async.bulk.tensor.{}d.global.shared::cta.tile.bulk_group"
@@ -91,7 +92,7 @@ def test_no_tma_keeps_bounds_checked_loads(monkeypatch):
 
 def test_nan_padding_ptx():
     """The padding is the tensor map's fill mode (set at launch): the kernel is the same copy."""
-    ck, ptx = _compile(K.tile_to_pointer_kernel, {"src_desc": _desc_type("fp32", (32, 32), "nan"), "Y": "*fp32",
+    ck, ptx = _compile(padded_copy_kernel, {"src_desc": _desc_type("fp32", (32, 32), "nan"), "Y": "*fp32",
                                                   "stride_y": "i32"})
     assert ptx.count(LOAD.format(2)) == 1 and "ld.global" not in ptx
 
@@ -123,7 +124,7 @@ def test_matmul_tma_persistent_ptx():
 def test_interpret_padding(interpret, padding):
     x = torch.randn(40, 52)
     y = torch.full((64, 64), 7.0)
-    K.tile_to_pointer_kernel[(2, 2)](TensorDescriptor.from_tensor(x, [32, 32], padding=padding), y, y.stride(0))
+    padded_copy_kernel[(2, 2)](TensorDescriptor.from_tensor(x, [32, 32], padding=padding), y, y.stride(0))
     ref = torch.full((64, 64), float("nan") if padding == "nan" else 0.0)
     ref[:40, :52] = x
     torch.testing.assert_close(y, ref, equal_nan=True, rtol=0, atol=0)
@@ -139,14 +140,6 @@ def test_interpret_matmul(interpret):
 
 
 # -- GPU ------------------------------------------------------------------------------------------
-
-@pytest.fixture
-def gen():
-    import secrets
-    seed = secrets.randbits(31)
-    print(f"seed={seed}")
-    return torch.Generator().manual_seed(seed)
-
 
 def _nan(shape, dtype):
     return torch.full(shape, float("nan"), dtype=dtype, device="cuda")
@@ -182,7 +175,7 @@ def test_padding_gpu(gen, padding, dtype):
     td = DTYPES[dtype]
     x = torch.randn(100, 90, generator=gen).to("cuda", td)
     y = _nan((128, 128), td) if padding == "zero" else torch.zeros((128, 128), dtype=td, device="cuda")
-    K.tile_to_pointer_kernel[(4, 2)](TensorDescriptor.from_tensor(x, [32, 64], padding=padding), y, y.stride(0))
+    padded_copy_kernel[(4, 2)](TensorDescriptor.from_tensor(x, [32, 64], padding=padding), y, y.stride(0))
     ref = torch.full((128, 128), float("nan") if padding == "nan" else 0.0, dtype=torch.float64)
     ref[:100, :90] = x.double().cpu()
     torch.testing.assert_close(y.double().cpu(), ref, equal_nan=True, rtol=0, atol=0)

@@ -1,7 +1,6 @@
 """Kernels whose host tensor descriptors go through TMA on sm_90 (compiler/backend/tma.py), used by
-tests/compiler/test_tma.py: a scaled copy (one load and one store through shared memory, any rank),
-a row copy to plain pointers (the padding of out-of-bounds elements shows), and matmuls in the
-shape of Triton's tutorial 09 (`b.T` from an [N, K] descriptor, a loop over K, a persistent loop
+tests/compiler/test_tma.py: a scaled copy (one load and one store through shared memory, any rank)
+and matmuls in the shape of Triton's tutorial 09 (`b.T` from an [N, K] descriptor, a loop over K, a persistent loop
 over tiles around it)."""
 import compiler as triton
 import compiler.language as tl
@@ -20,19 +19,6 @@ def scaled_copy_kernel(in_desc, out_desc, scale):
                 tl.program_id(1) * in_desc.block_shape[2]]
     x = in_desc.load(offs)
     out_desc.store(offs, (x * scale).to(out_desc.dtype))
-
-
-@triton.jit
-def tile_to_pointer_kernel(src_desc, Y, stride_y):
-    """Y[rows, cols] = src_desc's tile at (pid_m, pid_n), Y large enough for every tile: the
-    elements past src's end show its padding."""
-    BM: tl.constexpr = src_desc.block_shape[0]
-    BN: tl.constexpr = src_desc.block_shape[1]
-    pid_m, pid_n = tl.program_id(0), tl.program_id(1)
-    x = src_desc.load([pid_m * BM, pid_n * BN])
-    rows = pid_m * BM + tl.arange(0, BM)
-    cols = pid_n * BN + tl.arange(0, BN)
-    tl.store(Y + rows[:, None] * stride_y + cols[None, :], x)
 
 
 @triton.jit
