@@ -61,7 +61,7 @@ RULES = RuleTable(
         # shape ops, scans, sorts
         "split": shape_ops.lower_split,
         # tensor descriptors through TMA
-        "tma_load": tma.lower_tma_load, "tma_store": tma.lower_tma_store,
+        "tma_load": tma.lower_tma_load, "tma_store": tma.lower_tma_store, "make_tensor_map": tma.lower_make_tensor_map,
         "reduce_combine": reduction.lower_reduce_combine, "scan_combine": reduction.lower_scan_combine,
         "gather": shape_ops.lower_gather, "flip": shape_ops.lower_flip, "sort": shape_ops.lower_sort, "histogram": histogram.lower_histogram,
     },
@@ -116,5 +116,9 @@ def compile_ir(fn: ir.Function, *, num_warps: int, num_stages: int = 3, target: 
         cpu = "sm_90a"
     text = module_text(lw)
     llir, ptx = llir_to_ptx(text, cpu=cpu)
-    return {"name": fn.name, "llir": llir, "ptx": ptx, "shared": lw.smem_total, "num_warps": num_warps,
-            "num_stages": num_stages, "params": lw.params, "target": cpu}
+    out = {"name": fn.name, "llir": llir, "ptx": ptx, "shared": lw.smem_total, "num_warps": num_warps,
+           "num_stages": num_stages, "params": lw.params, "target": cpu}
+    maps = tma.tensor_maps_per_program(fn)
+    if maps:   # device-side descriptors: the launch allocates this much global scratch per program
+        out["global_scratch_size"] = maps * tma.MAP_BYTES
+    return out

@@ -16,6 +16,14 @@ the block's leading dims flattened), one copy per panel, so wgmma can read it as
 Out-of-bounds elements of a load are zero (or NaN: the map's fill mode, from the padding option);
 those of a store are not written — by the hardware, so no masks here.
 
+  make_tensor_map  (a device-side descriptor, `tl.make_tensor_descriptor`) writes the 128-byte map
+             into this program's slot of the kernel's global scratch memory: warp 0 zeroes a
+             template in shared memory, thread 0 fills its fields (tensormap.replace), warp 0
+             copies it out with a release fence for the tensor-map proxy
+             (tensormap.cp_fenceproxy), then acquires it (fence.proxy.tensormap::generic.acquire);
+             bar.sync. Its result is the map's generic address, which the copies name as they
+             name a parameter's.
+
 In a dot's K loop the loads are pipelined instead (multi_dot.py through pipeline.pipelined_loop):
 one mbarrier per stage, armed and filled by thread 0 (issue_copies), waited for with the parity of
 the stage's use count (wait). All PTX here is inline assembly: LLVM's TMA intrinsics change
@@ -204,3 +212,86 @@ def lower_tma_store(lw, op) -> None:
         _asm(lw, "cp.async.bulk.commit_group;", "", [])
         _asm(lw, "cp.async.bulk.wait_group.read 0;", "", [])
     lw.barrier()
+
+
+# -- device-side descriptors ----------------------------------------------------------------------
+
+MAP_BYTES = 128
+# tensormap.replace's field values (PTX ISA, "Tensor-map": elemtype, swizzle_mode, fill_mode)
+_ELEMTYPE = {"bf16": 10, "fp16": 6, "fp32": 7, "fp64": 9}
+_SWIZZLE_MODE = {16: 0, 32: 1, 64: 2, 128: 3}
+
+
+def _elemtype(dt) -> int:
+    if dt.name in _ELEMTYPE:
+        return _ELEMTYPE[dt.name]
+    es = dt.primitive_bitwidth // 8
+    signed = dt.is_int() and dt.is_int_signed()
+    return {1: 0, 2: 1, 4: 3 if signed else 2, 8: 5 if signed else 4}[es]
+
+
+def tensor_maps_per_program(fn) -> int:
+    """Maps a program of `fn` writes into its global scratch (one slot per make_tensor_map)."""
+    slots = [op.attrs["slot"] for op in fn.walk() if op.name == "make_tensor_map"]
+    return max(slots) + 1 if slots else 0
+
+
+def _program_index(lw):
+    """The linear program id (x fastest), as i64."""
+    b = lw.b
+    sreg = [lw.call(f"llvm.nvvm.read.ptx.sreg.{r}", I32, []) for r in
+            ("ctaid.x", "ctaid.y", "ctaid.z", "nctaid.x", "nctaid.y")]
+    x, y, z, nx, ny = (b.zext(v, I64) for v in sreg)
+    return b.add(x, b.mul(nx, b.add(y, b.mul(ny, z))))
+
+
+def lower_make_tensor_map(lw, op) -> None:
+    b = lw.b
+    lw.needs_sm90a = True   # tensormap.replace
+    scratch, base = op.operands[0], op.operands[1]
+    block = tuple(op.attrs["block"])
+    rank = len(block)
+    shape = [lw.scalar(v) for v in op.operands[2:2 + rank]]
+    strides = [lw.scalar(v) for v in op.operands[2 + rank:2 + 2 * rank]]
+    elt = base.dtype.element_ty
+    es = elt.primitive_bitwidth // 8
+    slot = b.add(b.mul(_program_index(lw), ll.Constant(I64, tensor_maps_per_program(lw.fn))),
+                 ll.Constant(I64, op.attrs["slot"]))
+    gaddr = b.add(b.ptrtoint(lw.scalar(scratch), I64), b.mul(slot, ll.Constant(I64, MAP_BYTES)))
+    lw.smem_bytes = max(lw.smem_bytes, MAP_BYTES)
+    tmpl = smem_address(lw, lw.smem_reserved)
+    lw.barrier()   # the template's shared memory may still be in use
+    with b.if_then(b.icmp_unsigned("==", lw.warp, ll.Constant(I32, 0))):
+        _asm(lw, "st.shared.b32 [$0], 0;", "r", [b.add(tmpl, b.mul(lw.lane, ll.Constant(I32, 4)))])
+        _asm(lw, "bar.warp.sync -1;", "", [])
+        with b.if_then(elected(lw)):
+            def put(field, value, ord_=None, width=32):
+                where = "" if ord_ is None else f" {ord_},"
+                if isinstance(value, int):
+                    _asm(lw, f"tensormap.replace.tile.{field}.shared::cta.b1024.b32 [$0],{where} {value};", "r", [tmpl])
+                else:
+                    _asm(lw, f"tensormap.replace.tile.{field}.shared::cta.b1024.b{width} [$0],{where} $1;",
+                         "r," + ("l" if width == 64 else "r"), [tmpl, value])
+            put("global_address", b.ptrtoint(lw.scalar(base), I64), width=64)
+            put("rank", rank - 1)
+            for i, extent in enumerate(tensor_map.box(block, es)):
+                put("box_dim", ll.Constant(I32, extent), i)
+                put("global_dim", shape[rank - 1 - i], i)
+                put("element_stride", ll.Constant(I32, 1), i)
+            for i in range(rank - 1):
+                # in bytes, >> 4: ptxas of PTX ISA 8.5 and before reads the field in 16-byte units
+                stride = b.mul(strides[rank - 2 - i], ll.Constant(I64, es))
+                put("global_stride", b.ashr(stride, ll.Constant(I64, 4)), i, width=64)
+            put("elemtype", _elemtype(elt))
+            put("interleave_layout", 0)
+            put("swizzle_mode", _SWIZZLE_MODE[tensor_map.swizzle_bytes(block, es)])
+            put("fill_mode", 1 if op.attrs.get("padding") == "nan" else 0)
+        _asm(lw, "bar.warp.sync -1;", "", [])
+        _asm(lw, "tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned "
+                 f"[$0], [$1], {MAP_BYTES};", "l,r", [gaddr, tmpl])
+        _asm(lw, f"fence.proxy.tensormap::generic.acquire.gpu [$0], {MAP_BYTES};", "l", [gaddr])
+        # as Triton does after the acquire: a bulk-group round trip (ptxas misses a fence there otherwise)
+        _asm(lw, "cp.async.bulk.commit_group;", "", [])
+        _asm(lw, "cp.async.bulk.wait_group.read 0;", "", [])
+    lw.barrier()
+    lw.vals[op.result.id] = b.inttoptr(gaddr, ll.PointerType())

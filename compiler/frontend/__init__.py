@@ -19,8 +19,9 @@ def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | Non
     """Build the IR of `kernel` specialized on `signature` (runtime argument name → type, in any
     order) and `constexprs` (name → compile-time value; includes integers specialized to 1).
 
-    `tma_target`: the GPU target when host descriptors may go through TMA there (tensor_map.py);
-    each such descriptor `d` then also takes its CUtensorMap, parameter `d.tmap`.
+    `tma_target`: the GPU target when descriptors may go through TMA there (tensor_map.py); each
+    such host descriptor `d` then also takes its CUtensorMap, parameter `d.tmap`, and a kernel
+    that makes descriptors takes the global scratch memory their maps are written to, last.
 
     `arg_attrs[name]` may carry {"divisibility": 16}. Every parameter of the kernel must appear in
     exactly one of `signature` and `constexprs`. A tuple parameter's value in `constexprs` is its
@@ -72,6 +73,9 @@ def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | Non
     b = Builder()
     b.block = body
     b.loc = fn.loc
+    b.tma_target = tma_target
+    b.function_body = body
+    b.arg_divisibility = {a.id: at.get("divisibility", 1) for a, at in zip(body.args, attrs)}
     for p, (first, block, padding, tma) in descriptors.items():
         rank = len(block)
         parts = body.args[first:first + 1 + 2 * rank + tma]
@@ -93,6 +97,13 @@ def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | Non
     body.ops.append(ir.Op("return", [], [], loc=b.loc))
     fold_dot_accumulate(fn)
     ir.eliminate_dead_code(fn)
+    if b.global_scratch is not None:   # device-side descriptors' tensor maps live there
+        if any(op.name == "make_tensor_map" for op in fn.walk()):
+            fn.arg_names.append(DT.GLOBAL_SCRATCH)
+            fn.arg_types.append(b.global_scratch.type)
+            fn.arg_attrs.append({"divisibility": 16})
+        else:   # no descriptor it made is loaded or stored through TMA
+            body.args.remove(b.global_scratch)
     return fn
 
 

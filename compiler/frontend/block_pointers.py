@@ -19,7 +19,9 @@ Both are `Composite`s: the code generator carries their scalar parts through loo
 """
 from __future__ import annotations
 
+from .. import tensor_map
 from ..language import core as tl_core
+from ..language import descriptor_type as DT
 from ..language import dtypes as T
 from ..language.core import constexpr
 from ..language.dtypes import block_type, pointer_type
@@ -261,7 +263,35 @@ def make_tensor_descriptor(b, base, shape, strides, block_shape, padding: str = 
         raise SemanticError(f"tensor descriptors take padding_option='zero' or 'nan', got {padding!r}")
     if padding == "nan" and not elt.is_floating():
         raise SemanticError(f"Padding option `nan` is not supported for integer blocks (the descriptor holds {elt})")
-    return TensorDescriptor(base, shape, strides, block_shape, padding)
+    tmap = None
+    if _tma_compatible(b, base, strides_in, block_shape, elt):
+        if b.global_scratch is None:
+            b.global_scratch = b.function_body.add_arg(pointer_type(T.int8), DT.GLOBAL_SCRATCH)
+        tmap = b.value("make_tensor_map", [b.global_scratch, base, *shape, *strides], pointer_type(T.int8),
+                       block=block_shape, padding=padding, slot=b.tensor_maps)
+        b.tensor_maps += 1
+    return TensorDescriptor(base, shape, strides, block_shape, padding, tmap)
+
+
+def _tma_compatible(b, base, strides, block_shape, elt) -> bool:
+    """A device-side descriptor goes through TMA when the target has it, the box fits
+    (tensor_map.eligible) and the specialization proves what a tensor map needs: a 16-byte aligned
+    base and strides of 16 bytes but the last, 1 (kernel arguments specialized on divisibility by
+    16, or constants). Else it stays bounds-checked loads and stores, correct for any alignment."""
+    es = elt.primitive_bitwidth // 8
+    if not tensor_map.eligible(block_shape, es, b.tma_target):
+        return False
+
+    def divisibility(v) -> int:
+        v = v.value if isinstance(v, constexpr) else v
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v if v else 1 << 30
+        return b.arg_divisibility.get(v.id, 1) if is_value(v) else 1
+
+    strides = list(strides.value if isinstance(strides, constexpr) else strides)
+    last = strides[-1].value if isinstance(strides[-1], constexpr) else strides[-1]
+    return (divisibility(base) % 16 == 0 and not is_value(last) and last == 1
+            and all(divisibility(s) * es % 16 == 0 for s in strides[:-1]))
 
 
 def _tma_offsets(b, desc: TensorDescriptor, offsets) -> list:

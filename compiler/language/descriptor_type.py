@@ -37,6 +37,9 @@ def part_names(name: str, rank: int) -> list[str]:
 
 
 TENSOR_MAP_TYPE = "tmap"
+# the kernel parameter of the global scratch memory that device-side descriptors' maps are written
+# to (`tl.make_tensor_descriptor` on sm_90; the launch asks triton.set_allocator's allocator for it)
+GLOBAL_SCRATCH = "$global_scratch"
 
 
 def tensor_map_name(name: str) -> str:

@@ -123,6 +123,8 @@ def compile_jit(fn, signature, constexprs: dict | None = None, num_warps: int = 
         if isinstance(out.get("cubin"), (bytes, bytearray)):
             asm["cubin"] = bytes(out.pop("cubin"))
         flat = DT.flat_signature(sig)  # host descriptors: the kernel takes their parts
+        if out.get("global_scratch_size"):   # device-side descriptors' maps: scratch, passed last
+            flat[DT.GLOBAL_SCRATCH] = "*i8"
         metadata = {
             "name": name,
             "num_warps": int(out.pop("num_warps", num_warps)),

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..language import descriptor_type as DT
 from ..language import dtypes as T
 from ..tools.tensor_descriptor import TensorDescriptor
-from . import tensor_maps
+from . import allocator, tensor_maps
 
 
 def is_descriptor(v) -> bool:
@@ -64,6 +64,18 @@ def wrap_launcher(launch, call_names: list[str], expanded: list[str]):
     def launch_descriptors(g0, g1, g2, stream, *values):
         return launch(g0, g1, g2, stream, *expand(expanded, dict(zip(call_names, values)), _address))
     return launch_descriptors
+
+
+def with_global_scratch(launch, per_program: int):
+    """`launch` takes the global scratch pointer after the other values (device-side descriptors'
+    tensor maps, `per_program` bytes a program): each launch asks triton.set_allocator's allocator
+    for it, as Triton does (the buffer may be freed after the call: a stream-ordered allocator
+    hands it out again only to work queued after this kernel)."""
+    def launch_with_scratch(g0, g1, g2, stream, *values):
+        alloc = allocator.get_allocator() or allocator.default_allocator
+        buf = alloc(per_program * int(g0) * int(g1) * int(g2), 128, stream)
+        return launch(g0, g1, g2, stream, *values, _address(buf))
+    return launch_with_scratch
 
 
 def expand_names(call_names: list[str], signature: dict, passed=None) -> list[str]:

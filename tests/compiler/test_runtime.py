@@ -1233,6 +1233,40 @@ def test_a_tuple_of_tensor_descriptors_on_the_gpu_path(fake_cuda, fake_tensor_ma
     ptxas.report(ck.asm["ptx"])
 
 
+def test_device_descriptors_take_global_scratch(fake_cuda):
+    """A kernel whose device-side descriptors go through TMA gets global scratch for their maps
+    (3 maps × 128 bytes a program) from triton.set_allocator's allocator at each launch, passed
+    last; an explicit NullAllocator fails as in Triton."""
+    from compiler.runtime import _allocation
+    from tests.compiler.kernels.block_pointers import matmul_descriptor_kernel
+    k = _fresh(matmul_descriptor_kernel)
+    asked = []
+
+    class Scratch:
+        def data_ptr(self):
+            return 0x7F00000F0000 + 256 * len(asked)
+
+    def allocate(size, alignment, stream):
+        asked.append((size, alignment, stream))
+        return Scratch()
+
+    tensors = [FakeTensor(0x7F0000001000 * (i + 1), "float16") for i in range(3)]
+    fake_cuda.fake_set_nparams(7)
+    triton.set_allocator(allocate)
+    try:
+        ck = k[(4, 3)](*tensors, 512, 384, 256, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_warps=8)
+        assert ck.metadata["passed"][-1] == "$global_scratch" and ck.metadata["global_scratch_size"] == 384
+        assert asked == [(4 * 3 * 384, 128, 0)] and fake_cuda.fake_param(6) == 0x7F00000F0100
+        k[(2, 1, 2)](*tensors, 512, 384, 256, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_warps=8)
+        assert asked[-1] == (4 * 384, 128, 0) and fake_cuda.fake_param(6) == 0x7F00000F0200
+        triton.set_allocator(_allocation.NullAllocator())
+        with pytest.raises(RuntimeError, match="no allocator was set"):
+            k[(1,)](*tensors, 512, 384, 256, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_warps=8)
+    finally:
+        triton.set_allocator(None)
+    assert k.compile_count == 1
+
+
 @pytest.mark.parametrize("kind", ["native", "ctypes"])
 def test_tensor_map_parameter_is_passed_by_address(fake_cuda, kind, monkeypatch):
     """A `tmap` parameter's value is the host address of its 128 bytes: the launcher hands that

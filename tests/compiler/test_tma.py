@@ -204,3 +204,82 @@ def test_matmul_tma_gpu(gen, dtype, M, N, Kd, stages):
                                                                                num_stages=stages)
         torch.cuda.synchronize()
         torch.testing.assert_close(c.double(), ref, atol=tol * math.sqrt(Kd), rtol=tol)
+
+
+# -- device-side descriptors ----------------------------------------------------------------------
+
+DEVICE_MATMUL_SIG = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32"}
+
+
+def test_device_matmul_persistent_ptx():
+    """Three maps written once a program, before the tile loop; the K loop pipelined through them."""
+    ck = triton.compile(K.device_matmul_persistent_kernel, signature=DEVICE_MATMUL_SIG,
+                        constexprs=dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, NUM_PROGRAMS=132), num_warps=8,
+                        num_stages=3, target="sm_90", divisible_by_16=tuple(DEVICE_MATMUL_SIG))
+    ptx = ck.asm["ptx"]
+    from tests.compiler.test_ptx import ptxas_report
+    assert ptxas_report(ptx)["spills"] == 0
+    assert ptx.count("tensormap.cp_fenceproxy") == 3 and ck.metadata["global_scratch_size"] == 3 * 128
+    assert ptx.count(LOAD.format(2)) == 3 * 2 and "ld.global" not in ptx
+    # the maps' fields: 2-D, 128-byte swizzle, fp16, zero fill; box [64, 128] for A and B
+    assert ptx.count("tensormap.replace.tile.rank.shared::cta.b1024.b32 [%r") == 3
+    assert re.search(r"tensormap\.replace\.tile\.elemtype\.shared::cta\.b1024\.b32 \[%r\d+\], 6;", ptx)
+
+
+@pytest.mark.parametrize("padding", ["zero", "nan"])
+def test_device_padding_ptx(padding):
+    ck, ptx = _compile(K.device_padded_copy_kernel, {"X": "*fp32", "Y": "*fp32", "M": "i32", "N": "i32",
+                                                     "stride_x": "i32", "stride_y": "i32"},
+                       {"BM": 32, "BN": 32, "PADDING": padding}, num_warps=4)
+    # stride_x is not known to be a multiple of 16 bytes here: bounds-checked loads, no map
+    assert "tensormap" not in ptx and "ld.global" in ptx
+    ck = triton.compile(K.device_padded_copy_kernel, signature={"X": "*fp32", "Y": "*fp32", "M": "i32", "N": "i32",
+                                                                "stride_x": "i32", "stride_y": "i32"},
+                        constexprs={"BM": 32, "BN": 32, "PADDING": padding}, num_warps=4, target="sm_90",
+                        divisible_by_16=("X", "Y", "stride_x"))
+    ptx = ck.asm["ptx"]
+    assert re.search(r"tensormap\.replace\.tile\.fill_mode\.shared::cta\.b1024\.b32 \[%r\d+\], " +
+                     ("1" if padding == "nan" else "0"), ptx)
+    assert ptx.count(LOAD.format(2)) == 1
+
+
+@pytest.mark.parametrize("padding", ["zero", "nan"])
+@pytest.mark.parametrize("dtype", ["fp16", "fp32"])
+@pytest.mark.gpu
+@pytest.mark.timeout(120, method="thread")
+def test_device_padding_gpu(gen, padding, dtype):
+    td = DTYPES[dtype]
+    x = torch.randn(100, 96, generator=gen).to("cuda", td)
+    y = _nan((128, 128), td) if padding == "zero" else torch.zeros((128, 128), dtype=td, device="cuda")
+    K.device_padded_copy_kernel[(4, 4)](x, y, 100, 90, x.stride(0), y.stride(0), BM=32, BN=32, PADDING=padding)
+    torch.cuda.synchronize()
+    ref = torch.full((128, 128), float("nan") if padding == "nan" else 0.0, dtype=torch.float64)
+    ref[:100, :90] = x[:, :90].double().cpu()
+    torch.testing.assert_close(y.double().cpu(), ref, equal_nan=True, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("M,N,Kd,programs", [(1024, 1024, 1024, 132), (1000, 776, 392, 7), (256, 128, 64, 3)])
+@pytest.mark.gpu
+@pytest.mark.timeout(120, method="thread")
+def test_device_matmul_persistent_gpu(gen, M, N, Kd, programs):
+    """With the allocator triton.set_allocator installs, and with blocktune's default (none set)."""
+    a = torch.randn(M, Kd, generator=gen).to("cuda", torch.float16)
+    b = torch.randn(N, Kd, generator=gen).to("cuda", torch.float16)
+    ref = a.double() @ b.double().T
+    asked = []
+
+    def allocate(size, alignment, stream):
+        asked.append(size)
+        return torch.empty(size, dtype=torch.int8, device="cuda")
+
+    for allocator in (allocate, None):
+        triton.set_allocator(allocator)
+        try:
+            c = _nan((M, N), torch.float16)
+            K.device_matmul_persistent_kernel[(programs,)](a, b, c, M, N, Kd, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64,
+                                                          NUM_PROGRAMS=programs, num_warps=8, num_stages=3)
+            torch.cuda.synchronize()
+        finally:
+            triton.set_allocator(None)
+        torch.testing.assert_close(c.double(), ref, atol=2e-2 * math.sqrt(Kd), rtol=2e-2)
+    assert asked == [programs * 3 * 128]

@@ -1,7 +1,7 @@
-"""Kernels whose host tensor descriptors go through TMA on sm_90 (compiler/backend/tma.py), used by
+"""Kernels whose tensor descriptors go through TMA on sm_90 (compiler/backend/tma.py), used by
 tests/compiler/test_tma.py: a scaled copy (one load and one store through shared memory, any rank)
-and matmuls in the shape of Triton's tutorial 09 (`b.T` from an [N, K] descriptor, a loop over K, a persistent loop
-over tiles around it)."""
+and matmuls in the shape of Triton's tutorial 09 (`b.T` from an [N, K] descriptor, a loop over K, a
+persistent loop over tiles around it); the device_* kernels make their descriptors in the kernel."""
 import compiler as triton
 import compiler.language as tl
 
@@ -52,6 +52,36 @@ def matmul_tma_persistent_kernel(a_desc, b_desc, c_desc, M, N, K, NUM_PROGRAMS: 
     BLOCK_M: tl.constexpr = a_desc.block_shape[0]
     BLOCK_K: tl.constexpr = a_desc.block_shape[1]
     BLOCK_N: tl.constexpr = b_desc.block_shape[0]
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    num_tiles = tl.cdiv(M, BLOCK_M) * tiles_n
+    for tile in range(tl.program_id(0), num_tiles, NUM_PROGRAMS):
+        off_m = (tile // tiles_n) * BLOCK_M
+        off_n = (tile % tiles_n) * BLOCK_N
+        acc = _tile_dot(a_desc, b_desc, off_m, off_n, K, BLOCK_K)
+        c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
+
+
+@triton.jit
+def device_padded_copy_kernel(X, Y, M, N, stride_x, stride_y, BM: tl.constexpr, BN: tl.constexpr,
+                              PADDING: tl.constexpr):
+    """Y[tile] (plain stores, Y covers every tile) = X's tile through a descriptor made in the
+    kernel: the elements past X's [M, N] show its padding."""
+    src = tl.make_tensor_descriptor(X, shape=[M, N], strides=[stride_x, 1], block_shape=[BM, BN], padding_option=PADDING)
+    pid_m, pid_n = tl.program_id(0), tl.program_id(1)
+    x = src.load([pid_m * BM, pid_n * BN])
+    rows = pid_m * BM + tl.arange(0, BM)
+    cols = pid_n * BN + tl.arange(0, BN)
+    tl.store(Y + rows[:, None] * stride_y + cols[None, :], x)
+
+
+@triton.jit
+def device_matmul_persistent_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                                    BLOCK_K: tl.constexpr, NUM_PROGRAMS: tl.constexpr):
+    """C = A @ Bᵀ (A [M, K], B [N, K], C [M, N], contiguous) through descriptors made in the kernel,
+    each program looping over tiles (tutorial 09's matmul_kernel_descriptor_persistent)."""
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
+    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[K, 1], block_shape=[BLOCK_N, BLOCK_K])
+    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N])
     tiles_n = tl.cdiv(N, BLOCK_N)
     num_tiles = tl.cdiv(M, BLOCK_M) * tiles_n
     for tile in range(tl.program_id(0), num_tiles, NUM_PROGRAMS):
