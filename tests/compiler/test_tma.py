@@ -47,6 +47,7 @@ def _compile(kernel, sig, constexprs=None, num_warps=4, num_stages=3):
     ((4, 128), 2, "sm_90", False),     # two panels of 4 rows: the second not 1024-byte aligned
     ((2, 2, 2, 2, 2, 16), 2, "sm_90", False),   # rank 6
     ((2, 8, 64), 2, "sm_90", True),
+    ((128, 128), 4, "sm_90", True), ((128, 256), 4, "sm_90", False),   # 64 KiB at most in one tile
 ])
 def test_eligible(block, es, target, ok):
     assert tensor_map.eligible(block, es, target) is ok
