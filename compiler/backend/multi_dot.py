@@ -3,7 +3,8 @@ attention's loop: `k = desc_k.load(...).T; qk = tl.dot(q, k)` … `acc = tl.dot(
 
 pipeline.py takes a loop with one dot whose two operands are both loaded in the body. This takes
 the loops it leaves where every wgmma operand is one of:
-  - a block loaded in the body (masked with `other` = 0 or unmasked, directly or through a 2-D
+  - a block loaded in the body (masked with `other` = 0 or unmasked, or through TMA — a tensor
+    descriptor's `tma_load`, whose tile is row-major as in global memory —, directly or through a 2-D
     `trans`, used by dots alone — one tile may feed several, the backward's qT feeds `dot(k, qT)`
     and `dot(dsT, qT.T)` — its pointer and mask pure index arithmetic of the induction variable
     and iter args) — copied with cp.async, num_stages buffers ahead, as pipeline.py does;

@@ -28,6 +28,13 @@ advanced by re-lowering their yield expressions). Copies past the end are predic
 (src-size 0). Masked-off elements are zero-filled by cp.async's src-size operand.
 `options.pipeline` (knobs.codegen.pipeline; BLOCKTUNE_NO_PIPELINE=1) turns this off: the dot then
 stages its operands through registers.
+
+TMA loads (`tma_load`, a tensor descriptor on sm_90: tma.py) in a plan (multi_dot.py takes them)
+are copied by the bulk tensor copy engine instead: one mbarrier per stage (initialized before the
+prologue, invalidated after the exit); thread 0 arms the stage's barrier with its tiles' bytes and
+issues the copies where the other loads would issue cp.async; iteration i waits on barrier i % S
+for the phase of parity (i / S) & 1 — the stage's (i / S)-th completion — where it would wait for
+the cp.async group. Copies past the end are not issued (their stage is never waited for).
 """
 from __future__ import annotations
 
