@@ -284,3 +284,54 @@ def test_device_matmul_persistent_gpu(gen, M, N, Kd, programs):
             triton.set_allocator(None)
         torch.testing.assert_close(c.double(), ref, atol=2e-2 * math.sqrt(Kd), rtol=2e-2)
     assert asked == [programs * 3 * 128]
+
+
+# -- the host tensor map's encoding (the driver call captured) ------------------------------------
+
+@pytest.mark.parametrize("shape,block,dtype,padding,box,swizzle", [
+    ((300, 200), (64, 64), torch.float16, "zero", (64, 64), "128B"),
+    ((5, 37, 130), (2, 16, 64), torch.float16, "nan", (64, 16, 2), "128B"),
+    ((100, 72), (32, 64), torch.float32, "zero", (32, 32), "128B"),      # 256-byte rows: 2 panels of 32
+    ((33, 20), (16, 4), torch.float32, "zero", (4, 16), "NONE"),
+    ((64, 64), (64, 16), torch.bfloat16, "zero", (16, 64), "32B"),
+])
+def test_tensor_map_encoding(monkeypatch, shape, block, dtype, padding, box, swizzle):
+    from cuda.bindings import driver as cu
+    from compiler.runtime import tensor_maps
+    calls = []
+
+    def encode(*args):
+        calls.append(args)
+        return cu.CUresult.CUDA_SUCCESS, cu.CUtensorMap()
+
+    monkeypatch.setattr(cu, "cuTensorMapEncodeTiled", encode)
+    monkeypatch.setattr(tensor_maps, "_cache", {})
+    x = torch.empty(shape, dtype=dtype)
+    desc = TensorDescriptor.from_tensor(x, list(block), padding=padding)
+    first = tensor_maps.address(desc)
+    assert tensor_maps.address(desc) == first and len(calls) == 1   # cached
+    dtype_enum, rank, address, dims, strides, boxes, ones, interleave, swz, _, fill = calls[0]
+    es = x.element_size()
+    assert rank == len(shape) and address == x.data_ptr()
+    assert [int(d) for d in dims] == list(reversed(shape))
+    assert [int(s) for s in strides] == [s * es for s in reversed(x.stride()[:-1])]
+    assert tuple(int(b) for b in boxes) == box == tensor_map.box(block, es) and [int(o) for o in ones] == [1] * rank
+    assert swz == getattr(cu.CUtensorMapSwizzle, "CU_TENSOR_MAP_SWIZZLE_" + swizzle)
+    assert interleave == cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE
+    assert dtype_enum == getattr(cu.CUtensorMapDataType, "CU_TENSOR_MAP_DATA_TYPE_" +
+                                 {torch.float16: "FLOAT16", torch.float32: "FLOAT32", torch.bfloat16: "BFLOAT16"}[dtype])
+    assert (fill == cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA) == (padding == "nan")
+    # another block of the same tensor is another map
+    tensor_maps.address(TensorDescriptor.from_tensor(x, [b // 2 if i == 0 and b > 1 else b for i, b in enumerate(block)]))
+    assert len(calls) == 2
+
+
+def test_tensor_map_encoding_error(monkeypatch):
+    from cuda.bindings import driver as cu
+    from compiler.runtime import tensor_maps
+    monkeypatch.setattr(cu, "cuTensorMapEncodeTiled",
+                        lambda *a: (cu.CUresult.CUDA_ERROR_INVALID_VALUE, None))
+    monkeypatch.setattr(tensor_maps, "_cache", {})
+    desc = TensorDescriptor.from_tensor(torch.empty(64, 64, dtype=torch.float16), [64, 64])
+    with pytest.raises(ValueError, match=r"cuTensorMapEncodeTiled failed \(CUDA_ERROR_INVALID_VALUE\).*\[64, 64\]"):
+        tensor_maps.address(desc)
