@@ -89,3 +89,16 @@ def device_matmul_persistent_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.co
         off_n = (tile % tiles_n) * BLOCK_N
         acc = _tile_dot(a_desc, b_desc, off_m, off_n, K, BLOCK_K)
         c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
+
+
+@triton.jit
+def loop_carried_descriptor_kernel(a_desc, b_desc, c_ptr, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """C[BM, BN] (row-major) = A[:BM] @ B[:BN]ᵀ with A's descriptor carried through the K loop."""
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    d = a_desc
+    for k in range(0, K, BK):
+        a = d.load([0, k])
+        b = b_desc.load([0, k])
+        acc = tl.dot(a, b.T, acc)
+        d = a_desc
+    tl.store(c_ptr + tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :], acc)
