@@ -47,6 +47,7 @@ def _compile(kernel, sig, constexprs=None, num_warps=4, num_stages=3):
     ((4, 128), 2, "sm_90", False),     # two panels of 4 rows: the second not 1024-byte aligned
     ((2, 2, 2, 2, 2, 16), 2, "sm_90", False),   # rank 6
     ((2, 8, 64), 2, "sm_90", True),
+    ((64,), 2, "sm_90", False),        # 1-D: bounds-checked accesses
     ((128, 128), 4, "sm_90", True), ((128, 256), 4, "sm_90", False),   # 64 KiB at most in one tile
 ])
 def test_eligible(block, es, target, ok):
@@ -63,7 +64,7 @@ def test_box_and_swizzle():
 # -- PTX ------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype,block", [("fp16", (64, 64)), ("bf16", (128, 128)), ("fp32", (32, 64)),
-                                         ("fp32", (16, 4)), ("fp16", (64,)), ("fp16", (2, 16, 64))])
+                                         ("fp32", (16, 4)), ("fp16", (2, 16, 64))])
 def test_copy_ptx(dtype, block):
     sig = {"in_desc": _desc_type(dtype, block), "out_desc": _desc_type(dtype, block), "scale": "fp32"}
     ck, ptx = _compile(K.scaled_copy_kernel, sig)
