@@ -34,7 +34,8 @@ are copied by the bulk tensor copy engine instead: one mbarrier per stage (initi
 prologue, invalidated after the exit); thread 0 arms the stage's barrier with its tiles' bytes and
 issues the copies where the other loads would issue cp.async; iteration i waits on barrier i % S
 for the phase of parity (i / S) & 1 — the stage's (i / S)-th completion — where it would wait for
-the cp.async group. Copies past the end are not issued (their stage is never waited for).
+the cp.async group, and without the bar.sync after it when the copies are issued after the body's
+(wgmma in flight). Copies past the end are not issued (their stage is never waited for).
 """
 from __future__ import annotations
 
@@ -415,7 +416,11 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot) -> None:
         lw.call("llvm.nvvm.cp.async.wait.group", ll.VoidType(), [ll.Constant(I32, D - 1)])
     if plan.tma:  # the k-th use of a stage (k = it / S) completes its barrier's phase k
         tma.wait(lw, _stage_barrier(lw, plan, b.urem(it, sconst)), b.and_(b.udiv(it, sconst), ll.Constant(I32, 1)))
-    lw.barrier()
+    if plan.cp_async or not plan.async_dot:
+        # cp.async: the other threads' copies; copies issued next (below): every warp past the
+        # previous iteration's reads. TMA with the copies issued after the body's own bar.sync
+        # needs neither: each thread's wait makes the tiles visible to it
+        lw.barrier()
     read_base = b.mul(b.urem(it, sconst), ll.Constant(I32, plan.stage_bytes))
     write_slot = b.urem(b.add(it, ll.Constant(I32, D)), sconst)
     write_base = b.mul(write_slot, ll.Constant(I32, plan.stage_bytes))
