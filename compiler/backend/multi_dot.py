@@ -142,8 +142,11 @@ def _plan_async_accumulator(lw, p, body, dots):
     attention: P·V runs while the next iteration waits for its tiles and issues QKᵀ) when its
     result is only carried to the next iteration, whose uses of it all come after the first dot:
     that dot's wait (wait_group 0) then covers it too. Off with knobs.codegen.wgmma "sync"."""
-    p.async_dot = False
+    p.async_dot = p.single_dot = False
     first, last = dots[0], dots[-1]
+    if first is last and all(lo.name == "tma_load" for lo in p.loads):
+        _plan_async_single_dot(lw, p, body, first)
+        return
     if lw.options.wgmma != "async" or first is last or last.result.dtype.name != "fp32":
         return
     y = body.terminator
@@ -162,6 +165,21 @@ def _write_cdim(lo, lay) -> int:
     """The contiguous dim of a load's tile: the one its registers arrive along (cp.async), or the
     last, as in global memory (TMA)."""
     return 1 if lo.name == "tma_load" else contiguous_dim(lay)
+
+
+def _plan_async_single_dot(lw, p, body, d):
+    """One dot fed by TMA (tutorial 09's loop with `b.T`): kept in flight across iterations as
+    pipeline.py keeps its single dot (wait_group 1; the accumulator its own iter arg, yielded and
+    used by nothing else). Loops of cp.async loads that land here keep the measured code (each
+    wgmma waited for)."""
+    if lw.options.wgmma != "async" or d.result.dtype.name != "fp32" or d.operands[2].dtype.name != "fp32":
+        return
+    c, y = d.operands[2], body.terminator
+    if c.owner is not None or c not in body.args[1:]:
+        return
+    i = body.args.index(c) - 1
+    if y.operands[i] is d.result and all(u is y for u in lw.uses.get(d.result.id, ())):
+        p.async_dot, p.single_dot, p.acc_index = True, True, i
 
 
 def _tiles(lw, plan, start: int):
@@ -194,6 +212,8 @@ def _emit_dot(lw, plan, d, read_tiles, read_base):
     a_regs = lw.block(a, lw.layout_of(a)) if tiles[0] is None else None
     if not plan.async_dot:
         wgmma.dot_from_tiles(lw, d, tiles[0], tiles[1], dyn_base=tuple(dyn), a_regs=a_regs)
+    elif plan.single_dot:   # its accumulator chains into the next iteration's; the exit waits
+        wgmma.dot_from_tiles(lw, d, tiles[0], tiles[1], dyn_base=tuple(dyn), a_regs=a_regs, pending=1)
     elif d is plan.first_dot:   # its wait also completes the previous iteration's last dot
         lay = lw.slot_layout(plan.carried)
         waited = wgmma.dot_from_tiles(lw, d, tiles[0], tiles[1], dyn_base=tuple(dyn), a_regs=a_regs,

@@ -14,6 +14,7 @@ import torch
 import compiler as triton
 from compiler import tensor_map
 from compiler.tools.tensor_descriptor import TensorDescriptor
+from tests.compiler import ptx_cfg
 from tests.compiler.kernels import tma as K
 from tests.compiler.kernels.block_pointers import padded_copy_kernel
 from tests.compiler.kernels.util import gen, interpret  # noqa: F401 - fixtures
@@ -109,8 +110,14 @@ def test_matmul_tma_pipelined_ptx(dtype):
     # prologue (2 stages) + the loop body: one copy each for A and B
     assert ptx.count(LOAD.format(2)) == 3 * 2
     assert ptx.count("mbarrier.init.shared::cta.b64") == 3
-    assert "wgmma.mma_async" in ptx and "ld.shared" not in ptx.split("wgmma.mma_async")[0].rsplit("try_wait", 1)[-1]
     assert ck.shared >= 3 * (128 * 64 * 2) * 2
+    # the K loop: wait for the stage, wgmma straight from its tiles (no operand through registers),
+    # one wgmma group left in flight, one bar.sync before thread 0 arms the next stage and copies
+    k_loop = ptx_cfg.innermost_loop_with(ptx, "wgmma.mma_async")
+    assert "mbarrier.try_wait.parity.shared::cta.b64" in k_loop.text and "ld.shared" not in k_loop.text
+    assert "wgmma.wait_group.sync.aligned 1;" in k_loop.text
+    assert k_loop.text.count("bar.sync") == 1 and k_loop.text.count(LOAD.format(2)) == 2
+    assert k_loop.text.count("mbarrier.arrive.expect_tx") == 1
 
 
 def test_matmul_fp8_tma_pipelined_ptx():
