@@ -123,8 +123,8 @@ def test_matmul_tma_pipelined_ptx(dtype):
 def test_matmul_fp8_tma_pipelined_ptx():
     """fp8: A and Bᵀ K-major as fp8 wgmma needs, pipelined through TMA like fp16."""
     sig = {"a_desc": _desc_type("fp8e4nv", (128, 128)), "b_desc": _desc_type("fp8e4nv", (128, 128)),
-           "c_desc": _desc_type("fp16", (128, 128)), "K": "i32"}
-    ck, ptx = _compile(K.matmul_fp8_tma_kernel, sig, num_warps=8)
+           "c_desc": _desc_type("fp16", (128, 128)), "M": "i32", "N": "i32", "K": "i32"}
+    ck, ptx = _compile(K.matmul_tma_kernel, sig, num_warps=8)
     assert ptx.count(LOAD.format(2)) == 3 * 2 and ptx.count("mbarrier.init.shared::cta.b64") == 3
     assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n\d+k32\.f32\.e4m3\.e4m3", ptx)
     assert "ld.shared" not in ptx.split("st.shared")[0]   # no operand goes through registers
@@ -229,9 +229,9 @@ def test_matmul_fp8_tma_gpu(gen):
     a = (torch.randn(M, Kd, generator=gen) * 2).to("cuda", torch.float8_e4m3fn)
     b = (torch.randn(N, Kd, generator=gen) * 2).to("cuda", torch.float8_e4m3fn)
     c = _nan((M, N), torch.float16)
-    K.matmul_fp8_tma_kernel[(M // 128, N // 128)](TensorDescriptor.from_tensor(a, [128, 128]),
-                                                  TensorDescriptor.from_tensor(b, [128, 128]),
-                                                  TensorDescriptor.from_tensor(c, [128, 128]), Kd, num_warps=8)
+    K.matmul_tma_kernel[(M // 128, N // 128)](TensorDescriptor.from_tensor(a, [128, 128]),
+                                              TensorDescriptor.from_tensor(b, [128, 128]),
+                                              TensorDescriptor.from_tensor(c, [128, 128]), M, N, Kd, num_warps=8)
     torch.cuda.synchronize()
     ref = a.double() @ b.double().T
     torch.testing.assert_close(c.double(), ref, atol=0.05 * math.sqrt(Kd) * 4, rtol=2e-2)
