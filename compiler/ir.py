@@ -275,6 +275,22 @@ SIDE_EFFECTS = {"store", "atomic_rmw", "atomic_cas", "barrier", "print", "assert
                 "condition", "for", "if", "while", "load", "tma_store"}
 
 
+def inline_asm_elements_per_register(dt, pack: int) -> int:
+    """Triton's packing of `tl.inline_asm_elementwise` operands and results: each instance gets
+    pack / k registers of k elements, k = min(pack, max(1, 32 // bits)) (four uint8 share one
+    32-bit register; four int32 are four)."""
+    bits = 64 if dt.is_ptr() else dt.primitive_bitwidth
+    return min(pack, max(1, 32 // bits))
+
+
+def has_effect(op: "Op") -> bool:
+    """Whether running the op can be observed beyond its results (a non-volatile load's only effect
+    is a possible fault, which dropping it when unused avoids); inline asm declared impure counts."""
+    if op.name == "load":
+        return bool(op.attrs.get("volatile"))
+    return op.name in SIDE_EFFECTS or (op.name == "inline_asm" and not op.attrs.get("pure"))
+
+
 def eliminate_dead_code(fn: "Function") -> None:
     """Drop ops whose results nobody uses and that have no effect (repeat until nothing changes)."""
     while True:
@@ -287,8 +303,7 @@ def eliminate_dead_code(fn: "Function") -> None:
             for op in block.ops:
                 for r in op.regions:
                     sweep(r)
-                effect = op.name in SIDE_EFFECTS and not (op.name == "load" and not op.attrs.get("volatile"))
-                if not effect and op.results and not any(r.id in used for r in op.results):
+                if not has_effect(op) and op.results and not any(r.id in used for r in op.results):
                     removed += 1
                     continue
                 keep.append(op)

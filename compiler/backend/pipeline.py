@@ -175,6 +175,7 @@ def make_plan(lw, op) -> Plan | None:
     p.dist = stages - 1
     p.addr_ops, p.upd_ops, p.needed = addr
     p.skip, p.dots = set(loads), {d}
+    p.side = {}
     return p
 
 
@@ -308,6 +309,8 @@ def _issue(lw, plan: Plan, body, iv_val, state: dict, slot, slot_base, ub, signe
         thread_ptr = None
         if all(uses_wgmma(d, lw.options) for d in plan.dots) and tv is not None and not any(c & tm for c in consts):
             thread_ptr = lw.smem_ptr(b.add(b.mul(tv, ll.Constant(I32, es)), slot_off))
+        # an element a layout replicates is copied by each of its holders, the same bytes (the
+        # same data, or the same zero-fill: mask and bounds are the element's) to the same place
         for g, c in zip(range(0, lay.n_regs, v), consts):
             if thread_ptr is not None:
                 dst = b.gep(thread_ptr, [ll.Constant(I32, c * es + tile.base)], inbounds=True, source_etype=ll.IntType(8))
@@ -387,6 +390,7 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot) -> None:
     iv_s = lb
     plan.cp_async = any(lo.name == "load" for lo in plan.loads)
     plan.tma = not all(lo.name == "load" for lo in plan.loads)
+    lw.open_hoist(body)   # ahead of the barrier: hoisted conversions may use the buffers' space
     if plan.tma:  # (with the bar.sync before: the buffers may alias shared memory used just before)
         tma.init_barriers(lw, plan.barriers, S)
     else:
@@ -441,6 +445,9 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot) -> None:
             if bop.name in ("yield", "condition"):
                 term = bop
                 break
+            if bop in plan.side:   # copied with the tiles: read in the layouts its users want
+                lw.bind_smem_block(bop.result, lw.want(bop.result), plan.side[bop], read_base)
+                continue
             if bop in plan.skip:
                 continue
             if bop in plan.dots:
@@ -462,6 +469,9 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot) -> None:
         ahead_regs.append(v[1] if isinstance(v, tuple) else [v])
     lw.loop_back(header, iv, step, all_phis, [[b.add(it, ll.Constant(I32, 1))]] + nxt + ahead_regs)
 
+    lw.close_hoist()
+    for lo in plan.side:
+        del lw.smem_backed[lo.result.id]
     b.position_at_end(exitb)
     if plan.cp_async:
         lw.call("llvm.nvvm.cp.async.wait.group", ll.VoidType(), [ll.Constant(I32, 0)])

@@ -83,8 +83,8 @@ def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | Non
         strides = list(parts[1 + rank:1 + 2 * rank - 1]) + [const(b, 1, int64)]
         local[p] = TensorDescriptor(parts[0], parts[1:1 + rank], strides, block, padding,
                                     tmap=parts[-1] if tma else None)
-    for p in params:
-        if tuple_args.has_leaves(local.get(p)):
+    for p in params:   # tuples: runtime leaves in place, constexpr wrappers removed (also when all are constexprs)
+        if isinstance(local.get(p), tuple):
             local[p] = tuple_args.fill(local[p], local.__getitem__)
     gen = CodeGenerator(kernel, b, local)
     try:

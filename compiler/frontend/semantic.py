@@ -7,6 +7,7 @@ scalars are *weakly typed*, as in Triton: `x_fp16 * 2.0` stays fp16.
 from __future__ import annotations
 
 import builtins
+import warnings
 
 from .. import ir, knobs
 from ..language import dtypes as T
@@ -638,6 +639,9 @@ def unary_math(b, name, x, **attrs):
 
 
 def where(b, cond, x, y):
+    if is_value(cond) and cond.dtype != T.int1:   # Triton's words
+        warnings.warn("tl.where with a non-boolean condition is deprecated and will error out in a future triton "
+                      f"release. Got {cond.dtype}", stacklevel=2)
     cond = to_bool(b, cond)
     xs, ys = not is_value(x), not is_value(y)
     if xs and ys:

@@ -57,6 +57,20 @@ def builtin(fn):
     return outside_kernel
 
 
+def _aggregate(cls):
+    """Triton's `tl.core._aggregate` class decorator: an instance groups kernel values (the class's
+    annotated fields) and is passed to and returned from @jit functions as one value; its @jit
+    methods take it as `self`. A kernel builds one by calling the class: its `__init__` runs at
+    compile time (a Python one with the kernel values as arguments, or a @jit one inlined)."""
+    cls.__blocktune_aggregate__ = True
+    return cls
+
+
+def is_aggregate(obj) -> bool:
+    """Whether `obj` is an instance of an `_aggregate` class."""
+    return getattr(type(obj), "__blocktune_aggregate__", False) is True
+
+
 class tensor:
     """The type of block values inside a kernel (for annotations and isinstance in user code)."""
 

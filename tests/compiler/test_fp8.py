@@ -244,6 +244,14 @@ def test_fp8_compile_errors(kernel, sig, message):
         triton.compile(kernel, signature=sig, target="sm_90")
 
 
+@pytest.mark.parametrize("ty", ["fp8e4b8", "fp8e5b16", "fp8e4b15"])
+def test_fp8_formats_without_conversions_say_so_in_tritons_words(ty):
+    """Triton's tests match "not supported in this architecture"."""
+    with pytest.raises(triton.CompilationError, match=r"not supported in this architecture"):
+        triton.compile(K.convert_kernel, signature={"X": f"*{ty}", "Y": "*fp32", "N": "i32"},
+                       constexprs={"ROUNDING": None, "BLOCK": 128}, target="sm_90")
+
+
 def test_fp8_needs_sm89():
     with pytest.raises(triton.CompilationError, match=r"fp8e4nv needs sm_89 or newer"):
         triton.compile(K.convert_kernel, signature={"X": "*fp8e4nv", "Y": "*fp32", "N": "i32"},
