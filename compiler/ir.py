@@ -283,7 +283,7 @@ def _print_block(block: Block, n: _Namer, lines: list, indent: str):
 # Small helpers used by passes and backends.
 
 SIDE_EFFECTS = {"store", "atomic_rmw", "atomic_cas", "barrier", "print", "assert", "return", "yield",
-                "condition", "for", "if", "while", "load"}
+                "condition", "for", "if", "while", "load", "tma_store"}
 
 
 def inline_asm_elements_per_register(dt, pack: int) -> int:

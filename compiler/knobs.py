@@ -175,6 +175,9 @@ class codegen_knobs(base_knobs):
     pipeline = _Knob("BLOCKTUNE_NO_PIPELINE", parse=lambda t: not flag(t), text=lambda v: "0" if v else "1",
                      doc="software pipelining of the K loops that feed tensor-core dots (cp.async into "
                          "num_stages buffers); BLOCKTUNE_NO_PIPELINE=1 turns it off")
+    tma = _Knob("BLOCKTUNE_NO_TMA", parse=lambda t: not flag(t), text=lambda v: "0" if v else "1",
+                doc="tensor descriptors on sm_90 through the bulk tensor copy engine (TMA, mbarriers); "
+                    "BLOCKTUNE_NO_TMA=1 lowers them to bounds-checked loads and stores instead")
     debug = _Knob("BLOCKTUNE_DEBUG", "TRITON_DEBUG", parse=any_flag,
                   doc="device_assert is checked on the GPU (as @jit(debug=True))")
     fp32_default = _Knob("TRITON_F32_DEFAULT", parse=lambda t: t if t is not None else "tf32",

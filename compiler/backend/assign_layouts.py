@@ -182,6 +182,7 @@ class LayoutAssignment:
                 self._drain()
                 forward_epilogue(self, op)
         for kind in (("load",), ("store",), ("atomic_rmw", "atomic_cas")):
+            self._anchor_tma(ops, kind[0])
             if kind != ("load",):
                 # values stored are usually computed from loads: let them keep that layout when
                 # it is coalesced along the same dim as the store wants (no shared-memory
@@ -211,6 +212,22 @@ class LayoutAssignment:
                     for r in op.results:
                         self._set(r, lay)
                     self._drain()
+
+    def _anchor_tma(self, ops, kind: str):
+        """TMA loads' results (with the loads) and the values of TMA stores (with the stores, after
+        the forward push) go through a swizzled shared-memory tile, row-major: 16-byte vectors
+        along the last dim read and write it without bank conflicts."""
+        name = {"load": "tma_load", "store": "tma_store"}.get(kind)
+        for op in ops:
+            if op.name != name:
+                continue
+            v = op.result if name == "tma_load" else op.operands[-1]
+            if v.id in self.layout:
+                continue
+            rank = len(v.shape)
+            vec = max(1, min(16 // max(1, v.dtype.itemsize), v.shape[-1]))
+            self._set(v, blocked(v.shape, tuple(range(rank - 1, -1, -1)), vec, self.num_warps))
+            self._drain()
 
     def _operand_layout(self, v: ir.Value) -> Layout | None:
         """The layout of a block operand feeding v through addptr/splat/broadcast/elementwise ops."""

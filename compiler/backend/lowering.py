@@ -118,6 +118,7 @@ class Lowering:
         self.kernel_pins_end = 0                # those stay reserved up to here until the kernel ends
         self.needs_sm90a = False                # wgmma (wgmma.py)
         self.params = []                        # the ABI of each passed parameter
+        self.tensor_map_params: list[int] = []  # indices of the CUtensorMap parameters (tma.py)
         self.strings: dict[str, ll.GlobalVariable] = {}    # printf formats (debug_ops.py)
         self.vals: dict[int, object] = {}     # value id → llvm value (scalar) or (Layout, [regs])
         self.scopes: list[dict] = [{}]          # (value id, layout) → regs; one dict per open region
@@ -138,7 +139,10 @@ class Lowering:
             attrs = fn.arg_attrs[i] if i < len(fn.arg_attrs) else {}
             if attrs.get("equal_to_1"):
                 continue
-            if t.is_ptr():
+            if attrs.get("tensor_map"):   # a CUtensorMap, by value (nvptx.module_text marks it)
+                pt, abi = ll.PointerType(), "tmap"
+                self.tensor_map_params.append(len(ptys))
+            elif t.is_ptr():
                 pt, abi = GPTR, "ptr"
             elif t.name == "int1":
                 pt, abi = I32, "i32"
@@ -150,7 +154,7 @@ class Lowering:
             ptys.append(pt)
             passed.append((i, a, t))
             self.params.append({"name": fn.arg_names[i] if i < len(fn.arg_names) else f"arg{i}",
-                                "type": T.to_signature(t), "abi": abi})
+                                "type": "tmap" if abi == "tmap" else T.to_signature(t), "abi": abi})
         self.func = ll.Function(self.module, ll.FunctionType(ll.VoidType(), ptys), name=fn.name)
         self.func.calling_convention = "ptx_kernel"
         entry = self.func.append_basic_block("entry")

@@ -3,7 +3,8 @@ attention's loop: `k = desc_k.load(...).T; qk = tl.dot(q, k)` … `acc = tl.dot(
 
 pipeline.py takes a loop with one dot whose two operands are both loaded in the body. This takes
 the loops it leaves where every wgmma operand is one of:
-  - a block loaded in the body (masked with `other` = 0 or unmasked, directly or through a 2-D
+  - a block loaded in the body (masked with `other` = 0 or unmasked, or through TMA — a tensor
+    descriptor's `tma_load`, whose tile is row-major as in global memory —, directly or through a 2-D
     `trans`, used by dots alone — one tile may feed several, the backward's qT feeds `dot(k, qT)`
     and `dot(dsT, qT.T)` — its pointer and mask pure index arithmetic of the induction variable
     and iter args) — copied with cp.async, num_stages buffers ahead, as pipeline.py does;
@@ -26,7 +27,7 @@ from __future__ import annotations
 import math
 
 from . import dot, pipeline, wgmma
-from .dot_layouts import SmemTile, contiguous_dim, mma_kind, uses_wgmma
+from .dot_layouts import SmemTile, contiguous_dim, is_fp8_kind, mma_kind, uses_wgmma
 from .llvm_types import esize
 from .memory import access_width
 
@@ -45,6 +46,8 @@ def _operand_load(top, v):
     if lo is not None and lo.name == "trans" and lo in top and tuple(lo.attrs.get("perm", ())) == (1, 0):
         tr, v = lo, lo.operands[0]
         lo = v.owner
+    if lo is not None and lo.name == "tma_load" and lo in top:
+        return lo, tr
     if lo is None or lo.name != "load" or lo not in top or not v.is_block or lo.attrs.get("volatile"):
         return None
     if not pipeline._zero_const(lo.operands[2]):
@@ -70,8 +73,8 @@ def make_plan(lw, op):
     body = op.regions[0]
     top = set(body.ops)
     dots = [o for o in body.walk() if o.name == "dot"]
-    if not dots or any(o not in top or mma_kind(o) not in ("f16", "bf16") or not uses_wgmma(o, lw.options)
-                       for o in dots):
+    if not dots or any(o not in top or not (mma_kind(o) in ("f16", "bf16") or is_fp8_kind(mma_kind(o)))
+                       or not uses_wgmma(o, lw.options) for o in dots):
         return None
     inside = {a.id for a in body.args} | {r.id for o in body.walk() for r in o.results}
     entries = []
@@ -81,6 +84,14 @@ def make_plan(lw, op):
     for d in dots:
         for i in (0, 1):
             v = d.operands[i]
+            if is_fp8_kind(mma_kind(d)):
+                # fp8 wgmma reads K-major tiles only: TMA loads whose tile is (A [M, K] as it is,
+                # B as the transpose of an [N, K] block); anything else stays with pipeline.py
+                found = _operand_load(top, v) if v.id in inside else None
+                if found is None or found[0].name != "tma_load" or (found[1] is not None) != (i == 1):
+                    return None
+                entries.append((d, i) + found)
+                continue
             if v.id not in inside:   # pinned: the same arithmetic as dot.pin_loop_invariant_operands
                 n_pinned += 1
                 kernel_value = v.owner is None or v.owner in fn_top
@@ -113,7 +124,13 @@ def make_plan(lw, op):
     for lo in loads:
         lay = lw.want(lo.result)
         es = esize(lo.result.dtype)
-        tile = SmemTile(lo.result.shape, contiguous_dim(lay), es, panels=True)
+        tile = SmemTile(lo.result.shape, _write_cdim(lo, lay), es, panels=True)
+        if lo.name == "tma_load":   # the copy engine writes the tile: no per-thread width
+            lays.append(lay)
+            vecs.append(None)
+            offsets.append(off)
+            off = _align(off + tile.nbytes)
+            continue
         v = min(access_width(lw, lay, lo.operands[0], lo.operands[1], es), pipeline._smem_vec(lay, tile))
         if v * es not in (4, 8, 16):
             return None
@@ -129,14 +146,15 @@ def make_plan(lw, op):
         off += -(-FlatTile(lo.result.shape, esize(lo.result.dtype)).nbytes // 16) * 16
     off = _align(off)
     loads = loads + side
-    stages = min(stages, (pipeline.SMEM_LIMIT - TRANSIENT_MARGIN - pinned_end) // off)
+    barriers = 1024 if any(lo.name == "tma_load" for lo in loads) else 0   # one mbarrier per stage
+    stages = min(stages, (pipeline.SMEM_LIMIT - TRANSIENT_MARGIN - pinned_end - barriers) // off)
     if stages < 2:
         return None
     p = pipeline.Plan()
     p.entries, p.loads, p.lays, p.vecs, p.offsets = entries, loads, lays, vecs, offsets
     p.skip = set(loads) | {e[3] for e in entries if e[3] is not None}
     p.side_loads = side
-    p.stages, p.dist, p.stage_bytes, p.n_pinned = stages, stages - 1, off, n_pinned
+    p.stages, p.dist, p.stage_bytes, p.n_pinned, p.barrier_bytes = stages, stages - 1, off, n_pinned, barriers
     p.addr_ops, p.upd_ops, p.needed = addr
     p.dots = set(dots)
     _plan_async_accumulator(lw, p, body, dots)
@@ -190,8 +208,11 @@ def _plan_async_accumulator(lw, p, body, dots):
     attention: P·V runs while the next iteration waits for its tiles and issues QKᵀ) when its
     result is only carried to the next iteration, whose uses of it all come after the first dot:
     that dot's wait (wait_group 0) then covers it too. Off with knobs.codegen.wgmma "sync"."""
-    p.async_dot = False
+    p.async_dot = p.single_dot = False
     first, last = dots[0], dots[-1]
+    if first is last and all(lo.name == "tma_load" for lo in p.loads):
+        _plan_async_single_dot(lw, p, body, first)
+        return
     if lw.options.wgmma != "async" or first is last or last.result.dtype.name != "fp32":
         return
     y = body.terminator
@@ -204,6 +225,27 @@ def _plan_async_accumulator(lw, p, body, dots):
     if any(order.get(u, -1) <= order[first] for u in lw.uses.get(arg.id, ())):
         return
     p.async_dot, p.acc_index, p.carried, p.first_dot, p.last_dot = True, slots[0], arg, first, last
+
+
+def _plan_async_single_dot(lw, p, body, d):
+    """One dot fed by TMA (tutorial 09's loop with `b.T`): kept in flight across iterations as
+    pipeline.py keeps its single dot (wait_group 1; the accumulator its own iter arg, yielded and
+    used by nothing else). Loops of cp.async loads that land here keep the measured code (each
+    wgmma waited for)."""
+    if lw.options.wgmma != "async" or d.result.dtype.name != "fp32" or d.operands[2].dtype.name != "fp32":
+        return
+    c, y = d.operands[2], body.terminator
+    if c.owner is not None or c not in body.args[1:]:
+        return
+    i = body.args.index(c) - 1
+    if y.operands[i] is d.result and all(u is y for u in lw.uses.get(d.result.id, ())):
+        p.async_dot, p.single_dot, p.acc_index = True, True, i
+
+
+def _write_cdim(lo, lay) -> int:
+    """The contiguous dim of a load's tile: the one its registers arrive along (cp.async), or the
+    last, as in global memory (TMA)."""
+    return 1 if lo.name == "tma_load" else contiguous_dim(lay)
 
 
 def _plan_deferred_waits(lw, p, body, dots):
@@ -229,7 +271,7 @@ def _tiles(lw, plan, start: int):
         if lo in plan.side_loads:
             write.append(FlatTile(lo.result.shape, esize(lo.result.dtype), base=base))
         else:
-            write.append(SmemTile(lo.result.shape, contiguous_dim(lay), esize(lo.result.dtype), base=base, panels=True))
+            write.append(SmemTile(lo.result.shape, _write_cdim(lo, lay), esize(lo.result.dtype), base=base, panels=True))
     plan.side = {lo: t for lo, t in zip(plan.loads, write) if lo in plan.side_loads}
     read = {}
     for d, i, lo, tr in plan.entries:
@@ -252,6 +294,9 @@ def _emit_dot(lw, plan, d, read_tiles, read_base):
     a = d.operands[0]
     a_regs = lw.block(a, lw.layout_of(a)) if tiles[0] is None else None
     kw = dict(dyn_base=tuple(dyn), a_regs=a_regs)
+    if plan.single_dot:   # its accumulator chains into the next iteration's; the exit waits
+        wgmma.dot_from_tiles(lw, d, tiles[0], tiles[1], pending=1, **kw)
+        return
     if d in plan.deferred:
         wgmma.dot_from_tiles(lw, d, tiles[0], tiles[1], pending=None, **kw)
         plan.in_flight.append(d.result)
@@ -285,6 +330,8 @@ def lower_for(lw, op) -> bool:
     pinned = dot.pin_loop_invariant_operands(lw, op)
     assert len(pinned) == plan.n_pinned, "multi_dot.make_plan and dot.pin_loop_invariant_operands disagree"
     start = _align(lw.smem_reserved)
+    plan.barriers = start   # TMA: the stages' mbarriers, below the stages
+    start += plan.barrier_bytes
     lw.smem_bytes = max(lw.smem_bytes, start - lw.smem_reserved + plan.stages * plan.stage_bytes)
     lw.smem_reserved = start + plan.stages * plan.stage_bytes
     plan.tiles, read_tiles = _tiles(lw, plan, start)

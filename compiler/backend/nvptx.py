@@ -12,6 +12,7 @@ Kernel ABI (what the launcher passes, in order, one per `fn.args` that is not `e
   i8/i16/i32/i64, u*  → the integer of that width
   fp16 / bf16         → 16-bit raw bits (`.b16`, pass the value's bit pattern as uint16)
   fp32 / fp64         → float / double
+  tensor maps (`tmap`, a TMA descriptor's CUtensorMap, tma.py) → 128 bytes by value
 Arguments specialized as `equal_to_1` are not kernel parameters (the kernel uses the constant 1).
 `compile_ir(...)["params"]` lists the ABI of each passed parameter.
 Block dims: (32 * num_warps, 1, 1); dynamic shared memory: `compile_ir(...)["shared"]` bytes.
@@ -19,7 +20,7 @@ Block dims: (32 * num_warps, 1, 1); dynamic shared memory: `compile_ir(...)["sha
 from __future__ import annotations
 
 from .. import ir
-from . import control_flow, debug_ops, dot, elementwise as ew, fp8, histogram, memory, reduction, shape_ops
+from . import control_flow, debug_ops, dot, elementwise as ew, fp8, histogram, memory, reduction, shape_ops, tma
 from .errors import BackendError
 from .llvm_target import cpu_for, libdevice_defs, llir_to_ptx
 from .lowering import Lowering, RuleTable
@@ -59,6 +60,8 @@ RULES = RuleTable(
         "print": debug_ops.lower_print, "assert": debug_ops.lower_assert,
         # shape ops, scans, sorts
         "split": shape_ops.lower_split,
+        # tensor descriptors through TMA
+        "tma_load": tma.lower_tma_load, "tma_store": tma.lower_tma_store, "make_tensor_map": tma.lower_make_tensor_map,
         "reduce_combine": reduction.lower_reduce_combine, "scan_combine": reduction.lower_scan_combine,
         "gather": shape_ops.lower_gather, "flip": shape_ops.lower_flip, "sort": shape_ops.lower_sort, "histogram": histogram.lower_histogram,
     },
@@ -84,6 +87,7 @@ def module_text(lw: Lowering) -> str:
     i = text.index(head)
     j = text.index("\n", i)
     line = text[i:j]
+    line = _tensor_map_params(line, lw)
     maxnreg = f' "nvvm.maxnreg"="{lw.options.maxnreg}"' if lw.options.maxnreg is not None else ""
     text = text[:i] + line + f' "nvvm.maxntid"="{32 * lw.num_warps}"' + maxnreg + text[j:]
     nv = lw.libdevice_functions()
@@ -92,6 +96,17 @@ def module_text(lw: Lowering) -> str:
         text = "\n".join(keep) + "\n" + libdevice_defs(nv) + \
             '!llvm.module.flags = !{!900}\n!900 = !{i32 4, !"nvvm-reflect-ftz", i32 0}\n'
     return text
+
+
+def _tensor_map_params(line: str, lw: Lowering) -> str:
+    """The kernel's CUtensorMap parameters (tma.py) become `byval` 128-byte, 64-byte aligned
+    `"nvvm.grid_constant"` parameters (llvmlite cannot spell parameter attributes with types)."""
+    for k in lw.tensor_map_params:
+        name = lw.func.args[k].name
+        plain = f'ptr %"{name}"'
+        assert line.count(plain) == 1, line
+        line = line.replace(plain, f'ptr byval([128 x i8]) align 64 "nvvm.grid_constant" %"{name}"')
+    return line
 
 
 def compile_ir(fn: ir.Function, *, num_warps: int, num_stages: int = 3, target: str = "sm_90",
@@ -104,5 +119,9 @@ def compile_ir(fn: ir.Function, *, num_warps: int, num_stages: int = 3, target: 
         cpu = "sm_90a"
     text = module_text(lw)
     llir, ptx = llir_to_ptx(text, cpu=cpu)
-    return {"name": fn.name, "llir": llir, "ptx": ptx, "shared": lw.smem_total, "num_warps": num_warps,
-            "num_stages": num_stages, "params": lw.params, "target": cpu}
+    out = {"name": fn.name, "llir": llir, "ptx": ptx, "shared": lw.smem_total, "num_warps": num_warps,
+           "num_stages": num_stages, "params": lw.params, "target": cpu}
+    maps = tma.tensor_maps_per_program(fn)
+    if maps:   # device-side descriptors: the launch allocates this much global scratch per program
+        out["global_scratch_size"] = maps * tma.MAP_BYTES
+    return out

@@ -28,13 +28,21 @@ advanced by re-lowering their yield expressions). Copies past the end are predic
 (src-size 0). Masked-off elements are zero-filled by cp.async's src-size operand.
 `options.pipeline` (knobs.codegen.pipeline; BLOCKTUNE_NO_PIPELINE=1) turns this off: the dot then
 stages its operands through registers.
+
+TMA loads (`tma_load`, a tensor descriptor on sm_90: tma.py) in a plan (multi_dot.py takes them)
+are copied by the bulk tensor copy engine instead: one mbarrier per stage (initialized before the
+prologue, invalidated after the exit); thread 0 arms the stage's barrier with its tiles' bytes and
+issues the copies where the other loads would issue cp.async; iteration i waits on barrier i % S
+for the phase of parity (i / S) & 1 — the stage's (i / S)-th completion — where it would wait for
+the cp.async group, and without the bar.sync after it when the copies are issued after the body's
+(wgmma in flight). Copies past the end are not issued (their stage is never waited for).
 """
 from __future__ import annotations
 
 from llvmlite import ir as ll
 
 from .. import ir
-from . import dot, wgmma
+from . import dot, tma, wgmma
 from .dot_layouts import is_fp8_kind, mma_kind, operand_tiles, register_groups, tiles_end, uses_wgmma
 from .layouts import log2
 from .llvm_types import esize, is_signed
@@ -171,13 +179,19 @@ def make_plan(lw, op) -> Plan | None:
     return p
 
 
+def address_operands(lo) -> list:
+    """What a pipelined load's address depends on: pointer and mask, or a TMA load's tensor map
+    (an iter arg where the descriptor is loop-carried) and offsets."""
+    return lo.operands if lo.name == "tma_load" else lo.operands[:2]
+
+
 def address_slices(lw, body, loads):
     """(ops computing the loads' pointers and masks, ops advancing the iter args they read, the
     indices of those iter args), or None when that takes more than pure index arithmetic."""
     y = body.terminator
     iv = body.args[0]
     index_of = {a.id: i for i, a in enumerate(body.args[1:])}
-    targets = [o for lo in loads for o in lo.operands[:2] if o is not None]
+    targets = [o for lo in loads for o in address_operands(lo) if o is not None]
     sl = _slice(body, targets, lw.rules.by_layout)
     if sl is None:
         return None
@@ -246,21 +260,32 @@ def _eval(lw, ops, bindings: dict, requests):
     return out
 
 
-def _issue(lw, plan: Plan, body, iv_val, state: dict, slot_base, ub, signed: bool):
-    """cp.async the operand tiles of the iteration whose induction value is `iv_val` (iter args
-    bound by `state`) into the buffer at byte offset `slot_base` (int or i32 value)."""
+def _issue(lw, plan: Plan, body, iv_val, state: dict, slot, slot_base, ub, signed: bool):
+    """cp.async (or TMA) the operand tiles of the iteration whose induction value is `iv_val` (iter
+    args bound by `state`) into stage `slot` at byte offset `slot_base` (ints or i32 values)."""
     b = lw.b
     bindings = dict(state)
     bindings[body.args[0].id] = iv_val
     reqs = []
     for lo, lay in zip(plan.loads, plan.lays):
+        if lo.name == "tma_load":
+            reqs.extend((o, None) for o in lo.operands)
+            continue
         reqs.append((lo.operands[0], lay))
         if lo.operands[1] is not None:
             reqs.append((lo.operands[1], lay))
     vals = _eval(lw, plan.addr_ops, bindings, reqs)
     live = b.icmp_signed("<", iv_val, ub) if signed else b.icmp_unsigned("<", iv_val, ub)
     i = 0
+    copies = []
     for lo, lay, v, tile in zip(plan.loads, plan.lays, plan.vecs, plan.tiles):
+        if lo.name == "tma_load":
+            n = len(lo.operands)
+            dst = tma.smem_address(lw, b.add(slot_base if not isinstance(slot_base, int) else ll.Constant(I32, slot_base),
+                                              ll.Constant(I32, lw.smem_reserved + tile.base)))
+            copies.append((vals[i], vals[i + 1:i + n], tma.tile_for(lo.result, tile.base), dst))
+            i += n
+            continue
         ptrs = vals[i]
         i += 1
         masks = None
@@ -275,7 +300,7 @@ def _issue(lw, plan: Plan, body, iv_val, state: dict, slot_base, ub, signed: boo
         reg_off = [tile.offset(c) for c in lay.reg]
         name = "llvm.nvvm.cp.async.cg.shared.global.16.s" if nbytes == 16 else f"llvm.nvvm.cp.async.ca.shared.global.{nbytes}.s"
         fn = lw.intrinsic(name, ll.VoidType(), [ll.PointerType(addrspace=3), ll.PointerType(addrspace=1), I32])
-        slot = slot_base if not isinstance(slot_base, int) else ll.Constant(I32, slot_base)
+        slot_off = slot_base if not isinstance(slot_base, int) else ll.Constant(I32, slot_base)
         consts = [c for _, c in register_groups(reg_off, lay.n_regs, v)]
         # wgmma: one address register per tile (this thread's part plus the stage) and each copy a
         # constant offset from it, folded into the instruction (16-30 fewer registers than one
@@ -283,7 +308,7 @@ def _issue(lw, plan: Plan, body, iv_val, state: dict, slot_base, ub, signed: boo
         # mma.sync configs measured no better that way (64×32×32 w2: 94 → 116 registers).
         thread_ptr = None
         if all(uses_wgmma(d, lw.options) for d in plan.dots) and tv is not None and not any(c & tm for c in consts):
-            thread_ptr = lw.smem_ptr(b.add(b.mul(tv, ll.Constant(I32, es)), slot))
+            thread_ptr = lw.smem_ptr(b.add(b.mul(tv, ll.Constant(I32, es)), slot_off))
         # an element a layout replicates is copied by each of its holders, the same bytes (the
         # same data, or the same zero-fill: mask and bounds are the element's) to the same place
         for g, c in zip(range(0, lay.n_regs, v), consts):
@@ -292,11 +317,22 @@ def _issue(lw, plan: Plan, body, iv_val, state: dict, slot_base, ub, signed: boo
             else:
                 off = lw.combine_const(tv, tm, c)
                 byte = b.add(b.mul(off, ll.Constant(I32, es)), ll.Constant(I32, tile.base))
-                dst = lw.smem_ptr(b.add(byte, slot))
+                dst = lw.smem_ptr(b.add(byte, slot_off))
             pred = live if masks is None else b.and_(live, masks[g])
             size = b.select(pred, ll.Constant(I32, nbytes), ll.Constant(I32, 0))
             b.call(fn, [dst, ptrs[g], size])
-    lw.call("llvm.nvvm.cp.async.commit.group", ll.VoidType(), [])
+    if copies:   # thread 0 arms the stage's mbarrier and starts the copies (none past the end)
+        with b.if_then(b.and_(live, tma.elected(lw))):
+            tma.issue_copies(lw, copies, _stage_barrier(lw, plan, slot))
+    if plan.cp_async:
+        lw.call("llvm.nvvm.cp.async.commit.group", ll.VoidType(), [])
+
+
+def _stage_barrier(lw, plan: Plan, slot):
+    """The i32 shared address of stage `slot`'s mbarrier."""
+    off = slot * tma.MBARRIER_BYTES if isinstance(slot, int) else lw.b.mul(slot, ll.Constant(I32, tma.MBARRIER_BYTES))
+    return tma.smem_address(lw, lw.b.add(ll.Constant(I32, plan.barriers), off) if not isinstance(off, int)
+                            else plan.barriers + off)
 
 
 def _advance(lw, plan: Plan, body, iv_val, state: dict, lays):
@@ -352,10 +388,15 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot) -> None:
     # prologue: iterations 0 … S-2
     state = {body.args[i + 1].id: as_binding(i, init_regs[i]) for i in plan.needed}
     iv_s = lb
+    plan.cp_async = any(lo.name == "load" for lo in plan.loads)
+    plan.tma = not all(lo.name == "load" for lo in plan.loads)
     lw.open_hoist(body)   # ahead of the barrier: hoisted conversions may use the buffers' space
-    lw.barrier()  # the buffers may alias shared memory used just before the loop
+    if plan.tma:  # (with the bar.sync before: the buffers may alias shared memory used just before)
+        tma.init_barriers(lw, plan.barriers, S)
+    else:
+        lw.barrier()  # the buffers may alias shared memory used just before the loop
     for s in range(D):
-        _issue(lw, plan, body, iv_s, state, s * plan.stage_bytes, ub, signed)
+        _issue(lw, plan, body, iv_s, state, s, s * plan.stage_bytes, ub, signed)
         state = _advance(lw, plan, body, iv_s, state, lays)
         iv_s = b.add(iv_s, step)
 
@@ -374,16 +415,24 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot) -> None:
     lw.vals[body.args[0].id] = iv
     for a, l, ps in zip(body.args[1:], lays, phis):
         lw.bind(a, l, ps)
-    lw.call("llvm.nvvm.cp.async.wait.group", ll.VoidType(), [ll.Constant(I32, D - 1)])
-    lw.barrier()
     sconst = ll.Constant(I32, S)
+    if plan.cp_async:
+        lw.call("llvm.nvvm.cp.async.wait.group", ll.VoidType(), [ll.Constant(I32, D - 1)])
+    if plan.tma:  # the k-th use of a stage (k = it / S) completes its barrier's phase k
+        tma.wait(lw, _stage_barrier(lw, plan, b.urem(it, sconst)), b.and_(b.udiv(it, sconst), ll.Constant(I32, 1)))
+    if plan.cp_async or not plan.async_dot:
+        # cp.async: the other threads' copies; copies issued next (below): every warp past the
+        # previous iteration's reads. TMA with the copies issued after the body's own bar.sync
+        # needs neither: each thread's wait makes the tiles visible to it
+        lw.barrier()
     read_base = b.mul(b.urem(it, sconst), ll.Constant(I32, plan.stage_bytes))
-    write_base = b.mul(b.urem(b.add(it, ll.Constant(I32, D)), sconst), ll.Constant(I32, plan.stage_bytes))
+    write_slot = b.urem(b.add(it, ll.Constant(I32, D)), sconst)
+    write_base = b.mul(write_slot, ll.Constant(I32, plan.stage_bytes))
     iv_ahead = b.add(iv, b.mul(step, ll.Constant(step.type, D)))
     ahead = {body.args[i + 1].id: as_binding(i, ahead_phis[i]) for i in plan.needed}
 
     def issue_ahead():
-        _issue(lw, plan, body, iv_ahead, ahead, write_base, ub, signed)
+        _issue(lw, plan, body, iv_ahead, ahead, write_slot, write_base, ub, signed)
         return _advance(lw, plan, body, iv_ahead, ahead, lays)
 
     if not plan.async_dot:
@@ -424,9 +473,12 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot) -> None:
     for lo in plan.side:
         del lw.smem_backed[lo.result.id]
     b.position_at_end(exitb)
-    lw.call("llvm.nvvm.cp.async.wait.group", ll.VoidType(), [ll.Constant(I32, 0)])
+    if plan.cp_async:
+        lw.call("llvm.nvvm.cp.async.wait.group", ll.VoidType(), [ll.Constant(I32, 0)])
     if plan.async_dot:  # the last wgmma group is still running: wait, with the accumulators through
         phis[plan.acc_index] = wgmma.wait_pass_through(lw, phis[plan.acc_index], 0)
     lw.barrier()
+    if plan.tma:  # every copy issued was waited for (none past the end are)
+        tma.invalidate_barriers(lw, plan.barriers, S)
     for r, l, ps in zip(op.results, lays, phis):
         lw.bind(r, l, ps)

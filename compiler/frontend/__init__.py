@@ -4,7 +4,8 @@ from __future__ import annotations
 from .. import ir
 from ..errors import CompilationError
 from ..language.core import constexpr
-from ..language.dtypes import dtype, from_signature, int64
+from ..language.dtypes import dtype, from_signature, int8, int64, pointer_type
+from .. import tensor_map
 from ..language import descriptor_type as DT
 from .block_pointers import TensorDescriptor
 from .codegen import CodeGenerator
@@ -13,9 +14,14 @@ from .semantic import Builder, SemanticError, const
 from . import tuple_args
 
 
-def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | None = None) -> ir.Function:
+def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | None = None,
+                tma_target: str | None = None) -> ir.Function:
     """Build the IR of `kernel` specialized on `signature` (runtime argument name → type, in any
     order) and `constexprs` (name → compile-time value; includes integers specialized to 1).
+
+    `tma_target`: the GPU target when descriptors may go through TMA there (tensor_map.py); each
+    such host descriptor `d` then also takes its CUtensorMap, parameter `d.tmap`, and a kernel
+    that makes descriptors takes the global scratch memory their maps are written to, last.
 
     `arg_attrs[name]` may carry {"divisibility": 16}. Every parameter of the kernel must appear in
     exactly one of `signature` and `constexprs`. A tuple parameter's value in `constexprs` is its
@@ -43,13 +49,18 @@ def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | Non
         if desc is not None:  # a host tensor descriptor: its parts are the parameters
             elt, block, padding, shape_div16 = desc
             rank = len(block)
-            descriptors[p] = (len(runtime), block, padding)
+            tma = tensor_map.eligible(block, elt.primitive_bitwidth // 8, tma_target)
+            descriptors[p] = (len(runtime), block, padding, tma)
             runtime += DT.part_names(p, rank)
             types += DT.part_types(elt, rank)
             # Triton's TMA rules, checked at launch: a 16-byte aligned base, strides of 16 bytes
             stride_div = max(1, 16 // max(1, elt.primitive_bitwidth // 8))
             attrs += [{"divisibility": 16}] + [{"divisibility": 16 if d else 1} for d in shape_div16] \
                 + [{"divisibility": stride_div}] * (rank - 1) + [{"divisibility": 1}]
+            if tma:
+                runtime.append(DT.tensor_map_name(p))
+                types.append(pointer_type(int8))
+                attrs.append({"divisibility": 1, "tensor_map": True})
             continue
         runtime.append(p)
         types.append(t if isinstance(t, dtype) else from_signature(str(t)))
@@ -62,12 +73,16 @@ def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | Non
     b = Builder()
     b.block = body
     b.loc = fn.loc
-    for p, (first, block, padding) in descriptors.items():
+    b.tma_target = tma_target
+    b.function_body = body
+    b.arg_divisibility = {a.id: at.get("divisibility", 1) for a, at in zip(body.args, attrs)}
+    for p, (first, block, padding, tma) in descriptors.items():
         rank = len(block)
-        parts = body.args[first:first + 1 + 2 * rank]
+        parts = body.args[first:first + 1 + 2 * rank + tma]
         # the last stride is 1 (checked at launch): a constant, so the last dim is known contiguous
-        strides = list(parts[1 + rank:-1]) + [const(b, 1, int64)]
-        local[p] = TensorDescriptor(parts[0], parts[1:1 + rank], strides, block, padding)
+        strides = list(parts[1 + rank:1 + 2 * rank - 1]) + [const(b, 1, int64)]
+        local[p] = TensorDescriptor(parts[0], parts[1:1 + rank], strides, block, padding,
+                                    tmap=parts[-1] if tma else None)
     for p in params:   # tuples: runtime leaves in place, constexpr wrappers removed (also when all are constexprs)
         if isinstance(local.get(p), tuple):
             local[p] = tuple_args.fill(local[p], local.__getitem__)
@@ -82,6 +97,13 @@ def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | Non
     body.ops.append(ir.Op("return", [], [], loc=b.loc))
     fold_dot_accumulate(fn)
     fn.dropped_ops = ir.eliminate_dead_code(fn)
+    if b.global_scratch is not None:   # device-side descriptors' tensor maps live there
+        if any(op.name == "make_tensor_map" for op in fn.walk()):
+            fn.arg_names.append(DT.GLOBAL_SCRATCH)
+            fn.arg_types.append(b.global_scratch.type)
+            fn.arg_attrs.append({"divisibility": 16})
+        else:   # no descriptor it made is loaded or stored through TMA
+            body.args.remove(b.global_scratch)
     return fn
 
 

@@ -10,13 +10,18 @@ and the matmul pipelining (cp.async / wgmma) see exactly what they see for hand-
 
 A tensor descriptor (`tl.make_tensor_descriptor`, or a host `TensorDescriptor` argument) is the
 same thing without offsets: `desc.load(offsets)` builds a block pointer at `offsets` and loads
-through it with every dim bounds-checked and zero padding, as a TMA load would.
+through it with every dim bounds-checked and zero padding, as a TMA load would. A host descriptor
+that takes a CUtensorMap (`tmap`: sm_90, a box TMA can copy, see tensor_map.py) instead becomes the
+ops `tma_load` / `tma_store` (operands: the map, then the offsets; the store's value last), which
+the backend lowers to the bulk tensor copy engine (backend/tma.py).
 
 Both are `Composite`s: the code generator carries their scalar parts through loops and ifs.
 """
 from __future__ import annotations
 
+from .. import tensor_map
 from ..language import core as tl_core
+from ..language import descriptor_type as DT
 from ..language import dtypes as T
 from ..language.core import constexpr
 from ..language.dtypes import block_type, pointer_type
@@ -201,9 +206,9 @@ def store(b, ptr: BlockPointer, value, mask, boundary_check, cache, eviction):
 class TensorDescriptor(Composite, tl_core.tensor_descriptor):
     """`tl.make_tensor_descriptor(base, shape, strides, block_shape)` (or a host descriptor argument)."""
 
-    def __init__(self, base, shape, strides, block_shape: tuple, padding: str = "zero"):
+    def __init__(self, base, shape, strides, block_shape: tuple, padding: str = "zero", tmap=None):
         self.base, self.shape, self.strides, self.block_shape = base, list(shape), list(strides), tuple(block_shape)
-        self.padding = padding
+        self.padding, self.tmap = padding, tmap
 
     @property
     def dtype(self):
@@ -214,14 +219,15 @@ class TensorDescriptor(Composite, tl_core.tensor_descriptor):
         return block_type(self.dtype, self.block_shape)
 
     def parts(self) -> list:
-        return [self.base, *self.shape, *self.strides]
+        return [self.base, *self.shape, *self.strides] + ([self.tmap] if self.tmap is not None else [])
 
     def structure(self) -> tuple:
-        return ("tensor_descriptor", self.block_shape, self.padding)
+        return ("tensor_descriptor", self.block_shape, self.padding, self.tmap is not None)
 
     def with_parts(self, parts: list) -> "TensorDescriptor":
         n = len(self.block_shape)
-        return TensorDescriptor(parts[0], parts[1:1 + n], parts[1 + n:], self.block_shape, self.padding)
+        tmap = parts[1 + 2 * n] if self.tmap is not None else None
+        return TensorDescriptor(parts[0], parts[1:1 + n], parts[1 + n:1 + 2 * n], self.block_shape, self.padding, tmap)
 
     def window(self, b, offsets) -> BlockPointer:
         n = len(self.block_shape)
@@ -257,10 +263,45 @@ def make_tensor_descriptor(b, base, shape, strides, block_shape, padding: str = 
         raise SemanticError(f"tensor descriptors take padding_option='zero' or 'nan', got {padding!r}")
     if padding == "nan" and not elt.is_floating():
         raise SemanticError(f"Padding option `nan` is not supported for integer blocks (the descriptor holds {elt})")
-    return TensorDescriptor(base, shape, strides, block_shape, padding)
+    tmap = None
+    if _tma_compatible(b, base, strides_in, block_shape, elt):
+        if b.global_scratch is None:
+            b.global_scratch = b.function_body.add_arg(pointer_type(T.int8), DT.GLOBAL_SCRATCH)
+        tmap = b.value("make_tensor_map", [b.global_scratch, base, *shape, *strides], pointer_type(T.int8),
+                       block=block_shape, padding=padding, slot=b.tensor_maps)
+        b.tensor_maps += 1
+    return TensorDescriptor(base, shape, strides, block_shape, padding, tmap)
+
+
+def _tma_compatible(b, base, strides, block_shape, elt) -> bool:
+    """A device-side descriptor goes through TMA when the target has it, the box fits
+    (tensor_map.eligible) and the specialization proves what a tensor map needs: a 16-byte aligned
+    base and strides of 16 bytes but the last, 1 (kernel arguments specialized on divisibility by
+    16, or constants). Else it stays bounds-checked loads and stores, correct for any alignment."""
+    es = elt.primitive_bitwidth // 8
+    if not tensor_map.eligible(block_shape, es, b.tma_target):
+        return False
+
+    def divisibility(v) -> int:
+        v = v.value if isinstance(v, constexpr) else v
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v if v else 1 << 30
+        return b.arg_divisibility.get(v.id, 1) if is_value(v) else 1
+
+    strides = list(strides.value if isinstance(strides, constexpr) else strides)
+    last = strides[-1].value if isinstance(strides[-1], constexpr) else strides[-1]
+    return (divisibility(base) % 16 == 0 and not is_value(last) and last == 1
+            and all(divisibility(s) * es % 16 == 0 for s in strides[:-1]))
+
+
+def _tma_offsets(b, desc: TensorDescriptor, offsets) -> list:
+    return _scalars(b, "the descriptor's offsets", offsets, T.int32, len(desc.block_shape))
 
 
 def descriptor_load(b, desc: TensorDescriptor, offsets):
+    if desc.tmap is not None:
+        return b.value("tma_load", [desc.tmap, *_tma_offsets(b, desc, offsets)], desc.block_type,
+                       padding=desc.padding)
     return load(b, desc.window(b, offsets), None, None, tuple(range(len(desc.block_shape))), desc.padding, "", "", False)
 
 
@@ -268,6 +309,9 @@ def descriptor_store(b, desc: TensorDescriptor, offsets, value):
     value = S.to_tensor(b, value, desc.dtype) if not is_value(value) else value
     if value.shape != desc.block_shape:
         raise SemanticError(f"the stored block has shape {list(value.shape)}, the descriptor's block shape is {list(desc.block_shape)}")
+    if desc.tmap is not None:
+        b.create("tma_store", [desc.tmap, *_tma_offsets(b, desc, offsets), S.cast(b, value, desc.dtype)], [], {})
+        return
     store(b, desc.window(b, offsets), value, None, tuple(range(len(desc.block_shape))), "", "")
 
 

@@ -31,6 +31,13 @@ class Builder:
         self.loc: ir.Loc = ir.UNKNOWN_LOC
         self.ops_emitted = 0
         self.steps = 0
+        # device-side tensor descriptors through TMA (block_pointers.make_tensor_descriptor): the
+        # target when it has TMA, the kernel arguments' known divisibility, the scratch argument
+        self.tma_target: str | None = None
+        self.arg_divisibility: dict[int, int] = {}
+        self.global_scratch: ir.Value | None = None
+        self.function_body: ir.Block | None = None
+        self.tensor_maps = 0
 
     def create(self, name, operands=(), result_types=(), attrs=None, regions=()) -> ir.Op:
         if name in _NO_FP8_OPERANDS:

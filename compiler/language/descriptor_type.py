@@ -3,7 +3,8 @@
 `tensordesc<fp16[64, 64]|zero|10>`: element type, block shape, padding, and per shape dim whether
 it is a multiple of 16 (Triton spells the type `tensordesc<fp16[64, 64]>`, which reads as zero
 padding and no known divisibility). The kernel takes the descriptor `d` as parameters `d.base`,
-`d.shape0…`, `d.stride0…`.
+`d.shape0…`, `d.stride0…`, and where its accesses go through TMA (tensor_map.py) `d.tmap`, its
+128-byte CUtensorMap (type `tmap`, passed by value).
 """
 from __future__ import annotations
 
@@ -35,6 +36,16 @@ def part_names(name: str, rank: int) -> list[str]:
     return [f"{name}.base"] + [f"{name}.shape{i}" for i in range(rank)] + [f"{name}.stride{i}" for i in range(rank)]
 
 
+TENSOR_MAP_TYPE = "tmap"
+# the kernel parameter of the global scratch memory that device-side descriptors' maps are written
+# to (`tl.make_tensor_descriptor` on sm_90; the launch asks triton.set_allocator's allocator for it)
+GLOBAL_SCRATCH = "$global_scratch"
+
+
+def tensor_map_name(name: str) -> str:
+    return f"{name}.tmap"
+
+
 def part_types(elt: dtype, rank: int) -> list:
     return [pointer_type(elt)] + [int32] * rank + [int64] * rank
 
@@ -49,4 +60,5 @@ def flat_signature(signature: dict) -> dict:
             continue
         elt, block = desc[0], desc[1]
         out.update(zip(part_names(name, len(block)), (to_signature(x) for x in part_types(elt, len(block)))))
+        out[tensor_map_name(name)] = TENSOR_MAP_TYPE   # passed only where the kernel takes it
     return out

@@ -1,10 +1,11 @@
 """`triton.set_allocator`: the hook that gives kernels global scratch memory.
 
 Triton asks it for the memory that device-side tensor descriptors (`tl.make_tensor_descriptor`)
-are written to before a TMA access. blocktune lowers device-side descriptors to masked loads and
-stores (compiler/frontend/block_pointers.py), which need no scratch memory, so kernels run with or
-without an allocator; the hook is kept (and `get_allocator` returns it) so that code written for
-Triton, which calls `triton.set_allocator(...)` before such kernels, runs unchanged.
+are written to before a TMA access, and so does blocktune where those descriptors go through TMA
+(sm_90, compiler/frontend/block_pointers.py says when; elsewhere they are bounds-checked loads and
+stores, which need no scratch memory). With no allocator set, blocktune allocates the scratch with
+torch (`default_allocator`), so kernels written for blocktune need not call set_allocator; an
+explicit `NullAllocator` makes such a launch fail as in Triton.
 """
 from __future__ import annotations
 
@@ -37,3 +38,13 @@ def set_allocator(allocator: Allocator | None) -> None:
 
 def get_allocator() -> Allocator | None:
     return _allocator
+
+
+def default_allocator(size: int, alignment: int, stream: Optional[int]):
+    """Scratch from torch's caching allocator on the current device (stream-ordered, so the
+    buffer can be dropped once the launch is queued)."""
+    try:
+        import torch  # noqa: PLC0415 - optional dependency, the GPU path only
+    except ImportError:
+        return NullAllocator()(size, alignment, stream)
+    return torch.empty(size, dtype=torch.int8, device="cuda")

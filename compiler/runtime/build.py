@@ -8,6 +8,7 @@ directly. `stats` counts compiles and hits (tests use it).
 """
 from __future__ import annotations
 
+from .. import knobs
 from ..errors import ArgumentError, CompilationError, OutOfResources
 from ..language import descriptor_type as DT
 from ..language import dtypes as T
@@ -62,8 +63,9 @@ def default_target() -> str:
     return driver.default_target()
 
 
-def build_ir(fn, signature: dict, constexprs: dict, divisible_by_16=(), equal_to_1=()):
-    """Run the front end. Integers equal to 1 become constexprs (not passed at launch)."""
+def build_ir(fn, signature: dict, constexprs: dict, divisible_by_16=(), equal_to_1=(), target: str | None = None):
+    """Run the front end. Integers equal to 1 become constexprs (not passed at launch). `target`:
+    the GPU it compiles for, where host tensor descriptors may use TMA (knobs.codegen.tma)."""
     from ..frontend import generate_ir  # noqa: PLC0415 - import time: the front end loads at the first compile
     both = [n for n in fn.constexpr_names if n in fn.do_not_specialize]
     if both:
@@ -76,7 +78,7 @@ def build_ir(fn, signature: dict, constexprs: dict, divisible_by_16=(), equal_to
         cx[k] = 1
     attrs = {k: {"divisibility": 16} for k in divisible_by_16 if k in sig}
     stats["ir_built"] += 1
-    ir_fn = generate_ir(fn, sig, cx, attrs)
+    ir_fn = generate_ir(fn, sig, cx, attrs, tma_target=target if knobs.codegen.tma else None)
     if getattr(fn, "_repr", None) is not None:      # @jit(repr=...) names the kernel
         ir_fn.name = fn.kernel_name(signature, constexprs, equal_to_1)
     return ir_fn
@@ -138,7 +140,7 @@ def compile_jit(fn, signature, constexprs: dict | None = None, num_warps: int = 
         ck = CompiledKernel(entry["name"], entry["asm"], entry["metadata"])
         stats["disk_hits"] += 1
     else:
-        ir_fn = build_ir(fn, sig, constexprs, divisible_by_16, equal_to_1)
+        ir_fn = build_ir(fn, sig, constexprs, divisible_by_16, equal_to_1, target)
         out = _backend_compile(ir_fn, num_warps, num_stages, target, cache.debug_mode(fn), options)
         stats["compiled"] += 1
         out = dict(out)
@@ -147,6 +149,8 @@ def compile_jit(fn, signature, constexprs: dict | None = None, num_warps: int = 
         if isinstance(out.get("cubin"), (bytes, bytearray)):
             asm["cubin"] = bytes(out.pop("cubin"))
         flat = DT.flat_signature(sig)  # host descriptors: the kernel takes their parts
+        if out.get("global_scratch_size"):   # device-side descriptors' maps: scratch, passed last
+            flat[DT.GLOBAL_SCRATCH] = "*i8"
         metadata = {
             "name": name,
             "num_warps": int(out.pop("num_warps", num_warps)),

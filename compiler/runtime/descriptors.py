@@ -4,13 +4,15 @@ A descriptor argument `d` is specialized on its element type, block shape, paddi
 dims are multiples of 16 (so that bounds-checked accesses stay vectorized): the signature type
 `tensordesc<fp16[64, 64]|zero|10>`. The compiled kernel takes it as separate parameters
 `d.base`, `d.shape0…`, `d.stride0…` (the front end rebuilds the descriptor from them, see
-frontend/block_pointers.py); `expand` turns the call's values into those parameters' values.
+frontend/block_pointers.py), and on sm_90 `d.tmap`, its CUtensorMap (tensor_maps.py); `expand`
+turns the call's values into those parameters' values.
 """
 from __future__ import annotations
 
 from ..language import descriptor_type as DT
 from ..language import dtypes as T
 from ..tools.tensor_descriptor import TensorDescriptor
+from . import allocator, tensor_maps
 
 
 def is_descriptor(v) -> bool:
@@ -48,6 +50,8 @@ def expand(names: list[str], named: dict, pointer) -> list:
         d = named[owner]
         if part == "base":
             out.append(pointer(d.base))
+        elif part == "tmap":
+            out.append(tensor_maps.address(d))
         elif part.startswith("shape"):
             out.append(int(d.shape[int(part[5:])]))
         else:
@@ -62,11 +66,30 @@ def wrap_launcher(launch, call_names: list[str], expanded: list[str]):
     return launch_descriptors
 
 
-def expand_names(call_names: list[str], signature: dict) -> list[str]:
+def with_global_scratch(launch, per_program: int):
+    """`launch` takes the global scratch pointer after the other values (device-side descriptors'
+    tensor maps, `per_program` bytes a program): each launch asks triton.set_allocator's allocator
+    for it, as Triton does (the buffer may be freed after the call: a stream-ordered allocator
+    hands it out again only to work queued after this kernel)."""
+    def launch_with_scratch(g0, g1, g2, stream, *values):
+        alloc = allocator.get_allocator() or allocator.default_allocator
+        buf = alloc(per_program * int(g0) * int(g1) * int(g2), 128, stream)
+        return launch(g0, g1, g2, stream, *values, _address(buf))
+    return launch_with_scratch
+
+
+def expand_names(call_names: list[str], signature: dict, passed=None) -> list[str]:
+    """The kernel parameters of `call_names`: each descriptor's parts, its tensor map only where
+    the kernel takes one (in `passed`, the compiled kernel's parameters)."""
     out = []
     for n in call_names:
         parsed = DT.parse(signature.get(n))
-        out.extend(DT.part_names(n, len(parsed[1])) if parsed else [n])
+        if not parsed:
+            out.append(n)
+            continue
+        out.extend(DT.part_names(n, len(parsed[1])))
+        if passed is not None and DT.tensor_map_name(n) in passed:
+            out.append(DT.tensor_map_name(n))
     return out
 
 

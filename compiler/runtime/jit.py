@@ -624,11 +624,14 @@ class JITFunction:
         self.compile_count += 1
         if warmup:
             return (None, ck)
-        if any(descriptors.DT.parse(t) for t in sig.values()):
-            expanded = descriptors.expand_names(call_names, sig)
-            launch = descriptors.wrap_launcher(ck.make_launcher(dev, expanded), call_names, expanded)
-        else:
-            launch = ck.make_launcher(dev, call_names)
+        has_descriptors = any(descriptors.DT.parse(t) for t in sig.values())
+        expanded = descriptors.expand_names(call_names, sig, ck.metadata["passed"]) if has_descriptors else call_names
+        scratch = ck.metadata.get("global_scratch_size")
+        launch = ck.make_launcher(dev, expanded + [descriptors.DT.GLOBAL_SCRATCH] if scratch else expanded)
+        if scratch:
+            launch = descriptors.with_global_scratch(launch, scratch)
+        if has_descriptors:
+            launch = descriptors.wrap_launcher(launch, call_names, expanded)
         entry = (launch, ck)
         if key is not None:
             self._launchers[key] = entry

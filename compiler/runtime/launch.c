@@ -10,6 +10,8 @@
      q  signed integers (i1 … i64), sign-extended to 8 bytes (the kernel reads the low bytes)
      Q  pointers and unsigned 64-bit integers
      f  fp32          d  fp64
+     m  a by-value parameter whose bytes live elsewhere (a TMA descriptor's CUtensorMap): the
+        value is the host address of its bytes, passed to cuLaunchKernel as the parameter pointer
    A value that does not convert calls `on_bad(index, value)`, which raises a readable error; a
    non-zero CUresult calls `on_error(code, g0, g1, g2, stream, values)` (retry or raise). */
 #define PY_SSIZE_T_CLEAN
@@ -86,7 +88,8 @@ static int pack(char kind, PyObject *v, uint64_t *slot) {
         memcpy(slot, &x, 8);
         return 0;
     }
-    case 'Q': {
+    case 'Q':
+    case 'm': {
         unsigned long long x = PyLong_AsUnsignedLongLong(v);
         if (x == (unsigned long long)-1 && PyErr_Occurred())
             return -1;
@@ -144,7 +147,7 @@ static PyObject *launcher_vectorcall(PyObject *self_, PyObject *const *args, siz
                 PyErr_SetString(PyExc_ValueError, "kernel argument does not fit its parameter type");
             return NULL;
         }
-        params[i] = &slots[i];
+        params[i] = self->kind[i] == 'm' ? (void *)(uintptr_t)slots[i] : (void *)&slots[i];
     }
     int rc;
     Py_BEGIN_ALLOW_THREADS
@@ -204,7 +207,7 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kw) 
             return NULL;
         }
         char k = kinds[i];
-        if (k != 'q' && k != 'Q' && k != 'f' && k != 'd') {
+        if (k != 'q' && k != 'Q' && k != 'f' && k != 'd' && k != 'm') {
             Py_DECREF(self);
             PyErr_Format(PyExc_ValueError, "unknown parameter kind '%c'", k);
             return NULL;

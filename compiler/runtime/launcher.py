@@ -9,7 +9,8 @@ prebuilt `c_void_p` or the array. (Setting 4 ctypes scalars measured faster than
 
 Slots: integers and booleans are c_int64 (sign-extended), so a kernel reading an i1/i8/i32
 parameter sees the right low bytes on little-endian; pointers and u64 c_uint64; fp32 c_float;
-fp64 c_double; fp16/bf16 their 16-bit patterns in a c_uint64.
+fp64 c_double; fp16/bf16 their 16-bit patterns in a c_uint64. A tensor map (`tmap`, 128 bytes by
+value) arrives as the host address of its bytes, which goes into the address array itself.
 
 Calls from a thread other than the one that made the launcher use a fresh buffer (ctypes releases
 the GIL during the call, so a shared buffer could be overwritten mid-launch).
@@ -32,8 +33,14 @@ def _bf16_bits(v) -> int:
     return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF   # round to nearest even
 
 
+class _ByAddress(ctypes.c_uint64):
+    """The slot of a by-value parameter whose bytes the caller holds (its address is the value)."""
+
+
 # type string → (ctypes slot type, converter expression template)
 def _slot(ty: str):
+    if ty == "tmap":
+        return _ByAddress, "{v}"
     if ty.startswith("*") or ty in ("u64", "u32", "u16", "u8"):
         return ctypes.c_uint64, "{v}"
     if ty in ("fp32", "f32"):
@@ -77,7 +84,7 @@ class _Buffer:
         self.params = (ctypes.c_void_p * max(1, len(types)))(*([ctypes.addressof(x) for x in self.slots] or [None]))
 
 
-_NATIVE_KINDS = {ctypes.c_int64: "q", ctypes.c_uint64: "Q", ctypes.c_float: "f", ctypes.c_double: "d"}
+_NATIVE_KINDS = {ctypes.c_int64: "q", ctypes.c_uint64: "Q", ctypes.c_float: "f", ctypes.c_double: "d", _ByAddress: "m"}
 
 
 def make_launcher(lf: "driver.LoadedFunction", call_names: list[str], passed: dict[str, str],
@@ -138,8 +145,10 @@ def make_ctypes_launcher(lf: "driver.LoadedFunction", call_names: list[str], pas
     sig = "_g0, _g1, _g2, _stream" + (", " + args if args else "")
     conv = [c.format(v=vars_[n]) for n, (_, c) in zip(order, slots)]
     vals_tuple = f"({', '.join(conv)},)" if order else "()"
-    sets = "\n        ".join(f"_s{i}.value = {c}" for i, c in enumerate(conv)) or "pass"
-    sets_b = "\n        ".join(f"_b.slots[{i}].value = {c}" for i, c in enumerate(conv)) or "pass"
+    sets = "\n        ".join(f"_pa[{i}] = {c}" if t is _ByAddress else f"_s{i}.value = {c}"
+                              for i, (c, t) in enumerate(zip(conv, types))) or "pass"
+    sets_b = "\n        ".join(f"_b.params[{i}] = {c}" if t is _ByAddress else f"_b.slots[{i}].value = {c}"
+                                for i, (c, t) in enumerate(zip(conv, types))) or "pass"
     code = f"""
 def launch({sig}):
     if _ident() != _owner:

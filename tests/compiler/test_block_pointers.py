@@ -106,9 +106,13 @@ def test_host_descriptor_checks(interpret):
         K.padded_copy_kernel[(1, 1)](TensorDescriptor(torch.zeros(8, 6), [8, 6], [6, 1], [8, 8]), y, 32)
 
 
-def test_host_descriptor_matmul_ptx():
-    """Host descriptors take the same pipelined path: their base/strides follow Triton's TMA rules
-    (16-byte aligned) and shapes are specialized on divisibility by 16."""
+@pytest.mark.parametrize("tma", [True, False])
+def test_host_descriptor_matmul_ptx(tma, monkeypatch):
+    """Host descriptors take the pipelined path: on sm_90 through TMA (one mbarrier per stage, the
+    CUtensorMaps by-value parameters), with BLOCKTUNE_NO_TMA=1 through cp.async (their base/strides
+    follow Triton's TMA rules, 16-byte aligned, and shapes are specialized on divisibility by 16)."""
+    if not tma:
+        monkeypatch.setenv("BLOCKTUNE_NO_TMA", "1")
     from tests.compiler.test_ptx import ptxas_report
     sig = {"a_desc": "tensordesc<fp16[128, 64]|zero|11>", "b_desc": "tensordesc<fp16[64, 128]|zero|11>",
            "c_desc": "tensordesc<fp16[128, 128]|zero|11>", "K": "i32"}
@@ -116,9 +120,22 @@ def test_host_descriptor_matmul_ptx():
                         num_stages=3, target="sm_90", divisible_by_16=("K",))
     ptx = ck.asm["ptx"]
     assert ptxas_report(ptx)["spills"] == 0
-    assert "wgmma.mma_async" in ptx and re.search(r"cp\.async\.cg\.shared\.global(\.\w+)* \[[^]]+\], \[[^]]+\], 16", ptx)
-    assert "st.global.v4.b32" in ptx
     assert ck.metadata["passed"][:5] == ["a_desc.base", "a_desc.shape0", "a_desc.shape1", "a_desc.stride0", "a_desc.stride1"]
+    assert "wgmma.mma_async" in ptx
+    if not tma:
+        assert re.search(r"cp\.async\.cg\.shared\.global(\.\w+)* \[[^]]+\], \[[^]]+\], 16", ptx)
+        assert "st.global.v4.b32" in ptx and "[128]" not in ptx
+        assert "a_desc.tmap" not in ck.metadata["passed"]
+        return
+    assert "ld.global" not in ptx and "st.global" not in ptx and "cp.async.cg" not in ptx
+    assert [p["abi"] for p in ck.metadata["params"] if p["name"].endswith(".tmap")] == ["tmap"] * 3
+    # the maps are 128 bytes by value, 64-byte aligned; the copies name their generic address
+    assert len(re.findall(r"\.param \.align 64 \.b8 \w+\[128\]", ptx)) == 3 and "cvta.param.u64" in ptx
+    # A [128, 64] and B [64, 128] fp16 per stage: one 128-byte-swizzled panel for A, two for B
+    assert ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes") == 3 * 3
+    assert re.search(r"mbarrier\.arrive\.expect_tx\.shared::cta\.b64 _, \[%r\d+\], %r\d+;", ptx)
+    assert ptx.count("mbarrier.init.shared::cta.b64") == 3 and ptx.count("mbarrier.inval.shared::cta.b64") == 3
+    assert ptx.count("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group") == 2
 
 
 # -- errors ---------------------------------------------------------------------------------------
@@ -192,14 +209,28 @@ def test_block_pointer_matmul_takes_the_pipelined_path(cx, nw):
     assert counts["block_ptr"]["wgmma.mma_async"] > 0 and counts["block_ptr"]["cp.async.cg.shared.global"] > 0
 
 
-def test_tensor_descriptor_matmul_assembles():
+@pytest.mark.parametrize("aligned", [True, False])
+def test_tensor_descriptor_matmul_assembles(aligned):
+    """Device-side descriptors go through TMA where the specialization proves the tensor maps'
+    alignment (16-byte bases, row strides N and K divisible by 16): each program writes its three
+    maps into the global scratch (a last, hidden parameter); else they stay bounds-checked loads."""
     from tests.compiler.test_ptx import ptxas_report
+    div = ("a_ptr", "b_ptr", "c_ptr", "M", "N", "K") if aligned else ("a_ptr", "b_ptr", "c_ptr", "M")
     ck = triton.compile(K.matmul_descriptor_kernel, signature=dict(a_ptr="*fp16", b_ptr="*fp16", c_ptr="*fp16", M="i32", N="i32", K="i32"),
                         constexprs={"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}, num_warps=8, num_stages=3,
-                        target="sm_90a", divisible_by_16=("a_ptr", "b_ptr", "c_ptr", "M", "N", "K"))
+                        target="sm_90a", divisible_by_16=div)
     ptx = ck.asm["ptx"]
-    assert ptxas_report(ptx)["spills"] == 0
-    assert "wgmma.mma_async" in ptx and "cp.async.cg.shared.global" in ptx
+    assert ptxas_report(ptx)["spills"] == 0 or not aligned
+    assert "wgmma.mma_async" in ptx
+    if not aligned:
+        assert "ld.global" in ptx and "tensormap" not in ptx and "cp.async.bulk" not in ptx
+        assert "global_scratch_size" not in ck.metadata and ck.metadata["passed"][-1] == "K"
+        return
+    assert "ld.global" not in ptx and "cp.async.cg" not in ptx and "mbarrier.try_wait.parity" in ptx
+    assert ck.metadata["passed"][-1] == "$global_scratch" and ck.metadata["global_scratch_size"] == 3 * 128
+    assert ptx.count("tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned") == 3
+    assert ptx.count("fence.proxy.tensormap::generic.acquire.gpu") == 3
+    assert ptx.count("tensormap.replace.tile.swizzle_mode.shared::cta.b1024.b32 [%r") == 3
 
 
 # -- GPU ------------------------------------------------------------------------------------------

@@ -1216,22 +1216,129 @@ def test_a_jit_function_argument_on_the_gpu_path(fake_cuda):
     assert k.compile_count == 2 and doubled.asm["ptx"] != ck.asm["ptx"]
 
 
-def test_a_tuple_of_tensor_descriptors_on_the_gpu_path(fake_cuda):
-    """Descriptor leaves of a tuple expand into their parts (base, shapes, strides) like a
-    descriptor argument does, and the PTX assembles."""
+@pytest.fixture
+def fake_tensor_maps(monkeypatch):
+    """tensor_maps.encode without a driver: each map 128 bytes whose first word is 0xC0DE0000 + its
+    number (the fake cuLaunchKernel records the first 8 bytes a parameter pointer points to)."""
+    from compiler.runtime import tensor_maps
+    maps = []
+
+    class FakeMap:
+        def __init__(self):
+            self.buf = (ctypes.c_uint64 * 16)(0xC0DE0000 + len(maps))
+
+        def getPtr(self):
+            return ctypes.addressof(self.buf)
+
+    def encode(desc):
+        maps.append(FakeMap())
+        return maps[-1]
+
+    monkeypatch.setattr(tensor_maps, "encode", encode)
+    monkeypatch.setattr(tensor_maps, "_cache", {})
+    return maps
+
+
+def test_a_tuple_of_tensor_descriptors_on_the_gpu_path(fake_cuda, fake_tensor_maps):
+    """Descriptor leaves of a tuple expand into their parts (base, shapes, strides and, on sm_90,
+    the CUtensorMap, passed by address) like a descriptor argument does, and the PTX assembles."""
     from compiler import ptxas
     from compiler.tools.tensor_descriptor import TensorDescriptor
     from tests.compiler.test_tuples import scale_through_descriptors
     k = _fresh(scale_through_descriptors)
     src = TensorDescriptor(FakeTensor(0x7F0000001000), [16, 32], [32, 1], [16, 32])
     dst = TensorDescriptor(FakeTensor(0x7F0000002000), [16, 32], [32, 1], [16, 32])
-    fake_cuda.fake_set_nparams(10)
-    ck = k[(1,)]((src, dst), 16)
-    assert ck.metadata["arg_names"][:6] == ["descs.0.base", "descs.0.shape0", "descs.0.shape1", "descs.0.stride0",
-                                           "descs.0.stride1", "descs.1.base"]
-    assert [fake_cuda.fake_param(i) for i in (0, 5)] == [0x7F0000001000, 0x7F0000002000]
+    fake_cuda.fake_set_nparams(12)
+    for _ in range(2):   # the second launch finds both maps in the cache
+        ck = k[(1,)]((src, dst), 16)
+    assert ck.metadata["passed"][:7] == ["descs.0.base", "descs.0.shape0", "descs.0.shape1", "descs.0.stride0",
+                                         "descs.0.stride1", "descs.0.tmap", "descs.1.base"]
+    assert [fake_cuda.fake_param(i) for i in (0, 6)] == [0x7F0000001000, 0x7F0000002000]
     assert [fake_cuda.fake_param(i) & 0xFFFFFFFF for i in (1, 2)] == [16, 32] and fake_cuda.fake_param(3) == 32
+    assert [fake_cuda.fake_param(i) for i in (5, 11)] == [0xC0DE0000, 0xC0DE0001] and len(fake_tensor_maps) == 2
     ptxas.report(ck.asm["ptx"])
+
+
+def test_device_descriptors_take_global_scratch(fake_cuda):
+    """A kernel whose device-side descriptors go through TMA gets global scratch for their maps
+    (3 maps × 128 bytes a program) from triton.set_allocator's allocator at each launch, passed
+    last; an explicit NullAllocator fails as in Triton."""
+    from compiler.runtime import _allocation
+    from tests.compiler.kernels.block_pointers import matmul_descriptor_kernel
+    k = _fresh(matmul_descriptor_kernel)
+    asked = []
+
+    class Scratch:
+        def data_ptr(self):
+            return 0x7F00000F0000 + 256 * len(asked)
+
+    def allocate(size, alignment, stream):
+        asked.append((size, alignment, stream))
+        return Scratch()
+
+    tensors = [FakeTensor(0x7F0000001000 * (i + 1), "float16") for i in range(3)]
+    fake_cuda.fake_set_nparams(7)
+    triton.set_allocator(allocate)
+    try:
+        ck = k[(4, 3)](*tensors, 512, 384, 256, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_warps=8)
+        assert ck.metadata["passed"][-1] == "$global_scratch" and ck.metadata["global_scratch_size"] == 384
+        assert asked == [(4 * 3 * 384, 128, 0)] and fake_cuda.fake_param(6) == 0x7F00000F0100
+        k[(2, 1, 2)](*tensors, 512, 384, 256, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_warps=8)
+        assert asked[-1] == (4 * 384, 128, 0) and fake_cuda.fake_param(6) == 0x7F00000F0200
+        triton.set_allocator(_allocation.NullAllocator())
+        with pytest.raises(RuntimeError, match="no allocator was set"):
+            k[(1,)](*tensors, 512, 384, 256, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_warps=8)
+    finally:
+        triton.set_allocator(None)
+    assert k.compile_count == 1
+
+
+@pytest.mark.parametrize("kind", ["native", "ctypes"])
+def test_tensor_map_parameter_is_passed_by_address(fake_cuda, kind, monkeypatch):
+    """A `tmap` parameter's value is the host address of its 128 bytes: the launcher hands that
+    address to cuLaunchKernel as the parameter pointer (both launchers, both threads' buffers)."""
+    import threading
+    from compiler.runtime import native
+    if kind == "ctypes":
+        monkeypatch.setattr(native, "module", lambda: None)
+    elif native.module() is None:
+        pytest.skip("the native launcher could not be built here")
+    lf = driver.LoadedFunction(None, 0xBEEF, 0, 0, "k", 8)
+    maps = [(ctypes.c_uint64 * 16)(0xABC0 + i) for i in range(3)]
+    fake_cuda.fake_set_nparams(3)
+    launch = launcher.make_launcher(lf, ["p", "m", "n"], {"p": "*fp32", "m": "tmap", "n": "i32"}, 4, 0, "k")
+    launch(1, 1, 1, 0, 0x1000, ctypes.addressof(maps[0]), 7)
+    assert [fake_cuda.fake_param(i) for i in range(3)] == [0x1000, 0xABC0, 7]
+    launch(1, 1, 1, 0, 0x1000, ctypes.addressof(maps[1]), 7)
+    assert fake_cuda.fake_param(1) == 0xABC1
+    t = threading.Thread(target=launch, args=(1, 1, 1, 0, 0x2000, ctypes.addressof(maps[2]), 8))
+    t.start()
+    t.join()
+    assert [fake_cuda.fake_param(i) for i in range(3)] == [0x2000, 0xABC2, 8]
+
+
+def test_compiled_kernel_launch_allocates_global_scratch(fake_cuda):
+    """`compiled[grid](*args)` of a kernel with device-side descriptors: the scratch is not an
+    argument; the checked launch allocates it and passes it last."""
+    from tests.compiler.kernels.block_pointers import matmul_descriptor_kernel
+    ck = triton.compile(matmul_descriptor_kernel, signature=dict(a_ptr="*fp16", b_ptr="*fp16", c_ptr="*fp16", M="i32",
+                                                                 N="i32", K="i32"),
+                        constexprs={"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}, num_warps=8, target="sm_90",
+                        divisible_by_16=("a_ptr", "b_ptr", "c_ptr", "M", "N", "K"))
+    asked = []
+
+    def allocate(size, alignment, stream):
+        asked.append(size)
+        return FakeTensor(0x7F00000A0000)
+
+    fake_cuda.fake_set_nparams(7)
+    triton.set_allocator(allocate)
+    try:
+        ck[(2, 2)](0x7F0000001000, 0x7F0000002000, 0x7F0000003000, 256, 256, 64)
+    finally:
+        triton.set_allocator(None)
+    assert asked == [4 * 3 * 128] and fake_cuda.fake_param(6) == 0x7F00000A0000
+    assert [fake_cuda.fake_param(i) for i in range(3)] == [0x7F0000001000, 0x7F0000002000, 0x7F0000003000]
 
 
 # ---- @jit(repr=...): the kernel's name per specialization ---------------------------------------

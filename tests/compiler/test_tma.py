@@ -1,0 +1,398 @@
+"""Host tensor descriptors through the bulk tensor copy engine on sm_90 (compiler/backend/tma.py):
+which descriptors take it (compiler/tensor_map.py), the PTX it makes (assembled with ptxas), the
+same kernels in interpret mode, and on the GPU against torch (fresh random inputs, outputs
+poisoned with NaN, references in float64). An mbarrier bug hangs the GPU: the GPU tests run under
+a thread timeout that ends the process."""
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+import torch
+
+import compiler as triton
+from compiler import tensor_map
+from compiler.tools.tensor_descriptor import TensorDescriptor
+from tests.compiler import ptx_cfg
+from tests.compiler.kernels import tma as K
+from tests.compiler.kernels.block_pointers import padded_copy_kernel
+from tests.compiler.kernels.util import gen, interpret  # noqa: F401 - fixtures
+
+LOAD = "cp.async.bulk.tensor.{}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+STORE = "cp.async.bulk.tensor.{}d.global.shared::cta.tile.bulk_group"
+
+
+def _desc_type(dtype: str, block, padding="zero") -> str:
+    return f"tensordesc<{dtype}[{', '.join(map(str, block))}]|{padding}|{'1' * len(block)}>"
+
+
+def _compile(kernel, sig, constexprs=None, num_warps=4, num_stages=3):
+    from tests.compiler.test_ptx import ptxas_report
+    ck = triton.compile(kernel, signature=sig, constexprs=constexprs or {}, num_warps=num_warps,
+                        num_stages=num_stages, target="sm_90")
+    rep = ptxas_report(ck.asm["ptx"])
+    assert rep["spills"] == 0, rep["text"]
+    return ck, ck.asm["ptx"]
+
+
+# -- which descriptors take TMA -------------------------------------------------------------------
+
+@pytest.mark.parametrize("block,es,target,ok", [
+    ((64, 64), 2, "sm_90", True), ((64, 64), 2, "sm_90a", True), ((64, 64), 2, "sm_80", False),
+    ((128, 128), 2, "sm_90", True),    # 256-byte rows: two 128-byte panels
+    ((4, 8), 4, "sm_90", True),        # 32-byte rows
+    ((4, 4), 4, "sm_90", True),        # 16-byte rows, unswizzled
+    ((8, 4), 2, "sm_90", False),       # 8-byte rows: below TMA's 16-byte minimum
+    ((512, 64), 2, "sm_90", False),    # a box dim over 256
+    ((4, 128), 2, "sm_90", False),     # two panels of 4 rows: the second not 1024-byte aligned
+    ((2, 2, 2, 2, 2, 16), 2, "sm_90", False),   # rank 6
+    ((2, 8, 64), 2, "sm_90", True),
+    ((64,), 2, "sm_90", False),        # 1-D: bounds-checked accesses
+    ((128, 128), 4, "sm_90", True), ((128, 256), 4, "sm_90", False),   # 64 KiB at most in one tile
+])
+def test_eligible(block, es, target, ok):
+    assert tensor_map.eligible(block, es, target) is ok
+
+
+def test_box_and_swizzle():
+    assert tensor_map.box((128, 64), 2) == (64, 128) and tensor_map.swizzle_bytes((128, 64), 2) == 128
+    assert tensor_map.box((64, 256), 2) == (64, 64)            # one 128-byte panel a copy
+    assert tensor_map.box((4, 16, 32), 2) == (32, 16, 4) and tensor_map.swizzle_bytes((4, 16, 32), 2) == 64
+    assert tensor_map.swizzle_bytes((8, 4), 4) == 16
+
+
+# -- PTX ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype,block", [("fp16", (64, 64)), ("bf16", (128, 128)), ("fp32", (32, 64)),
+                                         ("fp32", (16, 4)), ("fp16", (2, 16, 64))])
+def test_copy_ptx(dtype, block):
+    sig = {"in_desc": _desc_type(dtype, block), "out_desc": _desc_type(dtype, block), "scale": "fp32"}
+    ck, ptx = _compile(K.scaled_copy_kernel, sig)
+    rank = len(block)
+    es = {"fp16": 2, "bf16": 2, "fp32": 4}[dtype]
+    panels = block[-1] * es // min(block[-1] * es, 128)
+    assert ptx.count(LOAD.format(rank)) == panels and ptx.count(STORE.format(rank)) == panels
+    assert "ld.global" not in ptx and "st.global" not in ptx
+    # one barrier, armed once with the tile's bytes, waited on with parity 0, then invalidated
+    assert ptx.count("mbarrier.init.shared::cta.b64") == 1 and ptx.count("mbarrier.inval.shared::cta.b64") == 1
+    assert "mbarrier.try_wait.parity.shared::cta.b64" in ptx
+    # the stored tile is written with ordinary stores: fenced for the copy engine, then read before reuse
+    assert "fence.proxy.async.shared::cta" in ptx and "cp.async.bulk.wait_group.read 0" in ptx
+    assert "out_desc.tmap" in ck.metadata["passed"] and len(re.findall(r"\.b8 \w+_param_\d+\[128\]", ptx)) == 2
+    # the registers come from (and go to) the swizzled tile in 16-byte vectors where rows allow it
+    if block[-1] * es >= 16 * 4:
+        assert re.search(r"ld\.shared\.v4\.b32", ptx) and re.search(r"st\.shared\.v4\.b32", ptx)
+
+
+def test_no_tma_keeps_bounds_checked_loads(monkeypatch):
+    monkeypatch.setenv("BLOCKTUNE_NO_TMA", "1")
+    sig = {"in_desc": _desc_type("fp16", (64, 64)), "out_desc": _desc_type("fp16", (64, 64)), "scale": "fp32"}
+    ck, ptx = _compile(K.scaled_copy_kernel, sig)
+    assert "cp.async.bulk" not in ptx and "mbarrier" not in ptx and "ld.global" in ptx
+    assert not any(n.endswith(".tmap") for n in ck.metadata["passed"])
+
+
+def test_nan_padding_ptx():
+    """The padding is the tensor map's fill mode (set at launch): the kernel is the same copy."""
+    ck, ptx = _compile(padded_copy_kernel, {"src_desc": _desc_type("fp32", (32, 32), "nan"), "Y": "*fp32",
+                                                  "stride_y": "i32"})
+    assert ptx.count(LOAD.format(2)) == 1 and "ld.global" not in ptx
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_matmul_tma_pipelined_ptx(dtype):
+    """Tutorial 09's loop: A and B (as [N, K], used transposed) pipelined through TMA into three
+    stages, one mbarrier each, read by wgmma straight from the tiles."""
+    sig = {"a_desc": _desc_type(dtype, (128, 64)), "b_desc": _desc_type(dtype, (128, 64)),
+           "c_desc": _desc_type(dtype, (128, 128)), "M": "i32", "N": "i32", "K": "i32"}
+    ck, ptx = _compile(K.matmul_tma_kernel, sig, num_warps=8)
+    # prologue (2 stages) + the loop body: one copy each for A and B
+    assert ptx.count(LOAD.format(2)) == 3 * 2
+    assert ptx.count("mbarrier.init.shared::cta.b64") == 3
+    assert ck.shared >= 3 * (128 * 64 * 2) * 2
+    # the K loop: wait for the stage, wgmma straight from its tiles (no operand through registers),
+    # one wgmma group left in flight, one bar.sync before thread 0 arms the next stage and copies
+    k_loop = ptx_cfg.innermost_loop_with(ptx, "wgmma.mma_async")
+    assert "mbarrier.try_wait.parity.shared::cta.b64" in k_loop.text and "ld.shared" not in k_loop.text
+    assert "wgmma.wait_group.sync.aligned 1;" in k_loop.text
+    assert k_loop.text.count("bar.sync") == 1 and k_loop.text.count(LOAD.format(2)) == 2
+    assert k_loop.text.count("mbarrier.arrive.expect_tx") == 1
+
+
+def test_matmul_fp8_tma_pipelined_ptx():
+    """fp8: A and Bᵀ K-major as fp8 wgmma needs, pipelined through TMA like fp16."""
+    sig = {"a_desc": _desc_type("fp8e4nv", (128, 128)), "b_desc": _desc_type("fp8e4nv", (128, 128)),
+           "c_desc": _desc_type("fp16", (128, 128)), "M": "i32", "N": "i32", "K": "i32"}
+    ck, ptx = _compile(K.matmul_tma_kernel, sig, num_warps=8)
+    assert ptx.count(LOAD.format(2)) == 3 * 2 and ptx.count("mbarrier.init.shared::cta.b64") == 3
+    assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n\d+k32\.f32\.e4m3\.e4m3", ptx)
+    assert "ld.shared" not in ptx.split("st.shared")[0]   # no operand goes through registers
+
+
+def test_matmul_tma_persistent_ptx():
+    sig = {"a_desc": _desc_type("fp16", (128, 64)), "b_desc": _desc_type("fp16", (128, 64)),
+           "c_desc": _desc_type("fp16", (128, 128)), "M": "i32", "N": "i32", "K": "i32"}
+    ck, ptx = _compile(K.matmul_tma_persistent_kernel, sig, {"NUM_PROGRAMS": 132}, num_warps=8)
+    assert ptx.count(LOAD.format(2)) == 3 * 2 and ptx.count(STORE.format(2)) == 2   # C: two 128-byte panels
+
+
+def test_loop_carried_descriptor_pipelined_ptx():
+    """A descriptor carried through the loop (its map an iter arg) is still pipelined: the copies
+    ahead take the map the iteration they load for will have."""
+    sig = {"a_desc": _desc_type("fp16", (128, 64)), "b_desc": _desc_type("fp16", (128, 64)), "c_ptr": "*fp32",
+           "K": "i32"}
+    ck, ptx = _compile(K.loop_carried_descriptor_kernel, sig, {"BM": 128, "BN": 128, "BK": 64}, num_warps=8)
+    assert ptx.count(LOAD.format(2)) == 3 * 2 and ptx.count("mbarrier.init.shared::cta.b64") == 3
+
+
+# -- interpret mode: the same kernels, unchanged semantics ----------------------------------------
+
+@pytest.mark.parametrize("padding", ["zero", "nan"])
+def test_interpret_padding(interpret, padding):
+    x = torch.randn(40, 52)
+    y = torch.full((64, 64), 7.0)
+    padded_copy_kernel[(2, 2)](TensorDescriptor.from_tensor(x, [32, 32], padding=padding), y, y.stride(0))
+    ref = torch.full((64, 64), float("nan") if padding == "nan" else 0.0)
+    ref[:40, :52] = x
+    torch.testing.assert_close(y, ref, equal_nan=True, rtol=0, atol=0)
+
+
+def test_interpret_matmul(interpret):
+    a, b = torch.randn(100, 72).half(), torch.randn(56, 72).half()
+    c = torch.full((100, 56), float("nan")).half()
+    descs = (TensorDescriptor.from_tensor(a, [32, 16]), TensorDescriptor.from_tensor(b, [32, 16]),
+             TensorDescriptor.from_tensor(c, [32, 32]))
+    K.matmul_tma_kernel[(4, 2)](*descs, 100, 56, 72)
+    torch.testing.assert_close(c.double(), a.double() @ b.double().T, atol=2e-2 * math.sqrt(72), rtol=1e-2)
+
+
+# -- GPU ------------------------------------------------------------------------------------------
+
+def _nan(shape, dtype):
+    return torch.full(shape, float("nan"), dtype=dtype, device="cuda")
+
+
+DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+
+
+@pytest.mark.parametrize("dtype,shape,block", [
+    ("fp16", (300, 200), (64, 64)), ("bf16", (257, 384), (128, 128)), ("fp32", (100, 72), (32, 64)),
+    ("fp32", (33, 20), (16, 4)), ("fp16", (1000,), (64,)), ("fp16", (5, 37, 136), (2, 16, 64)),
+    ("bf16", (3, 64, 64), (1, 64, 64))])
+@pytest.mark.gpu
+@pytest.mark.timeout(120, method="thread")
+def test_copy_gpu(gen, dtype, shape, block):
+    """Boundary tiles included (shapes that are not multiples of the block: the store clips)."""
+    td = DTYPES[dtype]
+    x = torch.randn(shape, generator=gen).to("cuda", td)
+    y = _nan(shape, td)
+    grid = [triton.cdiv(s, b) for s, b in zip(shape, block)]
+    grid = grid if len(grid) < 3 else [grid[1], grid[2], grid[0]]
+    K.scaled_copy_kernel[tuple(grid)](TensorDescriptor.from_tensor(x, list(block)),
+                                      TensorDescriptor.from_tensor(y, list(block)), 1.5)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(y.double(), (x.double() * 1.5).to(td).double(), rtol=0, atol=0)
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(120, method="thread")
+def test_loop_carried_descriptor_gpu(gen):
+    a = torch.randn(128, 1000, generator=gen).to("cuda", torch.float16)
+    b = torch.randn(128, 1000, generator=gen).to("cuda", torch.float16)
+    c = _nan((128, 128), torch.float32)
+    K.loop_carried_descriptor_kernel[(1,)](TensorDescriptor.from_tensor(a, [128, 64]),
+                                           TensorDescriptor.from_tensor(b, [128, 64]), c, 1000, BM=128, BN=128, BK=64,
+                                           num_warps=8)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(c.double(), a.double() @ b.double().T, atol=2e-2 * math.sqrt(1000), rtol=1e-2)
+
+
+def _check_padding(gen, dtype, padding, copy):
+    """`copy(x, y)` copies the [100, 90] window of x (rows of 96: 16-byte aligned) tile by tile into
+    y [128, 128], which starts as the opposite of the padding: every element past the window must
+    come out as the padding."""
+    td = DTYPES[dtype]
+    x = torch.randn(100, 96, generator=gen).to("cuda", td)
+    y = _nan((128, 128), td) if padding == "zero" else torch.zeros((128, 128), dtype=td, device="cuda")
+    copy(x, y)
+    torch.cuda.synchronize()
+    ref = torch.full((128, 128), float("nan") if padding == "nan" else 0.0, dtype=torch.float64)
+    ref[:100, :90] = x[:, :90].double().cpu()
+    torch.testing.assert_close(y.double().cpu(), ref, equal_nan=True, rtol=0, atol=0)
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(120, method="thread")
+def test_matmul_fp8_tma_gpu(gen):
+    M, N, Kd = 512, 384, 1008   # rows of 16-byte multiples; the last K block is partly out of bounds
+    a = (torch.randn(M, Kd, generator=gen) * 2).to("cuda", torch.float8_e4m3fn)
+    b = (torch.randn(N, Kd, generator=gen) * 2).to("cuda", torch.float8_e4m3fn)
+    c = _nan((M, N), torch.float16)
+    K.matmul_tma_kernel[(M // 128, N // 128)](TensorDescriptor.from_tensor(a, [128, 128]),
+                                              TensorDescriptor.from_tensor(b, [128, 128]),
+                                              TensorDescriptor.from_tensor(c, [128, 128]), M, N, Kd, num_warps=8)
+    torch.cuda.synchronize()
+    ref = a.double() @ b.double().T
+    torch.testing.assert_close(c.double(), ref, atol=0.05 * math.sqrt(Kd) * 4, rtol=2e-2)
+
+
+@pytest.mark.parametrize("padding", ["zero", "nan"])
+@pytest.mark.parametrize("dtype", ["fp16", "fp32"])
+@pytest.mark.gpu
+@pytest.mark.timeout(120, method="thread")
+def test_padding_gpu(gen, padding, dtype):
+    _check_padding(gen, dtype, padding, lambda x, y: padded_copy_kernel[(4, 2)](
+        TensorDescriptor(x, [100, 90], [96, 1], [32, 64], padding=padding), y, y.stride(0)))
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("M,N,Kd,stages", [(1024, 1024, 1024, 3), (1000, 776, 392, 3), (333, 520, 1000, 4),
+                                           (256, 256, 64, 3)])
+@pytest.mark.gpu
+@pytest.mark.timeout(120, method="thread")
+def test_matmul_tma_gpu(gen, dtype, M, N, Kd, stages):
+    td = DTYPES[dtype]
+    a = torch.randn(M, Kd, generator=gen).to("cuda", td)
+    b = torch.randn(N, Kd, generator=gen).to("cuda", td)
+    ref = a.double() @ b.double().T
+    tol = 2e-2 if dtype == "fp16" else 8e-2
+    for persistent in (False, True):
+        c = _nan((M, N), td)
+        descs = (TensorDescriptor.from_tensor(a, [128, 64]), TensorDescriptor.from_tensor(b, [128, 64]),
+                 TensorDescriptor.from_tensor(c, [128, 128]))
+        for _ in range(2):  # the second launch takes the cached launcher and tensor maps
+            if persistent:
+                K.matmul_tma_persistent_kernel[(7,)](*descs, M, N, Kd, NUM_PROGRAMS=7, num_warps=8, num_stages=stages)
+            else:
+                K.matmul_tma_kernel[(triton.cdiv(M, 128), triton.cdiv(N, 128))](*descs, M, N, Kd, num_warps=8,
+                                                                               num_stages=stages)
+        torch.cuda.synchronize()
+        torch.testing.assert_close(c.double(), ref, atol=tol * math.sqrt(Kd), rtol=tol)
+
+
+# -- device-side descriptors ----------------------------------------------------------------------
+
+DEVICE_MATMUL_SIG = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32"}
+
+
+def test_device_matmul_persistent_ptx():
+    """Three maps written once a program, before the tile loop; the K loop pipelined through them."""
+    ck = triton.compile(K.device_matmul_persistent_kernel, signature=DEVICE_MATMUL_SIG,
+                        constexprs=dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, NUM_PROGRAMS=132), num_warps=8,
+                        num_stages=3, target="sm_90", divisible_by_16=tuple(DEVICE_MATMUL_SIG))
+    ptx = ck.asm["ptx"]
+    from tests.compiler.test_ptx import ptxas_report
+    assert ptxas_report(ptx)["spills"] == 0
+    assert ptx.count("tensormap.cp_fenceproxy") == 3 and ck.metadata["global_scratch_size"] == 3 * 128
+    assert ptx.count(LOAD.format(2)) == 3 * 2 and "ld.global" not in ptx
+    # the maps' fields: 2-D, 128-byte swizzle, fp16, zero fill; box [64, 128] for A and B
+    assert ptx.count("tensormap.replace.tile.rank.shared::cta.b1024.b32 [%r") == 3
+    assert re.search(r"tensormap\.replace\.tile\.elemtype\.shared::cta\.b1024\.b32 \[%r\d+\], 6;", ptx)
+
+
+@pytest.mark.parametrize("padding", ["zero", "nan"])
+def test_device_padding_ptx(padding):
+    ck, ptx = _compile(K.device_padded_copy_kernel, {"X": "*fp32", "Y": "*fp32", "M": "i32", "N": "i32",
+                                                     "stride_x": "i32", "stride_y": "i32"},
+                       {"BM": 32, "BN": 32, "PADDING": padding}, num_warps=4)
+    # stride_x is not known to be a multiple of 16 bytes here: bounds-checked loads, no map
+    assert "tensormap" not in ptx and "ld.global" in ptx
+    ck = triton.compile(K.device_padded_copy_kernel, signature={"X": "*fp32", "Y": "*fp32", "M": "i32", "N": "i32",
+                                                                "stride_x": "i32", "stride_y": "i32"},
+                        constexprs={"BM": 32, "BN": 32, "PADDING": padding}, num_warps=4, target="sm_90",
+                        divisible_by_16=("X", "Y", "stride_x"))
+    ptx = ck.asm["ptx"]
+    assert re.search(r"tensormap\.replace\.tile\.fill_mode\.shared::cta\.b1024\.b32 \[%r\d+\], " +
+                     ("1" if padding == "nan" else "0"), ptx)
+    assert ptx.count(LOAD.format(2)) == 1
+
+
+@pytest.mark.parametrize("padding", ["zero", "nan"])
+@pytest.mark.parametrize("dtype", ["fp16", "fp32"])
+@pytest.mark.gpu
+@pytest.mark.timeout(120, method="thread")
+def test_device_padding_gpu(gen, padding, dtype):
+    _check_padding(gen, dtype, padding, lambda x, y: K.device_padded_copy_kernel[(4, 4)](
+        x, y, 100, 90, x.stride(0), y.stride(0), BM=32, BN=32, PADDING=padding))
+
+
+@pytest.mark.parametrize("M,N,Kd,programs", [(1024, 1024, 1024, 132), (1000, 776, 392, 7), (256, 128, 64, 3)])
+@pytest.mark.gpu
+@pytest.mark.timeout(120, method="thread")
+def test_device_matmul_persistent_gpu(gen, M, N, Kd, programs):
+    """With the allocator triton.set_allocator installs, and with blocktune's default (none set);
+    K and N not multiples of 16 (1000×776×392) keep bounds-checked loads (no maps, no scratch)."""
+    a = torch.randn(M, Kd, generator=gen).to("cuda", torch.float16)
+    b = torch.randn(N, Kd, generator=gen).to("cuda", torch.float16)
+    ref = a.double() @ b.double().T
+    asked = []
+
+    def allocate(size, alignment, stream):
+        asked.append(size)
+        return torch.empty(size, dtype=torch.int8, device="cuda")
+
+    for allocator in (allocate, None):
+        triton.set_allocator(allocator)
+        try:
+            c = _nan((M, N), torch.float16)
+            K.device_matmul_persistent_kernel[(programs,)](a, b, c, M, N, Kd, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64,
+                                                          NUM_PROGRAMS=programs, num_warps=8, num_stages=3)
+            torch.cuda.synchronize()
+        finally:
+            triton.set_allocator(None)
+        torch.testing.assert_close(c.double(), ref, atol=2e-2 * math.sqrt(Kd), rtol=2e-2)
+    # a map for each descriptor whose row stride the specialization knows to be 16-byte aligned
+    maps = 2 * (Kd % 16 == 0) + (N % 16 == 0)
+    assert asked == ([programs * maps * 128] if maps else [])
+
+
+# -- the host tensor map's encoding (the driver call captured) ------------------------------------
+
+@pytest.mark.parametrize("shape,block,dtype,padding,box,swizzle", [
+    ((300, 200), (64, 64), torch.float16, "zero", (64, 64), "128B"),
+    ((5, 37, 136), (2, 16, 64), torch.float16, "nan", (64, 16, 2), "128B"),
+    ((100, 72), (32, 64), torch.float32, "zero", (32, 32), "128B"),      # 256-byte rows: 2 panels of 32
+    ((33, 20), (16, 4), torch.float32, "zero", (4, 16), "NONE"),
+    ((64, 64), (64, 16), torch.bfloat16, "zero", (16, 64), "32B"),
+])
+def test_tensor_map_encoding(monkeypatch, shape, block, dtype, padding, box, swizzle):
+    from cuda.bindings import driver as cu
+    from compiler.runtime import tensor_maps
+    calls = []
+
+    def encode(*args):
+        calls.append(args)
+        return cu.CUresult.CUDA_SUCCESS, cu.CUtensorMap()
+
+    monkeypatch.setattr(cu, "cuTensorMapEncodeTiled", encode)
+    monkeypatch.setattr(tensor_maps, "_cache", {})
+    x = torch.empty(shape, dtype=dtype)
+    desc = TensorDescriptor.from_tensor(x, list(block), padding=padding)
+    first = tensor_maps.address(desc)
+    assert tensor_maps.address(desc) == first and len(calls) == 1   # cached
+    dtype_enum, rank, address, dims, strides, boxes, ones, interleave, swz, _, fill = calls[0]
+    es = x.element_size()
+    assert rank == len(shape) and address == x.data_ptr()
+    assert [int(d) for d in dims] == list(reversed(shape))
+    assert [int(s) for s in strides] == [s * es for s in reversed(x.stride()[:-1])]
+    assert tuple(int(b) for b in boxes) == box == tensor_map.box(block, es) and [int(o) for o in ones] == [1] * rank
+    assert swz == getattr(cu.CUtensorMapSwizzle, "CU_TENSOR_MAP_SWIZZLE_" + swizzle)
+    assert interleave == cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE
+    assert dtype_enum == getattr(cu.CUtensorMapDataType, "CU_TENSOR_MAP_DATA_TYPE_" +
+                                 {torch.float16: "FLOAT16", torch.float32: "FLOAT32", torch.bfloat16: "BFLOAT16"}[dtype])
+    assert (fill == cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA) == (padding == "nan")
+    # another block of the same tensor is another map
+    tensor_maps.address(TensorDescriptor.from_tensor(x, [b // 2 if i == 0 and b > 1 else b for i, b in enumerate(block)]))
+    assert len(calls) == 2
+
+
+def test_tensor_map_encoding_error(monkeypatch):
+    from cuda.bindings import driver as cu
+    from compiler.runtime import tensor_maps
+    monkeypatch.setattr(cu, "cuTensorMapEncodeTiled",
+                        lambda *a: (cu.CUresult.CUDA_ERROR_INVALID_VALUE, None))
+    monkeypatch.setattr(tensor_maps, "_cache", {})
+    desc = TensorDescriptor.from_tensor(torch.empty(64, 64, dtype=torch.float16), [64, 64])
+    with pytest.raises(ValueError, match=r"cuTensorMapEncodeTiled failed \(CUDA_ERROR_INVALID_VALUE\).*\[64, 64\]"):
+        tensor_maps.address(desc)
