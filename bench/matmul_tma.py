@@ -40,15 +40,20 @@ def runner(mod, kernel: str, sms: int):
     if key not in _TUNED:
         if kernel == "tma":
             k = mod.autotuned(mod.matmul_kernel_tma, mod.configs(True))
-            _TUNED[key] = lambda a, b: mod.matmul_tma(k, a, b)
+            _TUNED[key] = k, lambda a, b: mod.matmul_tma(k, a, b)
         elif kernel == "tma_persistent":
             k = mod.autotuned(mod.matmul_kernel_tma_persistent, mod.configs(True))
-            _TUNED[key] = lambda a, b: mod.matmul_tma_persistent(k, a, b, sms)
+            _TUNED[key] = k, lambda a, b: mod.matmul_tma_persistent(k, a, b, sms)
         else:
             k = mod.autotuned(mod.matmul_kernel_descriptor_persistent, mod.configs(False), ("M", "N", "K", "WARP_SPECIALIZE"))
             ws = kernel.endswith("_ws")
-            _TUNED[key] = lambda a, b: mod.matmul_descriptor_persistent_tuned(k, a, b, sms, ws)
+            _TUNED[key] = k, lambda a, b: mod.matmul_descriptor_persistent_tuned(k, a, b, sms, ws)
     return _TUNED[key]
+
+
+def fmt_config(cfg) -> str:
+    kw = cfg.kwargs
+    return f"{kw['BLOCK_SIZE_M']}x{kw['BLOCK_SIZE_N']}x{kw['BLOCK_SIZE_K']} w{cfg.num_warps} s{cfg.num_stages}"
 
 
 _TUNED: dict = {}
@@ -58,18 +63,22 @@ def run(kernel: str, m: int, n: int, k: int, sms: int) -> dict:
     a = torch.randn((m, k), device="cuda", dtype=torch.float16)
     b = torch.randn((n, k), device="cuda", dtype=torch.float16)
     ref = a.double() @ b.double().T
-    times = {"triton": None}
+    times, picks = {"triton": None}, {}
     for name, mod in (("blocktune", bt), ("triton", tri)):
         if mod is None:
             continue
-        fn = runner(mod, kernel, sms)
+        tuned, fn = runner(mod, kernel, sms)
         c = fn(a, b)  # autotunes on the first call of this shape
         err = ((c.double() - ref).norm() / ref.norm()).item()
         if not err < 1e-2:
             raise AssertionError(f"{name} {kernel} {m}x{n}x{k}: relative error {err:.3e}")
         times[name] = do_bench(lambda: fn(a, b), warmup=100, rep=500, return_mode="median")  # noqa: B023
+        picks[name] = fmt_config(tuned.best_config)
     t_torch = do_bench(lambda: torch.matmul(a, b.T), warmup=100, rep=500, return_mode="median")
-    return result_row(f"matmul_{kernel}", f"{m}x{n}x{k}", 2 * m * n * k * 1e-12, "tflops", times, t_torch)
+    row = result_row(f"matmul_{kernel}", f"{m}x{n}x{k}", 2 * m * n * k * 1e-12, "tflops", times, t_torch)
+    row["configs"] = picks
+    print(f"  configs picked: {picks}", flush=True)
+    return row
 
 
 def main() -> None:
