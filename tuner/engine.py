@@ -449,6 +449,8 @@ class Tuner:
                                                        capability=m.capability), "storing the winner"):
             log.info("job %d was finished elsewhere (or cancelled) during the re-measurement; winner not stored",
                      ctx.job_id)
+            self._share_done(t_finalize)
+            return
         tl = ctx.timeline
         tl.add("finalize", time.monotonic() - t_finalize)
         tl.add("total", tl.since_start())
@@ -461,8 +463,8 @@ class Tuner:
                               "timeline": self.timeline_data})
 
     def _share_done(self, t_finalize: float) -> None:
-        """This run's part of the job is over and another worker stores the winner (or the job
-        ended elsewhere): where this run's time went."""
+        """This run's part of the job is over and another worker stores (or stored) the winner, or the
+        job ended elsewhere: where this run's time went."""
         tl = self.ctx.timeline
         tl.add("finalize", time.monotonic() - t_finalize)
         tl.add("total", tl.since_start())
