@@ -433,6 +433,7 @@ class Tuner:
         elif finisher:
             (finalists, default), remeasured = self.final_rounds.finalists(), {}
         else:
+            self._share_done(t_finalize)
             return
 
         def final_ms(r: Result) -> float:
@@ -442,8 +443,6 @@ class Tuner:
         winner = min(finalists, key=final_ms)
         best_ms = final_ms(winner)
         default_ms = final_ms(default) if default is not None and default.median_ms is not None else None
-        remeasured_ms = {config_key(r.config): remeasured.get(config_key(r.config)) for r in finalists}
-        ctx.retry(lambda: self.study.study.set_user_attr("remeasured_ms", remeasured_ms), "saving the re-measurement")
         if not ctx.retry(lambda: self.recorder.publish(winner, best_ms, default_ms, fingerprint=ctx.fingerprint,
                                                        kernel_name=ctx.kernel_name, gpu_model=m.gpu_model,
                                                        capability=m.capability), "storing the winner"):
@@ -451,6 +450,9 @@ class Tuner:
                      ctx.job_id)
             self._share_done(t_finalize)
             return
+        # after the winner is stored: a worker that lost the race to store it leaves the winner's numbers
+        remeasured_ms = {config_key(r.config): remeasured.get(config_key(r.config)) for r in finalists}
+        ctx.retry(lambda: self.study.study.set_user_attr("remeasured_ms", remeasured_ms), "saving the re-measurement")
         tl = ctx.timeline
         tl.add("finalize", time.monotonic() - t_finalize)
         tl.add("total", tl.since_start())

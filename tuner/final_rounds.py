@@ -85,8 +85,6 @@ class Outcome:
     finalists: list[Result]
     default: Result | None
     remeasured: dict[str, float]
-    rounds_here: int
-    rounds_elsewhere: int
 
 
 class FinalRounds:
@@ -221,4 +219,4 @@ class FinalRounds:
         tl = self.ctx.timeline
         tl.details["final_rounds_here"] = here
         tl.details["final_rounds_elsewhere"] = len(done) - here
-        return Outcome(finalists, default, remeasured, here, len(done) - here)
+        return Outcome(finalists, default, remeasured)

@@ -10,6 +10,7 @@ import threading
 import time
 
 import optuna
+import pytest
 import sqlalchemy as sa
 
 from db.engine import make_engine
@@ -216,6 +217,17 @@ def test_two_workers_share_the_final_re_measurement(db_url):
     """A worker that runs out of trials while another runs the last ones re-measures the finalists
     meanwhile, and the winner is picked from rounds both workers measured, every round holding every
     final finalist on the job's GPU model; the budget stays exact."""
+    _share_the_final_step(db_url, interpret=True)
+
+
+@pytest.mark.gpu
+def test_two_gpu_workers_share_the_final_re_measurement(sqlite_db):
+    """The same on the GPU (two workers on device 0): each re-measures finalists the other compiled
+    and measured (their cubins compiled in its own pool, loaded in its own GPU child)."""
+    _share_the_final_step(sqlite_db, interpret=False)
+
+
+def _share_the_final_step(db_url: str, *, interpret: bool) -> None:
     from tuner.final_rounds import read_rounds
 
     budget = 8
@@ -223,8 +235,8 @@ def test_two_workers_share_the_final_re_measurement(db_url):
     spec["lookahead"] = 3
     spec["measure"] = {**spec["measure"], "remeasure_top": 2, "remeasure_rounds": 4}
     script = FinalStepScript(budget)
-    workers = {n: Worker(db_url, interpret=True, name=n, lease_seconds=30, heartbeat_seconds=1, poll_seconds=0.1,
-                         run_job=script.run_job_for(n)) for n in ("left", "right")}
+    workers = {n: Worker(db_url, interpret=interpret, name=n, lease_seconds=30, heartbeat_seconds=1,
+                         poll_seconds=0.1, run_job=script.run_job_for(n)) for n in ("left", "right")}
     job_id = submit(db_url, spec)
     workers["left"].start_thread()
     try:
@@ -259,7 +271,9 @@ def test_two_workers_share_the_final_re_measurement(db_url):
     assert json.dumps(job["best_config"], sort_keys=True, separators=(",", ":")) in finalists
     used = [r for r in read_rounds(study) if r.finished and r.holds(finalists)]
     assert {r.worker for r in used} == {"left", "right"}, [(r.worker, r.finalists) for r in read_rounds(study)]
-    assert len(used) >= 4 and all(r.gpu_model == INTERP for r in used)
+    gpu_model = job["gpu_model"]
+    assert (gpu_model == INTERP) == interpret
+    assert len(used) >= 4 and all(r.gpu_model == gpu_model for r in used)
     assert all(len(s) > 0 for r in used for s in r.samples) and not any(e for r in used for e in r.errors)
     # the worker that stored the winner (only it says "done") tells how its rounds were split; a
     # round the other finished just after may be in the study too
