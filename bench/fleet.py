@@ -169,6 +169,9 @@ def job_ends(url: str, job_ids: list[int], since: float) -> list[dict]:
                 trials = c.execute(sa.select(Trial.worker, Trial.created_at).where(Trial.job_id == job_id)).all()
                 finished = c.execute(sa.select(Job.finished_at).where(Job.id == job_id)).scalar_one()
             study = optuna.load_study(study_name=f"job-{job_id}", storage=url)
+            deadline = time.monotonic() + 10     # saved by the winner's worker just after the job succeeded
+            while "remeasured_ms" not in study.user_attrs and time.monotonic() < deadline:
+                time.sleep(0.1)
             finalists = list(study.user_attrs.get("remeasured_ms") or {})
             workers: dict[str, dict] = {}
             for worker, at in trials:
