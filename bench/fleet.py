@@ -15,6 +15,12 @@ Each scenario starts from an empty kernel cache of its own, so no scenario compi
 The job is Triton's tutorial matmul (examples/specs/matmul.yaml) at --size³ with random sampling and
 no early stop, so every scenario measures exactly --trials trials per job. Target (issue 10):
 shared / one worker ≤ 0.55 for a 64-trial job on two GPUs.
+
+After each scenario: every worker's logged timeline, and each job's end read from the database —
+per worker its trials, when it recorded its last one and its rounds of the final re-measurement
+(tuner/final_rounds.py; "stale": measured before a last trial changed the finalists), and when the
+job succeeded. In a shared job the worker that runs out of trials first re-measures while the
+other runs the last ones, so its rounds begin before the last trial is recorded.
 """
 from __future__ import annotations
 
