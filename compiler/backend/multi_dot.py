@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 
-from . import dot, pipeline, wgmma
+from . import dot, pipeline, warp_specialize, wgmma
 from .dot_layouts import SmemTile, contiguous_dim, mma_kind, uses_wgmma
 from .llvm_types import esize
 from .memory import access_width
@@ -124,6 +124,7 @@ def make_plan(lw, op):
     p.stages, p.dist, p.stage_bytes, p.n_pinned, p.barrier_bytes = stages, stages - 1, off, n_pinned, barriers
     p.addr_ops, p.upd_ops, p.needed = addr
     p.dots = set(dots)
+    p.single_pending = 0   # warp_specialize.py may keep a lone dot in flight across the back edge
     _plan_async_accumulator(lw, p, body, dots)
     return p
 
@@ -184,7 +185,7 @@ def _emit_dot(lw, plan, d, read_tiles, read_base):
     a = d.operands[0]
     a_regs = lw.block(a, lw.layout_of(a)) if tiles[0] is None else None
     if not plan.async_dot:
-        wgmma.dot_from_tiles(lw, d, tiles[0], tiles[1], dyn_base=tuple(dyn), a_regs=a_regs)
+        wgmma.dot_from_tiles(lw, d, tiles[0], tiles[1], dyn_base=tuple(dyn), a_regs=a_regs, pending=plan.single_pending)
     elif d is plan.first_dot:   # its wait also completes the previous iteration's last dot
         lay = lw.slot_layout(plan.carried)
         waited = wgmma.dot_from_tiles(lw, d, tiles[0], tiles[1], dyn_base=tuple(dyn), a_regs=a_regs,
@@ -209,6 +210,7 @@ def lower_for(lw, op) -> bool:
     lw.smem_bytes = max(lw.smem_bytes, start - lw.smem_reserved + plan.stages * plan.stage_bytes)
     lw.smem_reserved = start + plan.stages * plan.stage_bytes
     plan.tiles, read_tiles = _tiles(lw, plan, start)
-    pipeline.pipelined_loop(lw, op, plan, lambda d, read_base: _emit_dot(lw, plan, d, read_tiles, read_base))
+    loop = warp_specialize.lower_loop if warp_specialize.applies(lw, op, plan) else pipeline.pipelined_loop
+    loop(lw, op, plan, lambda d, read_base: _emit_dot(lw, plan, d, read_tiles, read_base))
     dot.unpin(lw, pinned, reserved_before, barrier=False)   # the loop ended with a bar.sync
     return True

@@ -18,12 +18,14 @@ class LoweringOptions:
     debug: bool = False           # device_assert is checked on the GPU only in debug mode, as in Triton
     wgmma: str = "async"          # knobs.codegen.wgmma: "async" | "sync" | "off"
     pipeline: bool = True         # knobs.codegen.pipeline
+    warp_specialize: bool = False  # knobs.codegen.warp_specialize: every TMA-fed wgmma loop (warp_specialize.py)
 
     @classmethod
     def from_knobs(cls, *, num_warps: int, num_stages: int = 1, target: str | None = None,
                    debug: bool = False) -> "LoweringOptions":
         return cls(num_warps=num_warps, num_stages=num_stages, target=target or "", debug=debug,
-                   wgmma=knobs.codegen.wgmma, pipeline=knobs.codegen.pipeline)
+                   wgmma=knobs.codegen.wgmma, pipeline=knobs.codegen.pipeline,
+                   warp_specialize=knobs.codegen.warp_specialize)
 
     @property
     def wgmma_target(self) -> bool:
