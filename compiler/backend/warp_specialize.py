@@ -35,7 +35,7 @@ from llvmlite import ir as ll
 
 from . import pipeline, tma, wgmma
 from .dot_layouts import uses_wgmma
-from .llvm_types import I32, I64, SPTR
+from .llvm_types import I32, I64
 from .llvm_types import is_signed
 
 PRODUCER_WARPS = 4
@@ -43,6 +43,10 @@ PRODUCER_REGS = 40       # the producer computes a few offsets: ptxas fits it in
 REGISTER_FILE = 65536    # 32-bit registers of one SM, all for this one CTA (minnctapersm 1)
 HANDOFF = 1              # named barrier of the fork and join (0 is the consumers' bar.sync)
 MAX_WORDS = 32           # scalars one WS loop may hand to the producer
+# the hand-off words: the first bytes of dynamic shared memory, held for the whole kernel (a static
+# __shared__ array would move the dynamic memory's start off the 1024-byte alignment TMA's
+# 128-byte swizzle needs)
+HANDOFF_BYTES = 1024
 VOID = ll.VoidType()
 _MISSING = object()
 
@@ -87,12 +91,7 @@ class State:
         self.consumer_threads = 32 * lw.num_warps
         self.all_threads = 32 * (lw.num_warps + PRODUCER_WARPS)
         self.loops = 0
-        words = ll.GlobalVariable(lw.module, ll.ArrayType(I64, MAX_WORDS + 1), "ws_handoff", addrspace=3)
-        words.linkage = "internal"
-        words.initializer = ll.Constant(ll.ArrayType(I64, MAX_WORDS + 1), None)
-        words.align = 8
-        words.type = SPTR   # opaque pointer (llvmlite would type it [n x i64]*), as Lowering.smem
-        self.words = words
+        self.words = lw.smem
         fn = lw.func
         self.dispatch = fn.append_basic_block("ws.dispatch")
         self.exit = fn.append_basic_block("ws.exit")
@@ -118,6 +117,8 @@ def prepare(lw) -> None:
     loops = loops_to_specialize(lw.fn, lw.options)
     if loops:
         lw.ws = State(lw, loops)
+        lw.smem_reserved = lw.kernel_pins_end = HANDOFF_BYTES
+        lw.smem_bytes = 0
         lw.needs_sm90a = True   # setmaxnreg
 
 
