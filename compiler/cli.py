@@ -18,6 +18,7 @@ import sys
 
 from .errors import CompilationError
 from .language import dtypes
+from .runtime.build import default_target
 from .runtime.compile import build_ir, compile as compile_kernel, normalize_signature
 from .runtime.source import load_source
 
@@ -122,7 +123,7 @@ def run(args) -> int:
         fn = kernels[name]
         if args.emit == "ir":
             sig = normalize_signature(fn, signature, constexprs)
-            text = str(build_ir(fn, sig, constexprs, div16, eq1))
+            text = str(build_ir(fn, sig, constexprs, div16, eq1, args.target or default_target()))   # what the backend gets
         else:
             ck = compile_kernel(fn, signature, constexprs, num_warps=args.num_warps, num_stages=args.num_stages,
                                 target=args.target, divisible_by_16=div16, equal_to_1=eq1)

@@ -14,6 +14,9 @@ from __future__ import annotations
 
 MAX_BOX = 256          # each box dim (cuTensorMapEncodeTiled)
 MAX_RANK = 5
+# a block goes through one shared-memory tile: larger ones (e.g. a 128×256 fp32 store) stay
+# bounds-checked accesses rather than crowd out the pipeline stages or exceed the 227 KiB
+MAX_TILE_BYTES = 64 * 1024
 TARGETS = ("sm_90", "sm_90a")
 
 
@@ -41,10 +44,10 @@ def eligible(block: tuple, elt_bytes: int, target: str) -> bool:
     if any(b > MAX_BOX or b < 1 for b in block):
         return False
     inner = block[-1] * elt_bytes
-    if inner < 16:
-        return False
     rows = 1
     for b in block[:-1]:
         rows *= b
+    if inner < 16 or rows * inner > MAX_TILE_BYTES:
+        return False
     # several 128-byte panels: each starts where the hardware's swizzle pattern starts over (1024 bytes)
     return inner <= 128 or (inner % 128 == 0 and rows % 8 == 0)

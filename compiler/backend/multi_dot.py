@@ -3,7 +3,8 @@ attention's loop: `k = desc_k.load(...).T; qk = tl.dot(q, k)` … `acc = tl.dot(
 
 pipeline.py takes a loop with one dot whose two operands are both loaded in the body. This takes
 the loops it leaves where every wgmma operand is one of:
-  - a block loaded in the body (masked with `other` = 0 or unmasked, directly or through a 2-D
+  - a block loaded in the body (masked with `other` = 0 or unmasked, or through TMA — a tensor
+    descriptor's `tma_load`, whose tile is row-major as in global memory —, directly or through a 2-D
     `trans`, used by dots alone — one tile may feed several, the backward's qT feeds `dot(k, qT)`
     and `dot(dsT, qT.T)` — its pointer and mask pure index arithmetic of the induction variable
     and iter args) — copied with cp.async, num_stages buffers ahead, as pipeline.py does;
@@ -23,7 +24,7 @@ from __future__ import annotations
 import math
 
 from . import dot, pipeline, warp_specialize, wgmma
-from .dot_layouts import SmemTile, contiguous_dim, mma_kind, uses_wgmma
+from .dot_layouts import SmemTile, contiguous_dim, is_fp8_kind, mma_kind, uses_wgmma
 from .llvm_types import esize
 from .memory import access_width
 
@@ -69,8 +70,8 @@ def make_plan(lw, op):
     body = op.regions[0]
     top = set(body.ops)
     dots = [o for o in body.walk() if o.name == "dot"]
-    if not dots or any(o not in top or mma_kind(o) not in ("f16", "bf16") or not uses_wgmma(o, lw.options)
-                       for o in dots):
+    if not dots or any(o not in top or not (mma_kind(o) in ("f16", "bf16") or is_fp8_kind(mma_kind(o)))
+                       or not uses_wgmma(o, lw.options) for o in dots):
         return None
     inside = {a.id for a in body.args} | {r.id for o in body.walk() for r in o.results}
     entries = []
@@ -78,6 +79,14 @@ def make_plan(lw, op):
     for d in dots:
         for i in (0, 1):
             v = d.operands[i]
+            if is_fp8_kind(mma_kind(d)):
+                # fp8 wgmma reads K-major tiles only: TMA loads whose tile is (A [M, K] as it is,
+                # B as the transpose of an [N, K] block); anything else stays with pipeline.py
+                found = _operand_load(top, v) if v.id in inside else None
+                if found is None or found[0].name != "tma_load" or (found[1] is not None) != (i == 1):
+                    return None
+                entries.append((d, i) + found)
+                continue
             if v.id not in inside:   # pinned: the same arithmetic as dot.pin_loop_invariant_operands
                 nbytes = math.prod(v.shape) * v.dtype.itemsize
                 if pinned_end + nbytes > dot.PINNED_LIMIT:

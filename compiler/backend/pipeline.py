@@ -28,6 +28,13 @@ advanced by re-lowering their yield expressions). Copies past the end are predic
 (src-size 0). Masked-off elements are zero-filled by cp.async's src-size operand.
 `options.pipeline` (knobs.codegen.pipeline; BLOCKTUNE_NO_PIPELINE=1) turns this off: the dot then
 stages its operands through registers.
+
+TMA loads (`tma_load`, a tensor descriptor on sm_90: tma.py) in a plan (multi_dot.py takes them)
+are copied by the bulk tensor copy engine instead: one mbarrier per stage (initialized before the
+prologue, invalidated after the exit); thread 0 arms the stage's barrier with its tiles' bytes and
+issues the copies where the other loads would issue cp.async; iteration i waits on barrier i % S
+for the phase of parity (i / S) & 1 — the stage's (i / S)-th completion — where it would wait for
+the cp.async group. Copies past the end are not issued (their stage is never waited for).
 """
 from __future__ import annotations
 
@@ -171,8 +178,9 @@ def make_plan(lw, op) -> Plan | None:
 
 
 def address_operands(lo) -> list:
-    """What a pipelined load's address depends on: pointer and mask, or a TMA load's offsets."""
-    return lo.operands[1:] if lo.name == "tma_load" else lo.operands[:2]
+    """What a pipelined load's address depends on: pointer and mask, or a TMA load's tensor map
+    (an iter arg where the descriptor is loop-carried) and offsets."""
+    return lo.operands if lo.name == "tma_load" else lo.operands[:2]
 
 
 def address_slices(lw, body, loads):
@@ -259,7 +267,7 @@ def _issue(lw, plan: Plan, body, iv_val, state: dict, slot, slot_base, ub, signe
     reqs = []
     for lo, lay in zip(plan.loads, plan.lays):
         if lo.name == "tma_load":
-            reqs.extend((o, None) for o in lo.operands[1:])
+            reqs.extend((o, None) for o in lo.operands)
             continue
         reqs.append((lo.operands[0], lay))
         if lo.operands[1] is not None:
@@ -270,10 +278,10 @@ def _issue(lw, plan: Plan, body, iv_val, state: dict, slot, slot_base, ub, signe
     copies = []
     for lo, lay, v, tile in zip(plan.loads, plan.lays, plan.vecs, plan.tiles):
         if lo.name == "tma_load":
-            n = len(lo.operands) - 1
+            n = len(lo.operands)
             dst = tma.smem_address(lw, b.add(slot_base if not isinstance(slot_base, int) else ll.Constant(I32, slot_base),
                                               ll.Constant(I32, lw.smem_reserved + tile.base)))
-            copies.append((lw.scalar(lo.operands[0]), vals[i:i + n], tma.tile_for(lo.result, tile.base), dst))
+            copies.append((vals[i], vals[i + 1:i + n], tma.tile_for(lo.result, tile.base), dst))
             i += n
             continue
         ptrs = vals[i]

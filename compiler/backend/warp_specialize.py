@@ -133,14 +133,11 @@ def handoff_barrier(b, threads: int) -> None:
 
 # -- the loop -----------------------------------------------------------------------------------
 
-def _externals(op, plan) -> list | None:
-    """The values from before the loop that the producer needs (bounds, the needed iter args'
-    initial values, the descriptors, the offsets' and updates' inputs), or None when a descriptor is
-    made in the body."""
+def _externals(op, plan) -> list:
+    """The values from before the loop that the producer needs: bounds, the needed iter args'
+    initial values, the descriptors, the offsets' and updates' inputs."""
     body = op.regions[0]
     inside = {a.id for a in body.args} | {r.id for o in body.walk() for r in o.results}
-    if any(lo.operands[0].id in inside for lo in plan.loads):
-        return None
     vals = list(op.operands[:3]) + [op.operands[3 + i] for i in plan.needed]
     for lo in plan.loads:
         vals.extend(lo.operands)
@@ -183,7 +180,7 @@ def applies(lw, op, plan) -> bool:
     if any(body.args[i + 1].is_block for i in plan.needed):
         return False
     ext = _externals(op, plan)
-    if ext is None or len(ext) > MAX_WORDS or any(isinstance(lw.vals.get(v.id), tuple) for v in ext):
+    if len(ext) > MAX_WORDS or any(isinstance(lw.vals.get(v.id), tuple) for v in ext):
         return False
     plan.ws_externals = ext
     plan.single_pending = 1 if _single_held(lw, op, plan) else 0
@@ -351,13 +348,14 @@ def _produce(lw, op, plan) -> None:
                  b.and_(b.add(b.udiv(j, sconst), ll.Constant(I32, 1)), ll.Constant(I32, 1)))
     bindings = dict(state)
     bindings[body.args[0].id] = iv
-    offsets = pipeline._eval(lw, plan.addr_ops, bindings, [(o, None) for lo in plan.loads for o in lo.operands[1:]])
+    # each load's tensor map and offsets (pipeline.address_operands), as pipeline._issue has them
+    vals = pipeline._eval(lw, plan.addr_ops, bindings, [(o, None) for lo in plan.loads for o in lo.operands])
     slot_base = b.mul(slot, ll.Constant(I32, plan.stage_bytes))
     copies, k = [], 0
     for lo, tile in zip(plan.loads, plan.tiles):
-        n = len(lo.operands) - 1
+        n = len(lo.operands)
         dst = tma.smem_address(lw, b.add(slot_base, ll.Constant(I32, lw.smem_reserved + tile.base)))
-        copies.append((lw.scalar(lo.operands[0]), offsets[k:k + n], tma.tile_for(lo.result, tile.base), dst))
+        copies.append((vals[k], vals[k + 1:k + n], tma.tile_for(lo.result, tile.base), dst))
         k += n
     tma.issue_copies(lw, copies, _barrier_at(lw, plan, slot))
     nxt = pipeline._advance(lw, plan, body, iv, state, lays)

@@ -15,6 +15,8 @@ from typing import Any
 
 from .. import knobs, ptxas
 from . import cache, driver
+from ..language.descriptor_type import GLOBAL_SCRATCH
+from .descriptors import with_global_scratch
 from .launcher import make_launcher
 
 _load_lock = threading.Lock()
@@ -147,27 +149,33 @@ class CompiledKernel:
         fn = self._launchers.get((dev, self._passed_key))
         if fn is None:
             fn = self.make_launcher(dev, self.metadata["passed"])
+        scratch = self.metadata.get("global_scratch_size")
+        if scratch:   # the launcher takes the scratch last; allocated per launch
+            with_global_scratch(fn, scratch)(g0, g1, g2, stream or 0, *[values[i] for i in passed_pos])
+            return
         fn(g0, g1, g2, stream or 0, *[values[i] for i in passed_pos])
 
     def _plan(self, nargs: int):
         m = self.metadata
-        names = m["arg_names"]
+        # the global scratch of device-side descriptors is not an argument: the launch allocates it
+        names = [n for n in m["arg_names"] if n != GLOBAL_SCRATCH]
+        passed = [n for n in m["passed"] if n != GLOBAL_SCRATCH]
         parameters = m.get("parameters") or names
         if nargs == len(names):
             order = list(names)
-        elif nargs == len(m["passed"]):
-            order = list(m["passed"])
+        elif nargs == len(passed):
+            order = list(passed)
         elif nargs == len(parameters) and set(names) <= set(parameters):
             # Triton's `compiled[grid](*every parameter)`: the constexprs' values are compiled in
             order = [n if n in names else None for n in parameters]
         else:
             raise ValueError(f"{self.name}: expected {len(names)} arguments ({', '.join(names)}) "
-                             f"or {len(m['passed'])} ({', '.join(m['passed'])}), got {nargs}")
+                             f"or {len(passed)} ({', '.join(passed)}), got {nargs}")
         convs = [_ignored if n is None else functools.partial(_launch_value, name=n, ty=m["arg_types"][names.index(n)])
                  for n in order]
         div_pos = [(order.index(n), n) for n in m.get("divisible_by_16", ()) if n in order]
         eq1_pos = [(order.index(n), n) for n in m.get("equal_to_1", ()) if n in order]
-        passed_pos = [order.index(n) for n in m["passed"]]
+        passed_pos = [order.index(n) for n in passed]
         plan = (convs, div_pos, eq1_pos, passed_pos)
         self._plans[nargs] = plan
         return plan

@@ -30,7 +30,7 @@ _SWIZZLE = {128: "128B", 64: "64B", 32: "32B", 16: "NONE"}
 def address(desc) -> int:
     """The host address of `desc`'s 128-byte CUtensorMap (what the kernel's `d.tmap` takes)."""
     base = desc.base
-    key = (base.data_ptr(), tuple(desc.shape), tuple(desc.strides), str(base.dtype), tuple(desc.block_shape),
+    key = (base.data_ptr(), tuple(desc.shape), tuple(desc.strides), base.dtype, tuple(desc.block_shape),
            desc.padding)
     hit = _cache.get(key)
     if hit is not None:

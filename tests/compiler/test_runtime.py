@@ -1289,3 +1289,27 @@ def test_tensor_map_parameter_is_passed_by_address(fake_cuda, kind, monkeypatch)
     t.start()
     t.join()
     assert [fake_cuda.fake_param(i) for i in range(3)] == [0x2000, 0xABC2, 8]
+
+
+def test_compiled_kernel_launch_allocates_global_scratch(fake_cuda):
+    """`compiled[grid](*args)` of a kernel with device-side descriptors: the scratch is not an
+    argument; the checked launch allocates it and passes it last."""
+    from tests.compiler.kernels.block_pointers import matmul_descriptor_kernel
+    ck = triton.compile(matmul_descriptor_kernel, signature=dict(a_ptr="*fp16", b_ptr="*fp16", c_ptr="*fp16", M="i32",
+                                                                 N="i32", K="i32"),
+                        constexprs={"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}, num_warps=8, target="sm_90",
+                        divisible_by_16=("a_ptr", "b_ptr", "c_ptr", "M", "N", "K"))
+    asked = []
+
+    def allocate(size, alignment, stream):
+        asked.append(size)
+        return FakeTensor(0x7F00000A0000)
+
+    fake_cuda.fake_set_nparams(7)
+    triton.set_allocator(allocate)
+    try:
+        ck[(2, 2)](0x7F0000001000, 0x7F0000002000, 0x7F0000003000, 256, 256, 64)
+    finally:
+        triton.set_allocator(None)
+    assert asked == [4 * 3 * 128] and fake_cuda.fake_param(6) == 0x7F00000A0000
+    assert [fake_cuda.fake_param(i) for i in range(3)] == [0x7F0000001000, 0x7F0000002000, 0x7F0000003000]

@@ -47,6 +47,7 @@ def _compile(kernel, sig, constexprs=None, num_warps=4, num_stages=3):
     ((4, 128), 2, "sm_90", False),     # two panels of 4 rows: the second not 1024-byte aligned
     ((2, 2, 2, 2, 2, 16), 2, "sm_90", False),   # rank 6
     ((2, 8, 64), 2, "sm_90", True),
+    ((128, 128), 4, "sm_90", True), ((128, 256), 4, "sm_90", False),   # 64 KiB at most in one tile
 ])
 def test_eligible(block, es, target, ok):
     assert tensor_map.eligible(block, es, target) is ok
@@ -111,11 +112,30 @@ def test_matmul_tma_pipelined_ptx(dtype):
     assert ck.shared >= 3 * (128 * 64 * 2) * 2
 
 
+def test_matmul_fp8_tma_pipelined_ptx():
+    """fp8: A and Bᵀ K-major as fp8 wgmma needs, pipelined through TMA like fp16."""
+    sig = {"a_desc": _desc_type("fp8e4nv", (128, 128)), "b_desc": _desc_type("fp8e4nv", (128, 128)),
+           "c_desc": _desc_type("fp16", (128, 128)), "K": "i32"}
+    ck, ptx = _compile(K.matmul_fp8_tma_kernel, sig, num_warps=8)
+    assert ptx.count(LOAD.format(2)) == 3 * 2 and ptx.count("mbarrier.init.shared::cta.b64") == 3
+    assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n\d+k32\.f32\.e4m3\.e4m3", ptx)
+    assert "ld.shared" not in ptx.split("st.shared")[0]   # no operand goes through registers
+
+
 def test_matmul_tma_persistent_ptx():
     sig = {"a_desc": _desc_type("fp16", (128, 64)), "b_desc": _desc_type("fp16", (128, 64)),
            "c_desc": _desc_type("fp16", (128, 128)), "M": "i32", "N": "i32", "K": "i32"}
     ck, ptx = _compile(K.matmul_tma_persistent_kernel, sig, {"NUM_PROGRAMS": 132}, num_warps=8)
     assert ptx.count(LOAD.format(2)) == 3 * 2 and ptx.count(STORE.format(2)) == 2   # C: two 128-byte panels
+
+
+def test_loop_carried_descriptor_pipelined_ptx():
+    """A descriptor carried through the loop (its map an iter arg) is still pipelined: the copies
+    ahead take the map the iteration they load for will have."""
+    sig = {"a_desc": _desc_type("fp16", (128, 64)), "b_desc": _desc_type("fp16", (128, 64)), "c_ptr": "*fp32",
+           "K": "i32"}
+    ck, ptx = _compile(K.loop_carried_descriptor_kernel, sig, {"BM": 128, "BN": 128, "BK": 64}, num_warps=8)
+    assert ptx.count(LOAD.format(2)) == 3 * 2 and ptx.count("mbarrier.init.shared::cta.b64") == 3
 
 
 # -- interpret mode: the same kernels, unchanged semantics ----------------------------------------
@@ -150,7 +170,7 @@ DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 
 @pytest.mark.parametrize("dtype,shape,block", [
     ("fp16", (300, 200), (64, 64)), ("bf16", (257, 384), (128, 128)), ("fp32", (100, 72), (32, 64)),
-    ("fp32", (33, 20), (16, 4)), ("fp16", (1000,), (64,)), ("fp16", (5, 37, 130), (2, 16, 64)),
+    ("fp32", (33, 20), (16, 4)), ("fp16", (1000,), (64,)), ("fp16", (5, 37, 136), (2, 16, 64)),
     ("bf16", (3, 64, 64), (1, 64, 64))])
 @pytest.mark.gpu
 @pytest.mark.timeout(120, method="thread")
@@ -167,18 +187,55 @@ def test_copy_gpu(gen, dtype, shape, block):
     torch.testing.assert_close(y.double(), (x.double() * 1.5).to(td).double(), rtol=0, atol=0)
 
 
+@pytest.mark.gpu
+@pytest.mark.timeout(120, method="thread")
+def test_loop_carried_descriptor_gpu(gen):
+    a = torch.randn(128, 1000, generator=gen).to("cuda", torch.float16)
+    b = torch.randn(128, 1000, generator=gen).to("cuda", torch.float16)
+    c = _nan((128, 128), torch.float32)
+    K.loop_carried_descriptor_kernel[(1,)](TensorDescriptor.from_tensor(a, [128, 64]),
+                                           TensorDescriptor.from_tensor(b, [128, 64]), c, 1000, BM=128, BN=128, BK=64,
+                                           num_warps=8)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(c.double(), a.double() @ b.double().T, atol=2e-2 * math.sqrt(1000), rtol=1e-2)
+
+
+def _check_padding(gen, dtype, padding, copy):
+    """`copy(x, y)` copies the [100, 90] window of x (rows of 96: 16-byte aligned) tile by tile into
+    y [128, 128], which starts as the opposite of the padding: every element past the window must
+    come out as the padding."""
+    td = DTYPES[dtype]
+    x = torch.randn(100, 96, generator=gen).to("cuda", td)
+    y = _nan((128, 128), td) if padding == "zero" else torch.zeros((128, 128), dtype=td, device="cuda")
+    copy(x, y)
+    torch.cuda.synchronize()
+    ref = torch.full((128, 128), float("nan") if padding == "nan" else 0.0, dtype=torch.float64)
+    ref[:100, :90] = x[:, :90].double().cpu()
+    torch.testing.assert_close(y.double().cpu(), ref, equal_nan=True, rtol=0, atol=0)
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(120, method="thread")
+def test_matmul_fp8_tma_gpu(gen):
+    M, N, Kd = 512, 384, 1008   # rows of 16-byte multiples; the last K block is partly out of bounds
+    a = (torch.randn(M, Kd, generator=gen) * 2).to("cuda", torch.float8_e4m3fn)
+    b = (torch.randn(N, Kd, generator=gen) * 2).to("cuda", torch.float8_e4m3fn)
+    c = _nan((M, N), torch.float16)
+    K.matmul_fp8_tma_kernel[(M // 128, N // 128)](TensorDescriptor.from_tensor(a, [128, 128]),
+                                                  TensorDescriptor.from_tensor(b, [128, 128]),
+                                                  TensorDescriptor.from_tensor(c, [128, 128]), Kd, num_warps=8)
+    torch.cuda.synchronize()
+    ref = a.double() @ b.double().T
+    torch.testing.assert_close(c.double(), ref, atol=0.05 * math.sqrt(Kd) * 4, rtol=2e-2)
+
+
 @pytest.mark.parametrize("padding", ["zero", "nan"])
 @pytest.mark.parametrize("dtype", ["fp16", "fp32"])
 @pytest.mark.gpu
 @pytest.mark.timeout(120, method="thread")
 def test_padding_gpu(gen, padding, dtype):
-    td = DTYPES[dtype]
-    x = torch.randn(100, 90, generator=gen).to("cuda", td)
-    y = _nan((128, 128), td) if padding == "zero" else torch.zeros((128, 128), dtype=td, device="cuda")
-    padded_copy_kernel[(4, 2)](TensorDescriptor.from_tensor(x, [32, 64], padding=padding), y, y.stride(0))
-    ref = torch.full((128, 128), float("nan") if padding == "nan" else 0.0, dtype=torch.float64)
-    ref[:100, :90] = x.double().cpu()
-    torch.testing.assert_close(y.double().cpu(), ref, equal_nan=True, rtol=0, atol=0)
+    _check_padding(gen, dtype, padding, lambda x, y: padded_copy_kernel[(4, 2)](
+        TensorDescriptor(x, [100, 90], [96, 1], [32, 64], padding=padding), y, y.stride(0)))
 
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
@@ -248,21 +305,16 @@ def test_device_padding_ptx(padding):
 @pytest.mark.gpu
 @pytest.mark.timeout(120, method="thread")
 def test_device_padding_gpu(gen, padding, dtype):
-    td = DTYPES[dtype]
-    x = torch.randn(100, 96, generator=gen).to("cuda", td)
-    y = _nan((128, 128), td) if padding == "zero" else torch.zeros((128, 128), dtype=td, device="cuda")
-    K.device_padded_copy_kernel[(4, 4)](x, y, 100, 90, x.stride(0), y.stride(0), BM=32, BN=32, PADDING=padding)
-    torch.cuda.synchronize()
-    ref = torch.full((128, 128), float("nan") if padding == "nan" else 0.0, dtype=torch.float64)
-    ref[:100, :90] = x[:, :90].double().cpu()
-    torch.testing.assert_close(y.double().cpu(), ref, equal_nan=True, rtol=0, atol=0)
+    _check_padding(gen, dtype, padding, lambda x, y: K.device_padded_copy_kernel[(4, 4)](
+        x, y, 100, 90, x.stride(0), y.stride(0), BM=32, BN=32, PADDING=padding))
 
 
 @pytest.mark.parametrize("M,N,Kd,programs", [(1024, 1024, 1024, 132), (1000, 776, 392, 7), (256, 128, 64, 3)])
 @pytest.mark.gpu
 @pytest.mark.timeout(120, method="thread")
 def test_device_matmul_persistent_gpu(gen, M, N, Kd, programs):
-    """With the allocator triton.set_allocator installs, and with blocktune's default (none set)."""
+    """With the allocator triton.set_allocator installs, and with blocktune's default (none set);
+    K and N not multiples of 16 (1000×776×392) keep bounds-checked loads (no maps, no scratch)."""
     a = torch.randn(M, Kd, generator=gen).to("cuda", torch.float16)
     b = torch.randn(N, Kd, generator=gen).to("cuda", torch.float16)
     ref = a.double() @ b.double().T
@@ -282,4 +334,57 @@ def test_device_matmul_persistent_gpu(gen, M, N, Kd, programs):
         finally:
             triton.set_allocator(None)
         torch.testing.assert_close(c.double(), ref, atol=2e-2 * math.sqrt(Kd), rtol=2e-2)
-    assert asked == [programs * 3 * 128]
+    # a map for each descriptor whose row stride the specialization knows to be 16-byte aligned
+    maps = 2 * (Kd % 16 == 0) + (N % 16 == 0)
+    assert asked == ([programs * maps * 128] if maps else [])
+
+
+# -- the host tensor map's encoding (the driver call captured) ------------------------------------
+
+@pytest.mark.parametrize("shape,block,dtype,padding,box,swizzle", [
+    ((300, 200), (64, 64), torch.float16, "zero", (64, 64), "128B"),
+    ((5, 37, 136), (2, 16, 64), torch.float16, "nan", (64, 16, 2), "128B"),
+    ((100, 72), (32, 64), torch.float32, "zero", (32, 32), "128B"),      # 256-byte rows: 2 panels of 32
+    ((33, 20), (16, 4), torch.float32, "zero", (4, 16), "NONE"),
+    ((64, 64), (64, 16), torch.bfloat16, "zero", (16, 64), "32B"),
+])
+def test_tensor_map_encoding(monkeypatch, shape, block, dtype, padding, box, swizzle):
+    from cuda.bindings import driver as cu
+    from compiler.runtime import tensor_maps
+    calls = []
+
+    def encode(*args):
+        calls.append(args)
+        return cu.CUresult.CUDA_SUCCESS, cu.CUtensorMap()
+
+    monkeypatch.setattr(cu, "cuTensorMapEncodeTiled", encode)
+    monkeypatch.setattr(tensor_maps, "_cache", {})
+    x = torch.empty(shape, dtype=dtype)
+    desc = TensorDescriptor.from_tensor(x, list(block), padding=padding)
+    first = tensor_maps.address(desc)
+    assert tensor_maps.address(desc) == first and len(calls) == 1   # cached
+    dtype_enum, rank, address, dims, strides, boxes, ones, interleave, swz, _, fill = calls[0]
+    es = x.element_size()
+    assert rank == len(shape) and address == x.data_ptr()
+    assert [int(d) for d in dims] == list(reversed(shape))
+    assert [int(s) for s in strides] == [s * es for s in reversed(x.stride()[:-1])]
+    assert tuple(int(b) for b in boxes) == box == tensor_map.box(block, es) and [int(o) for o in ones] == [1] * rank
+    assert swz == getattr(cu.CUtensorMapSwizzle, "CU_TENSOR_MAP_SWIZZLE_" + swizzle)
+    assert interleave == cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE
+    assert dtype_enum == getattr(cu.CUtensorMapDataType, "CU_TENSOR_MAP_DATA_TYPE_" +
+                                 {torch.float16: "FLOAT16", torch.float32: "FLOAT32", torch.bfloat16: "BFLOAT16"}[dtype])
+    assert (fill == cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA) == (padding == "nan")
+    # another block of the same tensor is another map
+    tensor_maps.address(TensorDescriptor.from_tensor(x, [b // 2 if i == 0 and b > 1 else b for i, b in enumerate(block)]))
+    assert len(calls) == 2
+
+
+def test_tensor_map_encoding_error(monkeypatch):
+    from cuda.bindings import driver as cu
+    from compiler.runtime import tensor_maps
+    monkeypatch.setattr(cu, "cuTensorMapEncodeTiled",
+                        lambda *a: (cu.CUresult.CUDA_ERROR_INVALID_VALUE, None))
+    monkeypatch.setattr(tensor_maps, "_cache", {})
+    desc = TensorDescriptor.from_tensor(torch.empty(64, 64, dtype=torch.float16), [64, 64])
+    with pytest.raises(ValueError, match=r"cuTensorMapEncodeTiled failed \(CUDA_ERROR_INVALID_VALUE\).*\[64, 64\]"):
+        tensor_maps.address(desc)

@@ -145,9 +145,12 @@ def test_09_persistent_matmul_ptx():
     ptx = _assemble(P.matmul_kernel_descriptor_persistent, dict(a_ptr="*fp16", b_ptr="*fp16", c_ptr="*fp16", M="i32", N="i32", K="i32"),
                     {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 8, "EPILOGUE_SUBTILE": False,
                      "NUM_SMS": 132, "WARP_SPECIALIZE": False}, nw=8, div=("a_ptr", "b_ptr", "c_ptr", "M", "N", "K"))
-    # tensor cores; the loads of B are transposed in the dot (b.T), which the cp.async pipelining
-    # does not take yet, so only A and B's tile loads through registers are checked here
-    assert "wgmma.mma_async" in ptx
+    # tensor cores fed by TMA (compiler/backend/tma.py): the three maps written once a program, A
+    # and B (used as b.T) pipelined through three stages, C stored in two 128-byte panels
+    assert "wgmma.mma_async" in ptx and "ld.global" not in ptx and "st.global" not in ptx
+    assert ptx.count("tensormap.cp_fenceproxy") == 3 and ptx.count("mbarrier.init.shared::cta.b64") == 3
+    assert ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global") == 3 * 2
+    assert ptx.count("cp.async.bulk.tensor.2d.global.shared::cta") == 2
 
 
 # -- GPU ------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ and matmuls in the shape of Triton's tutorial 09 (`b.T` from an [N, K] descripto
 persistent loop over tiles around it); the device_* kernels make their descriptors in the kernel."""
 import compiler as triton
 import compiler.language as tl
+from tests.compiler.kernels.block_pointers import padded_copy_kernel
 
 
 @triton.jit
@@ -46,9 +47,8 @@ def matmul_tma_kernel(a_desc, b_desc, c_desc, M, N, K):
 
 
 @triton.jit
-def matmul_tma_persistent_kernel(a_desc, b_desc, c_desc, M, N, K, NUM_PROGRAMS: tl.constexpr):
-    """The same, each program looping over tiles pid, pid + NUM_PROGRAMS, … (tutorial 09's
-    persistent kernel): every tile runs the pipelined K loop again."""
+def _persistent_tiles(a_desc, b_desc, c_desc, M, N, K, NUM_PROGRAMS: tl.constexpr):
+    """Tiles pid, pid + NUM_PROGRAMS, … of C = A @ Bᵀ: every tile runs the pipelined K loop again."""
     BLOCK_M: tl.constexpr = a_desc.block_shape[0]
     BLOCK_K: tl.constexpr = a_desc.block_shape[1]
     BLOCK_N: tl.constexpr = b_desc.block_shape[0]
@@ -62,16 +62,18 @@ def matmul_tma_persistent_kernel(a_desc, b_desc, c_desc, M, N, K, NUM_PROGRAMS: 
 
 
 @triton.jit
+def matmul_tma_persistent_kernel(a_desc, b_desc, c_desc, M, N, K, NUM_PROGRAMS: tl.constexpr):
+    """The same, each program looping over tiles (tutorial 09's persistent kernel)."""
+    _persistent_tiles(a_desc, b_desc, c_desc, M, N, K, NUM_PROGRAMS)
+
+
+@triton.jit
 def device_padded_copy_kernel(X, Y, M, N, stride_x, stride_y, BM: tl.constexpr, BN: tl.constexpr,
                               PADDING: tl.constexpr):
-    """Y[tile] (plain stores, Y covers every tile) = X's tile through a descriptor made in the
-    kernel: the elements past X's [M, N] show its padding."""
+    """block_pointers.padded_copy_kernel through a descriptor made in the kernel: Y[tile] (plain
+    stores, Y covers every tile) = X's tile, the elements past X's [M, N] its padding."""
     src = tl.make_tensor_descriptor(X, shape=[M, N], strides=[stride_x, 1], block_shape=[BM, BN], padding_option=PADDING)
-    pid_m, pid_n = tl.program_id(0), tl.program_id(1)
-    x = src.load([pid_m * BM, pid_n * BN])
-    rows = pid_m * BM + tl.arange(0, BM)
-    cols = pid_n * BN + tl.arange(0, BN)
-    tl.store(Y + rows[:, None] * stride_y + cols[None, :], x)
+    padded_copy_kernel(src, Y, stride_y)
 
 
 @triton.jit
@@ -82,10 +84,29 @@ def device_matmul_persistent_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.co
     a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
     b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[K, 1], block_shape=[BLOCK_N, BLOCK_K])
     c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N])
-    tiles_n = tl.cdiv(N, BLOCK_N)
-    num_tiles = tl.cdiv(M, BLOCK_M) * tiles_n
-    for tile in range(tl.program_id(0), num_tiles, NUM_PROGRAMS):
-        off_m = (tile // tiles_n) * BLOCK_M
-        off_n = (tile % tiles_n) * BLOCK_N
-        acc = _tile_dot(a_desc, b_desc, off_m, off_n, K, BLOCK_K)
-        c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
+    _persistent_tiles(a_desc, b_desc, c_desc, M, N, K, NUM_PROGRAMS)
+
+
+@triton.jit
+def loop_carried_descriptor_kernel(a_desc, b_desc, c_ptr, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """C[BM, BN] (row-major) = A[:BM] @ B[:BN]ᵀ with A's descriptor carried through the K loop."""
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    d = a_desc
+    for k in range(0, K, BK):
+        a = d.load([0, k])
+        b = b_desc.load([0, k])
+        acc = tl.dot(a, b.T, acc)
+        d = a_desc
+    tl.store(c_ptr + tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :], acc)
+
+
+@triton.jit
+def matmul_fp8_tma_kernel(a_desc, b_desc, c_desc, K):
+    """C = A @ Bᵀ in fp8 (A [M, K], B [N, K]: both K-major, as fp8 wgmma reads them), fp16 out."""
+    BLOCK_M: tl.constexpr = a_desc.block_shape[0]
+    BLOCK_K: tl.constexpr = a_desc.block_shape[1]
+    BLOCK_N: tl.constexpr = b_desc.block_shape[0]
+    off_m = tl.program_id(0) * BLOCK_M
+    off_n = tl.program_id(1) * BLOCK_N
+    acc = _tile_dot(a_desc, b_desc, off_m, off_n, K, BLOCK_K)
+    c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
