@@ -260,23 +260,7 @@ def lower_loop(lw, op, plan, emit_dot) -> None:
     sconst = ll.Constant(I32, S)
     slot = b.urem(it, sconst)
     tma.wait(lw, _barrier_at(lw, plan, slot), b.and_(b.udiv(it, sconst), ll.Constant(I32, 1)))
-    read_base = b.mul(slot, ll.Constant(I32, plan.stage_bytes))
-    lw.scopes.append({})
-    try:
-        term = None
-        for bop in body.ops:
-            if bop.name in ("yield", "condition"):
-                term = bop
-                break
-            if bop in plan.skip:
-                continue
-            if bop in plan.dots:
-                emit_dot(bop, read_base)
-                continue
-            lw.lower_op(bop)
-        nxt = [lw.get_as(yv, l) for yv, l in zip(term.operands if term is not None else [], lays)]
-    finally:
-        lw.scopes.pop()
+    nxt = pipeline.lower_body(lw, plan, body, lays, emit_dot, b.mul(slot, ll.Constant(I32, plan.stage_bytes)))
     # release the stage whose wgmmas have completed: this iteration's, or the one before
     lag = 1 if held else 0
     first_lane = b.icmp_unsigned("==", lw.lane, ll.Constant(I32, 0))

@@ -20,6 +20,7 @@ from tests.compiler.kernels import tma as T
 from tests.compiler.kernels import warp_specialize as K
 from tests.compiler.kernels.attention import attention_kernels as A
 from tests.compiler.kernels.util import gen, interpret  # noqa: F401 - fixtures
+from tests.compiler.test_attention import _fwd_ptx
 
 LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
 
@@ -118,22 +119,11 @@ def test_persistent_device_descriptors_ptx():
     assert ptx.count("tensormap.cp_fenceproxy") == 3 and ptx.count("mbarrier.init.shared::cta.b64") == 8
 
 
-def _attention(head_dim, block_m, block_n, num_warps, causal, host):
-    desc = (lambda rows: f"tensordesc<fp16[{rows}, {head_dim}]|zero|11>") if host else (lambda rows: "*fp16")
-    sig = dict(sm_scale="fp32", M="*fp32", Z="i32", H="i32", desc_q=desc(block_m), desc_k=desc(block_n),
-               desc_v=desc(block_n), desc_o=desc(block_m), N_CTX="i32")
-    cx = dict(HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n, FP8_OUTPUT=False, STAGE=3 if causal else 1,
-              warp_specialize=True, IS_HOPPER=True)
-    div = ("M", "N_CTX") + (() if host else ("desc_q", "desc_k", "desc_v", "desc_o"))
-    return triton.compile(A._attn_fwd.fn, signature=sig, constexprs=cx, num_warps=num_warps, num_stages=3,
-                          target="sm_90", divisible_by_16=div)
-
-
 @pytest.mark.parametrize("head_dim,block_m,block_n,num_warps,causal,host", [
     (64, 128, 64, 4, False, True), (64, 128, 64, 8, True, True), (128, 128, 64, 8, True, False),
     (128, 128, 128, 8, False, True)])
 def test_attention_forward_ws_ptx(head_dim, block_m, block_n, num_warps, causal, host):
-    ck = _attention(head_dim, block_m, block_n, num_warps, causal, host)
+    ck = _fwd_ptx(head_dim, block_m, block_n, num_warps, causal, host, warp_specialize=True)
     ptx, _ = _assembled(ck)
     _check_roles(ptx, num_warps, 256 if num_warps == 4 else 232)
     # causal runs two loops (off the diagonal, then on it): a fork and a join each, and the exit
