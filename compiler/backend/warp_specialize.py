@@ -12,7 +12,8 @@ num_warps stays the consumers'):
              `setmaxnreg` resizes whole warpgroups: it gives its registers to the consumers
              (setmaxnreg.dec to PRODUCER_REGS; the consumers .inc to what is left), under the
              register cap `.maxntid T, .minnctapersm 1` sets at entry — each role one branch of the
-             if/else at the kernel's entry. One thread of it issues the copies; the others wait.
+             if/else at the kernel's entry. Its first warp runs the loop of copies (lane 0 issues them, the
+             warp stays converged); the other three wait at the join.
 
 The producer runs Triton's "switch loop": wait on named barrier 1 (all threads) for a command in a
 small static shared array — 0: return; k: run the producer side of WS loop k with the scalars the
@@ -25,8 +26,8 @@ warp, all initialized for this run of the loop):
                last wgmma stays in flight across the back edge (wait_group 1; attention's P·V, or a
                matmul's only dot), else 0: the wgmma reading that stage has completed
   exit: wgmma.wait_group 0; bar.sync 1 (join); thread 0 invalidates the barriers; bar.sync 0
-Producer, iteration j (its issuing thread): j ≥ S: wait empty[j % S] (parity (j / S - 1) & 1); arm
-full[j % S] with expect_tx and start the copies. Every consumer `ret` first stores command 0 and
+Producer, iteration j (its first warp): j ≥ S: wait empty[j % S] (parity (j / S - 1) & 1); lane 0
+arms full[j % S] with expect_tx and starts the copies. Every consumer `ret` first stores command 0 and
 forks, so the producer ends with them; a loop of zero iterations forks and joins at once.
 """
 from __future__ import annotations
@@ -123,8 +124,8 @@ def prepare(lw) -> None:
 
 
 def handoff_barrier(b, threads: int) -> None:
-    """bar.sync HANDOFF over every thread (not .aligned: the producer's issuing thread reaches it
-    from its own branch)."""
+    """barrier.sync HANDOFF over every thread of both roles (not .aligned: each role reaches it from
+    its own code, the producer's first warp later than its other three)."""
     fn = b.module.globals.get("llvm.nvvm.barrier.cta.sync.count")
     if fn is None:
         fn = ll.Function(b.module, ll.FunctionType(VOID, [I32, I32]), "llvm.nvvm.barrier.cta.sync.count")
@@ -294,8 +295,8 @@ def _emit_producer(lw, op, plan, number: int, sent: list) -> None:
         word = b.load(ws._word(b, k + 1), typ=I64)
         lw.vals[v.id] = _from_word(b, word, lw.scalar(v).type)
     try:
-        issuer = b.icmp_unsigned("==", lw.tid, ll.Constant(I32, ws.consumer_threads))
-        with b.if_then(issuer):
+        # the producer's first warp runs the loop (converged: every lane waits, lane 0 issues)
+        with b.if_then(b.icmp_unsigned("==", lw.warp, ll.Constant(I32, lw.num_warps))):
             _produce(lw, op, plan)
     finally:
         for vid, val in saved.items():
@@ -309,7 +310,7 @@ def _emit_producer(lw, op, plan, number: int, sent: list) -> None:
 
 
 def _produce(lw, op, plan) -> None:
-    """The issuing thread's loop: per iteration, wait until its stage is free, then fill it."""
+    """The producer warp's loop: per iteration, wait until its stage is free, then lane 0 fills it."""
     b = lw.b
     S = plan.stages
     body = op.regions[0]
@@ -341,7 +342,8 @@ def _produce(lw, op, plan) -> None:
         dst = tma.smem_address(lw, b.add(slot_base, ll.Constant(I32, lw.smem_reserved + tile.base)))
         copies.append((vals[k], vals[k + 1:k + n], tma.tile_for(lo.result, tile.base), dst))
         k += n
-    tma.issue_copies(lw, copies, _barrier_at(lw, plan, slot))
+    with b.if_then(b.icmp_unsigned("==", lw.lane, ll.Constant(I32, 0))):
+        tma.issue_copies(lw, copies, _barrier_at(lw, plan, slot))
     nxt = pipeline._advance(lw, plan, body, iv, state, lays)
     lw.loop_back(header, iv, step, phis, [[b.add(j, ll.Constant(I32, 1))]] + [[nxt[body.args[i + 1].id]] for i in plan.needed])
     b.position_at_end(exitb)
