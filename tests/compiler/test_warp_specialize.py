@@ -21,6 +21,7 @@ from tests.compiler.kernels import warp_specialize as K
 from tests.compiler.kernels.attention import attention_kernels as A
 from tests.compiler.kernels.util import gen, interpret  # noqa: F401 - fixtures
 from tests.compiler.test_attention import _fwd_ptx
+from tests.compiler.test_runtime import FakeTensor, _fresh, cache_dir, fake_cuda, fake_tensor_maps  # noqa: F401
 
 LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
 
@@ -76,6 +77,19 @@ def test_matmul_ws_ptx(dtype, num_warps, consumer_regs):
     assert "@p mbarrier.arrive.shared::cta.b64" in consumer
     # the wgmma stays in flight over the back edge: wait_group 1 in the loop, 0 after it
     assert "wgmma.wait_group.sync.aligned 1;" in ptx and "wgmma.wait_group.sync.aligned 0;" in ptx
+
+
+def test_launch_adds_the_producer_warps(fake_cuda, fake_tensor_maps):
+    """Through the real launch path (a fake libcuda): the block is 32 · (num_warps + 4) threads when
+    the loop is specialized, 32 · num_warps when not; the two compile apart (the constexpr)."""
+    k = _fresh(K.matmul_ws_kernel)
+    descs = [TensorDescriptor(FakeTensor(0x7F0000001000 + 0x100000 * i, "float16"), [256, 256], [256, 1], block)
+             for i, block in enumerate(([128, 64], [128, 64], [128, 128]))]
+    for ws, threads in ((True, 384), (False, 256)):
+        ck = k[(2, 2)](*descs, 256, 256, 256, WARP_SPECIALIZE=ws, num_warps=8)
+        assert fake_cuda.fake_grid(3) == threads and ck.metadata["num_warps"] == 8
+        assert fake_cuda.fake_grid(6) == ck.metadata["shared"] > 0
+    assert k.compile_count == 2
 
 
 def test_unmarked_loop_is_not_specialized():
