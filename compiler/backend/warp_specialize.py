@@ -76,6 +76,8 @@ def loops_to_specialize(fn, options) -> set:
     barriers then count only the consumers. One that fails multi_dot's plan runs unspecialized."""
     if not (options.pipeline and options.wgmma_target) or options.num_warps % 4:
         return set()
+    if options.num_warps + PRODUCER_WARPS > 32:   # a CTA has at most 1024 threads
+        return set()
     marked = set()
     for op in fn.walk():
         if op.name == "for" and (options.warp_specialize or op.attrs.get("warp_specialize")):
