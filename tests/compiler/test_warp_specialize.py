@@ -177,11 +177,12 @@ def _nan(shape, dtype):
     return torch.full(shape, float("nan"), dtype=dtype, device="cuda")
 
 
+# every row a multiple of 16 bytes, as TMA needs (M and the tiles need not divide)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("M,N,Kd,num_warps,stages", [
     (1024, 1024, 1024, 8, 3), (1000, 776, 392, 8, 4),   # K a multiple of BLOCK_K, and not (392 = 6·64 + 8)
     (333, 520, 1000, 4, 3), (256, 256, 64, 8, 3),        # one iteration: fewer than the stages
-    (200, 300, 0, 8, 3)])                                # K = 0: loops of zero iterations, C = 0
+    (200, 304, 0, 8, 3)])                                # K = 0: loops of zero iterations, C = 0
 @pytest.mark.gpu
 @pytest.mark.timeout(120, method="thread")
 def test_matmul_ws_gpu(gen, dtype, M, N, Kd, num_warps, stages):
@@ -194,14 +195,16 @@ def test_matmul_ws_gpu(gen, dtype, M, N, Kd, num_warps, stages):
              TensorDescriptor.from_tensor(c, [128, 128]))
     grid = (triton.cdiv(M, 128), triton.cdiv(N, 128))
     for _ in range(2):  # the second launch takes the cached launcher
-        K.matmul_ws_kernel[grid](*descs, M, N, Kd, WARP_SPECIALIZE=True, num_warps=num_warps, num_stages=stages)
+        ck = K.matmul_ws_kernel[grid](*descs, M, N, Kd, WARP_SPECIALIZE=True, num_warps=num_warps, num_stages=stages)
     torch.cuda.synchronize()
+    assert ck.metadata["launch_warps"] == num_warps + 4   # the loop was specialized
     tol = 2e-2 if dtype == torch.float16 else 8e-2
     torch.testing.assert_close(c.double(), ref, atol=tol * math.sqrt(max(Kd, 1)), rtol=tol)
 
 
-@pytest.mark.parametrize("M,N,Kd,programs", [(1024, 1024, 1024, 132), (1000, 776, 392, 7), (256, 128, 64, 3),
-                                             (100, 100, 200, 9)])   # more programs than tiles: some run none
+# N and K multiples of 16, so that the specialization proves the 16-byte row alignment TMA needs
+@pytest.mark.parametrize("M,N,Kd,programs", [(1024, 1024, 1024, 132), (1000, 784, 400, 7), (256, 128, 64, 3),
+                                             (96, 112, 208, 9)])   # more programs than tiles: some run none
 @pytest.mark.gpu
 @pytest.mark.timeout(120, method="thread")
 def test_persistent_device_descriptors_ws_gpu(gen, M, N, Kd, programs):
@@ -209,10 +212,11 @@ def test_persistent_device_descriptors_ws_gpu(gen, M, N, Kd, programs):
     b = torch.randn(N, Kd, generator=gen).to("cuda", torch.float16)
     ref = a.double() @ b.double().T
     c = _nan((M, N), torch.float16)
-    K.device_matmul_persistent_ws_kernel[(programs,)](a, b, c, M, N, Kd, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64,
-                                                     NUM_PROGRAMS=programs, WARP_SPECIALIZE=True, num_warps=8,
-                                                     num_stages=3)
+    ck = K.device_matmul_persistent_ws_kernel[(programs,)](a, b, c, M, N, Kd, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64,
+                                                          NUM_PROGRAMS=programs, WARP_SPECIALIZE=True, num_warps=8,
+                                                          num_stages=3)
     torch.cuda.synchronize()
+    assert ck.metadata["launch_warps"] == 12
     torch.testing.assert_close(c.double(), ref, atol=2e-2 * math.sqrt(Kd), rtol=2e-2)
 
 
