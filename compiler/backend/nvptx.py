@@ -15,7 +15,9 @@ Kernel ABI (what the launcher passes, in order, one per `fn.args` that is not `e
   tensor maps (`tmap`, a TMA descriptor's CUtensorMap, tma.py) → 128 bytes by value
 Arguments specialized as `equal_to_1` are not kernel parameters (the kernel uses the constant 1).
 `compile_ir(...)["params"]` lists the ABI of each passed parameter.
-Block dims: (32 * num_warps, 1, 1); dynamic shared memory: `compile_ir(...)["shared"]` bytes.
+Block dims: (32 * num_warps, 1, 1), or (32 * launch_warps, 1, 1) when `compile_ir(...)` reports
+"launch_warps" (a warp-specialized kernel's producer warpgroup: warp_specialize.py); dynamic shared
+memory: `compile_ir(...)["shared"]` bytes.
 """
 from __future__ import annotations
 
