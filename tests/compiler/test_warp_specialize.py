@@ -21,13 +21,10 @@ from tests.compiler.kernels import warp_specialize as K
 from tests.compiler.kernels.attention import attention_kernels as A
 from tests.compiler.kernels.util import gen, interpret  # noqa: F401 - fixtures
 from tests.compiler.test_attention import _fwd_ptx
+from tests.compiler.test_tma import _desc_type as _desc
 from tests.compiler.test_runtime import FakeTensor, _fresh, cache_dir, fake_cuda, fake_tensor_maps  # noqa: F401
 
 LOAD = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-
-
-def _desc(dtype: str, block) -> str:
-    return f"tensordesc<{dtype}[{', '.join(map(str, block))}]|zero|{'1' * len(block)}>"
 
 
 def _matmul_sig(dtype="fp16", bm=128, bn=128, bk=64):
