@@ -53,6 +53,9 @@ def _check_roles(ptx: str, num_warps: int, consumer_regs: int | None):
     assert not re.search(r"bar\.sync \t0;", ptx)
     assert re.search(rf"bar\.sync \t0, {32 * num_warps};", ptx)
     assert re.search(rf"barrier\.sync \t1, {threads};", ptx)
+    # the hand-off words live in the dynamic shared memory: a static array would move its start off
+    # the 1024-byte alignment of the TMA tiles (the GPU then faults: misaligned address)
+    assert re.findall(r"^\s*(?:\.extern )?\.shared .*$", ptx, re.M) == [".extern .shared .align 16 .b8 global_smem[];"]
 
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
