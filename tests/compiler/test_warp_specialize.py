@@ -202,6 +202,25 @@ def test_matmul_ws_gpu(gen, dtype, M, N, Kd, num_warps, stages):
     torch.testing.assert_close(c.double(), ref, atol=tol * math.sqrt(max(Kd, 1)), rtol=tol)
 
 
+@pytest.mark.parametrize("bm,bn,bk,num_warps,stages", [
+    (128, 256, 64, 8, 3), (128, 128, 128, 4, 2),   # B in two 128-byte panels; A and B in two each
+    (128, 256, 128, 8, 2), (64, 128, 64, 4, 4)])
+@pytest.mark.gpu
+@pytest.mark.timeout(120, method="thread")
+def test_matmul_ws_tiles_gpu(gen, bm, bn, bk, num_warps, stages):
+    M, N, Kd = 777, 1024, 520
+    a = torch.randn(M, Kd, generator=gen).to("cuda", torch.float16)
+    b = torch.randn(N, Kd, generator=gen).to("cuda", torch.float16)
+    c = _nan((M, N), torch.float16)
+    descs = (TensorDescriptor.from_tensor(a, [bm, bk]), TensorDescriptor.from_tensor(b, [bn, bk]),
+             TensorDescriptor.from_tensor(c, [bm, bn]))
+    ck = K.matmul_ws_kernel[(triton.cdiv(M, bm), triton.cdiv(N, bn))](*descs, M, N, Kd, WARP_SPECIALIZE=True,
+                                                                      num_warps=num_warps, num_stages=stages)
+    torch.cuda.synchronize()
+    assert ck.metadata["launch_warps"] == num_warps + 4
+    torch.testing.assert_close(c.double(), a.double() @ b.double().T, atol=2e-2 * math.sqrt(Kd), rtol=2e-2)
+
+
 # N and K multiples of 16, so that the specialization proves the 16-byte row alignment TMA needs
 @pytest.mark.parametrize("M,N,Kd,programs", [(1024, 1024, 1024, 132), (1000, 784, 400, 7), (256, 128, 64, 3),
                                              (96, 112, 208, 9)])   # more programs than tiles: some run none
