@@ -12,11 +12,11 @@ num_warps stays the consumers'):
              `setmaxnreg` resizes whole warpgroups: it gives its registers to the consumers
              (setmaxnreg.dec to PRODUCER_REGS; the consumers .inc to what is left), under the
              register cap `.maxntid T, .minnctapersm 1` sets at entry — each role one branch of the
-             if/else at the kernel's entry. Its first warp runs the loop of copies (lane 0 issues them, the
-             warp stays converged); the other three wait at the join.
+             if/else at the kernel's entry. Its first warp runs the loop of copies (lane 0
+             issues them, the warp stays converged); the other three wait at the join.
 
-The producer runs Triton's "switch loop": wait on named barrier 1 (all threads) for a command in a
-small static shared array — 0: return; k: run the producer side of WS loop k with the scalars the
+The producer runs Triton's "switch loop": wait on named barrier 1 (all threads) for a command in
+the first bytes of dynamic shared memory (HANDOFF_BYTES, reserved for the kernel) — 0: return; k: run the producer side of WS loop k with the scalars the
 consumers stored next to the command — then meet the consumers at barrier 1 again when done.
 Consumers, at WS loop k (barriers: S "full" with one arrival each, S "empty" with one per consumer
 warp, all initialized for this run of the loop):
@@ -27,8 +27,8 @@ warp, all initialized for this run of the loop):
                matmul's only dot), else 0: the wgmma reading that stage has completed
   exit: wgmma.wait_group 0; bar.sync 1 (join); thread 0 invalidates the barriers; bar.sync 0
 Producer, iteration j (its first warp): j ≥ S: wait empty[j % S] (parity (j / S - 1) & 1); lane 0
-arms full[j % S] with expect_tx and starts the copies. Every consumer `ret` first stores command 0 and
-forks, so the producer ends with them; a loop of zero iterations forks and joins at once.
+arms full[j % S] with expect_tx and starts the copies. Every consumer `ret` first stores command 0
+and forks, so the producer ends with them; a loop of zero iterations forks and joins at once.
 """
 from __future__ import annotations
 
@@ -36,8 +36,7 @@ from llvmlite import ir as ll
 
 from . import pipeline, tma, wgmma
 from .dot_layouts import uses_wgmma
-from .llvm_types import I32, I64
-from .llvm_types import is_signed
+from .llvm_types import I32, I64, is_signed
 
 PRODUCER_WARPS = 4
 PRODUCER_REGS = 40       # the producer computes a few offsets: ptxas fits it in 40 without spills
@@ -108,8 +107,8 @@ class State:
         return b.gep(self.words, [ll.Constant(I32, i)], inbounds=True, source_etype=I64)
 
     def registers(self) -> tuple[int, int] | None:
-        """(producer, consumer) setmaxnreg counts, or None when the cap at entry already gives the
-        consumers as many (one consumer warpgroup: 255)."""
+        """(producer, consumer) setmaxnreg counts: the consumers get what the producer's PRODUCER_REGS
+        leave of the register file; None when that is no more than the cap at entry already gives."""
         entry_cap = min(255, REGISTER_FILE // self.all_threads // 8 * 8)
         consumer = min(256, (REGISTER_FILE - 32 * PRODUCER_WARPS * PRODUCER_REGS) // self.consumer_threads // 8 * 8)
         return (PRODUCER_REGS, consumer) if consumer > entry_cap else None
