@@ -16,8 +16,9 @@ num_warps stays the consumers'):
              issues them, the warp stays converged); the other three wait at the join.
 
 The producer runs Triton's "switch loop": wait on named barrier 1 (all threads) for a command in
-the first bytes of dynamic shared memory (HANDOFF_BYTES, reserved for the kernel) — 0: return; k: run the producer side of WS loop k with the scalars the
-consumers stored next to the command — then meet the consumers at barrier 1 again when done.
+the first bytes of dynamic shared memory (HANDOFF_BYTES, reserved for the kernel) — 0: return;
+k: run the producer side of WS loop k with the scalars the consumers stored next to the command —
+then meet the consumers at barrier 1 again when done.
 Consumers, at WS loop k (barriers: S "full" with one arrival each, S "empty" with one per consumer
 warp, all initialized for this run of the loop):
   store k and the scalars; bar.sync 1 (fork)
@@ -346,7 +347,8 @@ def _produce(lw, op, plan) -> None:
     with b.if_then(b.icmp_unsigned("==", lw.lane, ll.Constant(I32, 0))):
         tma.issue_copies(lw, copies, _barrier_at(lw, plan, slot))
     nxt = pipeline._advance(lw, plan, body, iv, state, lays)
-    lw.loop_back(header, iv, step, phis, [[b.add(j, ll.Constant(I32, 1))]] + [[nxt[body.args[i + 1].id]] for i in plan.needed])
+    lw.loop_back(header, iv, step, phis,
+                 [[b.add(j, ll.Constant(I32, 1))]] + [[nxt[body.args[i + 1].id]] for i in plan.needed])
     b.position_at_end(exitb)
 
 
