@@ -7,6 +7,7 @@ ends the process)."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 import re
 
 import pytest
@@ -256,3 +257,27 @@ def test_attention_forward_ws_gpu(gen, causal, HEAD_DIM, host_descriptors):
     ref = torch.softmax(s, dim=-1) @ v.double()
     assert not got.isnan().any()
     torch.testing.assert_close(got.double(), ref, atol=1e-2, rtol=0)
+
+
+def test_the_tuner_searches_warp_specialize():
+    """examples/specs/matmul_descriptor.yaml: WARP_SPECIALIZE is a meta-parameter of the space (a
+    categorical for Optuna), and the tuner's compile step gives its two values two kernels."""
+    import optuna
+    import yaml
+
+    from jobspec.model import JobSpec
+    from tuner.compile_step import compile_config
+    from tuner.space import SearchSpace
+
+    raw = yaml.safe_load((Path(__file__).resolve().parents[2] / "examples" / "specs" / "matmul_descriptor.yaml").read_text())
+    space = SearchSpace.from_spec(JobSpec.model_validate(raw))
+    assert space.distributions()["WARP_SPECIALIZE"] == optuna.distributions.CategoricalDistribution((False, True))
+    sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32"}
+    warps = {}
+    for ws in (False, True):
+        cx = dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=128, BLOCK_SIZE_K=64, WARP_SPECIALIZE=ws, **raw["constants"])
+        out = compile_config(raw["kernel"]["source"], raw["kernel"]["name"], sig, cx, 8, 4, "sm_90", tuple(sig), (),
+                             232448, False)
+        assert out["status"] == "ok", out.get("error")
+        warps[ws] = out["compiled"].metadata.get("launch_warps", out["compiled"].metadata["num_warps"])
+    assert warps == {False: 8, True: 12}
