@@ -13,9 +13,9 @@ from .version import __version__
 from . import language  # noqa: E402
 from .errors import AutotunerError, CompilationError, CompileTimeAssertionFailure, OutOfResources, TritonError  # noqa: E402
 from . import runtime  # noqa: E402
-from .runtime.jit import JITFunction, jit  # noqa: E402
+from .runtime.jit import JITFunction, constexpr_function, jit  # noqa: E402
 from .runtime.autotune import Autotuner, Config, Heuristics, autotune, heuristics  # noqa: E402
-from .runtime.compile import CompiledKernel, compile  # noqa: E402
+from .runtime.compile import ASTSource, CompiledKernel, compile  # noqa: E402
 from .runtime.source import jit_from_source  # noqa: E402
 from .runtime.allocator import set_allocator  # noqa: E402
 from .runtime.tensor_wrapper import TensorWrapper, reinterpret  # noqa: E402
@@ -40,7 +40,7 @@ def next_power_of_2(n: int) -> int:
 cdiv.__blocktune_host_helper__ = True
 next_power_of_2.__blocktune_host_helper__ = True
 
-__all__ = ["jit", "JITFunction", "autotune", "heuristics", "Config", "Autotuner", "Heuristics",
-           "compile", "CompiledKernel", "jit_from_source", "TensorWrapper", "reinterpret", "cdiv", "next_power_of_2",
+__all__ = ["jit", "constexpr_function", "JITFunction", "autotune", "heuristics", "Config", "Autotuner", "Heuristics",
+           "compile", "ASTSource", "CompiledKernel", "jit_from_source", "TensorWrapper", "reinterpret", "cdiv", "next_power_of_2",
            "CompilationError", "OutOfResources", "TritonError", "AutotunerError", "CompileTimeAssertionFailure",
            "testing", "language", "runtime", "set_allocator", "must_use_result", "__version__"]

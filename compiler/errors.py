@@ -9,6 +9,11 @@ class TritonError(Exception):
     """The base of the compiler's own errors (Triton's `triton.TritonError`)."""
 
 
+class ArgumentError(ValueError, AssertionError):
+    """A wrong argument to a compiler or tool API (num_warps=3, an out-of-range dim). Also an
+    AssertionError: Triton checks these with `assert`, and code written for it catches that."""
+
+
 class CompilationError(TritonError):
     """A kernel could not be compiled. `str()` reads like a C compiler diagnostic:
 
@@ -46,6 +51,11 @@ class CompilationError(TritonError):
 
     def __str__(self) -> str:
         return self._format()
+
+    @property
+    def error_message(self) -> str:
+        """The message without the location (Triton's attribute)."""
+        return self.message
 
     def __reduce__(self):  # picklable across process pools (the tuner compiles in children)
         return (type(self), (self.message, self.loc, self.source_line))

@@ -197,6 +197,17 @@ class Function:
     arg_attrs: list[dict] = field(default_factory=list)
     constexprs: dict = field(default_factory=dict)
     loc: Loc = UNKNOWN_LOC
+    # ops dead-code elimination dropped: the backend still refuses what it cannot compile among
+    # them (an unused `tl.dot` of fp8e4b8 is an error on the GPU, as in Triton)
+    dropped_ops: list = field(default_factory=list)
+
+    def walk_with_dropped(self) -> Iterator[Op]:
+        """walk(), then the dropped ops and their regions."""
+        yield from self.walk()
+        for op in self.dropped_ops:
+            yield op
+            for r in op.regions:
+                yield from r.walk()
 
     @property
     def args(self) -> list[Value]:
@@ -275,8 +286,26 @@ SIDE_EFFECTS = {"store", "atomic_rmw", "atomic_cas", "barrier", "print", "assert
                 "condition", "for", "if", "while", "load", "tma_store"}
 
 
-def eliminate_dead_code(fn: "Function") -> None:
-    """Drop ops whose results nobody uses and that have no effect (repeat until nothing changes)."""
+def inline_asm_elements_per_register(dt, pack: int) -> int:
+    """Triton's packing of `tl.inline_asm_elementwise` operands and results: each instance gets
+    pack / k registers of k elements, k = min(pack, max(1, 32 // bits)) (four uint8 share one
+    32-bit register; four int32 are four)."""
+    bits = 64 if dt.is_ptr() else dt.primitive_bitwidth
+    return min(pack, max(1, 32 // bits))
+
+
+def has_effect(op: "Op") -> bool:
+    """Whether running the op can be observed beyond its results (a non-volatile load's only effect
+    is a possible fault, which dropping it when unused avoids); inline asm declared impure counts."""
+    if op.name == "load":
+        return bool(op.attrs.get("volatile"))
+    return op.name in SIDE_EFFECTS or (op.name == "inline_asm" and not op.attrs.get("pure"))
+
+
+def eliminate_dead_code(fn: "Function") -> list:
+    """Drop ops whose results nobody uses and that have no effect (repeat until nothing changes);
+    returns the dropped ops."""
+    dropped: list = []
     while True:
         used = {o.id for op in fn.walk() for o in op.operands if o is not None}
         removed = 0
@@ -287,15 +316,15 @@ def eliminate_dead_code(fn: "Function") -> None:
             for op in block.ops:
                 for r in op.regions:
                     sweep(r)
-                effect = op.name in SIDE_EFFECTS and not (op.name == "load" and not op.attrs.get("volatile"))
-                if not effect and op.results and not any(r.id in used for r in op.results):
+                if not has_effect(op) and op.results and not any(r.id in used for r in op.results):
                     removed += 1
+                    dropped.append(op)
                     continue
                 keep.append(op)
             block.ops = keep
         sweep(fn.body)
         if not removed:
-            return
+            return dropped
 
 def uses(fn: Function) -> dict[int, list[Op]]:
     """Value id → the ops that use it."""

@@ -26,7 +26,15 @@ This module imports nothing of ours: every layer of the compiler may read it.
 """
 from __future__ import annotations
 
+import functools
+import importlib.util
 import os
+import re
+import shutil
+import subprocess
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 _TRUE = ("1", "true", "yes", "on")
@@ -45,19 +53,20 @@ class _Knob:
     a tuple of them when there are several; `text` spells a value for the environment. Assigning a
     knob sets its (first) variable and unsets the others, deleting it unsets them all: the
     environment stays the one place a setting lives, which the native launcher and child processes
-    (the tuner's compile pool) read too."""
+    (the tuner's compile pool) read too. `key` is the first variable (Triton's name for it)."""
 
     def __init__(self, *names: str, parse: Callable[[Any], Any], doc: str,
                  text: Callable[[Any], str] = lambda v: "1" if v is True else "0" if v is False else str(v)):
         self.names, self.parse, self.text, self.__doc__ = names, parse, text, doc
+        self.key = names[0]
 
     def __set_name__(self, owner, attr: str) -> None:
         self.attr = attr
 
     def raw(self):
         if len(self.names) == 1:
-            return os.environ.get(self.names[0])
-        return tuple(os.environ.get(n) for n in self.names)
+            return _getenv(self.names[0])
+        return tuple(_getenv(n) for n in self.names)
 
     def __get__(self, obj, owner=None):
         if obj is None:
@@ -65,24 +74,89 @@ class _Knob:
         return self.parse(self.raw())
 
     def __set__(self, obj, value) -> None:
-        os.environ[self.names[0]] = self.text(value)
+        _setenv(self.names[0], None if value is None else self.text(value))
         for n in self.names[1:]:
-            os.environ.pop(n, None)
+            _setenv(n, None)
 
     def __delete__(self, obj) -> None:
         for n in self.names:
-            os.environ.pop(n, None)
+            _setenv(n, None)
+            _local_env.pop(n, None)
 
 
-class _Group:
-    def knobs(self) -> Iterator[tuple[str, _Knob]]:
+# Triton's switch: with `knobs.propagate_env = False`, assigning a knob changes it for this process
+# only (the value is kept here, over os.environ), so child processes (the tuner's compile pool) and
+# the native launcher's interpret check do not see it.
+propagate_env: bool = True
+_local_env: dict[str, str | None] = {}
+
+
+def _getenv(name: str) -> str | None:
+    return _local_env[name] if name in _local_env else os.environ.get(name)
+
+
+def _setenv(name: str, value: str | None) -> None:
+    if not propagate_env:
+        _local_env[name] = value
+        return
+    _local_env.pop(name, None)
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+
+
+class base_knobs:
+    """A group of knobs, with Triton's `base_knobs` API: `knob_descriptors`, `knobs` (the values),
+    `copy()`, `reset()`, `scope()`. The values live in the environment, not in the group, so a copy
+    reads the same settings, and `reset()` has nothing of its own to forget but the values assigned
+    while `propagate_env` was off."""
+
+    @property
+    def knob_descriptors(self) -> dict[str, _Knob]:
+        found: dict[str, _Knob] = {}
         for cls in reversed(type(self).__mro__):
-            for name, k in vars(cls).items():
-                if isinstance(k, _Knob):
-                    yield name, k
+            found.update((name, k) for name, k in vars(cls).items() if isinstance(k, _Knob))
+        return found
 
-    def values(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name, _ in self.knobs()}
+    @property
+    def knobs(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.knob_descriptors}
+
+    def copy(self):
+        other = type(self)()
+        other.__dict__.update(self.__dict__)
+        return other
+
+    def reset(self):
+        for k in self.knob_descriptors.values():
+            for n in k.names:
+                _local_env.pop(n, None)
+        return self
+
+    def _names(self) -> list[str]:
+        return [n for k in self.knob_descriptors.values() for n in k.names]
+
+    @contextmanager
+    def scope(self) -> Iterator[None]:
+        """Everything assigned to this group inside the block (its variables, its hooks) is undone
+        at the end."""
+        names = self._names()
+        env = {n: os.environ.get(n) for n in names}
+        local = {n: _local_env[n] for n in names if n in _local_env}
+        attrs = dict(self.__dict__)
+        try:
+            yield
+        finally:
+            self.__dict__.clear()
+            self.__dict__.update(attrs)
+            for n, v in env.items():
+                if v is None:
+                    os.environ.pop(n, None)
+                else:
+                    os.environ[n] = v
+                _local_env.pop(n, None)
+            _local_env.update(local)
 
 
 def _wgmma(text: str | None) -> str:
@@ -92,7 +166,7 @@ def _wgmma(text: str | None) -> str:
     return "off" if t in ("0", "off", "false", "no") else "async"
 
 
-class codegen_knobs(_Group):
+class codegen_knobs(base_knobs):
     """Switches that change the PTX; all of them are part of the compile cache key."""
 
     wgmma = _Knob("BLOCKTUNE_WGMMA", parse=_wgmma, text=lambda v: {"async": "1", "off": "0"}.get(v, v),
@@ -111,19 +185,22 @@ class codegen_knobs(_Group):
                   doc="device_assert is checked on the GPU (as @jit(debug=True))")
     fp32_default = _Knob("TRITON_F32_DEFAULT", parse=lambda t: t if t is not None else "tf32",
                          doc="tl.dot's input_precision for fp32 operands when the kernel does not say")
+    fp_fusion = _Knob("TRITON_DEFAULT_FP_FUSION", parse=lambda t: t is None or flag(t),
+                      doc="a*b+c in floating point may become one fma (Triton's default); "
+                          "TRITON_DEFAULT_FP_FUSION=0 keeps the multiply and the add apart")
 
     def key(self) -> str:
         """Every codegen knob's value, for the compile cache key."""
-        return ";".join(f"{name}={value!r}" for name, value in sorted(self.values().items()))
+        return ";".join(f"{name}={value!r}" for name, value in sorted(self.knobs.items()))
 
 
-class cache_knobs(_Group):
+class cache_knobs(base_knobs):
     dir = _Knob("BLOCKTUNE_CACHE_DIR", parse=lambda t: t or None,
                 doc="the compile cache directory (None: the platform's user cache dir + /blocktune)")
     disabled = _Knob("BLOCKTUNE_DISABLE_DISK_CACHE", parse=flag, doc="no disk cache (memory only)")
 
 
-class runtime_knobs(_Group):
+class runtime_knobs(base_knobs):
     INTERPRET_VARS = ("BLOCKTUNE_INTERPRET", "TRITON_INTERPRET")
     interpret = _Knob(*INTERPRET_VARS, parse=any_flag,
                       doc="kernel[grid](...) runs on the CPU interpreter (read at every launch)")
@@ -133,6 +210,9 @@ class runtime_knobs(_Group):
     launcher = _Knob("BLOCKTUNE_LAUNCHER", parse=lambda t: "ctypes" if (t or "").strip().lower() == "ctypes" else "native",
                      text=str,
                      doc="'native' (launch.c, built with the system C compiler) or 'ctypes'")
+    override_arch = _Knob("TRITON_OVERRIDE_ARCH", parse=lambda t: (t or "").strip() or None,
+                          doc="compile launched kernels for this architecture ('sm80', 'sm_90a') instead of the "
+                              "device's (Triton's knob; the target is in the compile cache key)")
     ptxas_aot = _Knob("BLOCKTUNE_PTXAS_AOT", parse=flag,
                       doc="assemble PTX to a cubin with ptxas before loading, and keep it in the disk cache")
 
@@ -143,11 +223,104 @@ class runtime_knobs(_Group):
         self.launch_exit_hook = HookChain(reversed=True)
 
 
-class tools_knobs(_Group):
+class tools_knobs(base_knobs):
     ptxas = _Knob("BLOCKTUNE_PTXAS", parse=lambda t: t or None, doc="path of ptxas (else PATH, CUDA_HOME, the wheels)")
     libdevice = _Knob("BLOCKTUNE_LIBDEVICE", parse=lambda t: t or None, doc="path of libdevice.10.bc")
     cublaslt = _Knob("BLOCKTUNE_CUBLASLT", parse=lambda t: t or None,
                      doc="path of libcublasLt.so for compiler._C.libtriton.nvidia.cublas (else torch's, the wheels)")
+
+
+@dataclass(frozen=True)
+class NvidiaTool:
+    """One of NVIDIA's command-line tools (ptxas, cuobjdump, nvdisasm) and its release ("12.8")."""
+    path: str
+    version: str
+
+    @staticmethod
+    @functools.lru_cache(maxsize=32)
+    def from_path(path: str) -> "NvidiaTool | None":
+        """The tool at `path` if it runs and says its release, else None."""
+        try:
+            r = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=20)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        m = re.search(r"release (\d+\.\d+)", r.stdout + r.stderr)
+        return NvidiaTool(path, m.group(1)) if m and r.returncode == 0 else None
+
+
+# The wheels that carry each tool (package, folder inside it); Triton's wheel bundles all three.
+_TOOL_WHEELS = {
+    "ptxas": (("nvidia.cu13", "bin"), ("nvidia.cuda_nvcc", "bin")),
+    "cuobjdump": (("nvidia.cu13", "bin"), ("nvidia.cuda_cuobjdump", "bin")),
+    "nvdisasm": (("nvidia.cu13", "bin"), ("nvidia.cuda_nvdisasm", "bin")),
+}
+
+
+def nvidia_tool_paths(binary: str, explicit: tuple = ()) -> list[str]:
+    """Every executable `binary` found, without repeats, in this order: the `explicit` paths (a
+    knob's variables), the PATH, $CUDA_HOME / $CUDA_PATH / /usr/local/cuda, the nvidia wheels,
+    Triton's bundled copy (found without importing Triton)."""
+    found: list[str | None] = [*explicit, shutil.which(binary)]
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if root:
+            found.append(os.path.join(root, "bin", binary))
+    for package, inside in _TOOL_WHEELS.get(binary, ()):
+        for base in _package_dirs(package):
+            found.append(os.path.join(base, inside, binary))
+    # Triton's wheel, looked for on sys.path rather than imported: under Triton's test suite a
+    # `triton` package that is blocktune's import shim comes first
+    found += [os.path.join(entry or ".", "triton", "backends", "nvidia", "bin", binary) for entry in sys.path]
+    out: list[str] = []
+    for c in found:
+        if c and c not in out and os.path.isfile(c) and os.access(c, os.X_OK):
+            out.append(c)
+    return out
+
+
+def _package_dirs(name: str) -> list[str]:
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return []
+    return list(spec.submodule_search_locations or []) if spec else []
+
+
+class _Tool(_Knob):
+    """A tool knob: reads as the first `NvidiaTool` that runs, looked for as nvidia_tool_paths says
+    (its variables first); assigning a path sets the first variable. RuntimeError when there is none."""
+
+    def __init__(self, binary: str, *names: str, doc: str):
+        super().__init__(*names, parse=self._find, text=str, doc=doc)
+        self.binary = binary
+
+    def _find(self, texts) -> NvidiaTool:
+        texts = texts if isinstance(texts, tuple) else (texts,)
+        for path in nvidia_tool_paths(self.binary, texts):
+            if tool := NvidiaTool.from_path(path):
+                return tool
+        raise RuntimeError(f"Cannot find {self.binary}: set {self.key} to its path, put it on the PATH or "
+                           f"under $CUDA_HOME/bin, or install the NVIDIA wheel that carries it")
+
+
+class nvidia_knobs(base_knobs):
+    """Triton's `knobs.nvidia` tools; `ptxas` is the one compiler/ptxas.py uses."""
+    ptxas = _Tool("ptxas", "BLOCKTUNE_PTXAS", "TRITON_PTXAS_PATH", doc="ptxas, the PTX assembler")
+    cuobjdump = _Tool("cuobjdump", "TRITON_CUOBJDUMP_PATH", doc="cuobjdump (lists a cubin's SASS)")
+    nvdisasm = _Tool("nvdisasm", "TRITON_NVDISASM_PATH", doc="nvdisasm (disassembles a cubin)")
+
+    def paths(self, tool: str) -> list[str]:
+        """Every executable copy of `tool` ("ptxas"), in the order its knob looks in."""
+        knob = self.knob_descriptors[tool]
+        return nvidia_tool_paths(knob.binary, tuple(_getenv(n) for n in knob.names))
+
+
+class language_knobs(base_knobs):
+    """Triton's `knobs.language`: defaults of the language that the kernel may override."""
+    fp32_default = _Knob("TRITON_F32_DEFAULT", parse=lambda t: t or None,
+                         doc="tl.dot's input_precision for fp32 operands when the kernel does not say "
+                             "(None: tf32); the same variable as codegen.fp32_default")
+    default_fp_fusion = _Knob("TRITON_DEFAULT_FP_FUSION", parse=lambda t: t is None or flag(t),
+                              doc="Triton's name for codegen.fp_fusion (the same variable)")
 
 
 class HookChain:
@@ -192,7 +365,7 @@ def _count(name: str, text: str | None, default: int) -> int:
         raise ValueError(f"{name}={text!r}: expected a whole number (0 turns it off)") from None
 
 
-class autotuning_knobs(_Group):
+class autotuning_knobs(base_knobs):
     print = _Knob("BLOCKTUNE_PRINT_AUTOTUNING", "TRITON_PRINT_AUTOTUNING", parse=any_flag,
                   doc="print each config as it is timed, its timings, and each tuning's winner")
     confirm = _Knob("BLOCKTUNE_AUTOTUNE_CONFIRM", parse=lambda t: _count("BLOCKTUNE_AUTOTUNE_CONFIRM", t, 5), text=str,
@@ -219,5 +392,8 @@ cache = cache_knobs()
 runtime = runtime_knobs()
 tools = tools_knobs()
 autotuning = autotuning_knobs()
+nvidia = nvidia_knobs()
+language = language_knobs()
 
-__all__ = ["codegen", "cache", "runtime", "tools", "autotuning", "HookChain", "flag", "any_flag"]
+__all__ = ["codegen", "cache", "runtime", "tools", "autotuning", "nvidia", "language", "base_knobs", "propagate_env",
+           "NvidiaTool", "nvidia_tool_paths", "HookChain", "flag", "any_flag"]

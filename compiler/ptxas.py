@@ -4,7 +4,7 @@ The compiler emits PTX and does not ship ptxas. A cubin assembled ahead of time 
 JIT of the PTX at load (the tuner assembles in its compile pool; `BLOCKTUNE_PTXAS_AOT=1` does it at
 the first load), and ptxas says why the driver refused a module; tests assemble every kernel.
 
-Where it is looked for, in this order: $BLOCKTUNE_PTXAS (`knobs.tools.ptxas`), $TRITON_PTXAS_PATH,
+Where it is looked for (`knobs.nvidia.ptxas`, Triton's knob), in this order: $BLOCKTUNE_PTXAS, $TRITON_PTXAS_PATH,
 the PATH, $CUDA_HOME / $CUDA_PATH / /usr/local/cuda, the nvidia-cuda-nvcc wheels (nvidia/cu13,
 nvidia/cuda_nvcc), Triton's bundled copy (found without importing Triton).
 
@@ -13,11 +13,8 @@ does (minor-version compatibility). `for_driver(cuda_version)` picks accordingly
 """
 from __future__ import annotations
 
-import functools
-import importlib.util
 import os
 import re
-import shutil
 import subprocess
 import tempfile
 
@@ -26,26 +23,7 @@ from . import knobs
 
 def candidates() -> list[str]:
     """Every executable ptxas found, in the order of the module doc, without repeats."""
-    found: list[str | None] = [knobs.tools.ptxas, os.environ.get("TRITON_PTXAS_PATH"), shutil.which("ptxas")]
-    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        if root:
-            found.append(os.path.join(root, "bin", "ptxas"))
-    for package, inside in (("nvidia.cu13", "bin"), ("nvidia.cuda_nvcc", "bin"), ("triton", "backends/nvidia/bin")):
-        for base in _package_dirs(package):
-            found.append(os.path.join(base, inside, "ptxas"))
-    out: list[str] = []
-    for c in found:
-        if c and c not in out and os.path.isfile(c) and os.access(c, os.X_OK):
-            out.append(c)
-    return out
-
-
-def _package_dirs(name: str) -> list[str]:
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
-        return []
-    return list(spec.submodule_search_locations or []) if spec else []
+    return knobs.nvidia.paths("ptxas")
 
 
 def find() -> str | None:
@@ -63,15 +41,10 @@ def require() -> str:
     return exe
 
 
-@functools.lru_cache(maxsize=16)
 def version(path: str) -> tuple[int, int] | None:
     """(major, minor) of `ptxas --version` ("release 13.0"), None if it does not run."""
-    try:
-        r = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    m = re.search(r"release (\d+)\.(\d+)", r.stdout + r.stderr)
-    return (int(m.group(1)), int(m.group(2))) if m and r.returncode == 0 else None
+    tool = knobs.NvidiaTool.from_path(path)
+    return _as_version(tool.version) if tool else None
 
 
 def _as_version(v) -> tuple[int, int] | None:

@@ -13,7 +13,7 @@ Rows shorter than 32 bytes (16) are copied unswizzled.
 from __future__ import annotations
 
 MAX_BOX = 256          # each box dim (cuTensorMapEncodeTiled)
-MAX_RANK = 5
+MIN_RANK, MAX_RANK = 2, 5   # 1-D maps: the driver refused a [64]-box fp16 map on the H100 (untried otherwise)
 # a block goes through one shared-memory tile: larger ones (e.g. a 128×256 fp32 store) stay
 # bounds-checked accesses rather than crowd out the pipeline stages or exceed the 227 KiB
 MAX_TILE_BYTES = 64 * 1024
@@ -39,7 +39,7 @@ def eligible(block: tuple, elt_bytes: int, target: str) -> bool:
     (else they stay bounds-checked loads and stores)."""
     if (target or "").lower() not in TARGETS:
         return False
-    if not 1 <= len(block) <= MAX_RANK or elt_bytes not in (1, 2, 4, 8):
+    if not MIN_RANK <= len(block) <= MAX_RANK or elt_bytes not in (1, 2, 4, 8):
         return False
     if any(b > MAX_BOX or b < 1 for b in block):
         return False

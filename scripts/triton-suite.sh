@@ -74,7 +74,9 @@ REF_VENV="${TRITON_REF_VENV:-$REPO/.cache/triton-ref-venv}"
 UNIT="$CHECKOUT/python/test/unit"
 [ -d "$UNIT" ] || { echo "$CHECKOUT has no python/test/unit: not a Triton checkout" >&2; exit 2; }
 [ -n "$VERSION" ] || VERSION="$(sed -n "s/^__version__ = ['\"]\([^'\"]*\)['\"].*/\1/p" "$CHECKOUT/python/triton/__init__.py")"
-COMMIT="$(git -C "$CHECKOUT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+# a copy of the checkout's files inside another repository (a carried folder) has no commit of its own
+COMMIT=unknown
+[ "$(git -C "$CHECKOUT" rev-parse --show-toplevel 2>/dev/null)" = "$CHECKOUT" ] && COMMIT="$(git -C "$CHECKOUT" rev-parse --short HEAD)"
 mkdir -p "$CACHE"
 
 PYTHONPATH="$REPO" "$PY" -m tools.triton_suite.shim "$CHECKOUT" "$CACHE/shim" --plugins-dir "$CACHE/plugins" >/dev/null
@@ -90,6 +92,8 @@ xdist_args() {  # $1: the python that runs pytest
   elif [ "$JOBS" -gt 1 ]; then echo "pytest-xdist is not installed for $1: running serially" >&2; fi
 }
 
+# `-P`: the tests run from python/test/unit, whose own `cuda/` package would hide cuda-python's
+# `cuda` (blocktune's driver) if the working directory came first on sys.path
 run_suite() {  # $1: label, $2: python, $3: PYTHONPATH, $4: junit file prefix
   local label="$1" py="$2" pypath="$3" prefix="$4" sel name mark paths
   rm -f "$prefix"-*.xml
@@ -97,7 +101,7 @@ run_suite() {  # $1: label, $2: python, $3: PYTHONPATH, $4: junit file prefix
     IFS='|' read -r name mark paths <<<"$sel"
     echo "== $label: Triton $VERSION ($COMMIT) tests $paths${mark:+ (-m $mark)} on $DEVICE" >&2
     # shellcheck disable=SC2046,SC2086
-    (cd "$UNIT" && TRITON_INTERPRET="$INTERPRET" BLOCKTUNE_INTERPRET="$INTERPRET" PYTHONPATH="$pypath${PYTHONPATH:+:$PYTHONPATH}" "$py" -m pytest "${COMMON[@]}" \
+    (cd "$UNIT" && TRITON_INTERPRET="$INTERPRET" BLOCKTUNE_INTERPRET="$INTERPRET" PYTHONPATH="$pypath${PYTHONPATH:+:$PYTHONPATH}" "$py" -P -m pytest "${COMMON[@]}" \
        ${mark:+-m "$mark"} $(xdist_args "$py") --junitxml="$prefix-$name.xml" $paths 2>&1 | tail -n 3) || true
   done
 }
@@ -132,4 +136,5 @@ SUMMARY=()
 for f in "$CACHE"/triton-*.xml; do SUMMARY+=(--reference "$f"); done
 for f in "$CACHE"/blocktune-*.xml; do SUMMARY+=(--blocktune "$f"); done
 [ -n "$MARKDOWN" ] && SUMMARY+=(--markdown "$MARKDOWN")
+[ "$GPU" = 1 ] && SUMMARY+=(--reference-name "Triton on the GPU")
 PYTHONPATH="$REPO" "$PY" -m tools.triton_suite.summary "${SUMMARY[@]}"

@@ -26,4 +26,4 @@ case "$1" in -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; es
 PY="${BLOCKTUNE_PYTHON:-$REPO/.venv/bin/python}"
 [ -x "$PY" ] || PY="$(command -v python3)"
 cd "$REPO"
-PYTHONPATH="$REPO" exec "$PY" -m tools.triton_tutorials.runner "$@"
+PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" exec "$PY" -m tools.triton_tutorials.runner "$@"

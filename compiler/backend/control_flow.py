@@ -23,12 +23,14 @@ def lower_for(lw, op):
     b = lw.b
     lays = [lw.slot_layout(a) for a in body.args[1:]]
     init_regs = [lw.get_as(v, l) for v, l in zip(inits, lays)]
+    lw.open_hoist(body)
     header, exitb, iv, phis = lw.loop_head("for", lb, ub, step, init_regs, is_signed(op.operands[0].dtype))
     lw.vals[body.args[0].id] = iv
     for a, l, ps in zip(body.args[1:], lays, phis):
         lw.bind(a, l, ps)
     nxt = lw.region_yields(body, lays)
     lw.loop_back(header, iv, step, phis, nxt)
+    lw.close_hoist()
     b.position_at_end(exitb)
     if pinned:
         dot.unpin(lw, pinned, reserved_before)

@@ -2,9 +2,11 @@
 
 Print: one `vprintf` per element.
 Each line reads `pid (x, y, z) idx (i, j) prefix: value`, the interpreter's format (compiler/ir.py
-print_text). Every element is printed once: a register whose element another register of the
-same thread holds is skipped, and only the first holder among threads that replicate an element
-prints it (the layout's owner predicate); a scalar is printed by the program's thread 0. Floats are
+print_text), each index padded to the width of its dim's largest, as Triton pads them. Every
+element is printed once: a register whose element another register of the same thread holds is
+skipped, and only the first holder among threads that replicate an element prints it (the
+layout's owner predicate); a scalar, and a print without values, is printed by every thread, as
+Triton does. Floats are
 printed with `%f` (varargs promote them to double), integers with `%d`/`%u`/`%lld`/`%llu`,
 pointers and `hex=True` values as zero-padded hex. `vprintf` is resolved by the driver when it
 loads the module, as for CUDA C's printf.
@@ -96,15 +98,15 @@ def lower_print(lw, op) -> None:
     pid = [lw.call(f"llvm.nvvm.read.ptx.sreg.ctaid.{a}", I32, []) for a in "xyz"]
     head = "pid (%d, %d, %d) idx ("
     many = len(op.operands) > 1
-    if not op.operands:
-        _emit(lw, f"pid (%d, %d, %d) idx (){text}".rstrip() + "\n", pid, lw.owner_pred(None))
+    if not op.operands:      # every thread prints it, as in Triton
+        _emit(lw, f"pid (%d, %d, %d) idx (){text}".rstrip() + "\n", pid, None)
         return
     for k, v in enumerate(op.operands):
         tag = f"(operand {k}) " if many else ""
         dt = v.dtype
-        if not v.is_block:
+        if not v.is_block:   # every thread prints a scalar, as in Triton
             conv, arg = _value(lw, lw.scalar(v), dt, hexa)
-            _emit(lw, f"{head}){text}{tag}{conv}\n", pid + [arg], lw.owner_pred(None))
+            _emit(lw, f"{head}){text}{tag}{conv}\n", pid + [arg], None)
             continue
         lay = lw.want(v)
         regs = lw.block(v, lay)
@@ -119,7 +121,9 @@ def lower_print(lw, op) -> None:
             seen.add(key)
             idx = [lw.index(lay, d, r) for d in range(len(v.shape))]
             conv, arg = _value(lw, x, dt, hexa)
-            fmt = f"{head}{', '.join(['%d'] * len(idx))}){text}{tag}{conv}\n"
+            # each index as wide as the dim's largest (Triton's `idx ( 7)` for 128 elements)
+            widths = [len(str(max(n - 1, 0))) for n in v.shape]
+            fmt = f"{head}{', '.join(f'%{w}d' for w in widths)}){text}{tag}{conv}\n"
             _emit(lw, fmt, pid + idx + [arg], owner)
 
 

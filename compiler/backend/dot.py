@@ -23,12 +23,14 @@ from .smem_tiles import write_tile
 def check_dot_shapes(fn) -> None:
     """NVIDIA's dots need every dim ≥ 16 (Triton's min_dot_size on CUDA); the front end accepts
     smaller ones because interpret mode runs them."""
-    for op in fn.walk():
+    for op in fn.walk_with_dropped():    # an unused dot too, as Triton checks it when it is written
         if op.name == "dot":
             (m, k), n = op.operands[0].shape, op.result.shape[1]
             if min(m, n, k) < 16:
-                raise BackendError(f"tl.dot: every dimension must be at least 16 on NVIDIA GPUs, got M={m}, N={n}, K={k} "
-                                   "(smaller dots run in interpret mode only)", op.loc)
+                why = (f"tl.dot: every dimension must be at least 16 on NVIDIA GPUs (Triton's rule: Input shapes should "
+                       f"have M >= 1, N >= 1 and K >= 16), got M={m}, N={n}, K={k} (smaller dots run in interpret "
+                       "mode only)")
+                raise BackendError(why, op.loc) from ValueError(why)
 
 
 # at most this much shared memory is held by pinned tiles, leaving the rest (of 227 KiB) to the

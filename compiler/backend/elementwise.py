@@ -10,6 +10,7 @@ import math
 
 from llvmlite import ir as ll
 
+from .. import ir
 from . import fp8
 from .errors import BackendError
 from .llvm_types import CONTRACT, F32, F64, GPTR, I1, I32, I64, LN2, LOG2E, fsuffix, is_signed, lty, mty
@@ -138,14 +139,15 @@ def binary(name):
         half = dt.name in ("fp16", "bf16")
         sgn = is_signed(dt)
         t = lty(dt)
+        contract = CONTRACT if lw.options.fp_fusion else ()
 
         def f(x, y):
             if name == "add":
-                return b.fadd(x, y, flags=CONTRACT) if fl else b.add(x, y)
+                return b.fadd(x, y, flags=contract) if fl else b.add(x, y)
             if name == "sub":
-                return b.fsub(x, y, flags=CONTRACT) if fl else b.sub(x, y)
+                return b.fsub(x, y, flags=contract) if fl else b.sub(x, y)
             if name == "mul":
-                return b.fmul(x, y, flags=CONTRACT) if fl else b.mul(x, y)
+                return b.fmul(x, y, flags=contract) if fl else b.mul(x, y)
             if name == "fdiv":
                 if dt.name == "fp32":
                     if op.attrs.get("ieee", False):
@@ -448,9 +450,10 @@ def lower_extern_elementwise(lw, op, lay):
 
 
 def lower_inline_asm(lw, op):
-    """Triton's elementwise inline asm: one asm instance per `pack` consecutive registers of a thread;
-    with pack > 1 each operand and result is that many elements in one register (<pack x T> bitcast
-    to an integer of the same width, as "r"/"l"/"h" constraints need)."""
+    """Triton's elementwise inline asm: one asm instance per `pack` consecutive registers of a thread.
+    As in Triton, each operand and result of an instance is pack / k registers, k = min(pack,
+    max(1, 32 // bits)) elements each: with k > 1, a <k x T> bitcast to one integer register (four
+    uint8 in one "r"), else one element per register (four int32: "r,r,r,r")."""
     b = lw.b
     pack = op.attrs["pack"]
     results = op.results
@@ -461,42 +464,55 @@ def lower_inline_asm(lw, op):
     groups = -(-n // pack)
     args = [lw.block(o, lay) if lay is not None else [lw.scalar(o)] for o in op.operands]
 
-    def packed_type(dt):
-        t = lty(dt)
-        if pack == 1:
-            return t, None
-        bits = dt.primitive_bitwidth * pack
-        if bits not in (16, 32, 64):
-            raise BackendError(f"tl.inline_asm_elementwise: pack={pack} elements of {dt} are {bits} bits, "
-                               "not one 16-, 32- or 64-bit register", op.loc)
-        return ll.IntType(bits), ll.VectorType(t, pack)
+    def per_reg(dt) -> int:
+        k = ir.inline_asm_elements_per_register(dt, pack)
+        if k > 1 and dt.primitive_bitwidth * k not in (16, 32):
+            raise BackendError(f"tl.inline_asm_elementwise: {k} elements of {dt} do not make one 16- or 32-bit "
+                               "register", op.loc)
+        return k
+
+    def reg_types(dt):
+        """(register type, vector type or None) of each of an instance's registers for `dt`."""
+        k, t = per_reg(dt), lty(dt)
+        return [(t, None) if k == 1 else (ll.IntType(dt.primitive_bitwidth * k), ll.VectorType(t, k))] * (pack // k)
 
     def pack_regs(regs, dt):
-        whole, vec = packed_type(dt)
-        if vec is None:
-            return regs
+        """Per instance, its registers for this operand."""
+        k = per_reg(dt)
         out = []
         for g in range(groups):
-            v = ll.Constant(vec, ll.Undefined)
-            for j in range(pack):
-                v = b.insert_element(v, regs[min(g * pack + j, n - 1)], ll.Constant(I32, j))
-            out.append(b.bitcast(v, whole))
+            elems = [regs[min(g * pack + j, n - 1)] for j in range(pack)]
+            if k == 1:
+                out.append(elems)
+                continue
+            group = []
+            whole, vec = reg_types(dt)[0]
+            for r in range(pack // k):
+                v = ll.Constant(vec, ll.Undefined)
+                for j in range(k):
+                    v = b.insert_element(v, elems[r * k + j], ll.Constant(I32, j))
+                group.append(b.bitcast(v, whole))
+            out.append(group)
         return out
 
     ins = [pack_regs(a, o.dtype) for a, o in zip(args, op.operands)]
-    outs = [packed_type(r.dtype) for r in results]
-    ret = outs[0][0] if len(outs) == 1 else ll.LiteralStructType([t for t, _ in outs])
-    fty = ll.FunctionType(ret, [a[0].type for a in ins])
+    outs = [reg_types(r.dtype) for r in results]
+    flat_out = [t for regs in outs for t, _ in regs]
+    ret = flat_out[0] if len(flat_out) == 1 else ll.LiteralStructType(flat_out)
+    fty = ll.FunctionType(ret, [reg.type for a in ins for reg in a[0]])
     values = [[] for _ in results]
     for g in range(groups):
-        r = b.asm(fty, op.attrs["asm"], op.attrs["constraints"], [a[g] for a in ins], not op.attrs["pure"])
-        for k, (whole, vec) in enumerate(outs):
-            v = r if len(outs) == 1 else b.extract_value(r, k)
-            if vec is None:
-                values[k].append(v)
-                continue
-            v = b.bitcast(v, vec)
-            values[k].extend(b.extract_element(v, ll.Constant(I32, j)) for j in range(pack))
+        r = b.asm(fty, op.attrs["asm"], op.attrs["constraints"], [reg for a in ins for reg in a[g]], not op.attrs["pure"])
+        i = 0
+        for k, regs in enumerate(outs):
+            for whole, vec in regs:
+                v = r if len(flat_out) == 1 else b.extract_value(r, i)
+                i += 1
+                if vec is None:
+                    values[k].append(v)
+                else:
+                    v = b.bitcast(v, vec)
+                    values[k].extend(b.extract_element(v, ll.Constant(I32, j)) for j in range(vec.count))
     for res, regs in zip(results, values):
         if lay is None:
             lw.vals[res.id] = regs[0]

@@ -33,7 +33,7 @@ def ptx_name(dt) -> str:
 def check_types(fn, target: str) -> None:
     """Refuse, at the first op that makes one, the fp8 formats NVIDIA GPUs have no conversions for
     (interpret mode runs them) and fp8 on targets before sm_89."""
-    for op in fn.walk():
+    for op in fn.walk_with_dropped():    # an unused value of such a type too, as Triton checks it when made
         for v in op.results:
             dt = v.dtype.element_ty if v.dtype.is_ptr() else v.dtype
             if not dt.is_fp8():
@@ -42,7 +42,7 @@ def check_types(fn, target: str) -> None:
             if why is None and _sm(target) < 89:
                 why = f"{dt} needs sm_89 or newer (the fp8 conversions and tensor cores); the target is {target}"
             if why:
-                raise BackendError(why, op.loc)
+                raise BackendError(why, op.loc) from ValueError(why)
 
 
 def _sm(target: str) -> int:

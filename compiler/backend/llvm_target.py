@@ -15,6 +15,14 @@ from .. import knobs
 
 TRIPLE = "nvptx64-nvidia-cuda"
 PTX_FEATURES = "+ptx84"
+
+
+def features_for(cpu: str) -> str:
+    """PTX ISA 8.4 up to sm_90a; a newer architecture (sm_100a: 8.6) gets the oldest ISA that has it,
+    LLVM's default for the target."""
+    m = re.match(r"sm_(\d+)", cpu)
+    return "" if m and int(m.group(1)) > 90 else PTX_FEATURES
+
 _lock = threading.Lock()
 
 
@@ -58,8 +66,10 @@ def data_layout(cpu: str = "sm_90") -> str:
     return str(target_machine(cpu).target_data)
 
 
-def llir_to_ptx(llir: str, cpu: str = "sm_90", features: str = PTX_FEATURES, optimize: bool = True) -> tuple[str, str]:
-    """Parse, verify, optimize (O3) and emit PTX. Returns (optimized LLVM IR, PTX)."""
+def llir_to_ptx(llir: str, cpu: str = "sm_90", features: str | None = None, optimize: bool = True) -> tuple[str, str]:
+    """Parse, verify, optimize (O3) and emit PTX (features: `features_for(cpu)`). Returns (optimized
+    LLVM IR, PTX)."""
+    features = features_for(cpu) if features is None else features
     tm = target_machine(cpu, features)
     with _lock:  # llvmlite objects are not shared across threads safely
         mod = llvm.parse_assembly(llir)

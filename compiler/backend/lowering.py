@@ -43,8 +43,16 @@ REMAT_OPS = {"const", "arange", "splat", "broadcast", "expand_dims", "trans", "r
              "assume", "not", "neg"}
 
 
+# ops that only rearrange their one block operand: made again in another layout from the operand
+# in the matching one
+RESHAPING_OPS = {"expand_dims", "broadcast", "trans", "reshape"}
+
 # a layout conversion through shared memory moves at most this many bytes at a time
 CONVERT_CHUNK_BYTES = 32 * 1024
+
+# a loop-invariant value converted inside a loop is converted once before it (LoopHoist) when the
+# converted copy takes at most this many registers a thread (it stays live through the loop)
+HOIST_MAX_REGS = 16
 
 
 def _register_only_bit(a: Layout, b: Layout, j: int) -> bool:
@@ -66,6 +74,17 @@ def _first_dim(lay: Layout):
         if nz:
             return nz[0]
     return None
+
+
+@dataclass(frozen=True)
+class LoopHoist:
+    """Where an open loop's invariant layout conversions go: `builder` sits before the branch that
+    ends a block ahead of the loop (its pipeline prologue, its phis), `inside` holds the ids of
+    every value the loop body defines, `depth` indexes the scope open at the loop, which keeps the
+    converted registers for the loop and what follows it."""
+    builder: ll.IRBuilder
+    inside: frozenset
+    depth: int
 
 
 @dataclass(frozen=True)
@@ -104,6 +123,10 @@ class Lowering:
         self.strings: dict[str, ll.GlobalVariable] = {}    # printf formats (debug_ops.py)
         self.vals: dict[int, object] = {}     # value id → llvm value (scalar) or (Layout, [regs])
         self.scopes: list[dict] = [{}]          # (value id, layout) → regs; one dict per open region
+        self.hoists: list[LoopHoist] = []       # the open loops, outermost first
+        # value id → (tile, i32 byte offset): a block that sits in shared memory for as long as it
+        # lives (a pipelined loop's stage), read in any layout asked for (bind_smem_block)
+        self.smem_backed: dict[int, tuple] = {}
         self._intrinsics: dict[str, ll.Function] = {}
         self._tl_cache: dict = {}
         self._build_signature()
@@ -334,18 +357,82 @@ class Lowering:
             if key in s:
                 return s[key]
         out = self._remap(regs, have, lay)  # same threads, registers reordered: free
+        if out is None and v.id in self.smem_backed:
+            out = self._read_backed(v, lay)
         if out is None and v.owner is not None and self._rematerializable(v, 6):
             out = self.rules.by_layout[v.owner.name](self, v.owner, lay)
         if out is None:
+            hoist = self._hoist_for(v, lay)
+            if hoist is not None:
+                # a conversion costs barriers and shared-memory traffic that LLVM cannot move out
+                # of the loop (e.g. attention's row statistics broadcast per key block): once, before it
+                saved, self.b = self.b, hoist.builder
+                try:
+                    out = self.convert(regs, have, lay, v.dtype)
+                finally:
+                    self.b = saved
+                self.scopes[hoist.depth][key] = out
+                return out
             out = self.convert(regs, have, lay, v.dtype)
         self.scopes[-1][key] = out
         return out
 
+    def _hoist_for(self, v: ir.Value, lay: Layout) -> "LoopHoist | None":
+        """The outermost open loop that `v` is invariant in, when its conversion to `lay` may move
+        before that loop."""
+        if lay.n_regs > HOIST_MAX_REGS:
+            return None
+        for h in self.hoists:
+            if v.id not in h.inside:
+                return h
+        return None
+
+    def open_hoist(self, body: ir.Block) -> None:
+        """Start a loop whose body is `body`: from here on, conversions of values it does not define
+        are emitted here, ahead of it (close with close_hoist once the loop is lowered)."""
+        b = self.b
+        here = self.func.append_basic_block("loop.invariants")
+        b.branch(here)
+        b.position_at_end(here)
+        nxt = self.func.append_basic_block("loop.pre")
+        br = b.branch(nxt)
+        b.position_at_end(nxt)
+        hb = ll.IRBuilder(here)
+        hb.position_before(br)
+        inside = {a.id for a in body.args}
+        for o in body.walk():
+            inside.update(r.id for r in o.results)
+            for r in o.regions:
+                inside.update(a.id for a in r.args)
+        self.hoists.append(LoopHoist(hb, frozenset(inside), len(self.scopes) - 1))
+
+    def close_hoist(self) -> None:
+        self.hoists.pop()
+
+    def bind_smem_block(self, v: ir.Value, lay: Layout, tile, dyn) -> None:
+        """v is the block that `tile` (a FlatTile) holds at byte offset `dyn` (i32) in shared memory,
+        written and made visible to every thread before this point and left alone while v lives:
+        its registers in any layout are plain shared-memory loads, no conversion."""
+        self.smem_backed[v.id] = (tile, dyn)
+        self.set_block(v, lay, self._read_backed(v, lay))
+
+    def _read_backed(self, v: ir.Value, lay: Layout) -> list:
+        tile, dyn = self.smem_backed[v.id]
+        base = self.b.add(dyn, ll.Constant(I32, tile.base)) if tile.base else dyn
+        return self.smem_read(lay, mty(v.dtype), tile.es, dyn_bytes=base)
+
     def _rematerializable(self, v: ir.Value, depth: int) -> bool:
+        if v.id in self.smem_backed:
+            return True   # read again in the layout wanted (block())
         op = v.owner
         if op is None or op.name not in REMAT_OPS or depth == 0:
             return False
+        if op.name in RESHAPING_OPS and self._loop_invariant(op.operands[0]):
+            return True   # its operand's conversion moves out of the loop (`Di[:, None]` in a loop)
         return all(o is None or not o.is_block or self._rematerializable(o, depth - 1) for o in op.operands)
+
+    def _loop_invariant(self, v: ir.Value) -> bool:
+        return bool(self.hoists) and v.id not in self.hoists[-1].inside
 
     @staticmethod
     def _remap(regs, have: Layout, want: Layout):
@@ -432,10 +519,10 @@ class Lowering:
             off = b.add(off, ll.Constant(I32, base_elems))
         return off
 
-    def _smem_slots(self, lay: Layout, es, pad_shift, base_elems: int, chunk):
+    def _smem_slots(self, lay: Layout, es, pad_shift, base_elems: int, chunk, dyn_bytes=None):
         """(first register, vector length, shared-memory pointer) of each of this thread's vectors at
         their row-major offsets. `chunk` = (shift, c): only the registers whose offset >> shift == c,
-        at offset mod 2**shift."""
+        at offset mod 2**shift. `dyn_bytes`: an i32 added to every byte offset."""
         tv, tm = self.thread_flat(lay)
         vec = self._vec_len(lay, tm, es)
         b = self.b
@@ -446,7 +533,8 @@ class Lowering:
                     continue
                 flat &= (1 << chunk[0]) - 1
             off = self._padded(self.combine_const(tv, tm, flat), pad_shift, base_elems)
-            yield g, vec, self.smem_ptr(b.mul(off, ll.Constant(I32, es)))
+            byte = b.mul(off, ll.Constant(I32, es))
+            yield g, vec, self.smem_ptr(byte if dyn_bytes is None else b.add(byte, dyn_bytes))
 
     def smem_write(self, vals, lay: Layout, mt, es, pad_shift=None, base_elems: int = 0, pred=None, chunk=None):
         """Store this thread's registers at their row-major offsets (see _smem_slots for `chunk`)."""
@@ -464,11 +552,11 @@ class Lowering:
             else:
                 b.store(val, ptr, align=es * vec)
 
-    def smem_read(self, lay: Layout, mt, es, pad_shift=None, base_elems: int = 0, chunk=None, out=None):
+    def smem_read(self, lay: Layout, mt, es, pad_shift=None, base_elems: int = 0, chunk=None, out=None, dyn_bytes=None):
         """Load this thread's registers (with `chunk`, only those registers are filled in `out`)."""
         b = self.b
         res = out if out is not None else []
-        for g, vec, ptr in self._smem_slots(lay, es, pad_shift, base_elems, chunk):
+        for g, vec, ptr in self._smem_slots(lay, es, pad_shift, base_elems, chunk, dyn_bytes):
             if vec == 1:
                 got = [b.load(ptr, typ=mt, align=es)]
             else:

@@ -353,13 +353,21 @@ def _atom_one(lw, kind, ptr, val, cmp, pred, dt, sem, scope):
         ins.append(x)
         cons.append(letter)
     args = ", ".join(f"${pi + 1 + j}" for j in range(len(operands)))
-    text.append(f"{pfx}atom{_SEM.get(sem, '.acq_rel')}{_SCOPE.get(scope, '.gpu')}.global.{opname}{ty} $0, [ ${pi} + 0 ], {args};")
+    text.append(f"{pfx}{_atom(kind, sem, scope)}.{opname}{ty} $0, [ ${pi} + 0 ], {args};")
     old = b.asm(ll.FunctionType(it, [x.type for x in ins]), "\n\t".join(text), ",".join([f"={letter}"] + cons), ins, True)
     if fl:
         return b.bitcast(old, lty(dt))
     if dt.is_ptr():
         return b.inttoptr(old, GPTR)
     return old
+
+
+def _atom(kind, sem, scope) -> str:
+    """`atom` with its state space, scope and ordering, in the order Triton's PTX has them (its tests
+    look for "atom.global.gpu.acq_rel" and, for compare-and-swap, "atom.global.acq_rel"); ptxas
+    takes the qualifiers in any order."""
+    sem_s, scope_s = _SEM.get(sem, ".acq_rel"), _SCOPE.get(scope, ".gpu")
+    return f"atom.global{sem_s}{scope_s}" if kind == "cas" else f"atom.global{scope_s}{sem_s}"
 
 
 def _atom_fminmax(lw, kind, ptr, val, pred, dt, sem, scope):
@@ -376,9 +384,9 @@ def _atom_fminmax(lw, kind, ptr, val, pred, dt, sem, scope):
     letter = {32: "r", 64: "l"}[bits]
     op_pos = f"{kind}.s{bits}"  # val >= 0: signed max / signed min
     op_neg = f"{'min' if kind == 'max' else 'max'}.u{bits}"  # val < 0: max → unsigned min, min → unsigned max
-    sem_s, scope_s = _SEM.get(sem, ".acq_rel"), _SCOPE.get(scope, ".gpu")
-    text = (f"mov.b{bits} $0, 0;\n\t@$1 atom{sem_s}{scope_s}.global.{op_pos} $0, [ $3 + 0 ], $4;\n\t"
-            f"@$2 atom{sem_s}{scope_s}.global.{op_neg} $0, [ $3 + 0 ], $4;")
+    atom = _atom(kind, sem, scope)
+    text = (f"mov.b{bits} $0, 0;\n\t@$1 {atom}.{op_pos} $0, [ $3 + 0 ], $4;\n\t"
+            f"@$2 {atom}.{op_neg} $0, [ $3 + 0 ], $4;")
     ins = [p_pos, p_neg, ptr, iv]
     old = b.asm(ll.FunctionType(it, [x.type for x in ins]), text, f"={letter},b,b,l,{letter}", ins, True)
     return b.bitcast(old, lty(dt))

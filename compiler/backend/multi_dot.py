@@ -10,7 +10,10 @@ the loops it leaves where every wgmma operand is one of:
     and iter args) — copied with cp.async, num_stages buffers ahead, as pipeline.py does;
   - a block defined before the loop — pinned in shared memory for the loop (dot.pin_loop_invariant_operands);
   - A held in a wgmma accumulator layout (wgmma.a_from_registers: attention's P) — fed from registers.
-Each stage holds one tile per loaded operand; the pinned tiles sit below the stages, and the body's
+The body's other loads of row or column vectors (the backward's per-row M and Delta), their
+addresses index arithmetic too, are copied along with the tiles (_side_loads) and read from their
+stage in whatever layout their users want (Lowering.bind_smem_block), as Triton streams them.
+Each stage holds one tile per loaded operand (and the vectors); the pinned tiles sit below the stages, and the body's
 other shared-memory uses (reductions, layout changes) above them (Lowering.smem_reserved), so
 nothing the copies are still writing is touched. Each dot waits for its wgmma at once (the softmax
 reads QKᵀ right away), except the last one when it only accumulates across iterations (P·V):
@@ -76,6 +79,8 @@ def make_plan(lw, op):
     inside = {a.id for a in body.args} | {r.id for o in body.walk() for r in o.results}
     entries = []
     pinned_end, n_pinned = _align(lw.smem_reserved), 0
+    fn_top = set(lw.fn.body.ops)
+    kernel_pins = set(lw.kernel_pins)
     for d in dots:
         for i in (0, 1):
             v = d.operands[i]
@@ -88,10 +93,16 @@ def make_plan(lw, op):
                 entries.append((d, i) + found)
                 continue
             if v.id not in inside:   # pinned: the same arithmetic as dot.pin_loop_invariant_operands
+                n_pinned += 1
+                kernel_value = v.owner is None or v.owner in fn_top
+                if kernel_value and v.id in kernel_pins:
+                    continue   # its tile is already there, below smem_reserved
+                if kernel_value and op in fn_top:
+                    kernel_pins.add(v.id)
                 nbytes = math.prod(v.shape) * v.dtype.itemsize
                 if pinned_end + nbytes > dot.PINNED_LIMIT:
                     return None
-                pinned_end, n_pinned = _align(pinned_end + nbytes), n_pinned + 1
+                pinned_end = _align(pinned_end + nbytes)
                 continue
             if i == 0 and wgmma.a_from_registers(d, lw.want(v), lw.options):
                 continue
@@ -102,7 +113,11 @@ def make_plan(lw, op):
     if not entries or not _only_feeds_dots(lw, entries):
         return None
     loads = list(dict.fromkeys(e[2] for e in entries))
-    addr = pipeline.address_slices(lw, body, loads)
+    side = _side_loads(lw, body, loads)
+    addr = pipeline.address_slices(lw, body, loads + side) if side else None
+    if addr is None:
+        side = []
+        addr = pipeline.address_slices(lw, body, loads)
     if addr is None:
         return None
     lays, vecs, offsets, off = [], [], [], 0
@@ -123,6 +138,14 @@ def make_plan(lw, op):
         vecs.append(v)
         offsets.append(off)
         off = _align(off + tile.nbytes)
+    for lo in side:   # after the operand tiles, 16-byte aligned
+        lay = lw.want(lo.result)
+        lays.append(lay)
+        vecs.append(_side_vec(lw, lo, lay))
+        offsets.append(off)
+        off += -(-FlatTile(lo.result.shape, esize(lo.result.dtype)).nbytes // 16) * 16
+    off = _align(off)
+    loads = loads + side
     barriers = 1024 if any(lo.name == "tma_load" for lo in loads) else 0   # one mbarrier per stage
     stages = min(stages, (pipeline.SMEM_LIMIT - TRANSIENT_MARGIN - pinned_end - barriers) // off)
     if stages < 2:
@@ -130,12 +153,54 @@ def make_plan(lw, op):
     p = pipeline.Plan()
     p.entries, p.loads, p.lays, p.vecs, p.offsets = entries, loads, lays, vecs, offsets
     p.skip = set(loads) | {e[3] for e in entries if e[3] is not None}
+    p.side_loads = side
     p.stages, p.dist, p.stage_bytes, p.n_pinned, p.barrier_bytes = stages, stages - 1, off, n_pinned, barriers
     p.addr_ops, p.upd_ops, p.needed = addr
     p.dots = set(dots)
-    p.single_pending = 0   # warp_specialize.py may keep a lone dot in flight across the back edge
     _plan_async_accumulator(lw, p, body, dots)
+    _plan_deferred_waits(lw, p, body, dots)
+    p.in_flight = []
     return p
+
+
+class FlatTile:
+    """A block in shared memory in row-major order, unswizzled: a side load's stage buffer (the
+    interface of dot_layouts.SmemTile that the copies and reads use)."""
+
+    def __init__(self, shape: tuple, es: int, base: int = 0):
+        self.shape, self.es, self.base = tuple(shape), es, base
+        self.vec = max(1, 16 // es)
+        self.nbytes = math.prod(shape) * es
+        self.strides = [math.prod(shape[d + 1:]) for d in range(len(shape))]
+
+    def offset(self, coord: tuple) -> int:
+        return sum(c * s for c, s in zip(coord, self.strides))
+
+
+def _side_vec(lw, lo, lay) -> int:
+    es = esize(lo.result.dtype)
+    return min(access_width(lw, lay, lo.operands[0], lo.operands[1], es), pipeline._smem_vec(lay, FlatTile(lo.result.shape, es)))
+
+
+def _side_loads(lw, body, operand_loads) -> list:
+    """The body's other loads of row or column vectors (the backward's per-row M and Delta): copied
+    with the operand tiles, each stage holding them row-major, and read from there in whatever
+    layout their users want — no load in the loop waiting on global memory, and no conversion
+    through shared memory with its two barriers. Their addresses must be index arithmetic too
+    (make_plan drops them otherwise)."""
+    out = []
+    for lo in body.ops:
+        if (lo.name != "load" or lo in operand_loads or not lo.result.is_block or lo.result.dtype.is_ptr()
+                or lo.result.dtype.name == "int1"):
+            continue
+        if len(lo.result.shape) != 1 or lo.attrs.get("volatile") or not pipeline._zero_const(lo.operands[2]):
+            continue
+        if not (lo.operands[0].is_block and lo.operands[0].dtype.is_ptr()):
+            continue
+        lay = lw.want(lo.result)
+        if _side_vec(lw, lo, lay) * esize(lo.result.dtype) in (4, 8, 16):
+            out.append(lo)
+    return out
 
 
 def _plan_async_accumulator(lw, p, body, dots):
@@ -143,8 +208,11 @@ def _plan_async_accumulator(lw, p, body, dots):
     attention: P·V runs while the next iteration waits for its tiles and issues QKᵀ) when its
     result is only carried to the next iteration, whose uses of it all come after the first dot:
     that dot's wait (wait_group 0) then covers it too. Off with knobs.codegen.wgmma "sync"."""
-    p.async_dot = False
+    p.async_dot = p.single_dot = False
     first, last = dots[0], dots[-1]
+    if first is last and all(lo.name == "tma_load" for lo in p.loads):
+        _plan_async_single_dot(lw, p, body, first)
+        return
     if lw.options.wgmma != "async" or first is last or last.result.dtype.name != "fp32":
         return
     y = body.terminator
@@ -159,10 +227,38 @@ def _plan_async_accumulator(lw, p, body, dots):
     p.async_dot, p.acc_index, p.carried, p.first_dot, p.last_dot = True, slots[0], arg, first, last
 
 
+def _plan_async_single_dot(lw, p, body, d):
+    """One dot fed by TMA (tutorial 09's loop with `b.T`): kept in flight across iterations as
+    pipeline.py keeps its single dot (wait_group 1; the accumulator its own iter arg, yielded and
+    used by nothing else). Loops of cp.async loads that land here keep the measured code (each
+    wgmma waited for)."""
+    if lw.options.wgmma != "async" or d.result.dtype.name != "fp32" or d.operands[2].dtype.name != "fp32":
+        return
+    c, y = d.operands[2], body.terminator
+    if c.owner is not None or c not in body.args[1:]:
+        return
+    i = body.args.index(c) - 1
+    if y.operands[i] is d.result and all(u is y for u in lw.uses.get(d.result.id, ())):
+        p.async_dot, p.single_dot, p.acc_index = True, True, i
+
+
 def _write_cdim(lo, lay) -> int:
     """The contiguous dim of a load's tile: the one its registers arrive along (cp.async), or the
     last, as in global memory (TMA)."""
     return 1 if lo.name == "tma_load" else contiguous_dim(lay)
+
+
+def _plan_deferred_waits(lw, p, body, dots):
+    """The dots between the first and the last whose result is only carried to the next iteration
+    (the backward's dV += PᵀdO): committed without a wait, their accumulators routed through the
+    next dot's wait instead (Triton's order), so that the next dot issues while they run."""
+    p.deferred = set()
+    if lw.options.wgmma != "async":
+        return
+    y = body.terminator
+    for d in dots[1:-1]:
+        if d.result.dtype.name == "fp32" and all(u is y for u in lw.uses.get(d.result.id, ())):
+            p.deferred.add(d)
 
 
 def _tiles(lw, plan, start: int):
@@ -171,8 +267,12 @@ def _tiles(lw, plan, start: int):
     first byte is `start`, with bases relative to the current start of the transient space."""
     write = []
     for lo, lay, off in zip(plan.loads, plan.lays, plan.offsets):
-        write.append(SmemTile(lo.result.shape, _write_cdim(lo, lay), esize(lo.result.dtype),
-                              base=start + off - lw.smem_reserved, panels=True))
+        base = start + off - lw.smem_reserved
+        if lo in plan.side_loads:
+            write.append(FlatTile(lo.result.shape, esize(lo.result.dtype), base=base))
+        else:
+            write.append(SmemTile(lo.result.shape, _write_cdim(lo, lay), esize(lo.result.dtype), base=base, panels=True))
+    plan.side = {lo: t for lo, t in zip(plan.loads, write) if lo in plan.side_loads}
     read = {}
     for d, i, lo, tr in plan.entries:
         t = write[plan.loads.index(lo)]
@@ -193,16 +293,32 @@ def _emit_dot(lw, plan, d, read_tiles, read_base):
             tiles[i] = dot._rebased(lw, lw.pinned_tiles[key])
     a = d.operands[0]
     a_regs = lw.block(a, lw.layout_of(a)) if tiles[0] is None else None
-    if not plan.async_dot:
-        wgmma.dot_from_tiles(lw, d, tiles[0], tiles[1], dyn_base=tuple(dyn), a_regs=a_regs, pending=plan.single_pending)
-    elif d is plan.first_dot:   # its wait also completes the previous iteration's last dot
-        lay = lw.slot_layout(plan.carried)
-        waited = wgmma.dot_from_tiles(lw, d, tiles[0], tiles[1], dyn_base=tuple(dyn), a_regs=a_regs,
-                                      also_wait=lw.block(plan.carried, lay))
-        lw.bind(plan.carried, lay, waited)
-    else:
-        wgmma.dot_from_tiles(lw, d, tiles[0], tiles[1], dyn_base=tuple(dyn), a_regs=a_regs,
-                             pending=1 if d is plan.last_dot else 0)
+    kw = dict(dyn_base=tuple(dyn), a_regs=a_regs)
+    if plan.single_dot:   # its accumulator chains into the next iteration's; the exit waits
+        wgmma.dot_from_tiles(lw, d, tiles[0], tiles[1], pending=1, **kw)
+        return
+    if d in plan.deferred:
+        wgmma.dot_from_tiles(lw, d, tiles[0], tiles[1], pending=None, **kw)
+        plan.in_flight.append(d.result)
+        return
+    # this dot's wait also completes the dots still in flight: the previous iteration's last one
+    # (at the first dot) and the deferred ones before it
+    running = list(plan.in_flight)
+    if plan.async_dot and d is plan.first_dot:
+        running.insert(0, plan.carried)
+    plan.in_flight = []
+    if plan.async_dot and d is plan.last_dot and not running:
+        # every earlier group of the iteration is complete (the dot before waited for 0): nothing
+        # to wait for until the next iteration's first dot, as Triton's loop
+        wgmma.dot_from_tiles(lw, d, tiles[0], tiles[1], pending=None, **kw)
+        return
+    lays = [lw.layout_of(v) for v in running]
+    regs = [lw.block(v, lay) for v, lay in zip(running, lays)]
+    waited = wgmma.dot_from_tiles(lw, d, tiles[0], tiles[1], also_wait=[x for r in regs for x in r],
+                                  pending=1 if plan.async_dot and d is plan.last_dot else 0, **kw)
+    for v, lay, r in zip(running, lays, regs):
+        lw.set_block(v, lay, waited[:len(r)])
+        waited = waited[len(r):]
 
 
 def lower_for(lw, op) -> bool:

@@ -72,10 +72,11 @@ RULES = RuleTable(
 
 
 def lower_to_llvm(fn: ir.Function, *, num_warps: int, num_stages: int = 1, target: str | None = None,
-                  debug: bool = False) -> Lowering:
+                  debug: bool = False, enable_fp_fusion: bool | None = None, maxnreg: int | None = None) -> Lowering:
     if num_warps < 1 or num_warps & (num_warps - 1) or num_warps > 32:
         raise BackendError(f"num_warps must be a power of two between 1 and 32, got {num_warps}")
-    options = LoweringOptions.from_knobs(num_warps=num_warps, num_stages=num_stages, target=target, debug=debug)
+    options = LoweringOptions.from_knobs(num_warps=num_warps, num_stages=num_stages, target=target, debug=debug,
+                                         enable_fp_fusion=enable_fp_fusion, maxnreg=maxnreg)
     fp8.check_types(fn, options.target)
     dot.check_dot_shapes(fn)
     lw = Lowering(fn, options, RULES)
@@ -94,7 +95,8 @@ def module_text(lw: Lowering) -> str:
     j = text.index("\n", i)
     line = text[i:j]
     line = _tensor_map_params(line, lw)
-    text = text[:i] + line + f' "nvvm.maxntid"="{32 * launch_warps(lw)}"' + \
+    maxnreg = f' "nvvm.maxnreg"="{lw.options.maxnreg}"' if lw.options.maxnreg is not None else ""
+    text = text[:i] + line + f' "nvvm.maxntid"="{32 * launch_warps(lw)}"' + maxnreg + \
         (' "nvvm.minctasm"="1"' if lw.ws is not None else "") + text[j:]   # setmaxnreg needs that cap
     nv = lw.libdevice_functions()
     if nv:
@@ -122,10 +124,11 @@ def _tensor_map_params(line: str, lw: Lowering) -> str:
 
 
 def compile_ir(fn: ir.Function, *, num_warps: int, num_stages: int = 3, target: str = "sm_90",
-               debug: bool = False) -> dict:
+               debug: bool = False, enable_fp_fusion: bool | None = None, maxnreg: int | None = None) -> dict:
     """Compile block IR to PTX. Returns {name, llir, ptx, shared, num_warps, params}."""
     cpu = cpu_for(target)
-    lw = lower_to_llvm(fn, num_warps=num_warps, num_stages=num_stages, target=target, debug=debug)
+    lw = lower_to_llvm(fn, num_warps=num_warps, num_stages=num_stages, target=target, debug=debug,
+                       enable_fp_fusion=enable_fp_fusion, maxnreg=maxnreg)
     if lw.needs_sm90a:  # wgmma (wgmma.py)
         cpu = "sm_90a"
     text = module_text(lw)

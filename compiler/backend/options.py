@@ -18,13 +18,20 @@ class LoweringOptions:
     debug: bool = False           # device_assert is checked on the GPU only in debug mode, as in Triton
     wgmma: str = "async"          # knobs.codegen.wgmma: "async" | "sync" | "off"
     pipeline: bool = True         # knobs.codegen.pipeline
+    fp_fusion: bool = True        # knobs.codegen.fp_fusion, or the launch's enable_fp_fusion
+    maxnreg: int | None = None    # the launch's maxnreg: the kernel's .maxnreg (registers per thread)
     warp_specialize: bool = False  # knobs.codegen.warp_specialize: every TMA-fed wgmma loop (warp_specialize.py)
 
     @classmethod
     def from_knobs(cls, *, num_warps: int, num_stages: int = 1, target: str | None = None,
-                   debug: bool = False) -> "LoweringOptions":
+                   debug: bool = False, enable_fp_fusion: bool | None = None,
+                   maxnreg: int | None = None) -> "LoweringOptions":
+        """The knobs' values, and the launch's compile options (Triton's enable_fp_fusion, which
+        overrides the knob, and maxnreg)."""
+        fp_fusion = knobs.codegen.fp_fusion if enable_fp_fusion is None else bool(enable_fp_fusion)
         return cls(num_warps=num_warps, num_stages=num_stages, target=target or "", debug=debug,
-                   wgmma=knobs.codegen.wgmma, pipeline=knobs.codegen.pipeline,
+                   wgmma=knobs.codegen.wgmma, pipeline=knobs.codegen.pipeline, fp_fusion=fp_fusion,
+                   maxnreg=None if maxnreg is None else int(maxnreg),
                    warp_specialize=knobs.codegen.warp_specialize)
 
     @property

@@ -34,7 +34,8 @@ are copied by the bulk tensor copy engine instead: one mbarrier per stage (initi
 prologue, invalidated after the exit); thread 0 arms the stage's barrier with its tiles' bytes and
 issues the copies where the other loads would issue cp.async; iteration i waits on barrier i % S
 for the phase of parity (i / S) & 1 — the stage's (i / S)-th completion — where it would wait for
-the cp.async group. Copies past the end are not issued (their stage is never waited for).
+the cp.async group, and without the bar.sync after it when the copies are issued after the body's
+(wgmma in flight). Copies past the end are not issued (their stage is never waited for).
 """
 from __future__ import annotations
 
@@ -174,6 +175,7 @@ def make_plan(lw, op) -> Plan | None:
     p.dist = stages - 1
     p.addr_ops, p.upd_ops, p.needed = addr
     p.skip, p.dots = set(loads), {d}
+    p.side = {}
     return p
 
 
@@ -307,6 +309,8 @@ def _issue(lw, plan: Plan, body, iv_val, state: dict, slot, slot_base, ub, signe
         thread_ptr = None
         if all(uses_wgmma(d, lw.options) for d in plan.dots) and tv is not None and not any(c & tm for c in consts):
             thread_ptr = lw.smem_ptr(b.add(b.mul(tv, ll.Constant(I32, es)), slot_off))
+        # an element a layout replicates is copied by each of its holders, the same bytes (the
+        # same data, or the same zero-fill: mask and bounds are the element's) to the same place
         for g, c in zip(range(0, lay.n_regs, v), consts):
             if thread_ptr is not None:
                 dst = b.gep(thread_ptr, [ll.Constant(I32, c * es + tile.base)], inbounds=True, source_etype=ll.IntType(8))
@@ -362,8 +366,9 @@ def lower_for(lw, op) -> bool:
 
 
 def lower_body(lw, plan: Plan, body, lays, emit_dot, read_base) -> list:
-    """Lower one iteration's body in its own scope — its loads in plan.skip left out, its dots in
-    plan.dots `emit_dot(dot op, read_base)` — and return the registers it yields, in `lays`."""
+    """Lower one iteration's body in its own scope — its loads in plan.skip left out, its side
+    loads (plan.side) read from the stage, its dots in plan.dots `emit_dot(dot op, read_base)` —
+    and return the registers it yields, in `lays`."""
     lw.scopes.append({})
     try:
         term = None
@@ -371,6 +376,9 @@ def lower_body(lw, plan: Plan, body, lays, emit_dot, read_base) -> list:
             if bop.name in ("yield", "condition"):
                 term = bop
                 break
+            if bop in plan.side:   # copied with the tiles: read in the layouts its users want
+                lw.bind_smem_block(bop.result, lw.want(bop.result), plan.side[bop], read_base)
+                continue
             if bop in plan.skip:
                 continue
             if bop in plan.dots:
@@ -408,6 +416,7 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot) -> None:
     iv_s = lb
     plan.cp_async = any(lo.name == "load" for lo in plan.loads)
     plan.tma = not all(lo.name == "load" for lo in plan.loads)
+    lw.open_hoist(body)   # ahead of the barrier: hoisted conversions may use the buffers' space
     if plan.tma:  # (with the bar.sync before: the buffers may alias shared memory used just before)
         tma.init_barriers(lw, plan.barriers, S)
     else:
@@ -437,7 +446,11 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot) -> None:
         lw.call("llvm.nvvm.cp.async.wait.group", ll.VoidType(), [ll.Constant(I32, D - 1)])
     if plan.tma:  # the k-th use of a stage (k = it / S) completes its barrier's phase k
         tma.wait(lw, _stage_barrier(lw, plan, b.urem(it, sconst)), b.and_(b.udiv(it, sconst), ll.Constant(I32, 1)))
-    lw.barrier()
+    if plan.cp_async or not plan.async_dot:
+        # cp.async: the other threads' copies; copies issued next (below): every warp past the
+        # previous iteration's reads. TMA with the copies issued after the body's own bar.sync
+        # needs neither: each thread's wait makes the tiles visible to it
+        lw.barrier()
     read_base = b.mul(b.urem(it, sconst), ll.Constant(I32, plan.stage_bytes))
     write_slot = b.urem(b.add(it, ll.Constant(I32, D)), sconst)
     write_base = b.mul(write_slot, ll.Constant(I32, plan.stage_bytes))
@@ -463,6 +476,9 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot) -> None:
         ahead_regs.append(v[1] if isinstance(v, tuple) else [v])
     lw.loop_back(header, iv, step, all_phis, [[b.add(it, ll.Constant(I32, 1))]] + nxt + ahead_regs)
 
+    lw.close_hoist()
+    for lo in plan.side:
+        del lw.smem_backed[lo.result.id]
     b.position_at_end(exitb)
     if plan.cp_async:
         lw.call("llvm.nvvm.cp.async.wait.group", ll.VoidType(), [ll.Constant(I32, 0)])

@@ -279,9 +279,9 @@ def lower_make_tensor_map(lw, op) -> None:
                 put("global_dim", shape[rank - 1 - i], i)
                 put("element_stride", ll.Constant(I32, 1), i)
             for i in range(rank - 1):
-                # in bytes, >> 4: ptxas of PTX ISA 8.5 and before reads the field in 16-byte units
-                stride = b.mul(strides[rank - 2 - i], ll.Constant(I64, es))
-                put("global_stride", b.ashr(stride, ll.Constant(I64, 4)), i, width=64)
+                # in bytes (the H100's driver 580 JIT; Triton shifts right by 4 only for the ptxas
+                # of CUDA 12.5 and before, which took the field in 16-byte units)
+                put("global_stride", b.mul(strides[rank - 2 - i], ll.Constant(I64, es)), i, width=64)
             put("elemtype", _elemtype(elt))
             put("interleave_layout", 0)
             put("swizzle_mode", _SWIZZLE_MODE[tensor_map.swizzle_bytes(block, es)])

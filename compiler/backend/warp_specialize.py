@@ -36,7 +36,6 @@ from __future__ import annotations
 from llvmlite import ir as ll
 
 from . import pipeline, tma, wgmma
-from .dot_layouts import uses_wgmma
 from .llvm_types import I32, I64, is_signed
 
 PRODUCER_WARPS = 4
@@ -75,6 +74,8 @@ def loops_to_specialize(fn, options) -> set:
     (tutorial 09 marks its persistent loop over tiles): decided before lowering, since the kernel's
     barriers then count only the consumers. One that fails multi_dot's plan runs unspecialized."""
     if not (options.pipeline and options.wgmma_target) or options.num_warps % 4:
+        return set()
+    if options.maxnreg is not None:   # the launch caps the registers itself: no setmaxnreg under it
         return set()
     if options.num_warps + PRODUCER_WARPS > 32:   # a CTA has at most 1024 threads
         return set()
@@ -153,26 +154,6 @@ def _externals(op, plan) -> list:
     return list(out.values())
 
 
-def _single_held(lw, op, plan) -> bool:
-    """A matmul's only dot may stay in flight across the back edge (as pipeline.py's): both operands
-    from the stages, its fp32 accumulator its own iter arg, only yielded."""
-    if plan.async_dot or len(plan.dots) != 1 or lw.options.wgmma != "async":
-        return False
-    (d,) = plan.dots
-    body = op.regions[0]
-    if not uses_wgmma(d, lw.options) or {(e[0], e[1]) for e in plan.entries} != {(d, 0), (d, 1)}:
-        return False
-    c = d.operands[2]
-    if d.result.dtype.name != "fp32" or c.dtype.name != "fp32" or c not in body.args[1:]:
-        return False
-    i = body.args.index(c) - 1
-    y = body.terminator
-    if y.operands[i] is not d.result or any(u is not y for u in lw.uses.get(d.result.id, ())):
-        return False
-    plan.acc_index = i
-    return True
-
-
 def applies(lw, op, plan) -> bool:
     """Specialize this planned loop? (A marked loop of a specialized kernel, fed by TMA alone.)"""
     if lw.ws is None or op not in lw.ws.marked:
@@ -186,7 +167,6 @@ def applies(lw, op, plan) -> bool:
     if len(ext) > MAX_WORDS or any(isinstance(lw.vals.get(v.id), tuple) for v in ext):
         return False
     plan.ws_externals = ext
-    plan.single_pending = 1 if _single_held(lw, op, plan) else 0
     return True
 
 
@@ -234,7 +214,7 @@ def lower_loop(lw, op, plan, emit_dot) -> None:
     lays = [lw.slot_layout(a) for a in body.args[1:]]
     inits = op.operands[3:]
     init_regs = [lw.get_as(v, l) for v, l in zip(inits, lays)]
-    held = plan.async_dot or plan.single_pending
+    held = plan.async_dot   # the last wgmma stays in flight across the back edge (multi_dot.py)
     if held:
         init_regs[plan.acc_index] = wgmma.held_in_registers(lw, init_regs[plan.acc_index])
     signed = is_signed(op.operands[0].dtype)

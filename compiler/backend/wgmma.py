@@ -131,11 +131,12 @@ def wait_pass_through(lw, regs, pending: int):
     return _routed_through(lw, regs, f"wgmma.wait_group.sync.aligned {pending};")
 
 
-def _routed_through(lw, regs, text: str):
-    """fp32 registers passed through the inline asm `text`, tied in and out: the values after it."""
+def _routed_through(lw, regs, text: str, ty=F32):
+    """fp32 (or b32: ty I32) registers passed through the inline asm `text`, tied in and out: the
+    values after it."""
     b = lw.b
-    cons = ",".join(["=f"] * len(regs) + [str(i) for i in range(len(regs))])
-    fty = ll.FunctionType(ll.LiteralStructType([F32] * len(regs)), [F32] * len(regs))
+    cons = ",".join(["=f" if ty == F32 else "=r"] * len(regs) + [str(i) for i in range(len(regs))])
+    fty = ll.FunctionType(ll.LiteralStructType([ty] * len(regs)), [ty] * len(regs))
     r = b.call(ll.InlineAsm(fty, text, cons, side_effect=True), list(regs))
     return [b.extract_value(r, i) for i in range(len(regs))]
 
@@ -149,10 +150,11 @@ def held_in_registers(lw, regs):
     return _routed_through(lw, regs, "")
 
 
-def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int = 0, a_regs=None, also_wait=()):
+def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int | None = 0, a_regs=None, also_wait=()):
     """wgmma over operand tiles in shared memory; sets the dot's result in acc_layout. `pending`:
     how many wgmma groups may still run when this returns (1: the result is only fed back into the
-    next wgmma; the pipeline waits for it at the loop exit). `a_regs` (with ta None): A's registers
+    next wgmma; the pipeline waits for it at the loop exit; None: no wait at all, a later dot's
+    `also_wait` takes the result). `a_regs` (with ta None): A's registers
     in its accumulator layout (a_from_registers) instead of a tile. `dyn_base`: an i32 byte offset
     added to both tiles, or a pair (A's, B's; None for none). `also_wait`: fp32 registers of an
     earlier wgmma still in flight, routed through this dot's wait too; returned, to be read instead."""
@@ -221,6 +223,15 @@ def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int = 0, a_regs=None,
         def packed(r0, r1):
             v = b.insert_element(ll.Constant(pair, None), a_regs[r0], ll.Constant(I32, 0))
             return b.bitcast(b.insert_element(v, a_regs[r1], ll.Constant(I32, 1)), I32)
+        # every A fragment packed before the fence and routed through it: written between the
+        # wgmmas, ptxas fences (WARPGROUP.ARRIVE) before each one that reads them
+        keys = [(rep, k0) for k0 in range(0, k, kstep) for rep in range(reps)]
+        frags = []
+        for rep, k0 in keys:
+            f = a_fragment_registers(k, rep, k0)
+            frags += [packed(f[i], f[i + 1]) for i in range(0, 8, 2)]
+        frags = _routed_through(lw, frags, "wgmma.fence.sync.aligned;", I32)
+        a_packed = {key: frags[4 * i:4 * i + 4] for i, key in enumerate(keys)}
 
     def mma(regs, rep, k0, dB, scale_d):
         """One wgmma of row block `rep` at k0 into `regs` (scale_d 0: start from zero; None: the
@@ -231,13 +242,13 @@ def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int = 0, a_regs=None,
             dA = desc(ta, tva, tma, (rep * 64 * wg_m, k0), da, dyn_a)
             r = b.call(asm[scale_d is None], [dA] + head + tail)
         else:
-            f = a_fragment_registers(k, rep, k0)
-            r = b.call(asm[scale_d is None], [packed(f[i], f[i + 1]) for i in range(0, 8, 2)] + head + tail)
+            r = b.call(asm[scale_d is None], a_packed[(rep, k0)] + head + tail)
         return [b.extract_value(r, i) for i in range(per)]
 
     promote = promotion_interval(op, k)
     one = ll.Constant(I32, 1)
-    lw.call("llvm.nvvm.wgmma.fence.sync.aligned", ll.VoidType(), [])
+    if a_regs is None:   # (else the fence was the A fragments')
+        lw.call("llvm.nvvm.wgmma.fence.sync.aligned", ll.VoidType(), [])
     if promote is None:
         from_zero = _is_zero(acc)
         for k0 in range(0, k, kstep):
@@ -246,8 +257,12 @@ def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int = 0, a_regs=None,
                 acc[rep * per:(rep + 1) * per] = mma(acc[rep * per:(rep + 1) * per], rep, k0, dB,
                                                      None if from_zero and k0 == 0 else one)
         lw.call("llvm.nvvm.wgmma.commit_group.sync.aligned", ll.VoidType(), [])
-        waited = wait_pass_through(lw, acc + list(also_wait), pending)
-        acc, waited = waited[:len(acc)], waited[len(acc):]
+        if pending is None:   # still running: a later dot's wait takes these registers (also_wait)
+            assert not also_wait
+            waited = []
+        else:
+            waited = wait_pass_through(lw, acc + list(also_wait), pending)
+            acc, waited = waited[:len(acc)], waited[len(acc):]
     else:
         # an earlier group may still write acc (or also_wait's registers)
         waited = wait_pass_through(lw, acc + list(also_wait), 0)

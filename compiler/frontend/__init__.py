@@ -83,8 +83,8 @@ def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | Non
         strides = list(parts[1 + rank:1 + 2 * rank - 1]) + [const(b, 1, int64)]
         local[p] = TensorDescriptor(parts[0], parts[1:1 + rank], strides, block, padding,
                                     tmap=parts[-1] if tma else None)
-    for p in params:
-        if tuple_args.has_leaves(local.get(p)):
+    for p in params:   # tuples: runtime leaves in place, constexpr wrappers removed (also when all are constexprs)
+        if isinstance(local.get(p), tuple):
             local[p] = tuple_args.fill(local[p], local.__getitem__)
     gen = CodeGenerator(kernel, b, local)
     try:
@@ -96,7 +96,7 @@ def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | Non
                                "simplify it", _def_loc(kernel), _def_line(kernel)) from None
     body.ops.append(ir.Op("return", [], [], loc=b.loc))
     fold_dot_accumulate(fn)
-    ir.eliminate_dead_code(fn)
+    fn.dropped_ops = ir.eliminate_dead_code(fn)
     if b.global_scratch is not None:   # device-side descriptors' tensor maps live there
         if any(op.name == "make_tensor_map" for op in fn.walk()):
             fn.arg_names.append(DT.GLOBAL_SCRATCH)

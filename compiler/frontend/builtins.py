@@ -424,11 +424,25 @@ def inline_asm_elementwise(gen, node, asm, constraints, args, dtype, is_pure, pa
     shape = S.broadcast_shapes(*(a.shape for a in args)) if args else ()
     args = [S.broadcast_to(gen.b, a, shape) for a in args]
     n_out = constraints.count("=")
-    if n_out != len(dtypes):
-        raise SemanticError(f"tl.inline_asm_elementwise: the constraints name {n_out} outputs ('=…') but dtype gives {len(dtypes)}")
+    want = sum(pack // ir.inline_asm_elements_per_register(d, pack) for d in dtypes)
+    if n_out != want:
+        raise SemanticError(f"tl.inline_asm_elementwise: the constraints name {n_out} outputs ('=…') but dtype "
+                            f"{'and pack ' if pack > 1 else ''}give{'' if pack > 1 else 's'} {want} registers")
     op = gen.b.create("inline_asm", args, [S._with_shape(d, shape) for d in dtypes],
                       {"asm": asm, "constraints": constraints, "pure": bool(is_pure), "pack": pack})
     return tuple(op.results) if isinstance(dtype, (tuple, list)) else op.results[0]
+
+
+@rule("smid")
+def smid(gen, node):
+    """tl.extra.cuda.smid(): %smid, as Triton reads it (inline asm; GPU only)."""
+    return inline_asm_elementwise(gen, node, "mov.u32 $0, %smid;", "=r", [], T.int32, True, 1)
+
+
+@rule("globaltimer")
+def globaltimer(gen, node):
+    """tl.extra.cuda.globaltimer(): %globaltimer in ns (inline asm, impure: each call reads it again)."""
+    return inline_asm_elementwise(gen, node, "mov.u64 $0, %globaltimer;", "=l", [], T.int64, False, 1)
 
 
 # -- reductions and scans --------------------------------------------------------------------

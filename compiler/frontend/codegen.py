@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import builtins
 import inspect
+import math
 import operator
 import types
 from typing import Any
@@ -143,12 +144,21 @@ class CodeGenerator(ast.NodeVisitor):
         if isinstance(node.value, ast.Call):
             node.value.result_unused = True    # for @must_use_result functions (visit_Call)
         value = self.visit(node.value)
-        call = node.value
-        if isinstance(call, ast.Call) and call.args and isinstance(call.args[0], ast.Name) and is_value(value) \
-                and getattr(self.visit(call.func), "__blocktune_builtin__", None) in _IN_PLACE_HINTS:
+        target = self._hinted_name(node.value)
+        if target is not None and is_value(value):
             # Triton attaches these hints to the value itself: `tl.multiple_of(ptrs, 16)` as a
-            # statement (tutorial 08) still informs later uses of `ptrs`
-            self.assign(call.args[0], value)
+            # statement (tutorial 08), or nested (`tl.max_contiguous(tl.multiple_of(offs, 1024),
+            # 1024)`), still informs later uses of `ptrs`
+            self.assign(target, value)
+
+    def _hinted_name(self, expr):
+        """The variable a statement of (nested) hint calls is about, or None."""
+        while isinstance(expr, ast.Call) and expr.args and \
+                getattr(self.visit(expr.func), "__blocktune_builtin__", None) in _IN_PLACE_HINTS:
+            expr = expr.args[0]
+            if isinstance(expr, ast.Name):
+                return expr
+        return None
 
     def visit_Return(self, node):
         value = None if node.value is None else self.visit(node.value)
@@ -366,7 +376,7 @@ class CodeGenerator(ast.NodeVisitor):
                 self.assign(node.target, i)
                 self.visit_stmts(node.body)
                 if self.scope.returned is not _MISSING:
-                    raise self.error(node, "return inside a loop is not supported")
+                    raise self.error(node, _RETURN_IN_LOOP)
             return
         if len(args) == 1:
             lb, ub, step = 0, args[0], 1
@@ -435,7 +445,7 @@ class CodeGenerator(ast.NodeVisitor):
     def _loop_body(self, node, block, carried):
         self.visit_stmts(node.body)
         if self.scope.returned is not _MISSING:
-            raise self.error(node, "return inside a loop is not supported")
+            raise self.error(node, _RETURN_IN_LOOP)
 
     def visit_While(self, node):
         if node.orelse:
@@ -567,7 +577,7 @@ class CodeGenerator(ast.NodeVisitor):
                 slots.bind(self.scope.local, body.args)
                 self.visit_stmts(node.body)
                 if self.scope.returned is not _MISSING:
-                    raise self.error(node, "return inside a loop is not supported")
+                    raise self.error(node, _RETURN_IN_LOOP)
                 nexts = [slots.flatten(self.scope.local)[n] for n in names]
             finally:
                 self.b.block = outer
@@ -663,6 +673,8 @@ class CodeGenerator(ast.NodeVisitor):
     def attribute(self, node, base, attr: str):
         if is_value(base):
             return tensor_attribute(self.b, base, attr)
+        if tl_core.is_aggregate(base):
+            return self._aggregate_attribute(node, base, attr)
         if isinstance(base, Composite):
             return composite_attribute(self.b, base, attr)
         if isinstance(base, (dtype, block_type)):
@@ -678,8 +690,13 @@ class CodeGenerator(ast.NodeVisitor):
             return getattr(base, attr)       # a NamedTuple's field
         if _is_jit(base):
             return getattr(base, attr)
+        if attr == "type" and _compile_time(base):
+            return tl_core.constexpr_type(base)      # Triton's type of a compile-time value
         if isinstance(base, (bool, int, float)) and attr == "dtype":
             return S.literal_type(base)   # Triton makes `value = 1` a scalar tensor: its dtype is int32
+        if isinstance(base, (bool, int, float)) and attr != "type" and tensor_has_attribute(attr):
+            # and its methods work on it: `acc = 0` ... `acc.to(tl.int64)`
+            return tensor_attribute(self.b, S.to_tensor(self.b, base), attr)
         raise self.error(node, f"cannot take attribute '{attr}' of {self._describe(base)} in a kernel")
 
     def visit_Subscript(self, node):
@@ -704,6 +721,8 @@ class CodeGenerator(ast.NodeVisitor):
             if is_value(idx):
                 raise self.error(node, "tuples can only be indexed with compile-time integers")
             return base[idx]
+        if tl_core.is_aggregate(base) and hasattr(type(base), "__getitem__"):
+            return self.call(node, self._aggregate_attribute(node, base, "__getitem__"), [idx], {})
         raise self.error(node, f"cannot index {self._describe(base)}")
 
     def visit_Slice(self, node):
@@ -912,11 +931,17 @@ class CodeGenerator(ast.NodeVisitor):
         if isinstance(getattr(fn, "__self__", None), dtype) and \
                 all(not is_value(a) for a in args) and all(not is_value(v) for v in kwargs.values()):
             return fn(*args, **kwargs)  # x.dtype.is_int(), x.dtype.is_floating(), ... at compile time
+        if isinstance(fn, _BoundMethod):
+            return self.inline(node, fn.fn, [fn.self, *args], kwargs)
+        if isinstance(fn, type) and getattr(fn, "__blocktune_aggregate__", False):
+            return self._make_aggregate(node, fn, args, kwargs)
+        if isinstance(fn, types.MethodType) and tl_core.is_aggregate(fn.__self__):
+            return self._call_python(node, fn, args, kwargs)
         if getattr(fn, "__blocktune_host_helper__", False) and \
                 all(not is_value(a) for a in args) and all(not is_value(v) for v in kwargs.values()):
             return fn(*args, **kwargs)  # compiler.cdiv / next_power_of_2 on compile-time values
         raise self.error(node, f"cannot call {self._describe(fn)} inside a kernel: only tl builtins, "
-                               "@jit functions and a few Python builtins (range, min, max, len, int, float) are allowed")
+                               "@jit functions and a few Python builtins (range, min, max, len, int, float, getattr...) are allowed")
 
     def inline(self, node, callee, args, kwargs):
         if self.depth > MAX_INLINE_DEPTH:
@@ -944,6 +969,47 @@ class CodeGenerator(ast.NodeVisitor):
         sub.visit_stmts(callee.fn_ast.body)
         ret = sub.scope.returned
         return None if ret is _MISSING else ret
+
+    # -- Triton's aggregates (tl.core._aggregate) -------------------------------------------------
+    def _make_aggregate(self, node, cls, args, kwargs):
+        """`Cls(...)` in a kernel: the instance, made by running its __init__ at compile time."""
+        inst = object.__new__(cls)
+        init = cls.__dict__.get("__init__")
+        if _is_jit(init):
+            self.inline(node, init, [inst, *args], kwargs)
+        elif init is not None:
+            self._call_python(node, types.MethodType(init, inst), args, kwargs)
+        missing = [f for f in getattr(cls, "__annotations__", {}) if not hasattr(inst, f)]
+        if missing:
+            raise self.error(node, f"constructor for {cls.__name__} did not initialize attribute '{missing[0]}'")
+        return inst
+
+    def _aggregate_attribute(self, node, base, attr):
+        """A field (constexpr wrappers removed), or a method: @jit ones bound to the instance."""
+        static = inspect.getattr_static(type(base), attr, None)
+        try:
+            v = getattr(base, attr)
+        except AttributeError:
+            raise self.error(node, f"{type(base).__name__} has no attribute '{attr}'") from None
+        if _is_jit(v) and not isinstance(static, staticmethod) and attr not in vars(base):
+            return _BoundMethod(v, base)
+        return v.value if isinstance(v, constexpr) else v
+
+    def _call_python(self, node, fn, args, kwargs):
+        """A Python function of an aggregate, run at compile time on kernel values (Triton hands
+        such methods its `_semantic`; there is none here, so they get None)."""
+        try:
+            params = inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            params = {}
+        if "_semantic" in params:
+            kwargs = dict(kwargs, _semantic=None)
+        try:
+            return fn(*args, **kwargs)
+        except CompilationError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the user's Python code: report it at the call
+            raise self.error(node, f"{type(e).__name__}: {e}") from e
 
     # -- helpers ----------------------------------------------------------------------------------
     def _constexpr(self, node, v, what):
@@ -1002,12 +1068,30 @@ class _CarriedSlots:
                 scope[n], values = t.with_parts(values[:k]), values[k:]
 
 
+# Triton's words, then ours
+_RETURN_IN_LOOP = "Cannot have `return` statements inside `while` or `for` statements in triton (return inside a loop is not supported)"
+
+
+def _compile_time(v) -> bool:
+    """A number, string, None or tuple of them: what Triton holds as a constexpr."""
+    if isinstance(v, (tuple, list)):
+        return all(_compile_time(x) for x in v)
+    return v is None or isinstance(v, (bool, int, float, str))
+
+
+class _BoundMethod:
+    """A @jit method of an aggregate instance (`pair.unpack`): called, it inlines with `self`."""
+
+    def __init__(self, fn, self_):
+        self.fn, self.self = fn, self_
+
+
 _IN_PLACE_HINTS = ("multiple_of", "max_contiguous", "max_constancy")
 
 
 def _has_effect(op: ir.Op) -> bool:
     """Whether running the op when its result is not wanted could be observed (or fault)."""
-    return op.name in ir.SIDE_EFFECTS or (op.name == "inline_asm" and not op.attrs.get("pure"))
+    return op.name == "load" or ir.has_effect(op)     # a load may fault
 
 
 def _always_returns(stmts) -> bool:
@@ -1042,6 +1126,11 @@ def _py_minmax(which):
             args = tuple(args[0])
         if len(args) < 2:
             raise gen.error(node, f"{which}() needs at least two arguments in a kernel (use tl.{which}(x, axis) to reduce a block)")
+        if all(not is_value(a) for a in args) and \
+                any(isinstance(a, float) and (math.isnan(a) or (a == 0.0 and math.copysign(1.0, a) < 0)) for a in args):
+            # Python's answer would depend on the order of the arguments (as Triton, refused)
+            raise gen.error(node, f"{which}() of compile-time values cannot take NaN or -0.0 (Python's {which} depends "
+                                  f"on the argument order there); use tl.{'minimum' if which == 'min' else 'maximum'}")
         acc = args[0]
         for v in args[1:]:
             if not is_value(acc) and not is_value(v):
@@ -1101,6 +1190,21 @@ def _py_hasattr(gen, node, x, name):
     return True
 
 
+_NO_DEFAULT = object()
+
+
+def _py_getattr(gen, node, x, name, default=_NO_DEFAULT):
+    """`getattr(libdevice, fn)` with `fn` known at compile time (a constexpr string): what `x.<fn>`
+    is in the kernel; `default` when it has no such attribute."""
+    if not isinstance(name, str):
+        raise gen.error(node, "getattr() needs an attribute name known at compile time (a constexpr string)")
+    if name.startswith("_"):
+        raise gen.error(node, f"attribute '{name}' is not accessible in a kernel")
+    if default is _NO_DEFAULT:
+        return gen.attribute(node, x, name)
+    return gen.attribute(node, x, name) if _py_hasattr(gen, node, x, name) else default
+
+
 def _py_abs(gen, node, x):
     return S.unary_math(gen.b, "abs", x) if is_value(x) else builtins.abs(x)
 
@@ -1113,7 +1217,7 @@ _PYTHON_BUILTINS = {
     builtins.min: _py_minmax("min"), builtins.max: _py_minmax("max"), builtins.len: _py_len,
     builtins.int: _py_cast(T.int32), builtins.float: _py_cast(T.float32), builtins.bool: _py_cast(T.int1),
     builtins.print: _py_print, builtins.isinstance: _py_isinstance, builtins.abs: _py_abs,
-    builtins.hasattr: _py_hasattr,
+    builtins.hasattr: _py_hasattr, builtins.getattr: _py_getattr,
     builtins.range: _py_range_error,
     builtins.tuple: lambda gen, node, x=(): tuple(x), builtins.list: lambda gen, node, x=(): list(x),
     tl_core.tuple: lambda gen, node, x=(): tuple(x),

@@ -7,6 +7,7 @@ scalars are *weakly typed*, as in Triton: `x_fp16 * 2.0` stays fp16.
 from __future__ import annotations
 
 import builtins
+import warnings
 
 from .. import ir, knobs
 from ..language import dtypes as T
@@ -231,7 +232,11 @@ def trans(b: Builder, x: ir.Value, perm=None) -> ir.Value:
     if not x.is_block:
         raise SemanticError("trans expects a block value")
     rank = len(x.shape)
-    perm = tuple(perm) if perm else tuple(reversed(builtins.range(rank)))
+    if not perm:   # Triton's default: the last two dims swap (a batched 2-D transpose)
+        if rank < 2:
+            raise SemanticError("tl.trans invoked with a 0- or 1-dimensional tensor")
+        perm = (*builtins.range(rank - 2), rank - 1, rank - 2)
+    perm = tuple(perm)
     if sorted(perm) != list(builtins.range(rank)):
         raise SemanticError(f"trans: {list(perm)} is not a permutation of the {rank} dims")
     if perm == tuple(builtins.range(rank)):
@@ -638,6 +643,9 @@ def unary_math(b, name, x, **attrs):
 
 
 def where(b, cond, x, y):
+    if is_value(cond) and cond.dtype != T.int1:   # Triton's words
+        warnings.warn("tl.where with a non-boolean condition is deprecated and will error out in a future triton "
+                      f"release. Got {cond.dtype}", stacklevel=2)
     cond = to_bool(b, cond)
     xs, ys = not is_value(x), not is_value(y)
     if xs and ys:
@@ -841,12 +849,24 @@ def scan(b, x, axis, kind, reverse=False):
 
 
 def dot(b, a, c, acc=None, input_precision=None, allow_tf32=None, max_num_imprecise_acc=None, out_dtype=T.float32):
-    """`tl.dot` of two 2-D blocks, or of two 3-D blocks batched over their first dim. Dims under 16
+    """`tl.dot` of two 2-D blocks, or of two N-D blocks batched over their leading dims. Dims under 16
     run in interpret mode (as in Triton's interpreter); the NVPTX backend refuses them."""
     ranks = tuple(len(x.shape) if is_value(x) else None for x in (a, c))
+    if ranks[0] is not None and ranks[0] == ranks[1] and ranks[0] > 3 and a.shape[:-2] == c.shape[:-2]:
+        # [..., M, K] @ [..., K, N]: the leading dims are one batch dim (Triton batches over them all)
+        lead = a.shape[:-2]
+        batch = 1
+        for d in lead:
+            batch *= d
+        flat = [reshape(b, x, (batch, *x.shape[-2:])) for x in (a, c)]
+        if acc is not None:
+            acc = to_tensor(b, acc)
+            acc = reshape(b, acc, (batch, *acc.shape[-2:])) if len(acc.shape) == ranks[0] else acc
+        out = _batched_dot(b, *flat, acc, input_precision, allow_tf32, max_num_imprecise_acc, out_dtype)
+        return reshape(b, out, (*lead, *out.shape[-2:]))
     if ranks not in ((2, 2), (3, 3)):
-        raise SemanticError(f"tl.dot needs two 2-D blocks (or two 3-D blocks, batched over the first dim), got shapes "
-                            f"{list(shape_of(getattr(a, 'type', None)))} and {list(shape_of(getattr(c, 'type', None)))}")
+        raise SemanticError(f"tl.dot needs two 2-D blocks, or two N-D blocks batched over their leading dims, got "
+                            f"shapes {list(shape_of(getattr(a, 'type', None)))} and {list(shape_of(getattr(c, 'type', None)))}")
     if ranks == (3, 3):
         return _batched_dot(b, a, c, acc, input_precision, allow_tf32, max_num_imprecise_acc, out_dtype)
     (m, k), (k2, n) = a.shape, c.shape

@@ -33,6 +33,30 @@ class constexpr:
     def __hash__(self):
         return hash(self.value)
 
+    @property
+    def type(self) -> "constexpr_type":
+        return constexpr_type(self.value)
+
+
+class constexpr_type:
+    """The type of a compile-time value (Triton's): `x.type == tl.constexpr_type(42)` for x = 42
+    known at compile time."""
+
+    def __init__(self, value: Any):
+        self.value = value.value if isinstance(value, constexpr) else value
+
+    def __eq__(self, other):
+        return isinstance(other, constexpr_type) and self.value == other.value
+
+    def __hash__(self):
+        return hash(self.value)
+
+    def __repr__(self) -> str:
+        return f"constexpr_type[{self.value}]"
+
+
+constexpr_type.__blocktune_host_helper__ = True     # kernels make them at compile time
+
 
 def must_use_result(x, s=True):
     """`@must_use_result("why")` on a @jit function (or builtin): a call whose result is dropped
@@ -55,6 +79,20 @@ def builtin(fn):
 
     outside_kernel.__blocktune_builtin__ = name
     return outside_kernel
+
+
+def _aggregate(cls):
+    """Triton's `tl.core._aggregate` class decorator: an instance groups kernel values (the class's
+    annotated fields) and is passed to and returned from @jit functions as one value; its @jit
+    methods take it as `self`. A kernel builds one by calling the class: its `__init__` runs at
+    compile time (a Python one with the kernel values as arguments, or a @jit one inlined)."""
+    cls.__blocktune_aggregate__ = True
+    return cls
+
+
+def is_aggregate(obj) -> bool:
+    """Whether `obj` is an instance of an `_aggregate` class."""
+    return getattr(type(obj), "__blocktune_aggregate__", False) is True
 
 
 class tensor:

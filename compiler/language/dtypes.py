@@ -184,15 +184,17 @@ float64 = dtype("fp64", dtype.FLOAT, 64)
 float8e4nv = dtype("fp8e4nv", dtype.FLOAT, 8)
 float8e5 = dtype("fp8e5", dtype.FLOAT, 8)
 # Triton's other fp8 formats: interpret mode runs them (as Triton's interpreter does); the NVPTX
-# backend refuses them (`unsupported`): e4m3 with bias 15 is pre-Hopper only in Triton too, the
-# "fnuz" formats are AMD's.
+# backend refuses them (`unsupported`, in Triton's words "not supported in this architecture"):
+# e4m3 with bias 15 has no conversions here (Triton emulates it), the "fnuz" formats are AMD's.
 float8e4b15 = dtype("fp8e4b15", dtype.FLOAT, 8)
 float8e4b8 = dtype("fp8e4b8", dtype.FLOAT, 8)
 float8e5b16 = dtype("fp8e5b16", dtype.FLOAT, 8)
-_UNSUPPORTED = {"fp8e4b15": "float8e4b15 (fp8 e4m3 with exponent bias 15) is not supported: NVIDIA GPUs from sm_90 "
-                            "have no conversions for it (Triton refuses it there too); use tl.float8e4nv",
-                "fp8e4b8": "float8e4b8 (AMD's fp8 e4m3 fnuz) is not supported on NVIDIA GPUs; use tl.float8e4nv",
-                "fp8e5b16": "float8e5b16 (AMD's fp8 e5m2 fnuz) is not supported on NVIDIA GPUs; use tl.float8e5"}
+_UNSUPPORTED = {"fp8e4b15": "float8e4b15 (fp8 e4m3 with exponent bias 15) is not supported in this architecture: "
+                            "the NVPTX backend has no conversions for it; use tl.float8e4nv",
+                "fp8e4b8": "float8e4b8 (AMD's fp8 e4m3 fnuz) is not supported in this architecture (NVIDIA GPUs); "
+                           "use tl.float8e4nv",
+                "fp8e5b16": "float8e5b16 (AMD's fp8 e5m2 fnuz) is not supported in this architecture (NVIDIA GPUs); "
+                            "use tl.float8e5"}
 
 
 _FP8_NAMES = ("fp8e4nv", "fp8e5", "fp8e4b15", "fp8e4b8", "fp8e5b16")

@@ -211,7 +211,7 @@ class Autotuner:
 
     def post_hook(self, kwargs: dict, exception):
         if self._user_post_hook is not None:
-            return self._user_post_hook(kwargs, exception)
+            return self._user_post_hook(kwargs, exception=exception)    # Triton passes it by name
         for name, saved in self._restore_copies.items():
             kwargs[name].copy_(saved)
         self._restore_copies = {}

@@ -9,7 +9,7 @@ directly. `stats` counts compiles and hits (tests use it).
 from __future__ import annotations
 
 from .. import knobs
-from ..errors import OutOfResources
+from ..errors import ArgumentError, CompilationError, OutOfResources
 from ..language import descriptor_type as DT
 from ..language import dtypes as T
 from ..language.core import constexpr
@@ -67,23 +67,49 @@ def build_ir(fn, signature: dict, constexprs: dict, divisible_by_16=(), equal_to
     """Run the front end. Integers equal to 1 become constexprs (not passed at launch). `target`:
     the GPU it compiles for, where host tensor descriptors may use TMA (knobs.codegen.tma)."""
     from ..frontend import generate_ir  # noqa: PLC0415 - import time: the front end loads at the first compile
+    both = [n for n in fn.constexpr_names if n in fn.do_not_specialize]
+    if both:
+        raise CompilationError(f"{both[0]} marked as constexpr and listed in do_not_specialize: a constexpr is "
+                               "always specialized (drop it from do_not_specialize)",
+                               fn.definition_loc(), fn.source_line(fn.first_lineno))
     sig = {k: v for k, v in signature.items() if k not in equal_to_1}
     cx = dict(constexprs)
     for k in equal_to_1:
         cx[k] = 1
     attrs = {k: {"divisibility": 16} for k in divisible_by_16 if k in sig}
     stats["ir_built"] += 1
-    return generate_ir(fn, sig, cx, attrs, tma_target=target if knobs.codegen.tma else None)
+    ir_fn = generate_ir(fn, sig, cx, attrs, tma_target=target if knobs.codegen.tma else None)
+    if getattr(fn, "_repr", None) is not None:      # @jit(repr=...) names the kernel
+        ir_fn.name = fn.kernel_name(signature, constexprs, equal_to_1)
+    return ir_fn
 
 
-def _backend_compile(ir_fn, num_warps: int, num_stages: int, target: str, debug: bool = False) -> dict:
+# Triton's compile options a launch (or compile()) may give besides num_warps/num_stages, with the
+# value that means "not given"; each changes the code, so a given one is part of the cache key.
+COMPILE_OPTIONS = {"enable_fp_fusion": None, "maxnreg": None}
+
+
+def compile_options(**given) -> tuple:
+    """The given compile options (their non-default values), as a sorted tuple for keys."""
+    unknown = sorted(set(given) - set(COMPILE_OPTIONS))
+    if unknown:
+        raise ValueError(f"unknown compile option(s) {unknown} (blocktune has {sorted(COMPILE_OPTIONS)})")
+    if given.get("maxnreg") is not None and (not isinstance(given["maxnreg"], int) or given["maxnreg"] < 16):
+        raise ArgumentError(f"maxnreg must be an int of at least 16 (registers per thread), got {given['maxnreg']!r}")
+    if given.get("enable_fp_fusion") is not None:
+        given["enable_fp_fusion"] = bool(given["enable_fp_fusion"])
+    return tuple(sorted((k, v) for k, v in given.items() if v is not COMPILE_OPTIONS[k]))
+
+
+def _backend_compile(ir_fn, num_warps: int, num_stages: int, target: str, debug: bool = False, options=()) -> dict:
     from ..backend.nvptx import compile_ir  # noqa: PLC0415 - import time: llvmlite loads at the first compile
-    return compile_ir(ir_fn, num_warps=num_warps, num_stages=num_stages, target=target, debug=debug)
+    return compile_ir(ir_fn, num_warps=num_warps, num_stages=num_stages, target=target, debug=debug, **dict(options))
 
 
 def compile_jit(fn, signature, constexprs: dict | None = None, num_warps: int = 4, num_stages: int = 3,
-                target: str | None = None, divisible_by_16=(), equal_to_1=()) -> CompiledKernel:
-    """Compile one specialization of the JITFunction `fn` (see compiler.compile)."""
+                target: str | None = None, divisible_by_16=(), equal_to_1=(), options=()) -> CompiledKernel:
+    """Compile one specialization of the JITFunction `fn` (see compiler.compile); `options`:
+    compile_options(...)'s tuple."""
     constexprs = {k: (v.value if isinstance(v, constexpr) else v) for k, v in dict(constexprs or {}).items()}
     unknown = [k for k in constexprs if k not in fn.arg_names]
     if unknown:
@@ -99,12 +125,12 @@ def compile_jit(fn, signature, constexprs: dict | None = None, num_warps: int = 
             raise ValueError(f"'{n}' is {sig[n]}: only integers can be specialized to 1")
     num_warps, num_stages = int(num_warps), int(num_stages)
     if num_warps < 1 or num_warps & (num_warps - 1):
-        raise ValueError(f"num_warps must be a power of two from 1 to 32, got {num_warps}")
+        raise ArgumentError(f"num_warps must be a power of 2 (1 to 32), got {num_warps}")
     if num_warps > 32:   # as Triton: a resource error, which @autotune scores as a failed config
         raise OutOfResources(num_warps * 32, 1024, "threads")
     if target is None:
         target = default_target()
-    key = cache.cache_key(fn, sig, constexprs, num_warps, num_stages, target, divisible_by_16, equal_to_1)
+    key = cache.cache_key(fn, sig, constexprs, num_warps, num_stages, target, divisible_by_16, equal_to_1, options)
     ck = cache.memory.get(key)
     if ck is not None:
         stats["memory_hits"] += 1
@@ -115,7 +141,7 @@ def compile_jit(fn, signature, constexprs: dict | None = None, num_warps: int = 
         stats["disk_hits"] += 1
     else:
         ir_fn = build_ir(fn, sig, constexprs, divisible_by_16, equal_to_1, target)
-        out = _backend_compile(ir_fn, num_warps, num_stages, target, cache.debug_mode(fn))
+        out = _backend_compile(ir_fn, num_warps, num_stages, target, cache.debug_mode(fn), options)
         stats["compiled"] += 1
         out = dict(out)
         name = out.pop("name", ir_fn.name)

@@ -143,11 +143,17 @@ def debug_mode(fn) -> bool:
     return bool(getattr(fn, "debug", None)) or knobs.codegen.debug
 
 
+def _kernel_name(fn, signature, constexprs, equal_to_1) -> str:
+    """The compiled kernel's name (`@jit(repr=...)` may make it depend on the specialization)."""
+    name_of = getattr(fn, "kernel_name", None)
+    return name_of(signature, constexprs, equal_to_1) if name_of is not None else fn.__name__
+
+
 def cache_key(fn, signature: dict, constexprs: dict, num_warps: int, num_stages: int, target: str,
-              divisible_by_16, equal_to_1) -> str:
+              divisible_by_16, equal_to_1, options=()) -> str:
     h = hashlib.sha256()
     parts = [
-        "blocktune-kernel", __version__, compiler_source_hash(), fn.fingerprint, fn.__name__,
+        "blocktune-kernel", __version__, compiler_source_hash(), fn.fingerprint, _kernel_name(fn, signature, constexprs, equal_to_1),
         ";".join(f"{k}:{v}" for k, v in signature.items()),
         ";".join(f"{k}={canon(constexprs[k])}" for k in sorted(constexprs)),
         "div16:" + ",".join(sorted(divisible_by_16)), "eq1:" + ",".join(sorted(equal_to_1)),
@@ -155,6 +161,8 @@ def cache_key(fn, signature: dict, constexprs: dict, num_warps: int, num_stages:
         knobs.codegen.key(),              # every switch that changes the generated code
         f"debug={int(debug_mode(fn))}",
     ]
+    if options:                           # the launch's compile options (build.compile_options)
+        parts.append(";".join(f"{k}={v!r}" for k, v in options))
     h.update("\x00".join(parts).encode())
     return h.hexdigest()
 

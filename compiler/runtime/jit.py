@@ -25,7 +25,7 @@ import sys
 import textwrap
 import threading
 import types
-from collections import ChainMap
+from collections import ChainMap, namedtuple
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -41,9 +41,11 @@ from . import build, cache, descriptors, driver, launch_hooks, native
 from .tensor_wrapper import TensorWrapper, reinterpret  # noqa: F401  (triton.runtime.jit's names)
 from ..language.dtypes import type_canonicalisation_dict  # noqa: F401  (as triton.runtime.jit's)
 
-# Triton launch options accepted by kernel[grid](...) and ignored, as hints that change no result (no
-# register cap); num_ctas must be 1 (a program is one CTA: thread-block clusters are not supported)
-_TRITON_LAUNCH_OPTIONS = ("num_ctas=1", "maxnreg=None", "enable_fp_fusion=True", "debug=None",
+# Triton launch options kernel[grid](...) takes: maxnreg and enable_fp_fusion are compile options
+# (build.COMPILE_OPTIONS; None: not given, the knob decides fusion); the others are accepted and
+# ignored, as hints that change no result; num_ctas must be 1 (a program is one CTA: thread-block
+# clusters are not supported)
+_TRITON_LAUNCH_OPTIONS = ("num_ctas=1", "maxnreg=None", "enable_fp_fusion=None", "arch=None", "debug=None",
                           "launch_cooperative_grid=False", "extern_libs=None", "launch_pdl=False",
                           "sanitize_overflow=None")
 
@@ -170,8 +172,7 @@ def spec_arg(v, index: int, name: str, specialize: bool = True, interpret: bool 
     if torch is not None and isinstance(v, torch.Tensor):
         p = v.data_ptr()
         if not interpret and not v.is_cuda:
-            raise ValueError(f"argument '{name}' is a CPU tensor: launch on the GPU needs CUDA tensors "
-                             "(or set BLOCKTUNE_INTERPRET=1 to run the kernel on the CPU)")
+            _cpu_tensor(v, name)
         return v.dtype, not (p & 15), p
     cai = getattr(v, "__cuda_array_interface__", None)
     if cai is not None:
@@ -236,6 +237,17 @@ def _is_constexpr_annotation(node: ast.AST | None, obj: Any = None) -> bool:
         except Exception:
             return False
     return False
+
+
+def _scalar_annotation(obj):
+    """The scalar dtype a parameter annotation names (`tl.float16`, or "tl.uint8" as a string),
+    else None (tensors, constexprs, torch types and anything else are not a scalar's type)."""
+    if isinstance(obj, str):
+        name = obj.strip().strip("'\"").strip()    # a quoted annotation under `from __future__ import annotations`
+        obj = getattr(T, name.removeprefix("tl.").removeprefix("triton.language."), None)
+    if isinstance(obj, T.dtype) and not obj.is_ptr() and obj.name != "void":
+        return obj
+    return None
 
 
 def _strip_decorators(node: ast.FunctionDef) -> None:
@@ -379,6 +391,25 @@ class KernelParam:
 
 
 _MISSING = object()
+# what @jit(repr=fn) gets (Triton's name and fields)
+_SpecializationProxy = namedtuple("SpecializationProxy", ["constants", "signature"])
+
+
+class _MockTensor:
+    """What `warmup` compiles for when given a torch dtype instead of a tensor (Triton's): a
+    16-byte-aligned tensor of that dtype that is never launched on."""
+
+    def __init__(self, dtype):
+        self.dtype = dtype
+
+    @staticmethod
+    def wrap_dtype(arg):
+        torch = sys.modules.get("torch")
+        return _MockTensor(arg) if torch is not None and isinstance(arg, torch.dtype) else arg
+
+    @staticmethod
+    def data_ptr():
+        return 0
 
 
 class JITFunction:
@@ -407,6 +438,7 @@ class JITFunction:
                     getattr(fn, "__annotations__", {}), do_not_specialize, noinline, debug, autotune_key,
                     do_not_specialize_on_alignment)
         self.launch_metadata = launch_metadata
+        self._repr = repr
         self.__doc__ = fn.__doc__
         self.__module__ = fn.__module__
         self.__qualname__ = fn.__qualname__
@@ -421,6 +453,7 @@ class JITFunction:
                     options.get("debug"), options.get("autotune_key"),
                     options.get("do_not_specialize_on_alignment", ()))
         self.launch_metadata = options.get("launch_metadata")
+        self._repr = options.get("repr")
         self.__doc__ = ast.get_docstring(fn_ast)
         self.__module__ = "<submitted>"
         self.__qualname__ = name
@@ -445,6 +478,9 @@ class JITFunction:
         self.arg_names = [p.arg for p in params]
         self.constexpr_names = [p.arg for p in params
                                 if _is_constexpr_annotation(p.annotation, annotations.get(p.arg))]
+        # `val: tl.float16`: the scalar argument has that type (Triton's annotations)
+        self.scalar_annotations = {p.arg: t for p in params
+                                   if (t := _scalar_annotation(annotations.get(p.arg))) is not None}
         dns = []
         for d in do_not_specialize or ():
             n = self.arg_names[d] if isinstance(d, int) else d
@@ -501,6 +537,26 @@ class JITFunction:
             f"{self.__name__} is a @jit kernel: it cannot be called as a Python function. Launch it with "
             f"{self.__name__}[grid](...) (or call it from inside another @jit function)")
 
+    def definition_loc(self) -> Loc:
+        """Where the kernel's `def` is (for errors about the kernel as a whole)."""
+        return _loc(self.filename, self.fn_ast, self.col_offset_shift, self.__name__)
+
+    def kernel_name(self, signature: dict, constexprs: dict, equal_to_1=()) -> str:
+        """The compiled kernel's name: the function's, or what `@jit(repr=fn)` says for this
+        specialization (`fn` gets Triton's proxy: `.signature`, every parameter's type with
+        "constexpr" for the constants, and `.constants`, name → value, integers specialized to 1
+        included)."""
+        if getattr(self, "_repr", None) is None:
+            return self.__name__
+        constants = {k: v for k, v in constexprs.items() if k in self.arg_names}
+        constants.update((k, 1) for k in equal_to_1)
+        proxy = _SpecializationProxy(constants, {n: "constexpr" if n in constants else signature.get(n, "constexpr")
+                                                 for n in self.arg_names})
+        name = self._repr(proxy)
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_$][\w$]*", name):
+            raise ValueError(f"@jit(repr=...) of {self.__name__} gave {name!r}: a kernel name must be an identifier")
+        return name
+
     def source_line(self, lineno: int) -> str | None:
         """The text of file line `lineno` (with its original indentation), if it is in the kernel."""
         lines = self.src.splitlines()
@@ -535,7 +591,9 @@ class JITFunction:
 
     def warmup(self, *args, grid=(1,), **kwargs):
         """Compile for these arguments without launching; returns the CompiledKernel (or, in
-        interpret mode, the ir.Function)."""
+        interpret mode, the ir.Function). As in Triton, a torch dtype stands for a tensor of it."""
+        args = tuple(_MockTensor.wrap_dtype(a) for a in args)
+        kwargs = {k: _MockTensor.wrap_dtype(v) for k, v in kwargs.items()}
         runner = self._runner or self._build_runner()
         return runner(grid, *args, warmup=True, **kwargs)
 
@@ -546,7 +604,7 @@ class JITFunction:
         return self._runner
 
     # The slow path: classify arguments properly, compile, load, make the launcher.
-    def _miss(self, key, values: tuple, num_warps, num_stages, dev, warmup):
+    def _miss(self, key, values: tuple, num_warps, num_stages, dev, warmup, options=(), arch=None):
         if interpret_mode():
             raise RuntimeError("internal: GPU launch path used in interpret mode")
         _refresh_torch()
@@ -558,8 +616,11 @@ class JITFunction:
             target = "sm_90"
         else:
             target = driver.target_for_device(dev)
+        arch = arch or knobs.runtime.override_arch     # Triton's arch= and TRITON_OVERRIDE_ARCH
+        if arch:
+            target = _target_of_arch(arch)
         ck = build.compile_jit(self, sig, constexprs, num_warps=num_warps, num_stages=num_stages, target=target,
-                               divisible_by_16=div16, equal_to_1=eq1)
+                               divisible_by_16=div16, equal_to_1=eq1, options=options)
         self.compile_count += 1
         if warmup:
             return (None, ck)
@@ -594,6 +655,10 @@ class JITFunction:
                 if k is None or isinstance(av, JITFunction):
                     constexprs[arg] = av
                     continue
+                ann = self.scalar_annotations.get(arg)
+                if ann is not None and isinstance(k, str | int) and not isinstance(k, bool):
+                    sig[arg] = ann.sig_name        # an annotated scalar: that type, never specialized to 1
+                    continue
                 sig[arg] = key_to_type(k)
                 if k == 1 and type(k) is int:
                     eq1.append(arg)
@@ -610,19 +675,20 @@ class JITFunction:
                 named.update(tuple_args.flatten(name, v)[1])
         return named
 
-    def _run_with_tuple_args(self, grid, values: tuple, num_warps, num_stages, stream, warmup):
-        """The GPU launch of a call with tuple arguments, all in Python (the leaves are kernel
-        parameters, so neither the C binder nor the runner's key covers them)."""
+    def _run_in_python(self, grid, values: tuple, num_warps, num_stages, stream, warmup, options=(), arch=None):
+        """The GPU launch of a call with tuple arguments or compile options (build.compile_options),
+        all in Python: tuple leaves are kernel parameters and options are part of the compile, so
+        neither the C binder nor the runner's key covers them."""
         _refresh_torch()
         dev = _NS["_get_device"]()
         if stream is None:
             stream = _NS["_get_stream"](dev)
         sig, constexprs, div16, eq1, call_names = self.specialize(values, interpret=False)
-        key = ("tuple args", tuple(sig.items()), tuple((k, cache.canon(v)) for k, v in constexprs.items()),
-               div16, eq1, num_warps, num_stages, dev)
+        key = ("in python", tuple(sig.items()), tuple((k, cache.canon(v)) for k, v in constexprs.items()),
+               div16, eq1, num_warps, num_stages, dev, options, arch)
         entry = self._launchers.get(key)
         if entry is None or warmup:
-            entry = self._miss(key, values, num_warps, num_stages, dev, warmup)
+            entry = self._miss(key, values, num_warps, num_stages, dev, warmup, options, arch)
             if warmup:
                 return entry[1]
         if callable(grid):
@@ -751,6 +817,22 @@ def _line(src, idx):
 # ---------------------------------------------------------------------------------------------
 # Fingerprint
 
+def _is_compile_time_code(obj) -> bool:
+    """An aggregate class or a constexpr_function (not a @jit function, not compiler.cdiv & co)."""
+    if isinstance(obj, type):
+        return getattr(obj, "__blocktune_aggregate__", False) is True
+    module = getattr(obj, "__module__", "") or ""
+    return getattr(obj, "__blocktune_host_helper__", False) is True and not (
+        module == "compiler" or module.startswith("compiler."))
+
+
+def _source_text(obj) -> str:
+    try:
+        return inspect.getsource(obj)
+    except (OSError, TypeError):
+        return getattr(obj, "__qualname__", repr(obj))
+
+
 def compute_fingerprint(root: JITFunction) -> str:
     """sha256 over the normalized source of `root` and of the @jit functions it reaches through
     its globals, the literal global constants it reads, and the compiler version."""
@@ -786,6 +868,13 @@ def compute_fingerprint(root: JITFunction) -> str:
             j = _unwrap_jit(obj)
             if j is not None:
                 deps.append((".".join(resolved), j))
+            elif _is_compile_time_code(obj):
+                # an aggregate class or a constexpr_function runs at compile time: its source
+                # (and an aggregate's @jit methods) is part of what the kernel compiles to
+                h.update(f"code {jf.__name__}.{'.'.join(resolved)}\n{_source_text(obj)}\n".encode())
+                if isinstance(obj, type):
+                    deps += [(f"{'.'.join(resolved)}.{k}", m) for k, v in sorted(vars(obj).items())
+                             if (m := _unwrap_jit(v.__func__ if isinstance(v, staticmethod) else v)) is not None]
             elif isinstance(obj, constexpr) and isinstance(obj.value, _LITERAL_TYPES):
                 h.update(f"const {jf.__name__}.{'.'.join(resolved)}={canon(obj.value)}\n".encode())
             elif isinstance(obj, _LITERAL_TYPES) and len(resolved) == 1 and not callable(obj):
@@ -811,8 +900,8 @@ def _is_namespace(obj) -> bool:
 
 _RESERVED = frozenset({"num_warps", "num_stages", "stream", "warmup"} |
                       {o.split("=")[0] for o in _TRITON_LAUNCH_OPTIONS})
-_INTERNAL = re.compile(r"_(grid_|opts|t|[pka]\d+|dev|key|e|n|r|bind|g\d|self|launchers|dflt|make|Tensor|get_device|"
-                       r"get_stream|interpret_var_set|interpret_mode|int_kind|spec_arg|cpu_tensor|unsupported_num_ctas)")
+_INTERNAL = re.compile(r"_(type|int|isinstance|tuple|callable|len|grid_|opts|t|[pka]\d+|dev|key|e|n|r|bind|g\d|self|launchers|dflt|make|Tensor|get_device|"
+                       r"get_stream|interpret_var_set|interpret_mode|int_kind|spec_arg|cpu_tensor|unsupported_num_ctas|compile_options)")
 
 
 def _generate_runner(jf: JITFunction):
@@ -827,7 +916,7 @@ def _generate_runner(jf: JITFunction):
         if n in _RESERVED or _INTERNAL.fullmatch(n):
             raise CompilationError(f"parameter name '{n}' of {jf.__name__}() is reserved by the launcher "
                                    "(num_warps, num_stages, stream, warmup and a few _names): rename it",
-                                   _loc(jf.filename, jf.fn_ast, jf.col_offset_shift, jf.__name__),
+                                   jf.definition_loc(),
                                    jf.source_line(jf.first_lineno))
     ctx_names = set(jf.constexpr_names)
     pieces = []
@@ -851,6 +940,9 @@ def _generate_runner(jf: JITFunction):
     L.append("    if num_ctas != 1: _unsupported_num_ctas(num_ctas)")
     L.append("    if _interpret_var_set() and _interpret_mode():")
     L.append(f"        return _self._run_interpreted(_grid_, {tuple_src}, num_warps, num_stages, warmup)")
+    L.append("    if enable_fp_fusion is not None or maxnreg is not None or arch is not None:")
+    L.append(f"        return _self._run_in_python(_grid_, {tuple_src}, num_warps, num_stages, stream, warmup, "
+             "_compile_options(enable_fp_fusion=enable_fp_fusion, maxnreg=maxnreg), arch)")
     # the common case in C (launch.c's Binder); NotImplemented: the Python body below
     L.append("    if _bind is not None and not warmup:")
     L.append(f"        _r = _bind(_grid_, num_warps, num_stages, stream{', ' if names else ''}{all_vals})")
@@ -862,13 +954,13 @@ def _generate_runner(jf: JITFunction):
             continue
         spec = n not in jf.do_not_specialize
         j = names.index(n)
-        L.append(f"    _t = type({n})")
+        L.append(f"    _t = _type({n})")
         L.append("    if _t is _Tensor:")
         L.append(f"        _p{j} = {n}.data_ptr()")
-        L.append(f"        if not {n}.is_cuda: _cpu_tensor({n!r})")
+        L.append(f"        if not {n}.is_cuda: _cpu_tensor({n}, {n!r})")
         L.append(f"        _k{j} = {n}.dtype")
         L.append(f"        _a{j} = not (_p{j} & 15)")
-        L.append("    elif _t is int:")
+        L.append("    elif _t is _int:")
         L.append(f"        _p{j} = {n}")
         L.append(f"        if -2147483648 <= {n} <= 2147483647:")
         if spec:
@@ -877,8 +969,8 @@ def _generate_runner(jf: JITFunction):
             L.append(f"            _k{j} = 'i32'")
         L.append(f"        else: _k{j} = _int_kind({n}, {spec})[0]")
         L.append(f"        _a{j} = {'not (' + n + ' & 15)' if spec else 'False'}")
-        L.append(f"    elif isinstance({n}, tuple):")
-        L.append(f"        return _self._run_with_tuple_args(_grid_, {tuple_src}, num_warps, num_stages, stream, warmup)")
+        L.append(f"    elif _isinstance({n}, _tuple):")
+        L.append(f"        return _self._run_in_python(_grid_, {tuple_src}, num_warps, num_stages, stream, warmup)")
         L.append("    else:")
         L.append(f"        _k{j}, _a{j}, _p{j} = _spec_arg({n}, {j}, {n!r}, {spec})")
         key_parts += [f"_k{j}", f"_a{j}"]
@@ -899,12 +991,12 @@ def _generate_runner(jf: JITFunction):
     L.append(f"        _e = _self._miss(_key, {tuple_src}, num_warps, num_stages, _dev, warmup)")
     L.append("        if warmup: return _e[1]")
     meta_items = ", ".join(f"{n!r}: {n}" for n in names)
-    L.append("    if _grid_.__class__ is not tuple:")
-    L.append("        if callable(_grid_):")
+    L.append("    if _grid_.__class__ is not _tuple:")
+    L.append("        if _callable(_grid_):")
     L.append(f"            _grid_ = _grid_({{{meta_items}{', ' if names else ''}'num_warps': num_warps, "
              "'num_stages': num_stages})")
-    L.append("        if _grid_.__class__ is int: _grid_ = (_grid_,)")
-    L.append("    _n = len(_grid_)")
+    L.append("        if _grid_.__class__ is _int: _grid_ = (_grid_,)")
+    L.append("    _n = _len(_grid_)")
     L.append("    _g0 = _grid_[0]")
     L.append("    _g1 = _grid_[1] if _n > 1 else 1")
     L.append("    _g2 = _grid_[2] if _n > 2 else 1")
@@ -918,12 +1010,16 @@ def _generate_runner(jf: JITFunction):
     # Parameter names are Python identifiers from the kernel's own `def` (parsed by ast), so the
     # generated text cannot be steered by them; default values are passed as objects, not text.
     glb = ns
+    # the builtins the runner calls, under names a kernel parameter cannot take (Triton's own tests
+    # name parameters `type`)
+    glb.update(_type=type, _int=int, _isinstance=isinstance, _tuple=tuple, _callable=callable, _len=len)
     glb.setdefault("_interpret_var_set", _interpret_var_check())
     glb.setdefault("_interpret_mode", interpret_mode)
     glb.setdefault("_int_kind", _int_kind)
     glb.setdefault("_spec_arg", spec_arg)
     glb.setdefault("_cpu_tensor", _cpu_tensor)
     glb.setdefault("_unsupported_num_ctas", _unsupported_num_ctas)
+    glb.setdefault("_compile_options", build.compile_options)
     loc_ns: dict = {}
     exec(compile(factory_src, f"<blocktune runner {jf.__name__}>", "exec"), glb, loc_ns)  # noqa: S102
     dflt = [jf.defaults.get(n) for n in names]
@@ -950,16 +1046,37 @@ def _make_binder(jf: JITFunction, ns: dict):
 
 
 def _unsupported_num_ctas(num_ctas):
-    raise ValueError(f"num_ctas={num_ctas!r} is not supported: blocktune runs each program as one CTA (thread-block "
-                     "clusters are not implemented); use num_ctas=1 (the default)")
+    raise ValueError(f"num_ctas={num_ctas!r} is not supported: num_ctas > 1 requires NVIDIA SM90+ (Hopper) "
+                     "thread-block clusters, which blocktune does not implement (it runs each program as one CTA); "
+                     "use num_ctas=1 (the default)")
 
 
-def _cpu_tensor(name):
-    raise ValueError(f"argument '{name}' is a CPU tensor: launch on the GPU needs CUDA tensors "
+def _target_of_arch(arch) -> str:
+    """Triton's arch option ("sm80", "sm_90a", 90) as blocktune's target name ("sm_80", "sm_90a")."""
+    m = re.fullmatch(r"(?:sm_?)?(\d+)(a?)", str(arch).strip().lower())
+    if m is None:
+        raise ValueError(f"arch={arch!r}: blocktune compiles for NVIDIA GPUs, e.g. arch='sm90' or 'sm_80'")
+    return f"sm_{m.group(1)}{m.group(2)}"
+
+
+def _cpu_tensor(tensor, name):
+    """A host tensor for a GPU launch: pinned memory is mapped into the GPU's address space (its
+    data_ptr is valid there, as Triton lets kernels use it); pageable memory is an error."""
+    is_pinned = getattr(tensor, "is_pinned", None)
+    if is_pinned is not None and is_pinned():
+        return
+    raise ValueError(f"argument '{name}' is a CPU tensor: launch on the GPU needs CUDA tensors or pinned host memory "
                      "(or set BLOCKTUNE_INTERPRET=1 to run the kernel on the CPU)")
 
 
 # ---------------------------------------------------------------------------------------------
+
+def constexpr_function(fn):
+    """Triton's `@triton.constexpr_function`: a Python function a kernel calls at compile time, on
+    compile-time values (its result is one too); from Python it is the function itself."""
+    fn.__blocktune_host_helper__ = True
+    return fn
+
 
 def jit(fn=None, *, do_not_specialize: Iterable = (), noinline: bool = False, debug=None,
         autotune_key: Iterable[str] | None = None, do_not_specialize_on_alignment: Iterable = (),
@@ -968,10 +1085,10 @@ def jit(fn=None, *, do_not_specialize: Iterable = (), noinline: bool = False, de
     def wrap(f):
         return JITFunction(f, do_not_specialize=do_not_specialize, noinline=noinline, debug=debug,
                            autotune_key=autotune_key, do_not_specialize_on_alignment=do_not_specialize_on_alignment,
-                           launch_metadata=launch_metadata)
+                           repr=repr, launch_metadata=launch_metadata)
     if fn is not None:
         return wrap(fn)
     return wrap
 
 
-__all__ = ["jit", "JITFunction", "spec_arg", "key_to_type", "compute_fingerprint", "normalized_source", "interpret_mode"]
+__all__ = ["jit", "constexpr_function", "JITFunction", "spec_arg", "key_to_type", "compute_fingerprint", "normalized_source", "interpret_mode"]

@@ -21,11 +21,45 @@ from .launcher import make_launcher
 
 _load_lock = threading.Lock()
 
+# Triton's stages that have no counterpart here, and why
+_NOT_HERE = {"ttir": "Triton's MLIR", "ttgir": "Triton's MLIR", "source": "Triton's MLIR",
+             "amdgcn": "AMD GPUs", "hsaco": "AMD GPUs"}
+
+
+class KernelAsm(dict):
+    """`ck.asm`: the kernel's stages by name: "ir" (blocktune's block IR), "llir", "ptx", "cubin".
+    The cubin, when there is none yet, is assembled with ptxas when first asked for
+    (`asm["cubin"]`: Triton's compiled kernels always carry one); `.get("cubin")` and `in` only say
+    whether it is there. A stage blocktune does not have is a KeyError that says so."""
+
+    def __init__(self, stages: dict, target: str | None):
+        super().__init__(stages)
+        self.target = target
+
+    def __missing__(self, key):
+        if key == "cubin" and "ptx" in self and self.target:
+            cubin = self["cubin"] = ptxas.assemble(self["ptx"], self.target, exe=_ptxas_for_this_machine())
+            return cubin
+        stages = ", ".join(sorted({*self, "cubin"}))
+        if key in _NOT_HERE:
+            raise KeyError(f"{key!r}: blocktune has no {key} stage (it compiles Python to its block IR, then LLVM IR "
+                           f"and PTX, without {_NOT_HERE[key]}); this kernel's stages: {stages}")
+        raise KeyError(f"{key!r}: no such stage; this kernel's stages: {stages}")
+
+
+def _ptxas_for_this_machine() -> str:
+    """The ptxas whose cubins this machine's driver loads when there is a GPU, else the first one."""
+    if driver.has_gpu():
+        exe = ptxas.for_driver(driver.device_properties(driver.current_device()).get("cuda_version"))
+        if exe:
+            return exe
+    return ptxas.require()
+
 
 class CompiledKernel:
     """One compiled specialization. Picklable (the loaded CUDA module is not part of the state).
 
-    `.asm`: {"ir", "llir", "ptx"} (plus "cubin" bytes when assembled with ptxas);
+    `.asm`: {"ir", "llir", "ptx", "cubin"} (KernelAsm: the cubin is assembled when first asked for);
     `.metadata`: name, num_warps, num_stages, shared, target, arg_names, arg_types, passed
     (the parameters the kernel takes at launch, in order), constexprs, divisible_by_16,
     equal_to_1, cache_key, and what the backend reported.
@@ -33,7 +67,7 @@ class CompiledKernel:
 
     def __init__(self, name: str, asm: dict, metadata: dict):
         self.name = name
-        self.asm = asm
+        self.asm = KernelAsm(asm, metadata.get("target"))
         self.metadata = KernelMetadata(metadata)
         self._loaded: dict[int, Any] = {}
         self._launchers: dict[tuple, Any] = {}
@@ -62,10 +96,11 @@ class CompiledKernel:
         self.load()
 
     def __getstate__(self):
-        return {"name": self.name, "asm": self.asm, "metadata": dict(self.metadata)}
+        return {"name": self.name, "asm": dict(self.asm), "metadata": dict(self.metadata)}
 
     def __setstate__(self, state):
-        self.name, self.asm, self.metadata = state["name"], state["asm"], KernelMetadata(state["metadata"])
+        self.name, self.metadata = state["name"], KernelMetadata(state["metadata"])
+        self.asm = KernelAsm(state["asm"], self.metadata.get("target"))
         self._loaded, self._launchers, self._plans = {}, {}, {}
 
     def __repr__(self) -> str:
@@ -224,8 +259,8 @@ def _launch_value(v, name: str, ty: str):
             return v
         dp = getattr(v, "data_ptr", None)
         if dp is not None:
-            if getattr(v, "is_cuda", True) is False:
-                raise ValueError(f"argument '{name}' is a CPU tensor; the GPU needs a CUDA tensor")
+            if getattr(v, "is_cuda", True) is False and not getattr(v, "is_pinned", lambda: False)():
+                raise ValueError(f"argument '{name}' is a CPU tensor; the GPU needs a CUDA tensor or pinned host memory")
             return int(dp())
         cai = getattr(v, "__cuda_array_interface__", None)
         if cai is not None:

@@ -15,6 +15,8 @@ import math
 
 import torch
 
+from ..errors import ArgumentError
+
 # |value| of the E2M1 codes 0b0EEM, in code order: subnormals 0 and 0.5, then (1 + M/2) * 2**(E-1).
 E2M1_MAGNITUDES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 E8M0_BIAS = 127
@@ -27,7 +29,7 @@ def _shape(size) -> tuple:
 
 def _require_float32(dtype, what: str) -> None:
     if dtype != torch.float32:
-        raise ValueError(f"{what} converts to torch.float32 only, got {dtype}")
+        raise ArgumentError(f"{what} converts to torch.float32 only, got {dtype}")
 
 
 class _MXTensor:
@@ -89,7 +91,7 @@ class MXFP4Tensor(_MXTensor):
         odd length is padded with a zero code at the end."""
         data = self.data
         if not 0 <= dim < data.ndim:
-            raise ValueError(f"to_packed_tensor: dim {dim} is out of range for a {data.ndim}-D tensor")
+            raise ArgumentError(f"to_packed_tensor: dim {dim} is out of range for a {data.ndim}-D tensor")
         if data.shape[dim] % 2:
             pad_shape = list(data.shape)
             pad_shape[dim] = 1
@@ -118,7 +120,7 @@ class MXScaleTensor(_MXTensor):
         lowest = 0 if low is None else max(0, math.ceil(math.log2(low)) + E8M0_BIAS)
         highest = 254 if high is None else min(254, max(0, math.floor(math.log2(high)) + E8M0_BIAS))
         if lowest > highest:
-            raise ValueError(f"MXScaleTensor.random: low ({low}) must not exceed high ({high})")
+            raise ArgumentError(f"MXScaleTensor.random: low ({low}) must not exceed high ({high})")
         self.data = torch.randint(lowest, highest + 1, size=self.size, dtype=torch.uint8, device=self.device)
         return self
 

@@ -13,6 +13,7 @@ import torch
 
 from tests.compiler.kernels.attention import attention_kernels as A
 from tests.compiler.kernels.util import gen, interpret  # noqa: F401
+from tests.compiler.test_dot_mma import _nvdisasm
 
 import compiler as triton
 
@@ -141,22 +142,76 @@ def test_attention_forward_ptx(head_dim, block_m, block_n, num_warps, causal, ho
     assert "ex2.approx.ftz.f32" in ptx and "ex2.approx.f32" not in ptx
 
 
+def _bwd_ptx(head_dim, causal):
+    sig = dict(Q="*fp16", K="*fp16", V="*fp16", sm_scale="fp32", DO="*fp16", DQ="*fp16", DK="*fp16", DV="*fp16",
+               M="*fp32", D="*fp32", stride_z="i32", stride_h="i32", stride_tok="i32", stride_d="i32", H="i32", N_CTX="i32")
+    cx = dict(BLOCK_M1=32, BLOCK_N1=128, BLOCK_M2=128, BLOCK_N2=32, BLK_SLICE_FACTOR=2, HEAD_DIM=head_dim, CAUSAL=causal)
+    div = ("Q", "K", "V", "DO", "DQ", "DK", "DV", "M", "D", "stride_z", "stride_h", "stride_tok", "N_CTX")
+    return triton.compile(A._attn_bwd, signature=sig, constexprs=cx, num_warps=4, num_stages=5, target="sm_90",
+                          divisible_by_16=div, equal_to_1=("stride_d",)).asm["ptx"]
+
+
+def _wgmma_loops(ptx: str) -> list[str]:
+    from tests.compiler.test_ptx import ptx_loops
+    return [loop for loop in ptx_loops(ptx) if "wgmma.mma_async" in loop]
+
+
 @pytest.mark.parametrize("head_dim,causal", [(64, True), (64, False), (128, True)])
 def test_attention_backward_ptx(head_dim, causal):
     """The backward kernel assembles (it spills at HEAD_DIM 128: dk and dv are two 128×128 fp32
     accumulators, 256 registers a thread at 4 warps)."""
     from tests.compiler.test_ptx import ptxas_report
-    sig = dict(Q="*fp16", K="*fp16", V="*fp16", sm_scale="fp32", DO="*fp16", DQ="*fp16", DK="*fp16", DV="*fp16",
-               M="*fp32", D="*fp32", stride_z="i32", stride_h="i32", stride_tok="i32", stride_d="i32", H="i32", N_CTX="i32")
-    cx = dict(BLOCK_M1=32, BLOCK_N1=128, BLOCK_M2=128, BLOCK_N2=32, BLK_SLICE_FACTOR=2, HEAD_DIM=head_dim, CAUSAL=causal)
-    div = ("Q", "K", "V", "DO", "DQ", "DK", "DV", "M", "D", "stride_z", "stride_h", "stride_tok", "N_CTX")
-    ptx = triton.compile(A._attn_bwd, signature=sig, constexprs=cx, num_warps=4, num_stages=5, target="sm_90",
-                         divisible_by_16=div, equal_to_1=("stride_d",)).asm["ptx"]
+    ptx = _bwd_ptx(head_dim, causal)
     rep = ptxas_report(ptx)
     assert "wgmma.mma_async" in ptx and "ld.global.v4.b32" in ptx
     # dk's wgmma stays in flight over the back edge; its zero start values are set before the loop,
     # not re-made on the zero-trip path into the exit's wait (else ptxas serializes every wgmma)
     assert "C7515" not in rep["text"], rep["text"]
+
+
+@pytest.mark.parametrize("head_dim,causal", [(64, True), (64, False), (128, True), (128, False)])
+def test_attention_backward_loops_are_tritons(head_dim, causal):
+    """Each of the backward's loops (dK/dV down the query blocks, dQ along the key blocks; masked and
+    unmasked when causal) is pipelined as Triton's: every load through cp.async — the per-row M and
+    Delta of the dK/dV loop too, 4-byte copies into the stage, read from there in the layout the
+    softmax wants — so nothing in the loop waits on global memory; no layout conversion through
+    shared memory (dQ's loop-invariant m and Delta are converted once, before it): two barriers per
+    iteration; and two wgmma waits (dV's and dK's dots stay in flight until the next dot's wait)."""
+    ptx = _bwd_ptx(head_dim, causal)
+    loops = _wgmma_loops(ptx)
+    assert len(loops) == (4 if causal else 2)
+    row_copies = []
+    for loop in loops:
+        assert "ld.global" not in loop and "st.shared" not in loop
+        assert "cp.async.cg.shared.global" in loop
+        assert loop.count("bar.sync") == 2
+        assert loop.count("wgmma.wait_group") == 2
+        row_copies.append(len(re.findall(r"cp\.async\.ca\.shared\.global \[[^]]+\], \[[^]]+\], 4,", loop)))
+    # M and Delta in the dK/dV loops (the first half); the dQ loops read theirs before the loop
+    half = len(loops) // 2
+    assert row_copies == [2] * half + [0] * half
+
+
+@pytest.mark.skipif(_nvdisasm() is None, reason="nvdisasm not found (pip install nvidia-cuda-nvdisasm)")
+@pytest.mark.parametrize("kernel,head_dim,causal", [("bwd", 64, False), ("bwd", 64, True), ("fwd", 64, False),
+                                                    ("fwd", 128, True)])
+def test_attention_wgmma_fences_are_the_ptxs(kernel, head_dim, causal, tmp_path):
+    """ptxas adds no WARPGROUP.ARRIVE of its own: a wgmma with A from registers (P, dS) gets its
+    fragments packed before its wgmma.fence, not between its instructions (where ptxas fenced
+    before each one). (HEAD_DIM 128's backward is left out: it spills, and ptxas serializes its
+    wgmmas on both compilers.)"""
+    import subprocess
+
+    from compiler.ptxas import require as find_ptxas
+    if kernel == "bwd":
+        ptx = _bwd_ptx(head_dim, causal)
+    else:
+        ptx = _fwd_ptx(head_dim, 128, 64 if head_dim == 64 else 128, 4 if head_dim == 64 else 8, causal).asm["ptx"]
+    (tmp_path / "k.ptx").write_text(ptx)
+    subprocess.run([find_ptxas(), "-arch=sm_90a", str(tmp_path / "k.ptx"), "-o", str(tmp_path / "k.cubin")], check=True)
+    sass = subprocess.run([_nvdisasm(), "-c", str(tmp_path / "k.cubin")], check=True, capture_output=True, text=True).stdout
+    assert sass.count("WARPGROUP.ARRIVE") == ptx.count("wgmma.fence.sync.aligned")
+    assert sass.count("WARPGROUP.DEPBAR") == ptx.count("wgmma.wait_group")
 
 
 # -- GPU ------------------------------------------------------------------------------------------

@@ -76,8 +76,43 @@ def test_batched_dot_ptx_uses_tensor_cores(B, M, N, K, in_ty, out_ty, nw):
 
 
 def test_backend_refuses_small_dots():
-    with pytest.raises(CompilationError, match="every dimension must be at least 16 on NVIDIA GPUs, got M=8"):
+    with pytest.raises(CompilationError, match=r"every dimension must be at least 16 on NVIDIA GPUs .*, got M=8"):
         _compile(2, 8, 32, 32, False)
+
+
+def _multidim(rank, trans_a, trans_b, device="cpu"):
+    from tests.compiler.kernels.batched_dot import multidim_dot_kernel
+    shape = (2,) * (rank - 2) + (32, 32)
+    g = torch.Generator().manual_seed(rank * 4 + trans_a * 2 + trans_b)
+    a = torch.randint(-4, 5, shape, generator=g).to(torch.float16)
+    b = torch.randint(-4, 5, shape, generator=g).to(torch.float16)
+    c = torch.full(shape, float("nan"), device=device)
+    multidim_dot_kernel[(1,)](a.to(device), b.to(device), c, RANK=rank, TRANS_A=trans_a, TRANS_B=trans_b)
+    ta, tb = (a.transpose(-1, -2) if trans_a else a), (b.transpose(-1, -2) if trans_b else b)
+    return c.cpu(), ta.float() @ tb.float()
+
+
+@pytest.mark.parametrize("rank,trans_a,trans_b", [(3, False, True), (4, True, False), (5, True, True)])
+def test_dots_of_more_dims_batch_over_the_leading_ones(interpret, rank, trans_a, trans_b):
+    c, ref = _multidim(rank, trans_a, trans_b)
+    assert torch.equal(c, ref)
+
+
+@pytest.mark.parametrize("rank", [4, 5])
+def test_dots_of_more_dims_ptx(rank):
+    from tests.compiler.kernels.batched_dot import multidim_dot_kernel
+    from tests.compiler.test_ptx import ptxas_report
+    ptx = triton.compile(multidim_dot_kernel, signature={"X": "*fp16", "Y": "*fp16", "Z": "*fp32"}, target="sm_90",
+                         constexprs={"RANK": rank, "TRANS_A": True, "TRANS_B": False}).asm["ptx"]
+    ptxas_report(ptx)
+    assert "mma" in ptx
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rank,trans_a,trans_b", [(3, False, True), (4, True, False), (5, True, True), (6, False, False)])
+def test_dots_of_more_dims_gpu(rank, trans_a, trans_b):
+    c, ref = _multidim(rank, trans_a, trans_b, device="cuda")
+    assert torch.equal(c, ref)
 
 
 @pytest.mark.gpu

@@ -305,7 +305,7 @@ def test_descriptor_atomic_add_ptx():
     ck = triton.compile(K.descriptor_atomic_add_kernel, signature={"Acc": "*fp32", "X": "*fp32", "M": "i32", "N": "i32"},
                         constexprs={"BM": 32, "BN": 64}, num_warps=4, target="sm_90", divisible_by_16=("Acc", "X", "N"))
     ptxas_report(ck.asm["ptx"])
-    assert "atom.relaxed.gpu.global.add.f32" in ck.asm["ptx"]
+    assert "atom.global.gpu.relaxed.add.f32" in ck.asm["ptx"]
 
 
 @pytest.mark.gpu

@@ -192,6 +192,15 @@ def test_compilation_error_points_at_source(kernel, args, kwargs, col_of, messag
     _check(info.value, lineno, line, col_of, message)
 
 
+def test_error_message_is_the_message_without_the_location():
+    """Triton's CompilationError.error_message, which its tests read."""
+    with pytest.raises(triton.CompilationError) as info:
+        error_in_callee_kernel[(1,)](_x())
+    err = info.value
+    assert err.error_message == err.message and "missing_in_helper" in err.error_message
+    assert ": error: " in str(err) and ": error: " not in err.error_message
+
+
 def test_error_inside_called_jit_function():
     lineno, line = _err_line(_helper_with_error)
     with pytest.raises(triton.CompilationError) as info:
@@ -259,3 +268,13 @@ def test_wrong_argument_type_at_launch():
     with pytest.raises(triton.CompilationError) as info:
         uses_n_kernel[(1,)](_x(), None, BLOCK=16)
     _check(info.value, lineno, line)
+
+
+def test_a_constexpr_cannot_be_left_unspecialized():
+    """Triton's error, at the first compile (the decoration itself is fine)."""
+    @triton.jit(do_not_specialize=["N"])
+    def kernel(X, N: tl.constexpr):
+        pass
+
+    with pytest.raises(triton.CompilationError, match="N marked as constexpr and listed in do_not_specialize"):
+        triton.compile(kernel, {"X": "*fp32"}, {"N": 5}, target="sm_90")

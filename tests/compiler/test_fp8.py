@@ -244,6 +244,32 @@ def test_fp8_compile_errors(kernel, sig, message):
         triton.compile(kernel, signature=sig, target="sm_90")
 
 
+@pytest.mark.parametrize("ty", ["fp8e4b8", "fp8e5b16", "fp8e4b15"])
+def test_fp8_formats_without_conversions_say_so_in_tritons_words(ty):
+    """Triton's tests match "not supported in this architecture"."""
+    with pytest.raises(triton.CompilationError, match=r"not supported in this architecture"):
+        triton.compile(K.convert_kernel, signature={"X": f"*{ty}", "Y": "*fp32", "N": "i32"},
+                       constexprs={"ROUNDING": None, "BLOCK": 128}, target="sm_90")
+
+
+@triton.jit
+def _unused_dot_kernel(X, DT: tl.constexpr, SIZE: tl.constexpr):
+    a = tl.full((SIZE, SIZE), 0.0, DT)
+    tl.dot(a, a)                          # nothing uses it: dead code, still checked
+    tl.store(X, 1)
+
+
+@pytest.mark.parametrize("dt,size,message", [(tl.float8e4b8, 64, "not supported in this architecture"),
+                                             (tl.float8e5b16, 64, "not supported in this architecture"),
+                                             (tl.float16, 8, "Input shapes should have M >= 1, N >= 1 and K >= 16")])
+def test_what_the_gpu_refuses_is_refused_even_when_unused(dt, size, message):
+    """Triton refuses these where they are written; blocktune's backend also looks at the ops dead
+    code elimination dropped. The bare error is the cause, as Triton's tests read it."""
+    with pytest.raises(triton.CompilationError, match=message) as e:
+        triton.compile(_unused_dot_kernel, {"X": "*i32"}, {"DT": dt, "SIZE": size}, target="sm_90")
+    assert message in str(e.value.__cause__)
+
+
 def test_fp8_needs_sm89():
     with pytest.raises(triton.CompilationError, match=r"fp8e4nv needs sm_89 or newer"):
         triton.compile(K.convert_kernel, signature={"X": "*fp8e4nv", "Y": "*fp32", "N": "i32"},

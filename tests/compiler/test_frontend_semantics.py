@@ -73,7 +73,7 @@ def test_return_inside_a_loop_is_still_refused():
                 return
             tl.store(X + i, 0)
 
-    with pytest.raises(triton.CompilationError, match="return inside a loop is not supported"):
+    with pytest.raises(triton.CompilationError, match="Cannot have `return` statements inside `while` or `for` statements in triton"):
         generate_ir(kernel, {"X": from_signature("*i32"), "N": from_signature("i32")}, {})
 
 
@@ -119,6 +119,101 @@ def test_hasattr_and_isinstance_decide_at_compile_time(interpret, value, dtype, 
     has = _flag(-1)
     K.hasattr_kernel[(1,)](x, has)
     assert x.item() == expected and has.item() == 1
+
+
+@pytest.mark.parametrize("fn,ref", [("j0", torch.special.bessel_j0), ("y1", torch.special.bessel_y1),
+                                    ("cyl_bessel_i0", torch.special.i0)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_getattr_with_a_constexpr_name(interpret, gen, fn, ref, dtype):
+    x = rand(gen, (128,), dtype, 0.1, 5.0)
+    out = poisoned((128,), dtype)
+    K.getattr_kernel[(1,)](x, out, FN=fn, N=128)
+    torch.testing.assert_close(out, ref(x.double()).to(dtype))
+
+
+def test_methods_of_a_number_make_it_a_scalar_tensor(interpret):
+    out = torch.full((1,), -1, dtype=torch.int64)
+    K.number_method_kernel[(1,)](out, START=2**35, N=20)
+    assert out.item() == sum(range(2**35, 2**35 + 20))
+
+
+def test_where_with_a_non_boolean_condition_warns_as_in_triton():
+    @triton.jit
+    def kernel(X, Out):
+        offs = tl.arange(0, 16)
+        tl.store(Out + offs, tl.where(tl.load(X + offs), 1.0, 2.0))
+
+    with pytest.warns(UserWarning, match="tl.where with a non-boolean condition is deprecated.*uint32"):
+        generate_ir(kernel, {"X": from_signature("*u32"), "Out": from_signature("*fp32")}, {})
+
+
+def test_a_tuple_of_constexprs_holds_numbers(interpret):
+    out = _flag(-1)
+    K.constexpr_tuple_kernel[(1,)](out, tuple(tl.constexpr(v) for v in (2, 3, 7)))
+    assert out.item() == 42
+
+
+def test_aggregates_and_constexpr_functions(interpret, gen):
+    """Triton's tl.core._aggregate and @triton.constexpr_function."""
+    x, y = rand(gen, (16,), torch.float32), rand(gen, (16,), torch.float32)
+    out = poisoned((64,), torch.float32)
+    K.aggregate_kernel[(1,)](x, y, out, N=16)
+    assert torch.equal(out[:16], x * 3 + y) and torch.equal(out[16:32], ((x + y) - x) - y)
+    assert torch.equal(out[32:], torch.arange(32, dtype=torch.float32))
+    assert K._twice(7) == 14                                   # from Python it is the function
+
+
+def test_an_aggregate_must_set_its_fields():
+    @tl.core._aggregate
+    class Half:
+        a: tl.tensor
+        b: tl.tensor
+
+        def __init__(self, a):
+            self.a = a
+
+    @triton.jit
+    def kernel(X):
+        h = Half(tl.load(X))
+        tl.store(X, h.a)
+
+    with pytest.raises(triton.CompilationError, match="constructor for Half did not initialize attribute 'b'"):
+        generate_ir(kernel, {"X": from_signature("*fp32")}, {})
+
+
+@pytest.mark.parametrize("args", [(1.0, float("nan")), (1.0, -0.0)])
+def test_compile_time_min_max_refuse_nan_and_negative_zero(args):
+    """Python's min/max depend on the argument order there (Triton refuses them too)."""
+    @triton.jit
+    def kernel(X, A: tl.constexpr, B: tl.constexpr):
+        tl.store(X, min(A, B))
+
+    with pytest.raises(triton.CompilationError, match="min\\(\\) of compile-time values cannot take NaN or -0.0"):
+        generate_ir(kernel, {"X": from_signature("*fp32")}, {"A": args[0], "B": args[1]})
+
+
+def test_type_of_compile_time_values(interpret):
+    out = torch.zeros(8, dtype=torch.int32)
+    K.constexpr_type_kernel[(1,)](out, (5, 1), N=8)
+    assert (out == 5).all()
+    assert tl.constexpr(3).type == tl.constexpr_type(3) != tl.constexpr_type(4)
+
+
+def test_dtype_annotations_type_scalar_parameters(interpret):
+    out = torch.zeros(8)
+    K.annotated_scalars_kernel[(1,)](out, 1.0009765625, 1, N=8)   # 1 + 2**-10: exact in fp16
+    assert torch.equal(out, torch.arange(8) + 2.0009765625)
+    sig, *_ = K.annotated_scalars_kernel.specialize((out, 0.1, 1, 8), interpret=True)
+    assert sig == {"Out": "*fp32", "half": "fp16", "small": "u8"}   # an annotated 1 is not specialized
+
+
+def test_getattr_needs_a_compile_time_name():
+    @triton.jit
+    def kernel(X, i):
+        tl.store(X, getattr(tl, i))
+
+    with pytest.raises(triton.CompilationError, match="getattr\\(\\) needs an attribute name known at compile time"):
+        generate_ir(kernel, {"X": from_signature("*fp32"), "i": from_signature("i32")}, {})
 
 
 @pytest.mark.parametrize("x", [None, 1, 2])
@@ -254,6 +349,11 @@ PTX_CASES = {
     "literal_dtype": (K.literal_dtype_kernel, dict(Out="*i32"), dict(BLOCK=128)),
     "uint_with_literal": (K.uint_with_literal_kernel, dict(X="*u8", Out="*u8"), dict(N=256)),
     "where_pointers": (K.where_pointers_kernel, dict(Cond="*i1", A="*i64", B="*i64", Out="*i64"), dict(N=256)),
+    "getattr_libdevice_fp32": (K.getattr_kernel, dict(X="*fp32", Out="*fp32"), dict(FN="cyl_bessel_i1", N=128)),
+    "getattr_libdevice_fp64": (K.getattr_kernel, dict(X="*fp64", Out="*fp64"), dict(FN="y0", N=128)),
+    "number_method": (K.number_method_kernel, dict(Out="*i64"), dict(START=2**35, N=20)),
+    "aggregate": (K.aggregate_kernel, dict(X="*fp32", Y="*fp32", Out="*fp32"), dict(N=16)),
+    "annotated_scalars": (K.annotated_scalars_kernel, dict(Out="*fp32", half="fp16", small="u8"), dict(N=128)),
     "topk_fp32": (K.topk_kernel, dict(X="*fp32", Z="*fp32"), dict(M=4, N=64, K=8)),
     "topk_i32_rows": (K.topk_kernel, dict(X="*i32", Z="*i32"), dict(M=8, N=16, K=4)),
     "topk_bf16_wide": (K.topk_kernel, dict(X="*bf16", Z="*bf16"), dict(M=1, N=1024, K=16)),
@@ -267,6 +367,14 @@ def test_ptx_assembles(name):
     ck = triton.compile(kern, signature=sig, constexprs=cx, num_warps=4, target="sm_90")
     rep = ptxas.report(ck.asm["ptx"])
     assert "0 bytes spill stores" in rep, rep
+
+
+@pytest.mark.parametrize("hint", [True, False])
+def test_nested_hint_statements_vectorize(hint):
+    sig = dict(Dst="*fp32", Src="*fp32", Off="*i32", N="i32")
+    ptx = triton.compile(K.nested_hints_kernel, signature=sig, constexprs=dict(BLOCK=1024, HINT=hint), target="sm_90",
+                         divisible_by_16=list(sig)).asm["ptx"]
+    assert ("ld.global.v4.b32" in ptx) is hint and ("st.global.v4.b32" in ptx) is hint
 
 
 def test_conditional_stores_branch_in_ptx():

@@ -85,3 +85,51 @@ def test_pointers_of_tl_pi32_t_are_selected_and_stored_as_integers(gen):
     out = poisoned((256,), torch.int64)
     K.where_pointers_kernel[(1,)](cond, a, b, out, N=256)
     assert torch.equal(out, torch.where(cond, a, b))
+
+
+@pytest.mark.parametrize("fn,ref", [("j0", torch.special.bessel_j0), ("j1", torch.special.bessel_j1),
+                                    ("y0", torch.special.bessel_y0), ("y1", torch.special.bessel_y1),
+                                    ("cyl_bessel_i0", torch.special.i0), ("cyl_bessel_i1", torch.special.i1)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_getattr_with_a_constexpr_name(gen, fn, ref, dtype):
+    x = rand(gen, (128,), dtype, 0.1, 5.0)
+    out = poisoned((128,), dtype)
+    K.getattr_kernel[(1,)](x, out, FN=fn, N=128)
+    torch.testing.assert_close(out, ref(x.double()).to(dtype))
+
+
+def test_methods_of_a_number_make_it_a_scalar_tensor():
+    out = torch.full((1,), -1, dtype=torch.int64, device=DEV)
+    K.number_method_kernel[(1,)](out, START=2**35, N=20)
+    assert out.item() == sum(range(2**35, 2**35 + 20))
+
+
+def test_a_tuple_of_constexprs_holds_numbers():
+    import compiler.language as tl
+    out = _flag(-1)
+    K.constexpr_tuple_kernel[(1,)](out, tuple(tl.constexpr(v) for v in (2, 3, 7)))
+    assert out.item() == 42
+
+
+def test_nested_hint_statements(gen):
+    src = rand(gen, (2048,), torch.float32)
+    dst = poisoned((2048,), torch.float32)
+    off = torch.tensor([1024], dtype=torch.int32, device=DEV)
+    K.nested_hints_kernel[(1,)](dst, src, off, 2048, BLOCK=1024, HINT=True)
+    assert torch.equal(dst[1024:], src[1024:])
+
+
+def test_aggregates_and_constexpr_functions(gen):
+    x, y = rand(gen, (16,), torch.float32), rand(gen, (16,), torch.float32)
+    out = poisoned((64,), torch.float32)
+    K.aggregate_kernel[(1,)](x, y, out, N=16)
+    assert torch.equal(out[:16], x * 3 + y) and torch.equal(out[16:32], ((x + y) - x) - y)
+    assert torch.equal(out[32:], torch.arange(32, dtype=torch.float32, device=out.device))
+
+
+def test_dtype_annotations_type_scalar_parameters():
+    out = torch.zeros(8, device=DEV)
+    K.annotated_scalars_kernel[(1,)](out, 1.0009765625, 1, N=8)
+    assert torch.equal(out.cpu(), torch.arange(8) + 2.0009765625)
+    K.annotated_scalars_kernel[(1,)](out, 0.1, 300, N=8)         # fp16(0.1), uint8(300) = 44
+    assert torch.equal(out.cpu(), torch.arange(8) + float(torch.tensor(0.1).half()) + 44)

@@ -382,7 +382,8 @@ def test_device_print_gpu(gen, capfd):
     for (p, i, j), v in vals.items():
         assert abs(v - xs[i, j].item()) <= 1e-6 * max(1.0, abs(v)), (p, i, j, v)
     pids = [ln for ln in out if re.fullmatch(r"pid \(\d, 0, 0\) idx \(\) pid: \d", ln)]
-    assert sorted(pids) == ["pid (0, 0, 0) idx () pid: 0", "pid (1, 0, 0) idx () pid: 1"]
+    # a scalar is printed by every thread of the program, as Triton does (4 warps)
+    assert sorted(set(pids)) == ["pid (0, 0, 0) idx () pid: 0", "pid (1, 0, 0) idx () pid: 1"] and len(pids) == 2 * 128
     hexes = {}
     for ln in out:
         m = re.fullmatch(r"pid \(0, 0, 0\) idx \((\d), (\d)\) h: \(operand (\d)\) 0x([0-9a-f]+)", ln)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pathlib
 import re
+import sys
 
 import pytest
 
@@ -31,15 +32,16 @@ def _key():
 
 @pytest.fixture
 def clean_env(monkeypatch):
-    for _, k in [*knobs.codegen.knobs(), *knobs.runtime.knobs(), *knobs.cache.knobs()]:
+    for k in [*knobs.codegen.knob_descriptors.values(), *knobs.runtime.knob_descriptors.values(),
+              *knobs.cache.knob_descriptors.values(), *knobs.language.knob_descriptors.values()]:
         for name in k.names:
             monkeypatch.delenv(name, raising=False)
     yield monkeypatch
 
 
 def test_defaults(clean_env):
-    assert knobs.codegen.values() == {"wgmma": "async", "pipeline": True, "tma": True, "warp_specialize": False,
-                                       "debug": False, "fp32_default": "tf32"}
+    assert knobs.codegen.knobs == {"wgmma": "async", "pipeline": True, "tma": True, "warp_specialize": False, "debug": False,
+                                   "fp32_default": "tf32", "fp_fusion": True}
     assert knobs.runtime.interpret is False and knobs.runtime.interpret_vectorize is True
     assert knobs.runtime.launcher == "native" and knobs.cache.disabled is False
 
@@ -70,7 +72,7 @@ def test_no_pipeline_0_still_pipelines_the_matmul(clean_env):
 
 @pytest.mark.parametrize("name,values", [("BLOCKTUNE_WGMMA", ("0", "sync")), ("BLOCKTUNE_NO_PIPELINE", ("1",)),
                                          ("BLOCKTUNE_DEBUG", ("1",)), ("TRITON_DEBUG", ("1",)),
-                                         ("TRITON_F32_DEFAULT", ("ieee", "tf32x3"))])
+                                         ("TRITON_F32_DEFAULT", ("ieee", "tf32x3")), ("TRITON_DEFAULT_FP_FUSION", ("0",))])
 def test_every_codegen_switch_changes_the_cache_key(clean_env, name, values):
     """TRITON_F32_DEFAULT (tl.dot's fp32 precision) was read by the front end but left out of the
     key: a changed default reused the PTX compiled under the old one."""
@@ -84,8 +86,8 @@ def test_every_codegen_switch_changes_the_cache_key(clean_env, name, values):
 
 def test_cache_key_follows_the_codegen_group_by_construction(clean_env):
     """A knob declared in codegen_knobs is in codegen.key() without anything else to change."""
-    names = {name for name, _ in knobs.codegen.knobs()}
-    assert names == {"wgmma", "pipeline", "tma", "warp_specialize", "debug", "fp32_default"}
+    names = set(knobs.codegen.knob_descriptors)
+    assert names == {"wgmma", "pipeline", "tma", "warp_specialize", "debug", "fp32_default", "fp_fusion"}
     assert all(f"{n}=" in knobs.codegen.key() for n in names)
 
 
@@ -130,3 +132,83 @@ def test_no_private_environment_reads():
     hits = [f"{p.relative_to(ROOT)}:{i}" for p in (ROOT / "compiler").rglob("*.py")
             for i, line in enumerate(p.read_text().splitlines(), 1) if re.search(r"environ\._data", line)]
     assert hits == []
+
+
+def _fake_tool(path, release: str) -> str:
+    path.write_text(f"#!/bin/sh\necho 'Cuda compilation tools, release {release}, V{release}.0'\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_nvidia_tools_are_found_and_report_their_release(monkeypatch, tmp_path):
+    """Triton's knobs.nvidia.ptxas (a path and a "major.minor" release; Triton's test helpers read it
+    at import) is the ptxas compiler/ptxas.py uses."""
+    from compiler import ptxas
+    monkeypatch.setenv("TRITON_PTXAS_PATH", _fake_tool(tmp_path / "ptxas", "12.6"))
+    monkeypatch.setenv("BLOCKTUNE_PTXAS", "")    # restored (unset) after the test: knobs set it below
+    tool = knobs.nvidia.ptxas
+    assert (tool.path, tool.version) == (str(tmp_path / "ptxas"), "12.6") == (ptxas.find(), "12.6")
+    knobs.nvidia.ptxas = _fake_tool(tmp_path / "other", "13.0")
+    assert os.environ["BLOCKTUNE_PTXAS"] == str(tmp_path / "other") and "TRITON_PTXAS_PATH" not in os.environ
+    assert knobs.nvidia.ptxas.version == "13.0" and ptxas.version(ptxas.find()) == (13, 0)
+    monkeypatch.delenv("BLOCKTUNE_PTXAS")
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "nowhere"))
+    monkeypatch.setattr(knobs, "_TOOL_WHEELS", {})
+    monkeypatch.setattr(knobs, "_package_dirs", lambda name: [])
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "site")])
+    if os.path.exists("/usr/local/cuda/bin/nvdisasm"):
+        pytest.skip("/usr/local/cuda has nvdisasm")
+    with pytest.raises(RuntimeError, match="Cannot find nvdisasm: set TRITON_NVDISASM_PATH"):
+        knobs.nvidia.nvdisasm
+    # Triton's wheel's copy, on sys.path (not imported: under Triton's tests `triton` is a shim)
+    (tmp_path / "site" / "triton" / "backends" / "nvidia" / "bin").mkdir(parents=True)
+    bundled = _fake_tool(tmp_path / "site" / "triton" / "backends" / "nvidia" / "bin" / "nvdisasm", "12.9")
+    assert knobs.nvidia.nvdisasm.path == bundled
+
+
+def test_groups_have_tritons_base_knobs_api(clean_env):
+    """What Triton's fresh_knobs fixture and its tests use: every group is a base_knobs with
+    knob_descriptors (each with its variable as `key`), `knobs`, copy().reset() and scope()."""
+    groups = [v for v in vars(knobs).values() if isinstance(v, knobs.base_knobs)]
+    assert {type(g).__name__ for g in groups} >= {"codegen_knobs", "runtime_knobs", "nvidia_knobs", "language_knobs"}
+    assert knobs.codegen.knob_descriptors["wgmma"].key == "BLOCKTUNE_WGMMA"
+    fresh = knobs.runtime.copy().reset()
+    assert type(fresh) is knobs.runtime_knobs and fresh.launch_enter_hook is knobs.runtime.launch_enter_hook
+    with knobs.codegen.scope():
+        knobs.codegen.wgmma = "off"
+        assert knobs.codegen.wgmma == "off"
+    assert "BLOCKTUNE_WGMMA" not in os.environ and knobs.codegen.wgmma == "async"
+    clean_env.setenv("TRITON_F32_DEFAULT", "ieee")
+    with knobs.language.scope():
+        knobs.language.fp32_default = None
+        assert knobs.codegen.fp32_default == "tf32"
+    assert knobs.language.fp32_default == "ieee" == knobs.codegen.fp32_default
+
+
+def test_without_propagate_env_an_assignment_stays_in_the_process(clean_env, monkeypatch):
+    """Triton's propagate_env = False: the knob (and the compile cache key) changes, os.environ does
+    not; reset() forgets it."""
+    ref = _key()
+    monkeypatch.setattr(knobs, "propagate_env", False)
+    knobs.codegen.wgmma = "off"
+    assert knobs.codegen.wgmma == "off" and "BLOCKTUNE_WGMMA" not in os.environ and _key() != ref
+    knobs.codegen.reset()
+    assert knobs.codegen.wgmma == "async" and _key() == ref
+
+
+@triton.jit
+def _mul_add(data):
+    ptrs = data + tl.arange(0, 128)
+    tl.store(ptrs, tl.load(ptrs) * 1.5 + 1.0)
+
+
+@pytest.mark.parametrize("fusion", [True, False])
+def test_fp_fusion_decides_whether_mul_add_becomes_fma(clean_env, fusion):
+    """Triton's knobs.language.default_fp_fusion (TRITON_DEFAULT_FP_FUSION): off, a*b+c stays a
+    multiply and an add (bitwise what unfused code computes); on (the default), one fma."""
+    knobs.language.default_fp_fusion = fusion
+    assert knobs.codegen.fp_fusion is fusion
+    ptx = triton.compile(_mul_add, {"data": "*fp32"}, target="sm_90").asm["ptx"]
+    assert bool(re.search(r"(mad|fma)\.r[nzmp]\.(ftz\.)?f32", ptx)) is fusion
+    assert bool(re.search(r"mul\.(rn\.)?f32", ptx)) is not fusion

@@ -377,6 +377,16 @@ def test_inline_asm_argument_errors():
     with pytest.raises(triton.CompilationError, match="pack must be a power of two"):
         triton.compile(bad_pack, signature={"X": "*i32"}, constexprs={"BLOCK": 32}, target="sm_90")
 
+    @triton.jit
+    def too_few_outputs(X, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        x = tl.load(X + offs)
+        tl.store(X + offs, tl.inline_asm_elementwise("mov.b32 $0, $2;", "=r,r,r,r,r", [x], dtype=tl.int32,
+                                                     is_pure=True, pack=4))
+
+    with pytest.raises(triton.CompilationError, match="constraints name 1 outputs .* give 4 registers"):
+        triton.compile(too_few_outputs, signature={"X": "*i32"}, constexprs={"BLOCK": 32}, target="sm_90")
+
 
 # ---- GPU ----------------------------------------------------------------------------------------
 
@@ -478,6 +488,19 @@ def test_gpu_inline_asm(gen):
     K.asm_two_outputs_kernel[grid()](a.to(torch.int32).cuda(), lo, hi, N, BLOCK=BLOCK)
     assert [v % 2**32 for v in lo.cpu().tolist()] == [(v * v) % 2**32 for v in a.tolist()]
     assert [v % 2**32 for v in hi.cpu().tolist()] == [(v * v) >> 32 for v in a.tolist()]
+    y8 = torch.zeros(1024, dtype=torch.uint8, device="cuda")
+    K.asm_impure_store_kernel[(1,)](x.cuda(), y8, BLOCK=1024)       # result unused: it stores by itself
+    assert torch.equal(y8.cpu(), (x.to(torch.int64) << 3).remainder(256).to(torch.uint8))
+    bf = uniform(gen, -300, 300, n=1024)
+    c = torch.full((1024,), -1, dtype=torch.int32, device="cuda")
+    d = torch.full((1024,), float("nan"), device="cuda")
+    K.asm_packed_two_outputs_kernel[(1,)](x.cuda(), bf.cuda(), c, d, BLOCK=1024)
+    assert torch.equal(c.cpu(), x.to(torch.int32)) and torch.equal(d.cpu(), torch.maximum(x.float(), bf))
+    sm = torch.full((64,), -1, dtype=torch.int32, device="cuda")
+    times = torch.zeros(128, dtype=torch.int64, device="cuda")
+    K.special_registers_kernel[(64,)](sm, times, torch.zeros(128, dtype=torch.int32, device="cuda"), BLOCK=128)
+    n_sm = torch.cuda.get_device_properties(0).multi_processor_count
+    assert bool(((sm >= 0) & (sm < n_sm)).all()) and bool((times[1::2] > times[0::2]).all())
     f = uniform(gen, -3, 3)
     g = torch.full((N,), float("nan"), device="cuda")
     K.asm_float_kernel[grid()](f.cuda(), g, N, BLOCK=BLOCK)

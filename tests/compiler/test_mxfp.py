@@ -91,6 +91,14 @@ def test_needs_data_or_size():
         MXFP4Tensor(size=4).random().to(torch.float16)
 
 
+def test_wrong_arguments_are_also_assertion_errors_as_in_triton():
+    """Triton's module asserts its arguments, and its tests expect AssertionError."""
+    with pytest.raises(AssertionError, match="dim 2 is out of range for a 2-D tensor"):
+        MXFP4Tensor(size=(4, 4)).random().to_packed_tensor(dim=2)
+    with pytest.raises(AssertionError, match="float32 only"):
+        MXScaleTensor(size=4).random().to(torch.float16)
+
+
 def test_e8m0_from_float_floors_log2():
     values = torch.tensor([1.0, 2.0, 3.0, 0.5, 0.75, 1e-45, 2.0**127, 3e38, 0.0, -1.0, float("nan"), float("inf")])
     scales = MXScaleTensor(data=values)

@@ -54,6 +54,10 @@ CASES = {
     "asm_funnel": (E.asm_funnel_shift_kernel, {"X": "*u32", "Z": "*u32", "Y": "*u32", "N": "i32"}, {"SHIFT": 7, "BLOCK": 512}, 4),
     "asm_two_outputs": (E.asm_two_outputs_kernel, {"X": "*u32", "Lo": "*u32", "Hi": "*u32", "N": "i32"}, {"BLOCK": 512}, 4),
     "asm_float": (E.asm_float_kernel, {"X": P32, "Y": P32, "N": "i32"}, {"BLOCK": 512}, 4),
+    "special_registers": (E.special_registers_kernel, {"Sm": "*i32", "Times": "*i64", "Out": "*i32"}, {"BLOCK": 128}, 4),
+    "asm_impure_store": (E.asm_impure_store_kernel, {"X": "*u8", "Y": "*u8"}, {"BLOCK": 512}, 4),
+    "asm_packed_two_outputs": (E.asm_packed_two_outputs_kernel, {"A": "*u8", "B": P32, "C": "*i32", "D": P32},
+                               {"BLOCK": 512}, 4),
 }
 _compiled = {}
 
@@ -90,6 +94,15 @@ def test_rounding_mode_and_inline_asm_reach_the_ptx():
     assert ptx_of("asm_packed").count("shl.b32") == 2  # 8 bytes per thread, 4 per asm instance
     assert "shf.l.wrap.b32" in ptx_of("asm_funnel")
     assert "mul.hi.u32" in ptx_of("asm_two_outputs") and "fma.rn.f32" in ptx_of("asm_float")
+    # tl.extra.cuda's special registers: the timer is read twice (impure), the SM id once
+    regs = ptx_of("special_registers")
+    assert regs.count("%globaltimer") == 2 and regs.count("%smid") == 1
+    # an impure asm whose result is unused still runs: 512 bytes over 128 threads, 4 instances each
+    assert ptx_of("asm_impure_store").count("st.global.b8") == 4
+    # Triton's packing: per instance one register for four uint8, one per float32 and per output
+    # (4 elements a thread: one instance)
+    packed = ptx_of("asm_packed_two_outputs")
+    assert packed.count("max.f32") == 4 and packed.count("cvt.u32.u8") == 4
 
 
 def test_nan_propagating_clamp_uses_the_nan_instructions():

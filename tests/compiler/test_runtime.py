@@ -503,7 +503,7 @@ def test_gpu_path_torch_tensor_branch(fake_cuda, monkeypatch):
     """The generated code's inline torch.Tensor branch (CPU tensors stand in for CUDA ones here)."""
     torch = pytest.importorskip("torch")
     monkeypatch.setitem(J._NS, "_Tensor", torch.Tensor)
-    monkeypatch.setitem(J._NS, "_cpu_tensor", lambda name: None)
+    monkeypatch.setitem(J._NS, "_cpu_tensor", lambda tensor, name: None)
     orig = J.spec_arg
     monkeypatch.setattr(J, "spec_arg", lambda v, i, n, specialize=True, interpret=False: orig(v, i, n, specialize, True))
     k = _fresh(add_kernel)
@@ -1058,6 +1058,32 @@ def test_gpu_cpu_tensor_is_refused():
 
 
 @pytest.mark.gpu
+def test_gpu_pinned_host_memory_is_used_in_place():
+    """Pinned host memory is in the GPU's address space: a kernel reads and writes it (Triton's
+    test_pointer_arguments[cpu_pinned])."""
+    torch = pytest.importorskip("torch")
+    torch.cuda.init()
+    x = torch.arange(16, dtype=torch.float32).pin_memory()
+    out = torch.full((16,), float("nan")).pin_memory()
+    _fresh(add_kernel)[(1,)](x, x, out, 16, BLOCK_SIZE=16)
+    torch.cuda.synchronize()
+    assert torch.equal(out, 2 * x)
+
+
+def test_pinned_host_tensors_are_accepted_for_the_gpu_but_pageable_ones_are_not():
+    torch = pytest.importorskip("torch")
+
+    class Pinned:          # a CPU tensor reporting pinned memory (no CUDA here to pin it)
+        is_cuda = False
+
+        def is_pinned(self):
+            return True
+    J._cpu_tensor(Pinned(), "x")
+    with pytest.raises(ValueError, match="argument 'x' is a CPU tensor: .*pinned host memory"):
+        J._cpu_tensor(torch.zeros(4), "x")
+
+
+@pytest.mark.gpu
 def test_do_bench_gpu():
     torch = pytest.importorskip("torch")
     from compiler import testing
@@ -1313,3 +1339,120 @@ def test_compiled_kernel_launch_allocates_global_scratch(fake_cuda):
         triton.set_allocator(None)
     assert asked == [4 * 3 * 128] and fake_cuda.fake_param(6) == 0x7F00000A0000
     assert [fake_cuda.fake_param(i) for i in range(3)] == [0x7F0000001000, 0x7F0000002000, 0x7F0000003000]
+
+
+# ---- @jit(repr=...): the kernel's name per specialization ---------------------------------------
+
+def _typed_name(spec):
+    ones = "_".join(k for k, v in spec.constants.items() if v == 1)
+    return f"k_{spec.signature['value']}_{ones}"
+
+
+@triton.jit(repr=_typed_name)
+def _named_by_repr(value, is_one, X):
+    pass
+
+
+@pytest.mark.parametrize("value,ty", [(-1, "i32"), (2**40, "i64"), (2**64 - 1, "u64")])
+def test_repr_names_the_compiled_kernel(value, ty):
+    """Triton's repr gets the specialization (types, with the integers specialized to 1 among the
+    constants); its answer is the kernel's name in the PTX and in the compile cache key."""
+    sig, cx, div16, eq1, _ = _named_by_repr.specialize((value, 1, np.zeros(4, np.float32)), interpret=True)
+    ck = C.compile_jit(_named_by_repr, sig, cx, target="sm_90", divisible_by_16=div16, equal_to_1=eq1)
+    assert ck.name == f"k_{ty}_is_one" and f".entry {ck.name}(" in ck.asm["ptx"]
+    other = C.cache_key(_named_by_repr, sig, cx, 4, 3, "sm_90", div16, eq1)
+    plain = triton.jit(_named_by_repr.fn)
+    assert C.cache_key(plain, sig, cx, 4, 3, "sm_90", div16, eq1) != other
+
+
+def test_repr_must_give_an_identifier():
+    @triton.jit(repr=lambda spec: "not a name")
+    def kernel(X):
+        pass
+
+    with pytest.raises(ValueError, match="repr=.*gave 'not a name': a kernel name must be an identifier"):
+        C.compile(kernel, {"X": "*fp32"}, target="sm_90")
+
+
+def test_gpu_path_parameters_named_like_builtins(fake_cuda):
+    """Parameters may be named `type`, `len`, `int`... (Triton's test_call has `type`): the runner's
+    own calls do not go through those names (they did: `type(ptr)` called the string "inline", the
+    launch raised, and a test that caught the exception saw unchanged data)."""
+    src = ("import triton\nimport triton.language as tl\n@triton.jit\n"
+           "def k(x_ptr, len, int, type: tl.constexpr, tuple: tl.constexpr, callable: tl.constexpr):\n"
+           "    tl.store(x_ptr + tl.arange(0, 16), len + int)\n")
+    kern = compiler.jit_from_source(src, "k")
+    fake_cuda.fake_set_nparams(3)
+    kern[lambda meta: (meta["len"],)](FakeTensor(0x7F0000001000), 3, 5, "inline", 2, 4)
+    assert fake_cuda.fake_calls() == 1 and [fake_cuda.fake_grid(i) for i in range(3)] == [3, 1, 1]
+    assert fake_cuda.fake_param(1) & 0xFFFFFFFF == 3 and fake_cuda.fake_param(2) & 0xFFFFFFFF == 5
+
+
+def test_warmup_takes_torch_dtypes_for_tensors():
+    """Triton's warmup(torch.float32, ...): a dtype stands for a tensor of it (aligned)."""
+    torch = pytest.importorskip("torch")
+    ck = _fresh(add_kernel).warmup(torch.float16, torch.float16, torch.float32, 1024, BLOCK_SIZE=256, grid=(1,))
+    assert ck.metadata["arg_types"][:3] == ["*fp16", "*fp16", "*fp32"]
+    assert set(ck.metadata["divisible_by_16"]) >= {"x_ptr", "y_ptr", "out_ptr"}
+
+
+@triton.jit
+def _mul_add(data):
+    ptrs = data + tl.arange(0, 128)
+    tl.store(ptrs, tl.load(ptrs) * 1.5 + 1.0)
+
+
+def test_launch_compile_options_enable_fp_fusion_and_maxnreg():
+    """Triton's per-launch compile options: enable_fp_fusion=False keeps a*b+c unfused (overriding
+    the knob), maxnreg gives the kernel's .maxnreg; each is a compile of its own."""
+    torch = pytest.importorskip("torch")
+    import re
+    k = _fresh(_mul_add)
+    fma = re.compile(r"(mad|fma)\.r[nzmp]\.(ftz\.)?f32")
+    assert fma.search(k.warmup(torch.float32, grid=(1,)).asm["ptx"])
+    unfused = k.warmup(torch.float32, grid=(1,), enable_fp_fusion=False)
+    assert not fma.search(unfused.asm["ptx"]) and "mul.rn.f32" in unfused.asm["ptx"]
+    capped = k.warmup(torch.float32, grid=(1,), maxnreg=40)
+    assert re.search(r"\.visible \.entry [^{;]*\.maxnreg 40", capped.asm["ptx"]) and fma.search(capped.asm["ptx"])
+    assert len({unfused.metadata["cache_key"], capped.metadata["cache_key"],
+                k.warmup(torch.float32, grid=(1,)).metadata["cache_key"]}) == 3
+    with pytest.raises(ValueError, match="maxnreg must be an int of at least 16"):
+        k.warmup(torch.float32, grid=(1,), maxnreg=4)
+    src = triton.ASTSource(fn=_mul_add, signature={"data": "*fp32"}, constexprs={})
+    assert not fma.search(triton.compile(src, target="sm_90", options={"enable_fp_fusion": False}).asm["ptx"])
+
+
+def test_gpu_path_launch_with_compile_options(fake_cuda):
+    k = _fresh(add_kernel)
+    x = FakeTensor(0x7F0000001000)
+    fake_cuda.fake_set_nparams(4)
+    ck = k[(2,)](x, x, x, 1024, BLOCK_SIZE=256, maxnreg=64)
+    assert fake_cuda.fake_calls() == 1 and ".maxnreg 64" in ck.asm["ptx"]
+    k[(2,)](x, x, x, 1024, BLOCK_SIZE=256, maxnreg=64)
+    assert fake_cuda.fake_calls() == 2 and k.compile_count == 1
+    assert ".maxnreg" not in k[(2,)](x, x, x, 1024, BLOCK_SIZE=256).asm["ptx"] and k.compile_count == 2
+
+
+@pytest.mark.gpu
+def test_gpu_enable_fp_fusion_false_rounds_twice():
+    """Unfused, x * 1.5 + 1.0 is two float32 roundings, bit for bit what torch computes on the CPU."""
+    torch = pytest.importorskip("torch")
+    x = torch.randn(128, generator=torch.Generator().manual_seed(0)) * 1e3
+    data = x.cuda()
+    _fresh(_mul_add)[(1,)](data, enable_fp_fusion=False, maxnreg=32)
+    assert torch.equal(data.cpu(), x * 1.5 + 1.0)
+
+
+def test_arch_option_and_override_arch_knob_pick_the_target(monkeypatch):
+    """Triton's warmup(..., arch="sm80") and TRITON_OVERRIDE_ARCH compile for another GPU."""
+    torch = pytest.importorskip("torch")
+    from compiler import knobs
+    k = _fresh(add_kernel)
+    for arch, target in (("sm80", "sm_80"), ("sm_100a", "sm_100a"), (90, "sm_90")):
+        ck = k.warmup(torch.float32, torch.float32, torch.float32, 1024, BLOCK_SIZE=256, grid=(1,), arch=arch)
+        assert ck.metadata["target"] == target and f".target {target}\n" in ck.asm["ptx"]
+    monkeypatch.setenv("TRITON_OVERRIDE_ARCH", "sm80")
+    assert knobs.runtime.override_arch == "sm80"
+    assert k.warmup(torch.float32, torch.float32, torch.float32, 1024, BLOCK_SIZE=256, grid=(1,)).metadata["target"] == "sm_80"
+    with pytest.raises(ValueError, match="arch='gfx942': blocktune compiles for NVIDIA GPUs"):
+        k.warmup(torch.float32, torch.float32, torch.float32, 1024, BLOCK_SIZE=256, grid=(1,), arch="gfx942")

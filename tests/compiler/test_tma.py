@@ -14,6 +14,7 @@ import torch
 import compiler as triton
 from compiler import tensor_map
 from compiler.tools.tensor_descriptor import TensorDescriptor
+from tests.compiler import ptx_cfg
 from tests.compiler.kernels import tma as K
 from tests.compiler.kernels.block_pointers import padded_copy_kernel
 from tests.compiler.kernels.util import gen, interpret  # noqa: F401 - fixtures
@@ -47,6 +48,7 @@ def _compile(kernel, sig, constexprs=None, num_warps=4, num_stages=3):
     ((4, 128), 2, "sm_90", False),     # two panels of 4 rows: the second not 1024-byte aligned
     ((2, 2, 2, 2, 2, 16), 2, "sm_90", False),   # rank 6
     ((2, 8, 64), 2, "sm_90", True),
+    ((64,), 2, "sm_90", False),        # 1-D: bounds-checked accesses
     ((128, 128), 4, "sm_90", True), ((128, 256), 4, "sm_90", False),   # 64 KiB at most in one tile
 ])
 def test_eligible(block, es, target, ok):
@@ -63,7 +65,7 @@ def test_box_and_swizzle():
 # -- PTX ------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype,block", [("fp16", (64, 64)), ("bf16", (128, 128)), ("fp32", (32, 64)),
-                                         ("fp32", (16, 4)), ("fp16", (64,)), ("fp16", (2, 16, 64))])
+                                         ("fp32", (16, 4)), ("fp16", (2, 16, 64))])
 def test_copy_ptx(dtype, block):
     sig = {"in_desc": _desc_type(dtype, block), "out_desc": _desc_type(dtype, block), "scale": "fp32"}
     ck, ptx = _compile(K.scaled_copy_kernel, sig)
@@ -108,15 +110,21 @@ def test_matmul_tma_pipelined_ptx(dtype):
     # prologue (2 stages) + the loop body: one copy each for A and B
     assert ptx.count(LOAD.format(2)) == 3 * 2
     assert ptx.count("mbarrier.init.shared::cta.b64") == 3
-    assert "wgmma.mma_async" in ptx and "ld.shared" not in ptx.split("wgmma.mma_async")[0].rsplit("try_wait", 1)[-1]
     assert ck.shared >= 3 * (128 * 64 * 2) * 2
+    # the K loop: wait for the stage, wgmma straight from its tiles (no operand through registers),
+    # one wgmma group left in flight, one bar.sync before thread 0 arms the next stage and copies
+    k_loop = ptx_cfg.innermost_loop_with(ptx, "wgmma.mma_async")
+    assert "mbarrier.try_wait.parity.shared::cta.b64" in k_loop.text and "ld.shared" not in k_loop.text
+    assert "wgmma.wait_group.sync.aligned 1;" in k_loop.text
+    assert k_loop.text.count("bar.sync") == 1 and k_loop.text.count(LOAD.format(2)) == 2
+    assert k_loop.text.count("mbarrier.arrive.expect_tx") == 1
 
 
 def test_matmul_fp8_tma_pipelined_ptx():
     """fp8: A and Bᵀ K-major as fp8 wgmma needs, pipelined through TMA like fp16."""
     sig = {"a_desc": _desc_type("fp8e4nv", (128, 128)), "b_desc": _desc_type("fp8e4nv", (128, 128)),
-           "c_desc": _desc_type("fp16", (128, 128)), "K": "i32"}
-    ck, ptx = _compile(K.matmul_fp8_tma_kernel, sig, num_warps=8)
+           "c_desc": _desc_type("fp16", (128, 128)), "M": "i32", "N": "i32", "K": "i32"}
+    ck, ptx = _compile(K.matmul_tma_kernel, sig, num_warps=8)
     assert ptx.count(LOAD.format(2)) == 3 * 2 and ptx.count("mbarrier.init.shared::cta.b64") == 3
     assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n\d+k32\.f32\.e4m3\.e4m3", ptx)
     assert "ld.shared" not in ptx.split("st.shared")[0]   # no operand goes through registers
@@ -221,9 +229,9 @@ def test_matmul_fp8_tma_gpu(gen):
     a = (torch.randn(M, Kd, generator=gen) * 2).to("cuda", torch.float8_e4m3fn)
     b = (torch.randn(N, Kd, generator=gen) * 2).to("cuda", torch.float8_e4m3fn)
     c = _nan((M, N), torch.float16)
-    K.matmul_fp8_tma_kernel[(M // 128, N // 128)](TensorDescriptor.from_tensor(a, [128, 128]),
-                                                  TensorDescriptor.from_tensor(b, [128, 128]),
-                                                  TensorDescriptor.from_tensor(c, [128, 128]), Kd, num_warps=8)
+    K.matmul_tma_kernel[(M // 128, N // 128)](TensorDescriptor.from_tensor(a, [128, 128]),
+                                              TensorDescriptor.from_tensor(b, [128, 128]),
+                                              TensorDescriptor.from_tensor(c, [128, 128]), M, N, Kd, num_warps=8)
     torch.cuda.synchronize()
     ref = a.double() @ b.double().T
     torch.testing.assert_close(c.double(), ref, atol=0.05 * math.sqrt(Kd) * 4, rtol=2e-2)
@@ -388,3 +396,16 @@ def test_tensor_map_encoding_error(monkeypatch):
     desc = TensorDescriptor.from_tensor(torch.empty(64, 64, dtype=torch.float16), [64, 64])
     with pytest.raises(ValueError, match=r"cuTensorMapEncodeTiled failed \(CUDA_ERROR_INVALID_VALUE\).*\[64, 64\]"):
         tensor_maps.address(desc)
+
+
+@pytest.mark.parametrize("head_dim,block_n,num_warps", [(64, 64, 4), (128, 64, 8), (128, 128, 8)])
+def test_attention_forward_loop_ptx(head_dim, block_n, num_warps):
+    """Attention's K loop with host descriptors: the stage's mbarrier wait, no layout conversion
+    through shared memory (O's TMA store once anchored the row statistics' loop layout, and l_i
+    went through shared memory, two bar.syncs, every iteration), one bar.sync before the copies."""
+    from tests.compiler.test_attention import _fwd_ptx
+    ck = _fwd_ptx(head_dim, 128, block_n, num_warps, False, True)
+    loop = ptx_cfg.innermost_loop_with(ck.asm["ptx"], "wgmma.mma_async")
+    assert "mbarrier.try_wait.parity.shared::cta.b64" in loop.text
+    assert "ld.shared" not in loop.text and "st.shared" not in loop.text
+    assert loop.text.count("bar.sync") == 1 and loop.text.count(LOAD.format(2)) == 2 * (head_dim * 2 // 128)

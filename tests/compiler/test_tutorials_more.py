@@ -87,7 +87,7 @@ def test_05_backward_ptx():
     ptx = _assemble(L._layer_norm_bwd_dx_fused, dict(DX="*fp16", DY="*fp16", DW="*fp16", DB="*fp16", X="*fp16", W="*fp16",
                                                     Mean="*fp32", Rstd="*fp32", Lock="*i32", stride="i32", N="i32"),
                     {"GROUP_SIZE_M": 64, "BLOCK_SIZE_N": 1024}, div=("DX", "DY", "DW", "DB", "X", "W", "stride"))
-    assert "atom.acq_rel.gpu.global.cas.b32" in ptx and "atom.acq_rel.gpu.global.exch.b32" in ptx
+    assert "atom.global.acq_rel.gpu.cas.b32" in ptx and "atom.global.gpu.acq_rel.exch.b32" in ptx
     assert "bar.sync" in ptx
     _assemble(L._layer_norm_bwd_dwdb, dict(DW="*fp16", DB="*fp16", FINAL_DW="*fp16", FINAL_DB="*fp16", M="i32", N="i32"),
               {"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 128}, div=("DW", "DB", "FINAL_DW", "FINAL_DB", "N"))

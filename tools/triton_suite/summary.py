@@ -187,8 +187,9 @@ def _pct(n: int, d: int) -> str:
     return f"{100.0 * n / d:.1f}%" if d else "-"
 
 
-def render(c: Comparison, console: Console, only_gaps: bool = False, max_groups: int = 30) -> None:
-    table = Table(title="Triton's tests: Triton's interpreter vs blocktune (passed / cases)")
+def render(c: Comparison, console: Console, only_gaps: bool = False, max_groups: int = 30,
+           reference: str = "Triton's interpreter") -> None:
+    table = Table(title=f"Triton's tests: {reference} vs blocktune (passed / cases)")
     table.add_column("test function", overflow="fold")
     table.add_column("cases", justify="right")
     table.add_column("triton", justify="right")
@@ -201,10 +202,10 @@ def render(c: Comparison, console: Console, only_gaps: bool = False, max_groups:
         table.add_row(r.function, str(r.cases), str(r.reference_passed), str(r.blocktune_passed),
                       f"[{style}]{r.both_passed}/{r.reference_passed}[/]" if r.reference_passed else "-")
     console.print(table)
-    console.print(f"cases: {c.total}; Triton's interpreter passes {c.reference_passed}, blocktune {c.blocktune_passed}"
+    console.print(f"cases: {c.total}; {reference} passes {c.reference_passed}, blocktune {c.blocktune_passed}"
                   + (f" ({c.not_run} cases of Triton's run are not in blocktune's and left out)" if c.not_run else ""))
-    console.print(f"[bold]blocktune passes {_pct(c.both_passed, c.reference_passed)} of the cases Triton's "
-                  f"interpreter passes[/] ({c.both_passed}/{c.reference_passed}; target 95%)")
+    console.print(f"[bold]blocktune passes {_pct(c.both_passed, c.reference_passed)} of the cases "
+                  f"{reference} passes[/] ({c.both_passed}/{c.reference_passed}; target 95%)")
     groups = Table(title="blocktune's failures among the cases Triton passes, by error")
     groups.add_column("cases", justify="right")
     groups.add_column("error", overflow="fold")
@@ -215,14 +216,14 @@ def render(c: Comparison, console: Console, only_gaps: bool = False, max_groups:
     console.print(groups)
 
 
-def markdown(c: Comparison, max_groups: int = 40) -> str:
+def markdown(c: Comparison, max_groups: int = 40, reference: str = "Triton's interpreter") -> str:
     """The same report as Markdown tables, for docs/compatibility.md."""
     out = ["| test function | cases | triton | blocktune | of triton's |", "|---|--:|--:|--:|--:|"]
     for r in c.rows:
         out.append(f"| `{r.function}` | {r.cases} | {r.reference_passed} | {r.blocktune_passed} | "
                    f"{r.both_passed}/{r.reference_passed} |")
-    out += ["", f"**blocktune passes {_pct(c.both_passed, c.reference_passed)} of the cases Triton's interpreter "
-            f"passes** ({c.both_passed}/{c.reference_passed}; {c.total} cases run; Triton's interpreter passes "
+    out += ["", f"**blocktune passes {_pct(c.both_passed, c.reference_passed)} of the cases {reference} "
+            f"passes** ({c.both_passed}/{c.reference_passed}; {c.total} cases run; {reference} passes "
             f"{c.reference_passed}, blocktune {c.blocktune_passed}).", "",
             "| cases | error | test functions |", "|--:|---|---|"]
     for g, n, fns in c.groups[:max_groups]:
@@ -238,15 +239,17 @@ def main(argv=None) -> int:
     p.add_argument("--blocktune", type=Path, action="append", required=True,
                    help="junit XML of blocktune's run (repeat for several)")
     p.add_argument("--markdown", type=Path, help="also write the report as Markdown here")
+    p.add_argument("--reference-name", default="Triton's interpreter",
+                   help="what made the reference run, for the report (e.g. 'Triton on the GPU')")
     p.add_argument("--only-gaps", action="store_true", help="list only the functions where blocktune passes less")
     a = p.parse_args(argv)
     c = compare(read_all(a.reference), read_all(a.blocktune))
     console = Console()
     if not console.is_terminal:  # a log file or a pipe: don't fold the test names at 80 columns
         console = Console(width=160)
-    render(c, console, only_gaps=a.only_gaps)
+    render(c, console, only_gaps=a.only_gaps, reference=a.reference_name)
     if a.markdown:
-        a.markdown.write_text(markdown(c))
+        a.markdown.write_text(markdown(c, reference=a.reference_name))
     return 0
 
 

@@ -95,7 +95,7 @@ def judge_checks(harness: dict, output: str, source: str, tests: TestsResult | N
     if printed_ok:
         passed.append(f"{len(printed_ok)} printed comparisons")
     if tests and tests.passed:
-        passed.append(f"{tests.passed}/{tests.selected} pytest cases")
+        passed.append(f"{tests.passed}/{tests.selected} pytest cases" + _skipped(tests))
     not_run = [p.text for p in printed if p.ok is None]
     note = f"; not run by the tutorial: {len(not_run)}" if not_run else ""
     if failures:
@@ -105,6 +105,11 @@ def judge_checks(harness: dict, output: str, source: str, tests: TestsResult | N
     if sites or printed or tests is not None or checks.prints_checks(source):
         return "none", f"0/{len(sites)} check statements, no printed comparison reached" + note
     return "", "the tutorial checks nothing against torch"
+
+
+def _skipped(tests: TestsResult) -> str:
+    # the tutorial's own skips (06 skips fp8 off Blackwell, bwd of fp8...) are not failures: say so
+    return f", {tests.skipped} skipped by the tutorial" if tests.skipped else ""
 
 
 def _child_env(shim_dir: Path, plugins_dir: Path, gpu: bool, benchmarks: str) -> dict:
@@ -217,7 +222,7 @@ def _tests_text(tests: TestsResult | None) -> str:
         return ""
     if tests.collection_error and not tests.selected:
         return "not collected"
-    return f"{tests.passed}/{tests.selected} passed" + (" (timed out)" if tests.timed_out else "")
+    return f"{tests.passed}/{tests.selected} passed" + _skipped(tests) + (" (timed out)" if tests.timed_out else "")
 
 
 def print_report(reports: list[TutorialReport], console: Console, mode: str) -> None:

@@ -21,3 +21,17 @@ def batched_dot_kernel(Q, Kt, Acc, O, stride_qb, stride_qm, stride_kb, stride_kk
     else:
         o = tl.dot(q, k, input_precision=PRECISION, out_dtype=OUT_DTYPE)
     tl.store(O + out, o)
+
+
+@triton.jit
+def multidim_dot_kernel(X, Y, Z, RANK: tl.constexpr, TRANS_A: tl.constexpr, TRANS_B: tl.constexpr):
+    """[2, ..., 32, 32] blocks (RANK dims): tl.trans swaps the last two dims, tl.dot batches over the
+    leading ones (Triton's test_dot_multidim)."""
+    x = tl.load(X + tl.arange(0, 256 << RANK)).reshape([2] * (RANK - 2) + [32, 32])
+    y = tl.load(Y + tl.arange(0, 256 << RANK)).reshape([2] * (RANK - 2) + [32, 32])
+    if TRANS_A:
+        x = tl.trans(x)
+    if TRANS_B:
+        y = tl.trans(y)
+    z = tl.dot(x, y)
+    tl.store(Z + tl.arange(0, 256 << RANK), z.reshape([256 << RANK]))

@@ -158,3 +158,52 @@ def asm_float_kernel(X, Y, N, BLOCK: tl.constexpr):
     x = tl.load(X + offs, mask=m)
     y = tl.inline_asm_elementwise("fma.rn.f32 $0, $1, $1, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True, pack=1)
     tl.store(Y + offs, y, mask=m)
+
+
+@triton.jit
+def asm_impure_store_kernel(X, Y, BLOCK: tl.constexpr):
+    """An impure asm whose result nobody uses (it stores by itself): it must still run."""
+    tl.inline_asm_elementwise("ld.global.b8 $0, [$1];\n\tshl.b32 $0, $0, 3;\n\tst.global.b8 [$2], $0;", "=r,l,l",
+                              [X + tl.arange(0, BLOCK), Y + tl.arange(0, BLOCK)], dtype=tl.int8, is_pure=False, pack=1)
+
+
+@triton.jit
+def asm_packed_two_outputs_kernel(A, B, C, D, BLOCK: tl.constexpr):
+    """pack=4 with Triton's registers: four uint8 share one input register, four float32 inputs and
+    each of the eight outputs (4 int32, 4 float32) take one each: max(int(a), b) and int(a)."""
+    a = tl.load(A + tl.arange(0, BLOCK))
+    b = tl.load(B + tl.arange(0, BLOCK))
+    c, d = tl.inline_asm_elementwise(
+        """
+        {
+            .reg .b8 t<4>;
+            mov.b32 {t0, t1, t2, t3}, $8;
+            cvt.u32.u8 $0, t0;
+            cvt.u32.u8 $1, t1;
+            cvt.u32.u8 $2, t2;
+            cvt.u32.u8 $3, t3;
+        }
+        cvt.rn.f32.s32 $4, $0;
+        cvt.rn.f32.s32 $5, $1;
+        cvt.rn.f32.s32 $6, $2;
+        cvt.rn.f32.s32 $7, $3;
+        max.f32 $4, $4, $9;
+        max.f32 $5, $5, $10;
+        max.f32 $6, $6, $11;
+        max.f32 $7, $7, $12;
+        """, "=r,=r,=r,=r,=r,=r,=r,=r,r,r,r,r,r", [a, b], dtype=(tl.int32, tl.float32), is_pure=True, pack=4)
+    tl.store(C + tl.arange(0, BLOCK), c)
+    tl.store(D + tl.arange(0, BLOCK), d)
+
+
+@triton.jit
+def special_registers_kernel(Sm, Times, Out, BLOCK: tl.constexpr):
+    """tl.extra.cuda.smid() per program; globaltimer() before and after some work."""
+    start = tl.extra.cuda.globaltimer()
+    off = tl.arange(0, BLOCK)
+    for i in range(100):
+        tl.store(Out + off, tl.load(Out + off) + 1)
+    end = tl.extra.cuda.globaltimer()
+    tl.store(Sm + tl.program_id(0), tl.extra.cuda.smid())
+    tl.store(Times + 2 * tl.program_id(0), start)
+    tl.store(Times + 2 * tl.program_id(0) + 1, end)

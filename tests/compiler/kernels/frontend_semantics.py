@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import compiler as triton
 import compiler.language as tl
+from compiler.language.extra import libdevice
 
 
 @triton.jit
@@ -109,3 +110,119 @@ def where_pointers_kernel(Cond, A, B, Out, N: tl.constexpr):
     a = tl.load(A + offs).to(tl.pi32_t)
     b = tl.load(B + offs).to(tl.pi32_t)
     tl.store(Out + offs, tl.where(tl.load(Cond + offs), a, b))
+
+
+@triton.jit
+def getattr_kernel(X, Out, FN: tl.constexpr, N: tl.constexpr):
+    """`getattr(module, name)` with the name a constexpr string (Triton's test_bessel picks a
+    libdevice function so); a missing name with a default gives the default."""
+    offs = tl.arange(0, N)
+    x = tl.load(X + offs)
+    fallback = getattr(libdevice, "no_such_function", None)
+    if fallback is None:
+        x = getattr(libdevice, FN)(x)
+    tl.store(Out + offs, x)
+
+
+@triton.jit
+def number_method_kernel(Out, START: tl.constexpr, N: tl.constexpr):
+    """A number assigned to a variable is Triton's scalar tensor: `acc = 0; acc.to(tl.int64)`."""
+    acc = 0
+    acc = acc.to(tl.int64)
+    for i in range(START, START + N):
+        acc += i
+    tl.store(Out, acc)
+
+
+@triton.jit
+def constexpr_tuple_kernel(Out, SHAPE):
+    """A tuple argument of tl.constexpr values (Triton's tests pass block shapes so): its items are
+    plain numbers in the kernel."""
+    n = 1
+    for k in tl.static_range(len(SHAPE)):
+        n *= SHAPE[k]
+    tl.store(Out, n)
+
+
+@triton.jit
+def nested_hints_kernel(Dst, Src, Off, N, BLOCK: tl.constexpr, HINT: tl.constexpr):
+    """Hints as a statement, nested, on offsets the compiler cannot see through (a loaded shift):
+    Triton's test_vectorization_hints."""
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    offsets = offsets + tl.load(Off)
+    if HINT:
+        tl.max_contiguous(tl.multiple_of(offsets, 1024), 1024)
+    x = tl.load(Src + offsets, mask=offsets < N)
+    tl.store(Dst + offsets, x, mask=offsets < N)
+
+
+@tl.core._aggregate
+class Pair:
+    """Triton's aggregate: two kernel values and a compile-time scale, with @jit and Python methods."""
+    first: tl.tensor
+    second: tl.tensor
+    scale: tl.constexpr
+
+    def __init__(self, first, second, scale):
+        self.first = first
+        self.second = second
+        self.scale = tl.constexpr(scale)
+
+    @triton.jit
+    def combined(self):
+        return self.first * self.scale + self.second
+
+    def swapped_parts(self, _semantic=None):
+        return self.second, self.first
+
+    @triton.jit
+    def __getitem__(self, i: tl.constexpr):
+        if i == 0:
+            return self.first
+        return self.second
+
+
+@triton.jit
+def _pair_of(x, y):
+    return Pair(x, y, 3)
+
+
+@triton.jit
+def _sum_of(pair):
+    return pair[0] + pair[1]
+
+
+@triton.constexpr_function
+def _twice(n):
+    return 2 * n
+
+
+@triton.jit
+def aggregate_kernel(X, Y, Out, N: tl.constexpr):
+    """Built by a @jit helper, passed to another, methods of both kinds, indexing; a
+    constexpr_function sizes a block."""
+    offs = tl.arange(0, N)
+    pair = _pair_of(tl.load(X + offs), tl.load(Y + offs))
+    b, a = pair.swapped_parts()
+    tl.store(Out + offs, pair.combined())                       # 3x + y
+    tl.store(Out + N + offs, _sum_of(pair) - a - b)             # (x + y) - x - y
+    wide = tl.arange(0, _twice(N))
+    tl.store(Out + 2 * N + wide, wide)
+
+
+@triton.jit
+def constexpr_type_kernel(Out, strides, N: tl.constexpr):
+    """`.type` of compile-time values is Triton's tl.constexpr_type (a stride of 1 is specialized)."""
+    tl.static_assert(isinstance(strides[1].type, tl.constexpr_type))
+    tl.static_assert(N.type == tl.constexpr_type(8))
+    tl.static_assert((1, 2).type == tl.constexpr_type((1, 2)))
+    tl.store(Out + tl.arange(0, N), strides[0])
+
+
+@triton.jit
+def annotated_scalars_kernel(Out, half: tl.float16, small: "tl.uint8", N: tl.constexpr):
+    """Scalar parameters annotated with a dtype have it (Triton's test_float/int_annotation)."""
+    tl.static_assert(half.dtype == tl.float16)
+    tl.static_assert(small.dtype == tl.uint8)
+    offs = tl.arange(0, N)
+    tl.store(Out + offs, half.to(tl.float32) + small + offs)

@@ -99,14 +99,3 @@ def loop_carried_descriptor_kernel(a_desc, b_desc, c_ptr, K, BM: tl.constexpr, B
         d = a_desc
     tl.store(c_ptr + tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :], acc)
 
-
-@triton.jit
-def matmul_fp8_tma_kernel(a_desc, b_desc, c_desc, K):
-    """C = A @ Bᵀ in fp8 (A [M, K], B [N, K]: both K-major, as fp8 wgmma reads them), fp16 out."""
-    BLOCK_M: tl.constexpr = a_desc.block_shape[0]
-    BLOCK_K: tl.constexpr = a_desc.block_shape[1]
-    BLOCK_N: tl.constexpr = b_desc.block_shape[0]
-    off_m = tl.program_id(0) * BLOCK_M
-    off_n = tl.program_id(1) * BLOCK_N
-    acc = _tile_dot(a_desc, b_desc, off_m, off_n, K, BLOCK_K)
-    c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
