@@ -182,12 +182,16 @@ class LayoutAssignment:
                 self._drain()
                 forward_epilogue(self, op)
         for kind in (("load",), ("store",), ("atomic_rmw", "atomic_cas")):
-            self._anchor_tma(ops, kind[0])
+            if kind == ("load",):
+                self._anchor_tma(ops, "load")
             if kind != ("load",):
                 # values stored are usually computed from loads: let them keep that layout when
                 # it is coalesced along the same dim as the store wants (no shared-memory
                 # round trip; at worst narrower vectors), as Triton's layout propagation does
                 self._forward_from_anchors(pointers=False)
+                # a TMA store's value keeps the layout it is computed in (any layout writes the
+                # tile); only one with none gets the row-major one
+                self._anchor_tma(ops, kind[0])
             for op in ops:
                 if op.name in kind and op.operands[0].is_block:
                     ptr = op.operands[0]

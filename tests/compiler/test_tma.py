@@ -396,3 +396,16 @@ def test_tensor_map_encoding_error(monkeypatch):
     desc = TensorDescriptor.from_tensor(torch.empty(64, 64, dtype=torch.float16), [64, 64])
     with pytest.raises(ValueError, match=r"cuTensorMapEncodeTiled failed \(CUDA_ERROR_INVALID_VALUE\).*\[64, 64\]"):
         tensor_maps.address(desc)
+
+
+@pytest.mark.parametrize("head_dim,block_n,num_warps", [(64, 64, 4), (128, 64, 8), (128, 128, 8)])
+def test_attention_forward_loop_ptx(head_dim, block_n, num_warps):
+    """Attention's K loop with host descriptors: the stage's mbarrier wait, no layout conversion
+    through shared memory (O's TMA store once anchored the row statistics' loop layout, and l_i
+    went through shared memory, two bar.syncs, every iteration), one bar.sync before the copies."""
+    from tests.compiler.test_attention import _fwd_ptx
+    ck = _fwd_ptx(head_dim, 128, block_n, num_warps, False, True)
+    loop = ptx_cfg.innermost_loop_with(ck.asm["ptx"], "wgmma.mma_async")
+    assert "mbarrier.try_wait.parity.shared::cta.b64" in loop.text
+    assert "ld.shared" not in loop.text and "st.shared" not in loop.text
+    assert loop.text.count("bar.sync") == 1 and loop.text.count(LOAD.format(2)) == 2 * (head_dim * 2 // 128)
