@@ -66,11 +66,33 @@ def as_numbers(a: np.ndarray, dtype: str) -> np.ndarray:
     return a.astype(np.int64)
 
 
+def _close_where_bits_differ(out: np.ndarray, ref: np.ndarray, dtype: str, atol: float, rtol: float) -> bool:
+    """Whether every element passes, looking at values only where the bit patterns differ: an
+    element equal bit for bit to the reference always passes (0 <= atol + rtol*|ref|, NaN == NaN,
+    inf == inf), and a correct config's output mostly is — its accumulation order moves only the
+    few elements near a rounding boundary of the output type. Widening a 4096² output to float64
+    and comparing all of it took a quarter of a second per trial, on the GPU child's critical path."""
+    if out.dtype != ref.dtype or out.dtype.itemsize not in (1, 2, 4, 8):
+        return False
+    bits = np.dtype(f"u{out.dtype.itemsize}")
+    differ = np.flatnonzero(out.view(bits) != ref.view(bits))
+    if differ.size == 0:
+        return True
+    a = as_numbers(out.reshape(-1)[differ], dtype)
+    b = as_numbers(ref.reshape(-1)[differ], dtype)
+    if a.dtype == np.float64:
+        return bool(np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True).all())
+    return bool((a == b).all())
+
+
 def compare(out: np.ndarray, ref: np.ndarray, dtype: str, atol: float, rtol: float) -> str | None:
     """None when `out` matches `ref` within |out-ref| <= atol + rtol*|ref| (NaN == NaN), else why not
     (the wording of tuner/data.py's compare)."""
     if tuple(out.shape) != tuple(ref.shape):
         return f"shape {tuple(out.shape)} != reference {tuple(ref.shape)}"
+    if _close_where_bits_differ(out, ref, dtype, atol, rtol):
+        return None
+    # a mismatch (rare, cheap to explain slowly): counted and described over the whole output
     a, b = as_numbers(out, dtype), as_numbers(ref, dtype)
     if a.dtype == np.float64:
         ok = np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True)

@@ -56,3 +56,55 @@ def test_compare_agrees_with_the_torch_version(dtype):
     want = data.compare(to_t(out), to_t(ref), 1e-2, 1e-2)
     assert got is not None and got == want
     assert host_data.compare(out[:10], ref, dtype, 0, 0).startswith("shape (10,) != reference (64,)")
+
+
+def _whole_output_verdict(out, ref, dtype, atol, rtol) -> bool:
+    """The check as a plain element-wise isclose over every element (what compare must decide)."""
+    a, b = host_data.as_numbers(out, dtype), host_data.as_numbers(ref, dtype)
+    ok = np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True) if a.dtype == np.float64 else a == b
+    return bool(ok.all())
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64", "int32", "uint8", "bool"])
+def test_compare_decides_as_a_whole_output_isclose(dtype):
+    """compare looks at values only where the bits differ: its verdict and its message are those of
+    the whole-output check, for outputs that pass, fail, or hold NaN, ±inf and ±0 (equal, bits unlike)."""
+    rng = np.random.default_rng(5)
+    init = "randn" if dtype in FLOATS else "randint"
+    kw = {"low": 0, "high": 2} if dtype in ("bool", "uint8") else ({"low": -50, "high": 50} if init == "randint" else {})
+    ts = TensorSpec(shape=[32, 48], dtype=dtype, init=init, **kw)
+    ref = host_data.make_array(ts, (32, 48), seed=9)
+    if dtype in FLOATS:
+        special = host_data.to_bf16_bits(np.float32([np.nan, np.inf, -np.inf, 0.0])) if dtype == "bfloat16" \
+            else np.array([np.nan, np.inf, -np.inf, 0.0], dtype=ref.dtype)
+        ref.reshape(-1)[:4] = special
+    cases = [ref.copy()]
+    for scale in (1e-4, 3e-3, 2e-2, 1.0):        # nudges inside and outside the tolerance, at a few places
+        out = ref.copy()
+        idx = rng.choice(ref.size, size=25, replace=False)
+        vals = host_data.as_numbers(out, dtype).reshape(-1)
+        if dtype in FLOATS:
+            moved = (vals[idx] * (1 + scale)).astype(np.float32)
+            out.reshape(-1)[idx] = host_data.to_bf16_bits(moved) if dtype == "bfloat16" else moved.astype(ref.dtype)
+        else:
+            out.reshape(-1)[idx] = (vals[idx] + (scale >= 1.0)).astype(ref.dtype) if dtype != "bool" \
+                else ~out.reshape(-1)[idx]
+        cases.append(out)
+    if dtype in FLOATS:
+        signed_zero = ref.copy()
+        signed_zero.reshape(-1)[3] = host_data.to_bf16_bits(np.float32([-0.0]))[0] if dtype == "bfloat16" \
+            else -0.0
+        nan_moved = ref.copy()
+        nan_moved.reshape(-1)[[0, 7]] = nan_moved.reshape(-1)[[7, 0]]
+        cases += [signed_zero, nan_moved]
+    verdicts = set()
+    for out in cases:
+        want = _whole_output_verdict(out, ref, dtype, 1e-2, 1e-2)
+        got = host_data.compare(out, ref, dtype, 1e-2, 1e-2)
+        assert (got is None) == want, (dtype, got)
+        verdicts.add(want)
+        if not want:
+            a, b = host_data.as_numbers(out, dtype), host_data.as_numbers(ref, dtype)
+            n_bad = (~np.isclose(a, b, rtol=1e-2, atol=1e-2, equal_nan=True)).sum() if dtype in FLOATS else (a != b).sum()
+            assert got.startswith(f"{n_bad} of {ref.size} elements differ")
+    assert verdicts == {True, False}          # the cases hold both passing and failing outputs
