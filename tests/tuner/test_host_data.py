@@ -108,3 +108,43 @@ def test_compare_decides_as_a_whole_output_isclose(dtype):
             n_bad = (~np.isclose(a, b, rtol=1e-2, atol=1e-2, equal_nan=True)).sum() if dtype in FLOATS else (a != b).sum()
             assert got.startswith(f"{n_bad} of {ref.size} elements differ")
     assert verdicts == {True, False}          # the cases hold both passing and failing outputs
+
+
+@pytest.mark.parametrize("init,dtype", [("randn", "float16"), ("rand", "bfloat16"), ("zeros", "float16"),
+                                        ("zeros", "bfloat16"), ("empty", "int32"), ("randn", "float32")])
+def test_make_array_values_are_the_seeded_formula(init, dtype):
+    """Inputs made in place are the values of `x * std + mean` (`x * (hi - lo) + lo`) from the seed's
+    generator, bit for bit: workers sharing a job, and a resumed job's stored reference, agree."""
+    ts = TensorSpec(shape=[33, 65], dtype=dtype, init=init, std=0.5, mean=0.25, low=-2.0, high=3.0)
+    g = np.random.default_rng(21)
+    if init == "randn":
+        v = g.standard_normal((33, 65), dtype=np.float32) * ts.std + ts.mean
+    elif init == "rand":
+        v = g.random((33, 65), dtype=np.float32) * (3.0 - -2.0) + -2.0
+    else:
+        v = np.zeros((33, 65))
+    want = host_data.to_bf16_bits(v.astype(np.float32)) if dtype == "bfloat16" else v.astype(host_data.NUMPY[dtype])
+    got = host_data.make_array(ts, (33, 65), seed=21)
+    assert got.dtype == want.dtype and got.flags.c_contiguous
+    assert np.array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
+def test_large_inputs_made_on_threads_equal_those_made_in_turn(monkeypatch):
+    """Above PARALLEL_ELEMENTS the tensors are made side by side; each comes from its own seed, so
+    the arguments are those made one after another."""
+    import yaml
+    from pathlib import Path
+
+    from jobspec.model import JobSpec
+
+    raw = yaml.safe_load((Path(__file__).resolve().parents[2] / "examples" / "specs" / "matmul.yaml").read_text())
+    spec = JobSpec.model_validate({**raw, "sizes": {"M": 96, "N": 64, "K": 80}, "seed": 4})
+    monkeypatch.setattr(host_data, "PARALLEL_ELEMENTS", 1 << 62)
+    args_serial, serial, env = host_data.host_arguments(spec)
+    monkeypatch.setattr(host_data, "PARALLEL_ELEMENTS", 1)
+    args_threads, threads, _ = host_data.host_arguments(spec)
+    tensor_args = [a.name for a in spec.args if a.is_tensor]
+    assert list(threads) == list(serial) == tensor_args and len(tensor_args) == 3
+    assert all(np.array_equal(threads[k], serial[k]) for k in serial)
+    for a, x, y in zip(spec.args, args_threads, args_serial):
+        assert x is threads[a.name] if a.is_tensor else x == y == env[a.name]
