@@ -140,6 +140,7 @@ class Measurement:
         self.child.send(request)
         if self.first_sent is None:
             self.first_sent = time.monotonic()
+            self.ctx.timeline.mark("first_run")
 
     def receive(self, timeout: float) -> dict[str, Any]:
         with self.ctx.timeline.phase("child_wait_run"):
