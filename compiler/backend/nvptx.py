@@ -52,6 +52,7 @@ RULES = RuleTable(
         "barrier": control_flow.lower_barrier,
         # PTX written by the user
         "inline_asm": ew.lower_inline_asm,
+        "map_elementwise": ew.lower_map_elementwise,
         # control flow
         "for": control_flow.lower_for, "if": control_flow.lower_if, "while": control_flow.lower_while,
         "return": control_flow.lower_return,
