@@ -38,6 +38,12 @@ class constexpr:
         return constexpr_type(self.value)
 
 
+class const:
+    """A kernel parameter annotation (`in_ptr: tl.const`): the pointer's data is read-only. Stores
+    and atomics through it are compile errors, and it does not mix with a plain pointer (as in
+    Triton, constness is part of the pointer type)."""
+
+
 class constexpr_type:
     """The type of a compile-time value (Triton's): `x.type == tl.constexpr_type(42)` for x = 42
     known at compile time."""

@@ -34,7 +34,7 @@ from .. import knobs, plugins
 from ..errors import CompilationError
 from ..ir import Loc
 from ..language import dtypes as T
-from ..language.core import constexpr
+from ..language.core import const as tl_const, constexpr
 from ..language.library import LibraryFunction
 from ..version import __version__
 from . import build, cache, descriptors, driver, launch_hooks, native
@@ -237,6 +237,12 @@ def _is_constexpr_annotation(node: ast.AST | None, obj: Any = None) -> bool:
         except Exception:
             return False
     return False
+
+
+def _is_const_annotation(obj) -> bool:
+    if isinstance(obj, str):   # a quoted annotation under `from __future__ import annotations`
+        return obj.strip().strip("'\"").strip().removeprefix("tl.").removeprefix("triton.language.") == "const"
+    return obj is tl_const
 
 
 def _scalar_annotation(obj):
@@ -478,6 +484,8 @@ class JITFunction:
         self.arg_names = [p.arg for p in params]
         self.constexpr_names = [p.arg for p in params
                                 if _is_constexpr_annotation(p.annotation, annotations.get(p.arg))]
+        # `ptr: tl.const`: a pointer to read-only data (signature "*k...", as Triton's)
+        self.const_names = [p.arg for p in params if _is_const_annotation(annotations.get(p.arg))]
         # `val: tl.float16`: the scalar argument has that type (Triton's annotations)
         self.scalar_annotations = {p.arg: t for p in params
                                    if (t := _scalar_annotation(annotations.get(p.arg))) is not None}
@@ -657,6 +665,8 @@ class JITFunction:
                     sig[arg] = ann.sig_name        # an annotated scalar: that type, never specialized to 1
                     continue
                 sig[arg] = key_to_type(k)
+                if arg in self.const_names and sig[arg].startswith("*") and not sig[arg].startswith("*k"):
+                    sig[arg] = "*k" + sig[arg][1:]
                 if k == 1 and type(k) is int:
                     eq1.append(arg)
                 elif aligned and name not in self.do_not_specialize_on_alignment:
