@@ -182,6 +182,10 @@ class codegen_knobs(base_knobs):
     fp_fusion = _Knob("TRITON_DEFAULT_FP_FUSION", parse=lambda t: t is None or flag(t),
                       doc="a*b+c in floating point may become one fma (Triton's default); "
                           "TRITON_DEFAULT_FP_FUSION=0 keeps the multiply and the add apart")
+    line_info = _Knob("TRITON_DISABLE_LINE_INFO", "BLOCKTUNE_DISABLE_LINE_INFO", parse=lambda t: not any_flag(t),
+                      text=lambda v: "0" if v else "1",
+                      doc="the kernel's Python source lines in the PTX (.loc) and the cubin (ptxas -lineinfo), "
+                          "for profilers; TRITON_DISABLE_LINE_INFO=1 leaves them out")
 
     def key(self) -> str:
         """Every codegen knob's value, for the compile cache key."""

@@ -22,6 +22,7 @@ from .. import ir
 from . import control_flow, debug_ops, dot, elementwise as ew, fp8, histogram, memory, reduction, shape_ops
 from .errors import BackendError
 from .llvm_target import cpu_for, libdevice_defs, llir_to_ptx
+from .llvm_types import I32
 from .lowering import Lowering, RuleTable
 from .options import LoweringOptions
 
@@ -80,19 +81,29 @@ def lower_to_llvm(fn: ir.Function, *, num_warps: int, num_stages: int = 1, targe
 def module_text(lw: Lowering) -> str:
     """The module's LLVM IR, with `"nvvm.maxntid"` on the kernel (llvmlite cannot spell string
     function attributes) and the definitions of the libdevice functions it calls."""
+    nv = lw.libdevice_functions()
+    if nv and not _has_module_flag(lw.module, "nvvm-reflect-ftz"):
+        # behaviour 4 (override): libdevice's __nvvm_reflect("__CUDA_FTZ") reads 0
+        lw.module.add_named_metadata("llvm.module.flags", [I32(4), "nvvm-reflect-ftz", I32(0)])
     text = str(lw.module)
     head = f'define ptx_kernel void @"{lw.fn.name}"('
     i = text.index(head)
     j = text.index("\n", i)
     line = text[i:j]
+    dbg = line.find(" !dbg ")     # function attributes go before the metadata attachment
+    if dbg >= 0:
+        line, j = line[:dbg], i + dbg
     maxnreg = f' "nvvm.maxnreg"="{lw.options.maxnreg}"' if lw.options.maxnreg is not None else ""
     text = text[:i] + line + f' "nvvm.maxntid"="{32 * lw.num_warps}"' + maxnreg + text[j:]
-    nv = lw.libdevice_functions()
     if nv:
         keep = [ln for ln in text.split("\n") if not (ln.startswith("declare") and any(f'@"{n}"(' in ln for n in nv))]
-        text = "\n".join(keep) + "\n" + libdevice_defs(nv) + \
-            '!llvm.module.flags = !{!900}\n!900 = !{i32 4, !"nvvm-reflect-ftz", i32 0}\n'
+        text = "\n".join(keep) + "\n" + libdevice_defs(nv)
     return text
+
+
+def _has_module_flag(module, name: str) -> bool:
+    flags = module.namedmetadata.get("llvm.module.flags")
+    return flags is not None and any(f'"{name}"' in str(md) for md in flags.operands)
 
 
 def compile_ir(fn: ir.Function, *, num_warps: int, num_stages: int = 3, target: str = "sm_90",

@@ -20,6 +20,7 @@ class LoweringOptions:
     pipeline: bool = True         # knobs.codegen.pipeline
     fp_fusion: bool = True        # knobs.codegen.fp_fusion, or the launch's enable_fp_fusion
     maxnreg: int | None = None    # the launch's maxnreg: the kernel's .maxnreg (registers per thread)
+    line_info: bool = True        # knobs.codegen.line_info: .loc source lines in the PTX
 
     @classmethod
     def from_knobs(cls, *, num_warps: int, num_stages: int = 1, target: str | None = None,
@@ -30,7 +31,7 @@ class LoweringOptions:
         fp_fusion = knobs.codegen.fp_fusion if enable_fp_fusion is None else bool(enable_fp_fusion)
         return cls(num_warps=num_warps, num_stages=num_stages, target=target or "", debug=debug,
                    wgmma=knobs.codegen.wgmma, pipeline=knobs.codegen.pipeline, fp_fusion=fp_fusion,
-                   maxnreg=None if maxnreg is None else int(maxnreg))
+                   maxnreg=None if maxnreg is None else int(maxnreg), line_info=knobs.codegen.line_info)
 
     @property
     def wgmma_target(self) -> bool:
