@@ -219,6 +219,10 @@ class runtime_knobs(base_knobs):
         # around every kernel launch while it has a listener (the profiler's hook="triton" adds one).
         self.launch_enter_hook = HookChain()
         self.launch_exit_hook = HookChain(reversed=True)
+        # Triton's JIT hooks (runtime/jit_hooks.py): called before / after each compile of a
+        # specialization; a jit_cache_hook that returns True skips the compile
+        self.jit_cache_hook = None
+        self.jit_post_compile_hook = None
 
 
 class tools_knobs(base_knobs):

@@ -37,7 +37,7 @@ from ..language import dtypes as T
 from ..language.core import const as tl_const, constexpr
 from ..language.library import LibraryFunction
 from ..version import __version__
-from . import build, cache, descriptors, driver, launch_hooks, native
+from . import build, cache, descriptors, driver, jit_hooks, launch_hooks, native
 from .tensor_wrapper import TensorWrapper, reinterpret  # noqa: F401  (triton.runtime.jit's names)
 from ..language.dtypes import type_canonicalisation_dict  # noqa: F401  (as triton.runtime.jit's)
 
@@ -509,6 +509,7 @@ class JITFunction:
         self._binder = None              # the runner's fast path in C (launch.c), made with the runner
         self._bindable = False
         self._launchers: dict = {}     # specialization key → (launch fn, CompiledKernel)
+        self.device_caches = jit_hooks.DeviceCaches(self)   # Triton's: device → (kernels, ...)
         self._ir_cache: dict = {}      # interpret mode: key → ir.Function
         self._lock = threading.RLock()
         self.compile_count = 0         # specializations compiled (or fetched from a cache) by this object
@@ -627,10 +628,9 @@ class JITFunction:
         arch = arch or knobs.runtime.override_arch     # Triton's arch= and TRITON_OVERRIDE_ARCH
         if arch:
             target = _target_of_arch(arch)
-        ck = build.compile_jit(self, sig, constexprs, num_warps=num_warps, num_stages=num_stages, target=target,
-                               divisible_by_16=div16, equal_to_1=eq1, options=options)
+        ck = self._compile_cached(key, sig, constexprs, div16, eq1, num_warps, num_stages, dev, target, options, warmup)
         self.compile_count += 1
-        if warmup:
+        if warmup or ck is None:   # None: the jit_cache_hook asked not to compile (nor launch)
             return (None, ck)
         if any(descriptors.DT.parse(t) for t in sig.values()):
             expanded = descriptors.expand_names(call_names, sig)
@@ -641,6 +641,38 @@ class JITFunction:
         if key is not None:
             self._launchers[key] = entry
         return entry
+
+    def _compile_cached(self, key, sig, constexprs, div16, eq1, num_warps, num_stages, dev, target, options, warmup):
+        """The device's kernel for this specialization (device_caches), compiled on a miss between
+        Triton's jit_cache_hook and jit_post_compile_hook."""
+        kernels = self.device_caches[dev][0]
+        spec = (tuple(sig.items()), tuple((k, cache.canon(v)) for k, v in constexprs.items()), tuple(div16),
+                tuple(eq1), num_warps, num_stages, target, options)
+        ck = kernels.get(spec)
+        if ck is not None:
+            return ck
+        cache_hook, post_hook = jit_hooks.hooks()
+        data = None
+        if cache_hook is not None or post_hook is not None:
+            data = jit_hooks.serialize(self, sig, constexprs, div16, eq1, num_warps, num_stages, target, options, key)
+        hook_args = (self, key, sig, dev, constexprs, data, num_warps, num_stages, options, warmup)
+        if jit_hooks.call_hook(cache_hook, *hook_args):
+            return None
+        ck = build.compile_jit(self, sig, constexprs, num_warps=num_warps, num_stages=num_stages, target=target,
+                               divisible_by_16=div16, equal_to_1=eq1, options=options)
+        kernels[spec] = ck
+        jit_hooks.call_hook(post_hook, *hook_args)
+        return ck
+
+    def preload(self, specialization_data: str):
+        """Compile the specialization a jit hook was given (`compile["specialization_data"]`), for
+        the current device, without arguments; returns the CompiledKernel (Triton's preload)."""
+        spec = jit_hooks.deserialize(self, specialization_data)
+        _refresh_torch()
+        dev = _NS["_get_device"]() if not interpret_mode() else -1
+        return self._compile_cached(spec["key"], spec["signature"], spec["constexprs"], spec["divisible_by_16"],
+                                    spec["equal_to_1"], spec["num_warps"], spec["num_stages"], dev,
+                                    spec["target"], spec["options"], True)
 
     def specialize(self, values: tuple, interpret: bool):
         """values: one per parameter (kernel order) → (signature, constexprs, div16, eq1, runtime names)."""
@@ -696,7 +728,7 @@ class JITFunction:
         entry = self._launchers.get(key)
         if entry is None or warmup:
             entry = self._miss(key, values, num_warps, num_stages, dev, warmup, options, arch)
-            if warmup:
+            if warmup or entry[0] is None:
                 return entry[1]
         if callable(grid):
             grid = grid(dict(zip(self.arg_names, values), num_warps=num_warps, num_stages=num_stages))
@@ -996,7 +1028,7 @@ def _generate_runner(jf: JITFunction):
     L.append("        _e = None")
     L.append("    if _e is None or warmup:")
     L.append(f"        _e = _self._miss(_key, {tuple_src}, num_warps, num_stages, _dev, warmup)")
-    L.append("        if warmup: return _e[1]")
+    L.append("        if warmup or _e[0] is None: return _e[1]")
     meta_items = ", ".join(f"{n!r}: {n}" for n in names)
     L.append("    if _grid_.__class__ is not _tuple:")
     L.append("        if _callable(_grid_):")
