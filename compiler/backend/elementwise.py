@@ -360,7 +360,10 @@ def math_f32(lw, name, x, fast):
         return _exp2_f32(lw, b.fmul(x, c(LOG2E)))
     if name == "exp2":
         # Triton's exp2 (libdevice's exp2f under ftz) flushes denormal results: one MUFU.EX2, where
-        # the denormal-keeping ex2 costs a compare and two multiplies more (softmax's inner loop)
+        # the denormal-keeping ex2 costs a compare and two multiplies more (softmax's inner loop);
+        # enable_reflect_ftz=False asks for the denormals
+        if lw.options.reflect_ftz is False:
+            return _approx(lw, "llvm.nvvm.ex2.approx.f", x)
         return _approx(lw, "llvm.nvvm.ex2.approx.ftz.f", x)
     if name == "log":
         return b.fmul(_approx(lw, "llvm.nvvm.lg2.approx.f", x), c(LN2))

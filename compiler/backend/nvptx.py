@@ -68,11 +68,13 @@ RULES = RuleTable(
 
 
 def lower_to_llvm(fn: ir.Function, *, num_warps: int, num_stages: int = 1, target: str | None = None,
-                  debug: bool = False, enable_fp_fusion: bool | None = None, maxnreg: int | None = None) -> Lowering:
+                  debug: bool = False, enable_fp_fusion: bool | None = None, maxnreg: int | None = None,
+                  enable_reflect_ftz: bool | None = None) -> Lowering:
     if num_warps < 1 or num_warps & (num_warps - 1) or num_warps > 32:
         raise BackendError(f"num_warps must be a power of two between 1 and 32, got {num_warps}")
     options = LoweringOptions.from_knobs(num_warps=num_warps, num_stages=num_stages, target=target, debug=debug,
-                                         enable_fp_fusion=enable_fp_fusion, maxnreg=maxnreg)
+                                         enable_fp_fusion=enable_fp_fusion, maxnreg=maxnreg,
+                                         enable_reflect_ftz=enable_reflect_ftz)
     fp8.check_types(fn, options.target)
     dot.check_dot_shapes(fn)
     return Lowering(fn, options, RULES).run()
@@ -83,8 +85,10 @@ def module_text(lw: Lowering) -> str:
     function attributes) and the definitions of the libdevice functions it calls."""
     nv = lw.libdevice_functions()
     if nv and not _has_module_flag(lw.module, "nvvm-reflect-ftz"):
-        # behaviour 4 (override): libdevice's __nvvm_reflect("__CUDA_FTZ") reads 0
-        lw.module.add_named_metadata("llvm.module.flags", [I32(4), "nvvm-reflect-ftz", I32(0)])
+        # behaviour 4 (override): libdevice's __nvvm_reflect("__CUDA_FTZ") reads 0 (denormals kept)
+        # unless the launch asked for enable_reflect_ftz=True
+        ftz = 1 if lw.options.reflect_ftz is True else 0
+        lw.module.add_named_metadata("llvm.module.flags", [I32(4), "nvvm-reflect-ftz", I32(ftz)])
     text = str(lw.module)
     head = f'define ptx_kernel void @"{lw.fn.name}"('
     i = text.index(head)
@@ -107,11 +111,12 @@ def _has_module_flag(module, name: str) -> bool:
 
 
 def compile_ir(fn: ir.Function, *, num_warps: int, num_stages: int = 3, target: str = "sm_90",
-               debug: bool = False, enable_fp_fusion: bool | None = None, maxnreg: int | None = None) -> dict:
+               debug: bool = False, enable_fp_fusion: bool | None = None, maxnreg: int | None = None,
+               enable_reflect_ftz: bool | None = None) -> dict:
     """Compile block IR to PTX. Returns {name, llir, ptx, shared, num_warps, params}."""
     cpu = cpu_for(target)
     lw = lower_to_llvm(fn, num_warps=num_warps, num_stages=num_stages, target=target, debug=debug,
-                       enable_fp_fusion=enable_fp_fusion, maxnreg=maxnreg)
+                       enable_fp_fusion=enable_fp_fusion, maxnreg=maxnreg, enable_reflect_ftz=enable_reflect_ftz)
     if lw.needs_sm90a:  # wgmma (wgmma.py)
         cpu = "sm_90a"
     text = module_text(lw)

@@ -41,11 +41,12 @@ from . import build, cache, descriptors, driver, jit_hooks, launch_hooks, native
 from .tensor_wrapper import TensorWrapper, reinterpret  # noqa: F401  (triton.runtime.jit's names)
 from ..language.dtypes import type_canonicalisation_dict  # noqa: F401  (as triton.runtime.jit's)
 
-# Triton launch options kernel[grid](...) takes: maxnreg and enable_fp_fusion are compile options
+# Triton launch options kernel[grid](...) takes: maxnreg, enable_fp_fusion and enable_reflect_ftz are compile options
 # (build.COMPILE_OPTIONS; None: not given, the knob decides fusion); the others are accepted and
 # ignored, as hints that change no result; num_ctas must be 1 (a program is one CTA: thread-block
 # clusters are not supported)
-_TRITON_LAUNCH_OPTIONS = ("num_ctas=1", "maxnreg=None", "enable_fp_fusion=None", "arch=None", "debug=None",
+_TRITON_LAUNCH_OPTIONS = ("num_ctas=1", "maxnreg=None", "enable_fp_fusion=None", "enable_reflect_ftz=None",
+                          "arch=None", "debug=None",
                           "launch_cooperative_grid=False", "extern_libs=None", "launch_pdl=False",
                           "sanitize_overflow=None")
 
@@ -979,9 +980,10 @@ def _generate_runner(jf: JITFunction):
     L.append("    if num_ctas != 1: _unsupported_num_ctas(num_ctas)")
     L.append("    if _interpret_var_set() and _interpret_mode():")
     L.append(f"        return _self._run_interpreted(_grid_, {tuple_src}, num_warps, num_stages, warmup)")
-    L.append("    if enable_fp_fusion is not None or maxnreg is not None or arch is not None:")
+    L.append("    if enable_fp_fusion is not None or maxnreg is not None or arch is not None or enable_reflect_ftz is not None:")
     L.append(f"        return _self._run_in_python(_grid_, {tuple_src}, num_warps, num_stages, stream, warmup, "
-             "_compile_options(enable_fp_fusion=enable_fp_fusion, maxnreg=maxnreg), arch)")
+             "_compile_options(enable_fp_fusion=enable_fp_fusion, maxnreg=maxnreg, "
+             "enable_reflect_ftz=enable_reflect_ftz), arch)")
     # the common case in C (launch.c's Binder); NotImplemented: the Python body below
     L.append("    if _bind is not None and not warmup:")
     L.append(f"        _r = _bind(_grid_, num_warps, num_stages, stream{', ' if names else ''}{all_vals})")

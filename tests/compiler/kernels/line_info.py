@@ -28,3 +28,4 @@ def line_of(tag: str) -> int:
             if text.rstrip().endswith(f"# LINE: {tag}"):
                 return i
     raise KeyError(tag)
+
