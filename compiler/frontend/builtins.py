@@ -766,6 +766,17 @@ def dot(gen, node, input, other, acc=None, input_precision=None, allow_tf32=None
     return S.dot(gen.b, input, other, acc, input_precision, allow_tf32, max_num_imprecise_acc, out_dtype)
 
 
+@rule("dot_scaled")
+def dot_scaled(gen, node, lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format, acc=None, fast_math=False,
+               lhs_k_pack=True, rhs_k_pack=True, out_dtype=None):
+    """Triton's tl.dot_scaled (microscaled formats), emulated as Triton does on sm_90 (dot_scaled.py)."""
+    from . import dot_scaled as DS  # noqa: PLC0415 - one rule's helpers
+    fmts = [_const(gen, node, f, "tl.dot_scaled's format") for f in (lhs_format, rhs_format)]
+    packs = [_const(gen, node, p, "tl.dot_scaled's k_pack") for p in (lhs_k_pack, rhs_k_pack)]
+    out_dtype = T.float32 if out_dtype is None else _const(gen, node, out_dtype, "tl.dot_scaled's out_dtype")
+    return DS.dot_scaled(gen.b, lhs, lhs_scale, fmts[0], rhs, rhs_scale, fmts[1], acc, fast_math, *packs, out_dtype)
+
+
 # -- tensor attributes and methods ---------------------------------------------------------------
 class TensorMethod:
     """`x.to`, `x.sum`, … bound to a value; called by the code generator like a builtin."""

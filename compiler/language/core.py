@@ -266,6 +266,9 @@ def reduce(input, axis, combine_fn, keep_dims=False): ...
 def associative_scan(input, axis, combine_fn, reverse=False): ...
 @builtin
 def map_elementwise(scalar_fn, *args, pack=1): ...
+@builtin
+def dot_scaled(lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format, acc=None, fast_math=False, lhs_k_pack=True,
+               rhs_k_pack=True, out_dtype=None): ...  # out_dtype None: tl.float32
 
 # --- memory ---------------------------------------------------------------------------------
 @builtin
