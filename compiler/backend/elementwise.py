@@ -14,8 +14,7 @@ from .. import ir
 from . import fp8
 from .errors import BackendError
 from .llvm_types import CONTRACT, F32, F64, GPTR, I1, I32, I64, LN2, LOG2E, fsuffix, is_signed, lty, mty
-from .lowering import Lowering
-from .reduction import region_combiner
+from .lowering import Lowering, region_combiner
 
 
 # ---- elementwise ops: one value per register (per aligned run of equal values) ---------------

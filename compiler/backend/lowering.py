@@ -725,3 +725,18 @@ class Lowering:
                 p.add_incoming(x, end)
         b.branch(header)
 
+
+def region_combiner(lw: Lowering, region: ir.Block):
+    """A region of scalar ops (a custom reduction's combine function, tl.map_elementwise's function)
+    as a callable: its ops lowered on scalar registers, once per call (tuples of registers in, the
+    yielded registers out)."""
+    def comb(a, c):
+        for arg, v in zip(region.args, tuple(a) + tuple(c)):
+            lw.vals[arg.id] = v
+        lw.scopes.append({})
+        try:
+            term = lw.lower_block(region)
+            return tuple(lw.scalar(y) for y in term.operands)
+        finally:
+            lw.scopes.pop()
+    return comb
