@@ -63,6 +63,9 @@ The op set (operand names in order; `?` marks an optional operand that may be No
                                    attrs: axis; region combine(*a, *b) (scalars) ends with yield(*r)
   scan_combine *xs      → *rs      tl.associative_scan: rs of xs's types; attrs: axis, reverse;
                                    region combine(*a, *b) ends with yield(*r) (a: the earlier elements)
+  map_elementwise *xs   → *rs      tl.map_elementwise: xs of one shape, rs of that shape; attrs: pack;
+                                   region fn(x0[0..pack), x1[0..pack), ...) (scalars) ends with
+                                   yield(r0[0..pack), r1[0..pack), ...): pack consecutive elements per call
   dot        a, b, c    → r        r = a @ b + c; a [M,K], b [K,N], c/r [M,N]; attrs:
                                    input_precision in ieee tf32 tf32x3, max_num_imprecise_acc
   barrier                          all threads of the program meet here

@@ -188,6 +188,10 @@ class codegen_knobs(base_knobs):
     fp_fusion = _Knob("TRITON_DEFAULT_FP_FUSION", parse=lambda t: t is None or flag(t),
                       doc="a*b+c in floating point may become one fma (Triton's default); "
                           "TRITON_DEFAULT_FP_FUSION=0 keeps the multiply and the add apart")
+    line_info = _Knob("TRITON_DISABLE_LINE_INFO", "BLOCKTUNE_DISABLE_LINE_INFO", parse=lambda t: not any_flag(t),
+                      text=lambda v: "0" if v else "1",
+                      doc="the kernel's Python source lines in the PTX (.loc) and the cubin (ptxas -lineinfo), "
+                          "for profilers; TRITON_DISABLE_LINE_INFO=1 leaves them out")
 
     def key(self) -> str:
         """Every codegen knob's value, for the compile cache key."""
@@ -221,6 +225,10 @@ class runtime_knobs(base_knobs):
         # around every kernel launch while it has a listener (the profiler's hook="triton" adds one).
         self.launch_enter_hook = HookChain()
         self.launch_exit_hook = HookChain(reversed=True)
+        # Triton's JIT hooks (runtime/jit_hooks.py): called before / after each compile of a
+        # specialization; a jit_cache_hook that returns True skips the compile
+        self.jit_cache_hook = None
+        self.jit_post_compile_hook = None
 
 
 class tools_knobs(base_knobs):

@@ -22,8 +22,8 @@ _MEMORY_RESULTS = ("load", "atomic_rmw", "atomic_cas")
 # ops whose results carry no address: comparisons, index generators, reductions of values
 _NO_PROVENANCE = ("const", "arange", "program_id", "num_programs", "cmp", "reduce", "scan", "dot")
 _CONTROL = ("for", "if", "while")
-# custom reductions/scans: their combine region only combines the operands' values
-_COMBINE_OPS = ("reduce_combine", "scan_combine")
+# custom reductions/scans and tl.map_elementwise: their region only combines the operands' values
+_COMBINE_OPS = ("reduce_combine", "scan_combine", "map_elementwise")
 
 
 class Undetermined(Exception):

@@ -85,7 +85,9 @@ def _run(args: list[str], ptx: str, timeout: float) -> tuple[subprocess.Complete
 def assemble(ptx: str, target: str, *, exe: str | None = None, opt_level: int = 3, timeout: float = 120.0) -> bytes:
     """PTX → cubin for `target` ("sm_90a") with `exe` (default: the first found). RuntimeError with
     ptxas's message when assembly fails."""
-    r, cubin = _run([exe or require(), f"-arch={target}", f"-O{opt_level}"], ptx, timeout)
+    # -lineinfo keeps the PTX's .loc source lines in the cubin (profilers, nvdisasm -g); the code is the same
+    lineinfo = ["-lineinfo"] if "\n\t.loc\t" in ptx or "\n.loc" in ptx else []
+    r, cubin = _run([exe or require(), f"-arch={target}", f"-O{opt_level}", *lineinfo], ptx, timeout)
     if cubin is None:
         raise RuntimeError(f"ptxas failed for {target}:\n{(r.stderr or r.stdout).strip()[:4000]}")
     return cubin

@@ -317,6 +317,9 @@ def main() -> None:
         child_env = {k: v for k, v in os.environ.items() if not k.startswith("BLOCKTUNE_")}
         # PYTHONHASHSEED: libdevice definitions are gathered in set order (llvm_target._libdevice_defs),
         # so the fp64 math kernels' register numbering depends on the hash seed
+        # TRITON_DISABLE_LINE_INFO: the snapshot is the code; .loc lines would follow every edit of
+        # a kernel's file (set TRITON_DISABLE_LINE_INFO=0 in a mode to see them)
+        child_env.setdefault("TRITON_DISABLE_LINE_INFO", "1")
         child_env.update(env, BLOCKTUNE_CACHE_DIR=tempfile.mkdtemp(prefix="ptx-snapshot-"), PYTHONHASHSEED="0",
                          PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
         r = subprocess.run([sys.executable, __file__, str(args.out), "--child", name], env=child_env)

@@ -14,7 +14,7 @@ from .. import ir
 from . import fp8
 from .errors import BackendError
 from .llvm_types import CONTRACT, F32, F64, GPTR, I1, I32, I64, LN2, LOG2E, fsuffix, is_signed, lty, mty
-from .lowering import Lowering
+from .lowering import Lowering, region_combiner
 
 
 # ---- elementwise ops: one value per register (per aligned run of equal values) ---------------
@@ -359,7 +359,10 @@ def math_f32(lw, name, x, fast):
         return _exp2_f32(lw, b.fmul(x, c(LOG2E)))
     if name == "exp2":
         # Triton's exp2 (libdevice's exp2f under ftz) flushes denormal results: one MUFU.EX2, where
-        # the denormal-keeping ex2 costs a compare and two multiplies more (softmax's inner loop)
+        # the denormal-keeping ex2 costs a compare and two multiplies more (softmax's inner loop);
+        # enable_reflect_ftz=False asks for the denormals
+        if lw.options.reflect_ftz is False:
+            return _approx(lw, "llvm.nvvm.ex2.approx.f", x)
         return _approx(lw, "llvm.nvvm.ex2.approx.ftz.f", x)
     if name == "log":
         return b.fmul(_approx(lw, "llvm.nvvm.lg2.approx.f", x), c(LN2))
@@ -447,6 +450,25 @@ def lower_extern_elementwise(lw, op, lay):
                            "or set BLOCKTUNE_LIBDEVICE)", op.loc)
     ret = lty(op.result.dtype)
     return map_elementwise(lw, op, lay, lambda *xs: lw.call(symbol, ret, list(xs)))
+
+
+def lower_map_elementwise(lw, op):
+    """tl.map_elementwise: the region inlined once per `pack` consecutive registers of a thread (in
+    the result's layout), so its branches are per element; a short last group repeats the last
+    register and drops its extra results."""
+    pack = op.attrs["pack"]
+    lay = lw.want(op.results[0])
+    n = lay.n_regs
+    args = [lw.block(o, lay) for o in op.operands]
+    call = region_combiner(lw, op.regions[0])
+    values = [[] for _ in op.results]
+    for g in range(-(-n // pack)):
+        regs = [a[min(g * pack + j, n - 1)] for a in args for j in range(pack)]
+        outs = call(regs, ())
+        for k, vals in enumerate(values):
+            vals.extend(outs[k * pack:(k + 1) * pack])
+    for res, regs in zip(op.results, values):
+        lw.set_block(res, lay, regs[:n])
 
 
 def lower_inline_asm(lw, op):

@@ -31,6 +31,7 @@ from ..language import dtypes as T
 from . import fp8
 from .assign_layouts import LayoutAssignment
 from .axis_info import AxisAnalysis
+from .debug_info import LineInfo
 from .errors import BackendError
 from .layouts import Layout, default_layout, log2
 from .llvm_target import libdevice_path
@@ -164,6 +165,10 @@ class Lowering:
         br = self.pb.branch(body)
         self.pb.position_before(br)
         self.b = ll.IRBuilder(body)
+        # source lines for the PTX's .loc (TRITON_DISABLE_LINE_INFO=1 leaves them out)
+        self.line_info = LineInfo(self.module, self.func, fn) if self.options.line_info else None
+        if self.line_info is not None:
+            self.pb.debug_metadata = self.b.debug_metadata = self.line_info.entry
         for k, (i, a, t) in enumerate(passed):
             p = self.func.args[k]
             p.name = (fn.arg_names[i] if i < len(fn.arg_names) else f"arg{i}").replace(".", "_")
@@ -398,6 +403,7 @@ class Lowering:
         br = b.branch(nxt)
         b.position_at_end(nxt)
         hb = ll.IRBuilder(here)
+        hb.debug_metadata = b.debug_metadata
         hb.position_before(br)
         inside = {a.id for a in body.args}
         for o in body.walk():
@@ -607,6 +613,8 @@ class Lowering:
 
     def lower_op(self, op: ir.Op):
         """Lower one op through its rule; results land in the value table in their layouts."""
+        if self.line_info is not None:
+            self.b.debug_metadata = self.line_info.at(op.loc)
         rule = self.rules.by_layout.get(op.name)
         if rule is not None:
             res = op.result
@@ -726,3 +734,18 @@ class Lowering:
                 p.add_incoming(x, end)
         b.branch(header)
 
+
+def region_combiner(lw: Lowering, region: ir.Block):
+    """A region of scalar ops (a custom reduction's combine function, tl.map_elementwise's function)
+    as a callable: its ops lowered on scalar registers, once per call (tuples of registers in, the
+    yielded registers out)."""
+    def comb(a, c):
+        for arg, v in zip(region.args, tuple(a) + tuple(c)):
+            lw.vals[arg.id] = v
+        lw.scopes.append({})
+        try:
+            term = lw.lower_block(region)
+            return tuple(lw.scalar(y) for y in term.operands)
+        finally:
+            lw.scopes.pop()
+    return comb

@@ -26,6 +26,7 @@ from . import control_flow, debug_ops, dot, elementwise as ew, fp8, histogram, m
 from . import warp_specialize
 from .errors import BackendError
 from .llvm_target import cpu_for, libdevice_defs, llir_to_ptx
+from .llvm_types import I32
 from .lowering import Lowering, RuleTable
 from .options import LoweringOptions
 
@@ -56,6 +57,7 @@ RULES = RuleTable(
         "barrier": control_flow.lower_barrier,
         # PTX written by the user
         "inline_asm": ew.lower_inline_asm,
+        "map_elementwise": ew.lower_map_elementwise,
         # control flow
         "for": control_flow.lower_for, "if": control_flow.lower_if, "while": control_flow.lower_while,
         "return": control_flow.lower_return,
@@ -72,11 +74,13 @@ RULES = RuleTable(
 
 
 def lower_to_llvm(fn: ir.Function, *, num_warps: int, num_stages: int = 1, target: str | None = None,
-                  debug: bool = False, enable_fp_fusion: bool | None = None, maxnreg: int | None = None) -> Lowering:
+                  debug: bool = False, enable_fp_fusion: bool | None = None, maxnreg: int | None = None,
+                  enable_reflect_ftz: bool | None = None) -> Lowering:
     if num_warps < 1 or num_warps & (num_warps - 1) or num_warps > 32:
         raise BackendError(f"num_warps must be a power of two between 1 and 32, got {num_warps}")
     options = LoweringOptions.from_knobs(num_warps=num_warps, num_stages=num_stages, target=target, debug=debug,
-                                         enable_fp_fusion=enable_fp_fusion, maxnreg=maxnreg)
+                                         enable_fp_fusion=enable_fp_fusion, maxnreg=maxnreg,
+                                         enable_reflect_ftz=enable_reflect_ftz)
     fp8.check_types(fn, options.target)
     dot.check_dot_shapes(fn)
     lw = Lowering(fn, options, RULES)
@@ -89,20 +93,27 @@ def lower_to_llvm(fn: ir.Function, *, num_warps: int, num_stages: int = 1, targe
 def module_text(lw: Lowering) -> str:
     """The module's LLVM IR, with `"nvvm.maxntid"` on the kernel (llvmlite cannot spell string
     function attributes) and the definitions of the libdevice functions it calls."""
+    nv = lw.libdevice_functions()
+    if nv and not _has_module_flag(lw.module, "nvvm-reflect-ftz"):
+        # behaviour 4 (override): libdevice's __nvvm_reflect("__CUDA_FTZ") reads 0 (denormals kept)
+        # unless the launch asked for enable_reflect_ftz=True
+        ftz = 1 if lw.options.reflect_ftz is True else 0
+        lw.module.add_named_metadata("llvm.module.flags", [I32(4), "nvvm-reflect-ftz", I32(ftz)])
     text = str(lw.module)
     head = f'define ptx_kernel void @"{lw.fn.name}"('
     i = text.index(head)
     j = text.index("\n", i)
     line = text[i:j]
+    dbg = line.find(" !dbg ")     # function attributes go before the metadata attachment
+    if dbg >= 0:
+        line, j = line[:dbg], i + dbg
     line = _tensor_map_params(line, lw)
     maxnreg = f' "nvvm.maxnreg"="{lw.options.maxnreg}"' if lw.options.maxnreg is not None else ""
     text = text[:i] + line + f' "nvvm.maxntid"="{32 * launch_warps(lw)}"' + maxnreg + \
         (' "nvvm.minctasm"="1"' if lw.ws is not None else "") + text[j:]   # setmaxnreg needs that cap
-    nv = lw.libdevice_functions()
     if nv:
         keep = [ln for ln in text.split("\n") if not (ln.startswith("declare") and any(f'@"{n}"(' in ln for n in nv))]
-        text = "\n".join(keep) + "\n" + libdevice_defs(nv) + \
-            '!llvm.module.flags = !{!900}\n!900 = !{i32 4, !"nvvm-reflect-ftz", i32 0}\n'
+        text = "\n".join(keep) + "\n" + libdevice_defs(nv)
     return text
 
 
@@ -123,12 +134,18 @@ def _tensor_map_params(line: str, lw: Lowering) -> str:
     return line
 
 
+def _has_module_flag(module, name: str) -> bool:
+    flags = module.namedmetadata.get("llvm.module.flags")
+    return flags is not None and any(f'"{name}"' in str(md) for md in flags.operands)
+
+
 def compile_ir(fn: ir.Function, *, num_warps: int, num_stages: int = 3, target: str = "sm_90",
-               debug: bool = False, enable_fp_fusion: bool | None = None, maxnreg: int | None = None) -> dict:
+               debug: bool = False, enable_fp_fusion: bool | None = None, maxnreg: int | None = None,
+               enable_reflect_ftz: bool | None = None) -> dict:
     """Compile block IR to PTX. Returns {name, llir, ptx, shared, num_warps, params}."""
     cpu = cpu_for(target)
     lw = lower_to_llvm(fn, num_warps=num_warps, num_stages=num_stages, target=target, debug=debug,
-                       enable_fp_fusion=enable_fp_fusion, maxnreg=maxnreg)
+                       enable_fp_fusion=enable_fp_fusion, maxnreg=maxnreg, enable_reflect_ftz=enable_reflect_ftz)
     if lw.needs_sm90a:  # wgmma (wgmma.py)
         cpu = "sm_90a"
     text = module_text(lw)

@@ -21,17 +21,22 @@ class LoweringOptions:
     fp_fusion: bool = True        # knobs.codegen.fp_fusion, or the launch's enable_fp_fusion
     maxnreg: int | None = None    # the launch's maxnreg: the kernel's .maxnreg (registers per thread)
     warp_specialize: bool = False  # knobs.codegen.warp_specialize: every TMA-fed wgmma loop (warp_specialize.py)
+    line_info: bool = True        # knobs.codegen.line_info: .loc source lines in the PTX
+    # the launch's enable_reflect_ftz (Triton's): True flushes denormals in libdevice and exp2,
+    # False keeps them in both; None (not given): exp2 flushes, libdevice keeps them
+    reflect_ftz: bool | None = None
 
     @classmethod
     def from_knobs(cls, *, num_warps: int, num_stages: int = 1, target: str | None = None,
                    debug: bool = False, enable_fp_fusion: bool | None = None,
-                   maxnreg: int | None = None) -> "LoweringOptions":
+                   maxnreg: int | None = None, enable_reflect_ftz: bool | None = None) -> "LoweringOptions":
         """The knobs' values, and the launch's compile options (Triton's enable_fp_fusion, which
         overrides the knob, and maxnreg)."""
         fp_fusion = knobs.codegen.fp_fusion if enable_fp_fusion is None else bool(enable_fp_fusion)
         return cls(num_warps=num_warps, num_stages=num_stages, target=target or "", debug=debug,
                    wgmma=knobs.codegen.wgmma, pipeline=knobs.codegen.pipeline, fp_fusion=fp_fusion,
-                   maxnreg=None if maxnreg is None else int(maxnreg),
+                   maxnreg=None if maxnreg is None else int(maxnreg), line_info=knobs.codegen.line_info,
+                   reflect_ftz=None if enable_reflect_ftz is None else bool(enable_reflect_ftz),
                    warp_specialize=knobs.codegen.warp_specialize)
 
     @property

@@ -12,6 +12,7 @@ from llvmlite import ir as ll
 from ..language import dtypes as T
 from .errors import BackendError
 from .layouts import Layout, blocked, default_layout
+from .lowering import region_combiner
 from .llvm_types import BF16, F16, F32, F64, FULL_MASK, I1, I8, I16, I32, I64, esize, fsuffix_of, is_signed, lty, mty
 
 
@@ -89,21 +90,6 @@ def _axis_bits(bases, axis):
             mixed = True
         (along if a else other).append(i)
     return along, other, mixed
-
-
-def region_combiner(lw, region):
-    """The combine function of a custom reduction/scan: its region lowered on scalar registers, once
-    per call (tuples of registers in, the yielded registers out)."""
-    def comb(a, c):
-        for arg, v in zip(region.args, tuple(a) + tuple(c)):
-            lw.vals[arg.id] = v
-        lw.scopes.append({})
-        try:
-            term = lw.lower_block(region)
-            return tuple(lw.scalar(y) for y in term.operands)
-        finally:
-            lw.scopes.pop()
-    return comb
 
 
 def _reduce_layout(lw, x, axis) -> Layout:

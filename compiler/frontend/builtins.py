@@ -572,6 +572,48 @@ def associative_scan(gen, node, input, axis, combine_fn, reverse=False):
     return tuple(op.results) if isinstance(input, (tuple, list)) else op.result
 
 
+@rule("map_elementwise")
+def map_elementwise(gen, node, scalar_fn, *args, pack=1):
+    """`scalar_fn` inlined on scalars and applied to every element of the broadcast `args` (Triton's
+    tl.map_elementwise): control flow in it branches per element. With `pack` > 1 one call takes
+    `pack` consecutive elements of each argument (a0, a1, b0, b1) and returns `pack` values per
+    result (c0, c1, d0, d1)."""
+    pack = _const(gen, node, pack, "tl.map_elementwise's pack")
+    if not hasattr(scalar_fn, "fn_ast"):
+        raise SemanticError(f"tl.map_elementwise needs a @triton.jit function, got {gen._describe(scalar_fn)}")
+    if not isinstance(pack, int) or pack < 1:
+        raise SemanticError(f"tl.map_elementwise's pack must be an integer >= 1, got {pack!r}")
+    xs = [S.to_tensor(gen.b, a) for a in args]
+    if not xs:
+        raise SemanticError("tl.map_elementwise needs at least one tensor argument")
+    shape = S.broadcast_shapes(*(x.shape for x in xs))
+    if not shape:
+        raise SemanticError("tl.map_elementwise maps over blocks; call the @jit function directly on scalars")
+    xs = [S.broadcast_to(gen.b, x, shape) for x in xs]
+    region = ir.Block([x.dtype for x in xs for _ in range(pack)])
+    saved = gen.b.block
+    gen.b.block = region
+    try:
+        out = gen.inline(node, scalar_fn, list(region.args), {})
+        outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+        outs = tuple(S.to_tensor(gen.b, v) if v is not None and not is_value(v) else v for v in outs)
+        if not outs or any(v is None or v.is_block for v in outs):
+            raise SemanticError(f"{scalar_fn.__name__} must return scalars (one or a tuple) for tl.map_elementwise")
+        if len(outs) % pack:
+            raise SemanticError(f"{scalar_fn.__name__} returns {len(outs)} values, not a multiple of pack={pack}")
+        dtypes = [v.dtype for v in outs[::pack]]
+        for j in range(1, pack):
+            if [v.dtype for v in outs[j::pack]] != dtypes:
+                raise SemanticError(f"{scalar_fn.__name__}: the {pack} packed values of each result must have one type, "
+                                    f"got {[str(v.dtype) for v in outs]}")
+        gen.b.create("yield", list(outs), [])
+    finally:
+        gen.b.block = saved
+    op = gen.b.create("map_elementwise", xs, [S._with_shape(d, shape) for d in dtypes], {"pack": pack},
+                      regions=[region])
+    return op.results[0] if len(op.results) == 1 else tuple(op.results)
+
+
 # -- memory ----------------------------------------------------------------------------------
 @rule("load")
 def load(gen, node, pointer, mask=None, other=None, boundary_check=(), padding_option="", cache_modifier="",
@@ -722,6 +764,17 @@ BUILTINS["max_constancy"] = _hint("max_constancy")
 def dot(gen, node, input, other, acc=None, input_precision=None, allow_tf32=None, max_num_imprecise_acc=None,
         out_dtype=T.float32):
     return S.dot(gen.b, input, other, acc, input_precision, allow_tf32, max_num_imprecise_acc, out_dtype)
+
+
+@rule("dot_scaled")
+def dot_scaled(gen, node, lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format, acc=None, fast_math=False,
+               lhs_k_pack=True, rhs_k_pack=True, out_dtype=None):
+    """Triton's tl.dot_scaled (microscaled formats), emulated as Triton does on sm_90 (dot_scaled.py)."""
+    from . import dot_scaled as DS  # noqa: PLC0415 - one rule's helpers
+    fmts = [_const(gen, node, f, "tl.dot_scaled's format") for f in (lhs_format, rhs_format)]
+    packs = [_const(gen, node, p, "tl.dot_scaled's k_pack") for p in (lhs_k_pack, rhs_k_pack)]
+    out_dtype = T.float32 if out_dtype is None else _const(gen, node, out_dtype, "tl.dot_scaled's out_dtype")
+    return DS.dot_scaled(gen.b, lhs, lhs_scale, fmts[0], rhs, rhs_scale, fmts[1], acc, fast_math, *packs, out_dtype)
 
 
 # -- tensor attributes and methods ---------------------------------------------------------------

@@ -349,6 +349,8 @@ class CodeGenerator(ast.NodeVisitor):
         if not is_value(ev):
             return tv, materialize(ev, else_block, tv.type)
         if tv.type != ev.type:
+            if S.scalar_of(tv.type).is_ptr() or S.scalar_of(ev.type).is_ptr():
+                raise self.error(node, _branch_type_mismatch(what, tv.type, ev.type))
             if tv.shape == ev.shape:
                 ty = S.computation_type(tv.dtype, False, ev.dtype, False, False)
                 return materialize(tv, then_block, S._with_shape(ty, tv.shape)), materialize(ev, else_block, S._with_shape(ty, ev.shape))
@@ -851,6 +853,8 @@ class CodeGenerator(ast.NodeVisitor):
         if tv is None or ev is None:
             raise self.error(node, "one side of the conditional expression has a value and the other has none")
         if not effects:
+            if is_value(tv) and is_value(ev) and tv.dtype != ev.dtype and (tv.dtype.is_ptr() or ev.dtype.is_ptr()):
+                raise self.error(node, _branch_type_mismatch("the conditional expression", tv.dtype, ev.dtype))
             for block in blocks:
                 outer.ops.extend(block.ops)
             return S.where(self.b, cond, tv, ev)
@@ -1222,3 +1226,13 @@ _PYTHON_BUILTINS = {
     builtins.tuple: lambda gen, node, x=(): tuple(x), builtins.list: lambda gen, node, x=(): list(x),
     tl_core.tuple: lambda gen, node, x=(): tuple(x),
 }
+
+
+def _branch_type_mismatch(what: str, then_type, else_type) -> str:
+    """Triton's words for a value whose type differs between the two sides of a runtime choice
+    (pointers do not convert: a tl.const pointer and a plain one stay different types)."""
+    if what == "the return value":
+        return f"Inconsistent return types: {then_type} in one branch and {else_type} in the other"
+    if what == "the conditional expression":
+        return f"Ternary expression with dynamic condition has inconsistent type: {then_type} and {else_type}"
+    return f"Mismatched type for {what} between then block ({then_type}) and else block ({else_type})"

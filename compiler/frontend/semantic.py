@@ -719,10 +719,16 @@ def load(b, ptr, mask=None, other=None, cache="", eviction="", volatile=False):
                    eviction=eviction or "", volatile=bool(volatile))
 
 
+def _check_writable(ptr):
+    if ptr.dtype.is_const():
+        raise SemanticError(f"Cannot store to a constant pointer ({ptr.dtype!r}: a tl.const parameter's data is read-only)")
+
+
 def store(b, ptr, value, mask=None, cache="", eviction=""):
     _check_cache_hints(cache, eviction, STORE_CACHE_MODIFIERS)
     if not _is_ptr(ptr):
         raise SemanticError(f"tl.store expects a pointer or a block of pointers, got {_describe(ptr)}")
+    _check_writable(ptr)
     value = to_tensor(b, value, ptr.dtype.element_ty if not is_value(value) else None)
     shape = broadcast_shapes(ptr.shape, value.shape, mask.shape if is_value(mask) else ())
     ptr = broadcast_to(b, ptr, shape)
@@ -750,6 +756,7 @@ def atomic_rmw(b, kind, ptr, val, mask=None, sem=None, scope=None):
     sem, scope = _sem_and_scope(f"tl.atomic_{kind}", sem, scope)
     if not _is_ptr(ptr):
         raise SemanticError(f"tl.atomic_{kind} expects a pointer, got {_describe(ptr)}")
+    _check_writable(ptr)
     elt = ptr.dtype.element_ty
     val = to_tensor(b, val, elt if not is_value(val) else None)
     shape = broadcast_shapes(ptr.shape, val.shape, mask.shape if is_value(mask) else ())
@@ -771,6 +778,7 @@ def atomic_cas(b, ptr, cmp, val, sem=None, scope=None):
     sem, scope = _sem_and_scope("tl.atomic_cas", sem, scope)
     if not _is_ptr(ptr):
         raise SemanticError(f"tl.atomic_cas expects a pointer, got {_describe(ptr)}")
+    _check_writable(ptr)
     elt = ptr.dtype.element_ty
     cmp = to_tensor(b, cmp, elt if not is_value(cmp) else None)
     val = to_tensor(b, val, elt if not is_value(val) else None)

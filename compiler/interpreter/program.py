@@ -616,6 +616,29 @@ class Program:
                 env[sl] = np.array(np.broadcast_to(np.asarray(v, dtype=_np(r.dtype)), shape))[()]
         return f
 
+    def _op_map_elementwise(self, op):
+        """tl.map_elementwise: the region on every element at once (per element where it branches);
+        with pack > 1 on groups of `pack` consecutive elements of each program's block (the last
+        element repeated to fill the last group, its extra results dropped)."""
+        xs, rs = [self._slot(v) for v in op.operands], [self._slot(r) for r in op.results]
+        pack = int(op.attrs["pack"])
+        fn = _CombineRegion(op.regions[0])
+
+        def f(env):
+            vals = [np.asarray(env[x]) for x in xs]
+            lead = vals[0].shape[:self.BATCH]
+            flat = [v.reshape(lead + (-1,)) for v in vals]
+            n = flat[0].shape[-1]
+            pad = -n % pack
+            if pad:
+                flat = [np.concatenate([v, np.repeat(v[..., -1:], pad, axis=-1)], axis=-1) for v in flat]
+            groups = [v.reshape(lead + (-1, pack)) for v in flat]
+            outs = fn.apply([g[..., j] for g in groups for j in range(pack)])
+            for k, (sl, r) in enumerate(zip(rs, op.results)):
+                y = np.stack([np.broadcast_to(outs[k * pack + j], groups[0].shape[:-1]) for j in range(pack)], axis=-1)
+                env[sl] = y.reshape(lead + (-1,))[..., :n].reshape(vals[0].shape).astype(_np(r.dtype), copy=False)
+        return f
+
     def _op_scan_combine(self, op):
         """An inclusive scan with the combine region, element by element along the axis (from the end
         when reversed: combine(later elements, this one))."""
@@ -868,6 +891,7 @@ class _CombineRegion(Program):
         self.slots, self.nslots = {}, 1
         self.block = self._block(region)
         self.types = [a.type for a in region.args]
+        self.out_types = [y.type for y in region.terminator.operands]
         # runtime control flow inside the combine function branches per element
         self.per_element = any(op.regions for op in region.walk())
 
@@ -875,14 +899,18 @@ class _CombineRegion(Program):
         return f  # values here are arrays of what the IR types as scalars
 
     def __call__(self, a: list, b: list) -> list:
-        args = [np.asarray(v, dtype=_np(ty)) for v, ty in zip(list(a) + list(b), self.types)]
+        return self.apply(list(a) + list(b))
+
+    def apply(self, args: list) -> list:
+        """The region on arrays of its arguments, element by element where it branches."""
+        args = [np.asarray(v, dtype=_np(ty)) for v, ty in zip(args, self.types)]
         if not self.per_element:
             return self._run(args)
         shape = np.broadcast_shapes(*(v.shape for v in args))
         args = [np.broadcast_to(v, shape) for v in args]
         outs = [self._run([v[i] for v in args]) for i in np.ndindex(shape)]
         return [np.array([o[k] for o in outs], dtype=_np(ty)).reshape(shape)
-                for k, ty in enumerate(self.types[:len(self.types) // 2])]
+                for k, ty in enumerate(self.out_types)]
 
     def _run(self, args: list) -> list:
         env = [None] * self.nslots

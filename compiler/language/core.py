@@ -38,6 +38,12 @@ class constexpr:
         return constexpr_type(self.value)
 
 
+class const:
+    """A kernel parameter annotation (`in_ptr: tl.const`): the pointer's data is read-only. Stores
+    and atomics through it are compile errors, and it does not mix with a plain pointer (as in
+    Triton, constness is part of the pointer type)."""
+
+
 class constexpr_type:
     """The type of a compile-time value (Triton's): `x.type == tl.constexpr_type(42)` for x = 42
     known at compile time."""
@@ -258,6 +264,11 @@ def cumprod(input, axis=0, reverse=False, dtype=None): ...
 def reduce(input, axis, combine_fn, keep_dims=False): ...
 @builtin
 def associative_scan(input, axis, combine_fn, reverse=False): ...
+@builtin
+def map_elementwise(scalar_fn, *args, pack=1): ...
+@builtin
+def dot_scaled(lhs, lhs_scale, lhs_format, rhs, rhs_scale, rhs_format, acc=None, fast_math=False, lhs_k_pack=True,
+               rhs_k_pack=True, out_dtype=None): ...  # out_dtype None: tl.float32
 
 # --- memory ---------------------------------------------------------------------------------
 @builtin

@@ -106,25 +106,29 @@ class pointer_type(dtype):
     """A pointer to `element_ty` in global memory (address space 1)."""
 
     def __new__(cls, element_ty: dtype, address_space: int = 1, const: bool = False):
-        key = f"ptr<{element_ty.sig_name}>" + (f"@{address_space}" if address_space != 1 else "")
+        # a pointer to constant data (a `tl.const` parameter) is its own type, as in Triton: it
+        # cannot be stored through, and it does not mix with a plain pointer in an if or a return
+        key = ("const_" if const else "") + f"ptr<{element_ty.sig_name}>" + \
+            (f"@{address_space}" if address_space != 1 else "")
         if key in dtype._registry:
             return dtype._registry[key]
         self = object.__new__(cls)
         self.name, self.kind, self.primitive_bitwidth = key, "ptr", 64
-        self._element_ty, self.address_space, self.const = element_ty, address_space, const
+        self._element_ty, self.address_space, self.const = element_ty, address_space, bool(const)
         dtype._registry[key] = self
         return self
 
     def __getnewargs__(self):
-        return (self._element_ty, self.address_space)
+        return (self._element_ty, self.address_space, self.const)
 
     @property
     def element_ty(self) -> dtype: return self._element_ty
     def is_ptr(self) -> bool: return True
+    def is_const(self) -> bool: return self.const
     def is_floating(self) -> bool: return False
     def is_int(self) -> bool: return False
-    def __repr__(self) -> str: return f"pointer<{self._element_ty.sig_name}>"
-    def __str__(self) -> str: return "*" + self._element_ty.sig_name.replace("ptr<", "*").rstrip(">")
+    def __repr__(self) -> str: return f"{'const_' if self.const else ''}pointer<{self._element_ty.sig_name}>"
+    def __str__(self) -> str: return to_signature(self)
     __hash__ = dtype.__hash__
 
     @property
@@ -230,17 +234,19 @@ def from_signature(text: str) -> dtype:
     """Parse `"*fp32"`, `"i32"`, `"*i8"` … into a type."""
     t = text.strip()
     if t.startswith("*"):
-        inner = t[1:]
+        inner, const = t[1:], False
         if inner.startswith("k"):  # Triton spells const pointers "*kfp32"
-            inner = inner[1:]
-        return pointer_type(from_signature(inner))
+            inner, const = inner[1:], True
+        return pointer_type(from_signature(inner), const=const)
     if t not in _SIG_ALIASES:
         raise ValueError(f"unknown type {text!r} in signature (expected e.g. '*fp32', 'i32', 'fp16')")
     return _SIG_ALIASES[t]
 
 
 def to_signature(ty: dtype) -> str:
-    return "*" + to_signature(ty.element_ty) if ty.is_ptr() else ty.sig_name
+    if ty.is_ptr():
+        return ("*k" if ty.const else "*") + to_signature(ty.element_ty)
+    return ty.sig_name
 
 
 _TORCH_NAMES = {"float16": float16, "half": float16, "bfloat16": bfloat16, "float32": float32,

@@ -86,7 +86,7 @@ def build_ir(fn, signature: dict, constexprs: dict, divisible_by_16=(), equal_to
 
 # Triton's compile options a launch (or compile()) may give besides num_warps/num_stages, with the
 # value that means "not given"; each changes the code, so a given one is part of the cache key.
-COMPILE_OPTIONS = {"enable_fp_fusion": None, "maxnreg": None}
+COMPILE_OPTIONS = {"enable_fp_fusion": None, "maxnreg": None, "enable_reflect_ftz": None}
 
 
 def compile_options(**given) -> tuple:
@@ -96,8 +96,9 @@ def compile_options(**given) -> tuple:
         raise ValueError(f"unknown compile option(s) {unknown} (blocktune has {sorted(COMPILE_OPTIONS)})")
     if given.get("maxnreg") is not None and (not isinstance(given["maxnreg"], int) or given["maxnreg"] < 16):
         raise ArgumentError(f"maxnreg must be an int of at least 16 (registers per thread), got {given['maxnreg']!r}")
-    if given.get("enable_fp_fusion") is not None:
-        given["enable_fp_fusion"] = bool(given["enable_fp_fusion"])
+    for flag in ("enable_fp_fusion", "enable_reflect_ftz"):
+        if given.get(flag) is not None:
+            given[flag] = bool(given[flag])
     return tuple(sorted((k, v) for k, v in given.items() if v is not COMPILE_OPTIONS[k]))
 
 

@@ -34,18 +34,19 @@ from .. import knobs, plugins
 from ..errors import CompilationError
 from ..ir import Loc
 from ..language import dtypes as T
-from ..language.core import constexpr
+from ..language.core import const as tl_const, constexpr
 from ..language.library import LibraryFunction
 from ..version import __version__
-from . import build, cache, descriptors, driver, launch_hooks, native
+from . import build, cache, descriptors, driver, jit_hooks, launch_hooks, native
 from .tensor_wrapper import TensorWrapper, reinterpret  # noqa: F401  (triton.runtime.jit's names)
 from ..language.dtypes import type_canonicalisation_dict  # noqa: F401  (as triton.runtime.jit's)
 
-# Triton launch options kernel[grid](...) takes: maxnreg and enable_fp_fusion are compile options
+# Triton launch options kernel[grid](...) takes: maxnreg, enable_fp_fusion and enable_reflect_ftz are compile options
 # (build.COMPILE_OPTIONS; None: not given, the knob decides fusion); the others are accepted and
 # ignored, as hints that change no result; num_ctas must be 1 (a program is one CTA: thread-block
 # clusters are not supported)
-_TRITON_LAUNCH_OPTIONS = ("num_ctas=1", "maxnreg=None", "enable_fp_fusion=None", "arch=None", "debug=None",
+_TRITON_LAUNCH_OPTIONS = ("num_ctas=1", "maxnreg=None", "enable_fp_fusion=None", "enable_reflect_ftz=None",
+                          "arch=None", "debug=None",
                           "launch_cooperative_grid=False", "extern_libs=None", "launch_pdl=False",
                           "sanitize_overflow=None")
 
@@ -237,6 +238,12 @@ def _is_constexpr_annotation(node: ast.AST | None, obj: Any = None) -> bool:
         except Exception:
             return False
     return False
+
+
+def _is_const_annotation(obj) -> bool:
+    if isinstance(obj, str):   # a quoted annotation under `from __future__ import annotations`
+        return obj.strip().strip("'\"").strip().removeprefix("tl.").removeprefix("triton.language.") == "const"
+    return obj is tl_const
 
 
 def _scalar_annotation(obj):
@@ -478,6 +485,8 @@ class JITFunction:
         self.arg_names = [p.arg for p in params]
         self.constexpr_names = [p.arg for p in params
                                 if _is_constexpr_annotation(p.annotation, annotations.get(p.arg))]
+        # `ptr: tl.const`: a pointer to read-only data (signature "*k...", as Triton's)
+        self.const_names = [p.arg for p in params if _is_const_annotation(annotations.get(p.arg))]
         # `val: tl.float16`: the scalar argument has that type (Triton's annotations)
         self.scalar_annotations = {p.arg: t for p in params
                                    if (t := _scalar_annotation(annotations.get(p.arg))) is not None}
@@ -501,6 +510,7 @@ class JITFunction:
         self._binder = None              # the runner's fast path in C (launch.c), made with the runner
         self._bindable = False
         self._launchers: dict = {}     # specialization key → (launch fn, CompiledKernel)
+        self.device_caches = jit_hooks.DeviceCaches(self)   # Triton's: device → (kernels, ...)
         self._ir_cache: dict = {}      # interpret mode: key → ir.Function
         self._lock = threading.RLock()
         self.compile_count = 0         # specializations compiled (or fetched from a cache) by this object
@@ -619,10 +629,9 @@ class JITFunction:
         arch = arch or knobs.runtime.override_arch     # Triton's arch= and TRITON_OVERRIDE_ARCH
         if arch:
             target = _target_of_arch(arch)
-        ck = build.compile_jit(self, sig, constexprs, num_warps=num_warps, num_stages=num_stages, target=target,
-                               divisible_by_16=div16, equal_to_1=eq1, options=options)
+        ck = self._compile_cached(key, sig, constexprs, div16, eq1, num_warps, num_stages, dev, target, options, warmup)
         self.compile_count += 1
-        if warmup:
+        if warmup or ck is None:   # None: the jit_cache_hook asked not to compile (nor launch)
             return (None, ck)
         has_descriptors = any(descriptors.DT.parse(t) for t in sig.values())
         expanded = descriptors.expand_names(call_names, sig, ck.metadata["passed"]) if has_descriptors else call_names
@@ -636,6 +645,38 @@ class JITFunction:
         if key is not None:
             self._launchers[key] = entry
         return entry
+
+    def _compile_cached(self, key, sig, constexprs, div16, eq1, num_warps, num_stages, dev, target, options, warmup):
+        """The device's kernel for this specialization (device_caches), compiled on a miss between
+        Triton's jit_cache_hook and jit_post_compile_hook."""
+        kernels = self.device_caches[dev][0]
+        spec = (tuple(sig.items()), tuple((k, cache.canon(v)) for k, v in constexprs.items()), tuple(div16),
+                tuple(eq1), num_warps, num_stages, target, options)
+        ck = kernels.get(spec)
+        if ck is not None:
+            return ck
+        cache_hook, post_hook = jit_hooks.hooks()
+        data = None
+        if cache_hook is not None or post_hook is not None:
+            data = jit_hooks.serialize(self, sig, constexprs, div16, eq1, num_warps, num_stages, target, options, key)
+        hook_args = (self, key, sig, dev, constexprs, data, num_warps, num_stages, options, warmup)
+        if jit_hooks.call_hook(cache_hook, *hook_args):
+            return None
+        ck = build.compile_jit(self, sig, constexprs, num_warps=num_warps, num_stages=num_stages, target=target,
+                               divisible_by_16=div16, equal_to_1=eq1, options=options)
+        kernels[spec] = ck
+        jit_hooks.call_hook(post_hook, *hook_args)
+        return ck
+
+    def preload(self, specialization_data: str):
+        """Compile the specialization a jit hook was given (`compile["specialization_data"]`), for
+        the current device, without arguments; returns the CompiledKernel (Triton's preload)."""
+        spec = jit_hooks.deserialize(self, specialization_data)
+        _refresh_torch()
+        dev = _NS["_get_device"]() if not interpret_mode() else -1
+        return self._compile_cached(spec["key"], spec["signature"], spec["constexprs"], spec["divisible_by_16"],
+                                    spec["equal_to_1"], spec["num_warps"], spec["num_stages"], dev,
+                                    spec["target"], spec["options"], True)
 
     def specialize(self, values: tuple, interpret: bool):
         """values: one per parameter (kernel order) → (signature, constexprs, div16, eq1, runtime names)."""
@@ -660,6 +701,8 @@ class JITFunction:
                     sig[arg] = ann.sig_name        # an annotated scalar: that type, never specialized to 1
                     continue
                 sig[arg] = key_to_type(k)
+                if arg in self.const_names and sig[arg].startswith("*") and not sig[arg].startswith("*k"):
+                    sig[arg] = "*k" + sig[arg][1:]
                 if k == 1 and type(k) is int:
                     eq1.append(arg)
                 elif aligned and name not in self.do_not_specialize_on_alignment:
@@ -689,7 +732,7 @@ class JITFunction:
         entry = self._launchers.get(key)
         if entry is None or warmup:
             entry = self._miss(key, values, num_warps, num_stages, dev, warmup, options, arch)
-            if warmup:
+            if warmup or entry[0] is None:
                 return entry[1]
         if callable(grid):
             grid = grid(dict(zip(self.arg_names, values), num_warps=num_warps, num_stages=num_stages))
@@ -940,9 +983,10 @@ def _generate_runner(jf: JITFunction):
     L.append("    if num_ctas != 1: _unsupported_num_ctas(num_ctas)")
     L.append("    if _interpret_var_set() and _interpret_mode():")
     L.append(f"        return _self._run_interpreted(_grid_, {tuple_src}, num_warps, num_stages, warmup)")
-    L.append("    if enable_fp_fusion is not None or maxnreg is not None or arch is not None:")
+    L.append("    if enable_fp_fusion is not None or maxnreg is not None or arch is not None or enable_reflect_ftz is not None:")
     L.append(f"        return _self._run_in_python(_grid_, {tuple_src}, num_warps, num_stages, stream, warmup, "
-             "_compile_options(enable_fp_fusion=enable_fp_fusion, maxnreg=maxnreg), arch)")
+             "_compile_options(enable_fp_fusion=enable_fp_fusion, maxnreg=maxnreg, "
+             "enable_reflect_ftz=enable_reflect_ftz), arch)")
     # the common case in C (launch.c's Binder); NotImplemented: the Python body below
     L.append("    if _bind is not None and not warmup:")
     L.append(f"        _r = _bind(_grid_, num_warps, num_stages, stream{', ' if names else ''}{all_vals})")
@@ -989,7 +1033,7 @@ def _generate_runner(jf: JITFunction):
     L.append("        _e = None")
     L.append("    if _e is None or warmup:")
     L.append(f"        _e = _self._miss(_key, {tuple_src}, num_warps, num_stages, _dev, warmup)")
-    L.append("        if warmup: return _e[1]")
+    L.append("        if warmup or _e[0] is None: return _e[1]")
     meta_items = ", ".join(f"{n!r}: {n}" for n in names)
     L.append("    if _grid_.__class__ is not _tuple:")
     L.append("        if _callable(_grid_):")

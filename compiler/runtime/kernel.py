@@ -75,6 +75,11 @@ class CompiledKernel:
 
     # Triton-compatible conveniences
     @property
+    def hash(self) -> str:
+        """The compile cache key (Triton's kernel hash): one specialization, one hash."""
+        return self.metadata.get("cache_key", "")
+
+    @property
     def num_warps(self) -> int:
         return self.metadata["num_warps"]
 

@@ -41,7 +41,7 @@ def clean_env(monkeypatch):
 
 def test_defaults(clean_env):
     assert knobs.codegen.knobs == {"wgmma": "async", "pipeline": True, "tma": True, "warp_specialize": False, "debug": False,
-                                   "fp32_default": "tf32", "fp_fusion": True}
+                                   "fp32_default": "tf32", "fp_fusion": True, "line_info": True}
     assert knobs.runtime.interpret is False and knobs.runtime.interpret_vectorize is True
     assert knobs.runtime.launcher == "native" and knobs.cache.disabled is False
 

@@ -1,0 +1,31 @@
+"""Kernels whose source lines the line-info tests look for in the PTX and the cubin. The tests
+find each line by its text (LINE[...]), so editing this file keeps them right."""
+import compiler as triton
+import compiler.language as tl
+
+
+@triton.jit
+def doubled(x):
+    return x + x  # LINE: callee add
+
+
+@triton.jit
+def copy_doubled_kernel(X, Y, BLOCK: tl.constexpr):
+    x = tl.load(X + tl.arange(0, BLOCK))  # LINE: load
+    y = doubled(x)
+    tl.store(Y + tl.arange(0, BLOCK), y)  # LINE: store
+
+
+@triton.jit
+def exp_kernel(X, Y, BLOCK: tl.constexpr):
+    x = tl.load(X + tl.arange(0, BLOCK))
+    tl.store(Y + tl.arange(0, BLOCK), tl.sin(x) + tl.exp(x))  # LINE: libdevice call
+
+
+def line_of(tag: str) -> int:
+    with open(__file__) as f:
+        for i, text in enumerate(f, 1):
+            if text.rstrip().endswith(f"# LINE: {tag}"):
+                return i
+    raise KeyError(tag)
+

@@ -1,0 +1,29 @@
+"""GPU results of the enable_reflect_ftz option (run by the lead on an H100:
+`pytest -m gpu tests/compiler/test_reflect_ftz_gpu.py`): denormal results flushed to zero or kept."""
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tests.compiler.kernels import reflect_ftz as K  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize("ftz", [False, True])
+def test_exp2_denormal_result(ftz):
+    x = torch.full((128,), -127.0, device="cuda")      # 2**-127: below the smallest normal float
+    y = torch.full((128,), float("nan"), device="cuda")
+    K.exp2_kernel[(1,)](x, y, BLOCK=128, enable_reflect_ftz=ftz)
+    expected = 0.0 if ftz else 2.0 ** -127
+    assert torch.all(y == expected), y[:4]
+
+
+@pytest.mark.parametrize("ftz", [None, False])
+def test_libdevice_keeps_denormals(ftz):
+    x = torch.full((128,), 1e-40, device="cuda")       # sin(x) == x for a denormal x
+    y = torch.full((128,), float("nan"), device="cuda")
+    kw = {} if ftz is None else {"enable_reflect_ftz": ftz}
+    K.sin_kernel[(1,)](x, y, BLOCK=128, **kw)
+    assert torch.all(y == x), y[:4]
