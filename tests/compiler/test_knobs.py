@@ -87,7 +87,7 @@ def test_every_codegen_switch_changes_the_cache_key(clean_env, name, values):
 def test_cache_key_follows_the_codegen_group_by_construction(clean_env):
     """A knob declared in codegen_knobs is in codegen.key() without anything else to change."""
     names = set(knobs.codegen.knob_descriptors)
-    assert names == {"wgmma", "pipeline", "tma", "warp_specialize", "debug", "fp32_default", "fp_fusion"}
+    assert names == {"wgmma", "pipeline", "tma", "warp_specialize", "debug", "fp32_default", "fp_fusion", "line_info"}
     assert all(f"{n}=" in knobs.codegen.key() for n in names)
 
 
