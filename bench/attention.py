@@ -3,14 +3,19 @@ blocktune against Triton and torch's SDPA (flash backend) in the same run.
 
 fp16, batch 4, 16 heads, N_CTX 1024 … 16384, HEAD_DIM 64 and 128, causal and not. Both compilers
 run the same text (bench/attention_kernels.py: the autotuned forward with host tensor descriptors,
-the three backward kernels) through its torch.autograd.Function; warp_specialize=False (blocktune
-takes it as a hint only). TFLOP/s count the tutorial's 4·B·H·N²·D per forward (half when causal)
+the three backward kernels) through its torch.autograd.Function; warp_specialize=False, or True with
+--warp-specialize (on Hopper both then make the descriptors in the kernel and split the forward's
+loop into a TMA producer warpgroup and wgmma consumers: compiler/backend/warp_specialize.py; Triton
+3.6 itself aborts compiling that forward on an H100 — an MLIR dominance assertion that ends the
+process — so there --warp-specialize runs with `--no-triton`). TFLOP/s count the tutorial's 4·B·H·N²·D per forward (half when causal)
 and 2.5× that for the backward. Every output is first checked against SDPA. Timing: do_bench
 median (CUDA events, L2 flush); the backward times `o.backward(do)` alone.
 
     python bench/attention.py            # the full sweep, the tutorial's 21 forward configs
     python bench/attention.py --quick    # N_CTX 1024 and 4096, 4 forward configs
-Prints a table with × Triton ratios and writes JSON to $OUT/attention.json when OUT is set.
+    python bench/attention.py --quick --mode fwd --warp-specialize
+Prints a table with × Triton ratios and writes JSON to $OUT/attention.json (attention_ws.json with
+--warp-specialize) when OUT is set.
 """
 from __future__ import annotations
 
@@ -32,6 +37,7 @@ DEV = "cuda"
 BATCH, HEADS = 4, 16
 SM_SCALE = 1.3
 ROWS: list[dict] = []
+WARP_SPECIALIZE = "--warp-specialize" in sys.argv
 
 
 def bench(fn):
@@ -69,16 +75,16 @@ def run_case(n_ctx, head_dim, causal, mode):
     else:
         t_torch = bench(lambda: torch.autograd.grad(ref, (q, k, v), do, retain_graph=True))
     times = {}
-    label = f"N={n_ctx} D={head_dim}{' causal' if causal else ''}"
+    label = f"N={n_ctx} D={head_dim}{' causal' if causal else ''}{' ws' if WARP_SPECIALIZE else ''}"
     for name, mod in (("blocktune", bt), ("triton", tri)):
         if mod is None:
             times[name] = None
             continue
-        out = mod.attention(q, k, v, causal, SM_SCALE, False)
+        out = mod.attention(q, k, v, causal, SM_SCALE, WARP_SPECIALIZE)
         torch.cuda.synchronize()
         check(f"{name} {mode} {label} out", out, ref)
         if mode == "fwd":
-            times[name] = bench(lambda: mod.attention(q, k, v, causal, SM_SCALE, False))
+            times[name] = bench(lambda: mod.attention(q, k, v, causal, SM_SCALE, WARP_SPECIALIZE))
             continue
         grads = torch.autograd.grad(out, (q, k, v), do, retain_graph=True)
         for what, got, want in zip(("dq", "dk", "dv"), grads, ref_grads):
@@ -95,7 +101,14 @@ def main():
     ap.add_argument("--quick", action="store_true", help="N_CTX 1024 and 4096 only, 4 forward configs")
     ap.add_argument("--mode", choices=("fwd", "bwd", "both"), default="both")
     ap.add_argument("--head-dim", type=int, nargs="*", default=[64, 128])
+    ap.add_argument("--warp-specialize", action="store_true",
+                    help="warp_specialize=True: the forward's loop split into producer and consumer warps")
+    ap.add_argument("--no-triton", action="store_true",
+                    help="blocktune and SDPA only (Triton 3.6 aborts on the warp-specialized forward on Hopper)")
     args = ap.parse_args()
+    global tri
+    if args.no_triton:
+        tri = None
     torch.manual_seed(0)
     print(f"device: {torch.cuda.get_device_name(0)}; torch {torch.__version__}; "
           f"triton {getattr(sys.modules.get('triton'), '__version__', 'absent')}", flush=True)
@@ -110,7 +123,7 @@ def main():
             for causal in (True, False):
                 for n_ctx in n_ctxs:
                     run_case(n_ctx, head_dim, causal, mode)
-    report(ROWS, "attention", "tflops", "attention.json")
+    report(ROWS, "attention", "tflops", "attention_ws.json" if WARP_SPECIALIZE else "attention.json")
 
 
 if __name__ == "__main__":

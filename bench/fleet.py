@@ -15,6 +15,12 @@ Each scenario starts from an empty kernel cache of its own, so no scenario compi
 The job is Triton's tutorial matmul (examples/specs/matmul.yaml) at --size³ with random sampling and
 no early stop, so every scenario measures exactly --trials trials per job. Target (issue 10):
 shared / one worker ≤ 0.55 for a 64-trial job on two GPUs.
+
+After each scenario: every worker's logged timeline, and each job's end read from the database —
+per worker its trials, when it recorded its last one and its rounds of the final re-measurement
+(tuner/final_rounds.py; "stale": measured before a last trial changed the finalists), and when the
+job succeeded. In a shared job the worker that runs out of trials first re-measures while the
+other runs the last ones, so its rounds begin before the last trial is recorded.
 """
 from __future__ import annotations
 
@@ -33,6 +39,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(REPO))
 from common import pin_group_size  # noqa: E402
 from postgres import Postgres, free_port  # noqa: E402
 
@@ -102,6 +109,7 @@ class Fleet:
     def run_jobs(self, specs: list[dict]) -> tuple[float, list[dict]]:
         """Submit the specs together; seconds until all are done, and the jobs."""
         t0 = time.perf_counter()
+        self.submitted_at = time.time()
         ids = []
         for spec in specs:
             r = self.http.post("/api/v1/jobs", json=spec)
@@ -147,6 +155,59 @@ class Fleet:
         return out
 
 
+def job_ends(url: str, job_ids: list[int], since: float) -> list[dict]:
+    """How each job ended, in seconds since submission, from the database: per worker its trials and
+    when it recorded its last one, and the final re-measurement's rounds (tuner/final_rounds.py:
+    who measured each, when, and whether it held the final finalists — a round measured while
+    another worker's last trial changed the top few does not); when the job succeeded."""
+    import optuna
+    import sqlalchemy as sa
+
+    from db.models import Job, Trial
+    from tuner.final_rounds import read_rounds
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    engine = sa.create_engine(url)
+    out = []
+    try:
+        for job_id in job_ids:
+            with engine.connect() as c:
+                trials = c.execute(sa.select(Trial.worker, Trial.created_at).where(Trial.job_id == job_id)).all()
+                finished = c.execute(sa.select(Job.finished_at).where(Job.id == job_id)).scalar_one()
+            study = optuna.load_study(study_name=f"job-{job_id}", storage=url)
+            deadline = time.monotonic() + 10     # saved by the winner's worker just after the job succeeded
+            while "remeasured_ms" not in study.user_attrs and time.monotonic() < deadline:
+                time.sleep(0.1)
+            finalists = list(study.user_attrs.get("remeasured_ms") or {})
+            workers: dict[str, dict] = {}
+            for worker, at in trials:
+                w = workers.setdefault(worker, {"trials": 0, "last_trial_s": 0.0, "rounds": []})
+                w["trials"] += 1
+                w["last_trial_s"] = round(max(w["last_trial_s"], at.timestamp() - since), 2)
+            for r in sorted(read_rounds(study), key=lambda r: r.started):
+                if not r.finished:
+                    continue
+                w = workers.setdefault(r.worker, {"trials": 0, "last_trial_s": None, "rounds": []})
+                w["rounds"].append({"from_s": round(r.started - since, 2), "to_s": round(r.started + r.seconds - since, 2),
+                                    "final": r.holds(finalists)})
+            out.append({"job": job_id, "succeeded_s": round(finished.timestamp() - since, 2) if finished else None,
+                        "workers": workers})
+    finally:
+        engine.dispose()
+    return out
+
+
+def print_job_end(name: str, end: dict) -> None:
+    last = max((w["last_trial_s"] or 0.0) for w in end["workers"].values())
+    print(f"--- {name}: job {end['job']}'s end, seconds since submission (last trial recorded at {last:.2f}, "
+          f"succeeded at {end['succeeded_s']})")
+    for worker, w in sorted(end["workers"].items()):
+        rounds = ", ".join(f"{r['from_s']:.2f}–{r['to_s']:.2f}" + ("" if r["final"] else " (stale)") for r in w["rounds"])
+        early = sum(1 for r in w["rounds"] if r["final"] and r["from_s"] < last)
+        print(f"  {worker}: {w['trials']} trials, last at {w['last_trial_s']}; re-measurement rounds: {rounds or 'none'}"
+              + (f" ({early} begun before the last trial)" if early else ""))
+
+
 def scenario(pg_url: str, name: str, devices: list[int], specs: list[dict], interpret: bool) -> dict:
     db = f"fleet_{name.replace(' ', '_')}_{time.time_ns()}"
     import sqlalchemy as sa
@@ -160,12 +221,15 @@ def scenario(pg_url: str, name: str, devices: list[int], specs: list[dict], inte
         seconds, jobs = fleet.run_jobs(specs)
         trials = [j.get("trials_done") for j in jobs]
         workers = fleet.http.get("/api/v1/workers").json()
+    ends = job_ends(url, [j["id"] for j in jobs], fleet.submitted_at)
     for worker, timeline in fleet.worker_timelines().items():
         print(f"--- {name}: {worker}\n{timeline or '(no timeline logged)'}", flush=True)
+    for end in ends:
+        print_job_end(name, end)
     if os.environ.get("OUT"):
         shutil.copytree(fleet.logs, Path(os.environ["OUT"]) / f"fleet-logs-{name.replace(' ', '-')}")
     row = {"scenario": name, "workers": len(devices), "jobs": len(specs), "seconds": round(seconds, 2),
-           "trials_done": trials, "worker_names": sorted(w["name"] for w in workers)}
+           "trials_done": trials, "worker_names": sorted(w["name"] for w in workers), "ends": ends}
     print(json.dumps(row), flush=True)
     return row
 
@@ -194,6 +258,13 @@ def main() -> int:
               f"{r['seconds'] / one:.2f} |")
     print(f"shared {args.trials}-trial job on {len(devices)} GPUs: {rows[1]['seconds'] / one:.2f}× one worker "
           f"(target ≤ 0.55)")
+    for r in rows:
+        for end in r["ends"]:
+            last = max((w["last_trial_s"] or 0.0) for w in end["workers"].values())
+            split = ", ".join(f"{w}: {sum(x['final'] for x in v['rounds'])}" for w, v in sorted(end["workers"].items()))
+            print(f"{r['scenario']}, job {end['job']}: last trial recorded at {last:.2f} s, succeeded at "
+                  f"{end['succeeded_s']:.2f} s (the end took {end['succeeded_s'] - last:.2f} s); "
+                  f"rounds of the final finalists by worker: {split}")
     return 0
 
 

@@ -123,7 +123,7 @@ def main():
     lf = ck.load(torch.cuda.current_device())
     m = ck.metadata
     passed = {p: m["arg_types"][m["arg_names"].index(p)] for p in m["passed"]}
-    raw_ct = L.make_ctypes_launcher(lf, list(m["passed"]), passed, m["num_warps"], m.get("shared", 0), ck.name)
+    raw_ct = L.make_ctypes_launcher(lf, list(m["passed"]), passed, m.get("launch_warps", m["num_warps"]), m.get("shared", 0), ck.name)
     rows.append(("  launcher only, ctypes", lambda: raw_ct(1, 1, 1, stream, xp, yp, op, n), None))
     rows = host_us_rows(rows)
     print("\nhost time per launch (one-block vector add, no sync between launches)")

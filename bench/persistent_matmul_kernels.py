@@ -80,7 +80,7 @@ def alloc_fn(size: int, alignment: int, stream):
 
 
 def matmul_descriptor_persistent(a, b, num_sms, BLOCK_SIZE_M=128, BLOCK_SIZE_N=128, BLOCK_SIZE_K=64, GROUP_SIZE_M=8,
-                                 num_stages=3, num_warps=8):
+                                 num_stages=3, num_warps=8, warp_specialize=False):
     """C = A @ B.T for A [M, K] and B [N, K] (both contiguous)."""
     assert a.shape[1] == b.shape[1], "incompatible dimensions"
     M, K = a.shape
@@ -90,7 +90,7 @@ def matmul_descriptor_persistent(a, b, num_sms, BLOCK_SIZE_M=128, BLOCK_SIZE_N=1
     grid = lambda META: (min(num_sms, triton.cdiv(M, META["BLOCK_SIZE_M"]) * triton.cdiv(N, META["BLOCK_SIZE_N"])), )  # noqa: E731
     matmul_kernel_descriptor_persistent[grid](
         a, b, c, M, N, K, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K,
-        GROUP_SIZE_M=GROUP_SIZE_M, EPILOGUE_SUBTILE=False, NUM_SMS=num_sms, WARP_SPECIALIZE=False,
+        GROUP_SIZE_M=GROUP_SIZE_M, EPILOGUE_SUBTILE=False, NUM_SMS=num_sms, WARP_SPECIALIZE=warp_specialize,
         num_stages=num_stages, num_warps=num_warps)
     return c
 

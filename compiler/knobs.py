@@ -178,6 +178,9 @@ class codegen_knobs(base_knobs):
     tma = _Knob("BLOCKTUNE_NO_TMA", parse=lambda t: not flag(t), text=lambda v: "0" if v else "1",
                 doc="tensor descriptors on sm_90 through the bulk tensor copy engine (TMA, mbarriers); "
                     "BLOCKTUNE_NO_TMA=1 lowers them to bounds-checked loads and stores instead")
+    warp_specialize = _Knob("BLOCKTUNE_WARP_SPECIALIZE", parse=flag, text=lambda v: "1" if v else "0",
+                            doc="sm_90: warp-specialize every wgmma loop fed by TMA loads (a producer warpgroup "
+                                "issues the copies), as tl.range(..., warp_specialize=True) does for one loop")
     debug = _Knob("BLOCKTUNE_DEBUG", "TRITON_DEBUG", parse=any_flag,
                   doc="device_assert is checked on the GPU (as @jit(debug=True))")
     fp32_default = _Knob("TRITON_F32_DEFAULT", parse=lambda t: t if t is not None else "tf32",

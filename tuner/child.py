@@ -8,8 +8,9 @@ Requests (dicts over the pipe; None = exit):
     {"op": "run", "config": {...}, "compiled": CompiledKernel | None, "measure": True}
         -> {"status": ok|compile-error|runtime-error|wrong-result|invalid, "samples_ms": [...],
             "method": ..., "error": str | None, "reference": bool}
-    {"op": "remeasure", "items": [{"config":…, "compiled":…}, …], "rounds": R}
-        -> {"samples_ms": [[...], …], "errors": [str | None, …]}
+    {"op": "remeasure", "items": [{"config":…, "compiled":…}, …], "rounds": R, "rep_scale": s}
+        -> {"samples_ms": [[...], …], "errors": [str | None, …]}   (each measurement `rep_ms` × s long;
+           s defaults to 2 / R: one round of a re-measurement in rounds passes the whole one's)
     {"op": "release"}   (the job is over: free its inputs, reference and loaded modules)
         -> {"released": bool, "rss": bytes, "device_free": bytes (GPU)}; not released: the child exits (not fit for another job)
     {"op": "init", "init": {...}}   (a warm child, idle since start-up or a release: a new job)
@@ -405,7 +406,8 @@ class Bench:
         if req["op"] == "run":
             return self.run_config(req["config"], req.get("compiled"), measure=req.get("measure", True))
         if req["op"] == "remeasure":
-            return self.remeasure(req["items"], req.get("rounds", 5))
+            rounds = req.get("rounds", 5)
+            return self.remeasure(req["items"], rounds, req.get("rep_scale") or 2.0 / max(1, rounds))
         if req["op"] == "ping":
             return {"pong": True}
         raise ValueError(f"unknown op {req['op']!r}")
@@ -453,7 +455,7 @@ class Bench:
             out["method"] = m.method
         return out
 
-    def remeasure(self, items: list[dict[str, Any]], rounds: int) -> dict[str, Any]:
+    def remeasure(self, items: list[dict[str, Any]], rounds: int, rep_scale: float) -> dict[str, Any]:
         """Interleaved rounds over the finalists, so that drift (clocks, temperature) hits them alike."""
         samples: list[list[float]] = [[] for _ in items]
         errors: list[str | None] = [None] * len(items)
@@ -469,7 +471,7 @@ class Bench:
                 if run is None or errors[i]:
                     continue
                 try:
-                    samples[i].extend(self.measure(run, rep_scale=1.0 / max(1, rounds) * 2).samples_ms)
+                    samples[i].extend(self.measure(run, rep_scale=rep_scale).samples_ms)
                 except Exception as exc:  # noqa: BLE001
                     errors[i] = describe(exc)
                     if not self.context_ok():

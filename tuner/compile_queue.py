@@ -97,13 +97,19 @@ class CompileQueue:
 
     def compiled_for(self, config: dict[str, Any]):
         """The config's compiled kernel, compiled now if it is not at hand; None if it fails."""
-        key = config_key(config)
-        if key not in self.compiled:
-            res = self.result(self.submit(config))
-            if res.get("status") != "ok":
-                return None
-            self.remember(config, res.get("compiled"))
-        return self.compiled[key]
+        return self.compiled_for_all([config])[0]
+
+    def compiled_for_all(self, configs: list[dict[str, Any]]) -> list[Any]:
+        """`compiled_for` of each config, the missing ones compiled side by side in the pool (the
+        finalists another worker sharing the job measured were not compiled here)."""
+        tasks = {config_key(c): self.submit(c) for c in configs if config_key(c) not in self.compiled}
+        for config in configs:
+            task = tasks.pop(config_key(config), None)
+            if task is not None:
+                res = self.result(task)
+                if res.get("status") == "ok":
+                    self.remember(config, res.get("compiled"))
+        return [self.compiled.get(config_key(c)) for c in configs]
 
     @staticmethod
     def done(task: CompileTask) -> bool:

@@ -19,7 +19,8 @@ One run of a job:
      improvement), when the space is exhausted, when the job leaves `running` (cancelled), or when
      `should_stop()` is true (the job stays resumable);
   5. re-measures the best few configs and the default one in interleaved rounds, and stores the
-     winner (jobs.best_config / best_time_ms and best_configs).
+     winner (jobs.best_config / best_time_ms and best_configs). Workers sharing a job split the rounds
+     (tuner/final_rounds.py): one that runs out of trials measures rounds while the others finish.
 Where the time went (tuner/timeline.py) is logged at the end and sent with the "done" event.
 
 The parts of a run, each in its module, over what they share (run_context.py: the job, its
@@ -28,6 +29,7 @@ database, the timeline, the job's lock and retries through outages):
   compile_queue.py  configs compiled ahead of the GPU, and the lookahead
   measurement.py    the device and the child that runs and measures configs on it
   recording.py      trials, progress and the winner in the database; the results known so far
+  final_rounds.py   the finalists' re-measurement, in rounds the workers sharing the job split
 This module is the run itself: the search loop that feeds configs from the study through the
 compile queue to the child and records what comes back, and the end (re-measuring, the winner).
 
@@ -51,10 +53,11 @@ import optuna
 from db import repo
 from db.retry import is_unavailable
 from tuner.compile_queue import CompileQueue
-from tuner.isolation import ChildCrashed, ChildError, ChildTimeout
+from tuner.final_rounds import FinalRounds
+from tuner.isolation import ChildCrashed, ChildTimeout
 from tuner.measurement import Measurement
 from tuner.recording import Recorder
-from tuner.results import InFlight, Result, median
+from tuner.results import InFlight, Result
 from tuner.run_context import EventFn, RunContext
 from tuner.space import config_key
 from tuner.standby import Standby
@@ -80,6 +83,7 @@ class Tuner:
         self.study = JobStudy(ctx, self.recorder, reclaimed=reclaimed)
         self.measurement = Measurement(ctx, device=device, interpret=interpret, standby=standby)
         self.queue = CompileQueue(ctx, self.measurement, workers=compile_workers, standby=standby)
+        self.final_rounds = FinalRounds(ctx, self.study, self.recorder, self.measurement, self.queue)
         self.stop_reason: str | None = None
         self.timeline_data: dict[str, Any] | None = None
         self.t0 = time.monotonic()
@@ -123,10 +127,10 @@ class Tuner:
                                    "valid": self.study.n_valid, "gpu_model": self.measurement.gpu_model,
                                    "seconds": spec.budget.seconds})
             self.search()
-            if (ctx.retry(self.recorder.job_state, "reading the job's state") != "running" or ctx.should_stop()
-                    or self.study.budget_elsewhere):
-                return   # cancelled, finished (or being finished) by another worker, or stopped: resumable
-            self.finalize()
+            if ctx.retry(self.recorder.job_state, "reading the job's state") != "running" or ctx.should_stop():
+                return   # cancelled, finished by another worker, or stopped: resumable
+            # the rest of the trial budget in flight on other workers: this one re-measures meanwhile
+            self.finalize(finisher=not self.study.budget_elsewhere)
         except Exception as exc:
             if is_unavailable(exc):
                 # stopped while the database was unreachable: not the job's failure
@@ -407,33 +411,30 @@ class Tuner:
 
     # --- the end -------------------------------------------------------------------------------
 
-    def finalize(self) -> None:
+    def finalize(self, *, finisher: bool = True) -> None:
+        """Re-measure the finalists in rounds (tuner/final_rounds.py) and store the winner.
+        `finisher`: this run ended the search. Otherwise its share of the trial budget is spent while
+        other workers run the last trials: it measures rounds meanwhile, and stores the winner only
+        if it ends up with enough rounds of the final finalists."""
         ctx, spec, m = self.ctx, self.ctx.spec, self.measurement
         t_finalize = time.monotonic()
         seen = self.recorder.seen
-        ok = sorted((r for r in seen.values() if r.median_ms is not None), key=lambda r: r.median_ms)
-        if not ok:
+        if finisher and not any(r.median_ms is not None for r in seen.values()):
             counts = collections.Counter(r.status for r in seen.values())
             detail = ", ".join(f"{n} {s}" for s, n in counts.most_common()) or "no trials"
             first_err = next((r.error for r in sorted(seen.values(), key=lambda r: r.number) if r.error), None)
             raise RuntimeError(f"no config ran correctly ({detail})" + (f"; first error: {first_err}" if first_err else ""))
-        finalists = ok[: max(1, spec.measure.remeasure_top)]
-        default = None
-        if self.study.default_config is not None:
-            default = seen.get(config_key(self.study.default_config))
-            if default is not None and default.median_ms is not None and default not in finalists:
-                finalists = finalists + [default]
-        remeasured: dict[str, float] = {}
-        if spec.measure.remeasure_top > 0 and len(finalists) > 0:
-            ctx.on_event("remeasure", {"configs": [r.config for r in finalists]})
-            items = [{"config": r.config, "compiled": self.queue.compiled_for(r.config)} for r in finalists]
-            try:
-                resp = m.remeasure(items, spec.measure.remeasure_rounds)
-                for r, samples, err in zip(finalists, resp["samples_ms"], resp["errors"]):
-                    if samples and not err:
-                        remeasured[config_key(r.config)] = median(samples)
-            except ChildError as exc:
-                log.warning("re-measurement failed (%s); keeping the search's medians", exc)
+        if spec.measure.remeasure_top > 0:
+            outcome = self.final_rounds.run(finisher=finisher)
+            if outcome is None:
+                self._share_done(t_finalize)
+                return
+            finalists, default, remeasured = outcome.finalists, outcome.default, outcome.remeasured
+        elif finisher:
+            (finalists, default), remeasured = self.final_rounds.finalists(), {}
+        else:
+            self._share_done(t_finalize)
+            return
 
         def final_ms(r: Result) -> float:
             return remeasured.get(config_key(r.config), r.median_ms)
@@ -442,13 +443,16 @@ class Tuner:
         winner = min(finalists, key=final_ms)
         best_ms = final_ms(winner)
         default_ms = final_ms(default) if default is not None and default.median_ms is not None else None
-        remeasured_ms = {config_key(r.config): remeasured.get(config_key(r.config)) for r in finalists}
-        ctx.retry(lambda: self.study.study.set_user_attr("remeasured_ms", remeasured_ms), "saving the re-measurement")
         if not ctx.retry(lambda: self.recorder.publish(winner, best_ms, default_ms, fingerprint=ctx.fingerprint,
                                                        kernel_name=ctx.kernel_name, gpu_model=m.gpu_model,
                                                        capability=m.capability), "storing the winner"):
             log.info("job %d was finished elsewhere (or cancelled) during the re-measurement; winner not stored",
                      ctx.job_id)
+            self._share_done(t_finalize)
+            return
+        # after the winner is stored: a worker that lost the race to store it leaves the winner's numbers
+        remeasured_ms = {config_key(r.config): remeasured.get(config_key(r.config)) for r in finalists}
+        ctx.retry(lambda: self.study.study.set_user_attr("remeasured_ms", remeasured_ms), "saving the re-measurement")
         tl = ctx.timeline
         tl.add("finalize", time.monotonic() - t_finalize)
         tl.add("total", tl.since_start())
@@ -459,6 +463,16 @@ class Tuner:
                               "number": winner.number, "remeasured": bool(remeasured),
                               "gpu_model": m.gpu_model, "reason": self.stop_reason,
                               "timeline": self.timeline_data})
+
+    def _share_done(self, t_finalize: float) -> None:
+        """This run's part of the job is over and another worker stores (or stored) the winner, or the
+        job ended elsewhere: where this run's time went."""
+        tl = self.ctx.timeline
+        tl.add("finalize", time.monotonic() - t_finalize)
+        tl.add("total", tl.since_start())
+        self.timeline_data = tl.as_dict()
+        log.info("job %d: this worker's share is done (the winner is stored by another worker); timeline:\n%s",
+                 self.ctx.job_id, format_timeline(self.timeline_data, indent="  "))
 
 
 def run_job(db_url: str, job_id: int, *, device: int = 0, interpret: bool = False, worker_id: str | None = None,

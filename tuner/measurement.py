@@ -140,6 +140,7 @@ class Measurement:
         self.child.send(request)
         if self.first_sent is None:
             self.first_sent = time.monotonic()
+            self.ctx.timeline.mark("first_run")
 
     def receive(self, timeout: float) -> dict[str, Any]:
         with self.ctx.timeline.phase("child_wait_run"):
@@ -194,11 +195,15 @@ class Measurement:
             if status == "ok" and self.has_reference:
                 return
 
-    def remeasure(self, items: list[dict[str, Any]], rounds: int) -> dict[str, Any]:
-        """Measure `items` ({config, compiled}) again in interleaved rounds: {"samples_ms", "errors"}."""
+    def remeasure_round(self, items: list[dict[str, Any]], rep_scale: float) -> dict[str, Any]:
+        """Measure `items` ({config, compiled}) once each, interleaved, every measurement `rep_ms` ×
+        `rep_scale` long: one round of the final re-measurement (tuner/final_rounds.py).
+        {"samples_ms", "errors"}; a child that dies or hangs raises ChildError."""
         with self.ctx.timeline.phase("remeasure"):
-            self.send({"op": "remeasure", "items": items, "rounds": rounds})
-            return self.child.receive(self.ctx.spec.measure.timeout_s * len(items) * 2 + 60)
+            self.send({"op": "remeasure", "items": items, "rounds": 1, "rep_scale": rep_scale})
+            resp = self.child.receive(self.ctx.spec.measure.timeout_s * len(items) + 60)
+        self.note_timing(resp)
+        return resp
 
     def close(self) -> None:
         if self.standby is not None:

@@ -17,6 +17,8 @@ Phases (seconds; "since start" = since Tuner.run began):
     props            device properties in the parent (driver attributes, no CUDA context)
     study_open       Optuna storage + study, resume state, known-good configs enqueued
     first_compile    since start, when the first compile was submitted
+    first_run        since start, when the first config went to the child (the later of the
+                     child's start and the first compile, the start-up's critical path)
     compile_wait     the parent blocked on compile results
     compile_cpu      compile time summed over the pool's workers (front end + LLVM + ptxas)
     ptxas            of which ptxas (PTX → cubin), summed over workers
@@ -27,8 +29,14 @@ Phases (seconds; "since start" = since Tuner.run began):
     child_measure    of which timing
     child_idle       during the search, the child waiting for the parent (first request → last answer)
     search           the whole search loop
-    remeasure        the final interleaved re-measurement
-    finalize         remeasure + storing the winner
+    remeasure_start  since start, when this run began re-measuring the finalists (tuner/final_rounds.py;
+                     before finalists_final: a worker sharing the job measured rounds of the finalists
+                     as they stood while others ran the last trials)
+    finalists_final  since start, when the finalists were final here (the search over everywhere)
+    remeasure        the final re-measurement's rounds measured here (count: final_rounds; details:
+                     final_rounds_here / final_rounds_elsewhere, the rounds the winner was picked from)
+    remeasure_wait   waiting for rounds other workers had under way
+    finalize         remeasure + waiting + storing the winner
     total            the run, start to "done"
 """
 from __future__ import annotations
@@ -38,8 +46,9 @@ import time
 from typing import Any, Iterator
 
 ORDER = ("total", "child_start", "child_ready", "child_wait", "pool_ready", "launcher_build", "props",
-         "study_open", "first_compile", "compile_wait", "compile_cpu", "ptxas", "ask", "record", "child_wait_run",
-         "child_busy", "child_load", "child_measure", "child_idle", "search", "remeasure", "finalize")
+         "study_open", "first_compile", "first_run", "compile_wait", "compile_cpu", "ptxas", "ask", "record", "child_wait_run",
+         "child_busy", "child_load", "child_measure", "child_idle", "search", "remeasure_start", "finalists_final",
+         "remeasure", "remeasure_wait", "finalize")
 
 
 class Timeline:
@@ -108,13 +117,20 @@ def format_timeline(d: dict[str, Any] | None, *, indent: str = "") -> str:
         f"({d.get('compile_workers', '?')} workers"
         + (f", native launcher built in {s('launcher_build')}" if "launcher_build_s" in d else "")
         + f"); props {s('props')}; "
-        f"study open {s('study_open')}; first compile submitted at {s('first_compile')}",
+        f"study open {s('study_open')}; first compile submitted at {s('first_compile')}, first run sent at "
+        f"{s('first_run')}",
         f"compiles: {d.get('compiled', 0)} ({d.get('cubins', 0)} cubins), CPU {s('compile_cpu')} "
         f"(ptxas {s('ptxas')}), parent waited {s('compile_wait')}; lookahead {d.get('lookahead', '?')}",
         f"child: busy {s('child_busy')} (module load {s('child_load')}, measure {s('child_measure')}), "
         f"idle between requests {s('child_idle')}, parent waited {s('child_wait_run')}",
         f"parent bookkeeping: ask {s('ask')}, record {s('record')}",
     ]
+    if "remeasure_start_s" in d:
+        lines.append(
+            f"final re-measurement from {s('remeasure_start')} (finalists final at {s('finalists_final')}): "
+            f"{d.get('final_rounds', 0)} rounds measured here in {s('remeasure')}, waited {s('remeasure_wait')} "
+            f"for others'; the winner's rounds: {d.get('final_rounds_here', '—')} here, "
+            f"{d.get('final_rounds_elsewhere', '—')} on other workers")
     return "\n".join(indent + line for line in lines)
 
 

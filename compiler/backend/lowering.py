@@ -117,6 +117,7 @@ class Lowering:
         self.kernel_pins: dict = {}             # value id → SmemTile of a pinned kernel-level value
         self.kernel_pins_end = 0                # those stay reserved up to here until the kernel ends
         self.needs_sm90a = False                # wgmma (wgmma.py)
+        self.ws = None                          # warp_specialize.State: a producer warpgroup runs beside
         self.params = []                        # the ABI of each passed parameter
         self.tensor_map_params: list[int] = []  # indices of the CUtensorMap parameters (tma.py)
         self.strings: dict[str, ll.GlobalVariable] = {}    # printf formats (debug_ops.py)
@@ -235,6 +236,10 @@ class Lowering:
         return self._smem_total
 
     def barrier(self):
+        if self.ws is not None:   # the producer warpgroup (warp_specialize.py) does not take part
+            self.call("llvm.nvvm.barrier.cta.sync.aligned.count", ll.VoidType(),
+                      [ll.Constant(I32, 0), ll.Constant(I32, self.ws.consumer_threads)])
+            return
         self.call("llvm.nvvm.barrier.cta.sync.aligned.all", ll.VoidType(), [ll.Constant(I32, 0)])
 
     # ------------------------------------------------------------------------------------------

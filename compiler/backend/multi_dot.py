@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 
-from . import dot, pipeline, wgmma
+from . import dot, pipeline, warp_specialize, wgmma
 from .dot_layouts import SmemTile, contiguous_dim, is_fp8_kind, mma_kind, uses_wgmma
 from .llvm_types import esize
 from .memory import access_width
@@ -339,6 +339,7 @@ def lower_for(lw, op) -> bool:
     lw.smem_bytes = max(lw.smem_bytes, start - lw.smem_reserved + plan.stages * plan.stage_bytes)
     lw.smem_reserved = start + plan.stages * plan.stage_bytes
     plan.tiles, read_tiles = _tiles(lw, plan, start)
-    pipeline.pipelined_loop(lw, op, plan, lambda d, read_base: _emit_dot(lw, plan, d, read_tiles, read_base))
+    loop = warp_specialize.lower_loop if warp_specialize.applies(lw, op, plan) else pipeline.pipelined_loop
+    loop(lw, op, plan, lambda d, read_base: _emit_dot(lw, plan, d, read_tiles, read_base))
     dot.unpin(lw, pinned, reserved_before, barrier=False)   # the loop ended with a bar.sync
     return True

@@ -15,12 +15,15 @@ Kernel ABI (what the launcher passes, in order, one per `fn.args` that is not `e
   tensor maps (`tmap`, a TMA descriptor's CUtensorMap, tma.py) → 128 bytes by value
 Arguments specialized as `equal_to_1` are not kernel parameters (the kernel uses the constant 1).
 `compile_ir(...)["params"]` lists the ABI of each passed parameter.
-Block dims: (32 * num_warps, 1, 1); dynamic shared memory: `compile_ir(...)["shared"]` bytes.
+Block dims: (32 * num_warps, 1, 1), or (32 * launch_warps, 1, 1) when `compile_ir(...)` reports
+"launch_warps" (a warp-specialized kernel's producer warpgroup: warp_specialize.py); dynamic shared
+memory: `compile_ir(...)["shared"]` bytes.
 """
 from __future__ import annotations
 
 from .. import ir
 from . import control_flow, debug_ops, dot, elementwise as ew, fp8, histogram, memory, reduction, shape_ops, tma
+from . import warp_specialize
 from .errors import BackendError
 from .llvm_target import cpu_for, libdevice_defs, llir_to_ptx
 from .lowering import Lowering, RuleTable
@@ -76,7 +79,11 @@ def lower_to_llvm(fn: ir.Function, *, num_warps: int, num_stages: int = 1, targe
                                          enable_fp_fusion=enable_fp_fusion, maxnreg=maxnreg)
     fp8.check_types(fn, options.target)
     dot.check_dot_shapes(fn)
-    return Lowering(fn, options, RULES).run()
+    lw = Lowering(fn, options, RULES)
+    warp_specialize.prepare(lw)
+    lw.run()
+    warp_specialize.finish(lw)
+    return lw
 
 
 def module_text(lw: Lowering) -> str:
@@ -89,13 +96,20 @@ def module_text(lw: Lowering) -> str:
     line = text[i:j]
     line = _tensor_map_params(line, lw)
     maxnreg = f' "nvvm.maxnreg"="{lw.options.maxnreg}"' if lw.options.maxnreg is not None else ""
-    text = text[:i] + line + f' "nvvm.maxntid"="{32 * lw.num_warps}"' + maxnreg + text[j:]
+    text = text[:i] + line + f' "nvvm.maxntid"="{32 * launch_warps(lw)}"' + maxnreg + \
+        (' "nvvm.minctasm"="1"' if lw.ws is not None else "") + text[j:]   # setmaxnreg needs that cap
     nv = lw.libdevice_functions()
     if nv:
         keep = [ln for ln in text.split("\n") if not (ln.startswith("declare") and any(f'@"{n}"(' in ln for n in nv))]
         text = "\n".join(keep) + "\n" + libdevice_defs(nv) + \
             '!llvm.module.flags = !{!900}\n!900 = !{i32 4, !"nvvm-reflect-ftz", i32 0}\n'
     return text
+
+
+def launch_warps(lw: Lowering) -> int:
+    """The warps a program is launched with: num_warps, and a producer warpgroup beside them in a
+    warp-specialized kernel (warp_specialize.py)."""
+    return lw.num_warps + (warp_specialize.PRODUCER_WARPS if lw.ws is not None else 0)
 
 
 def _tensor_map_params(line: str, lw: Lowering) -> str:
@@ -121,6 +135,8 @@ def compile_ir(fn: ir.Function, *, num_warps: int, num_stages: int = 3, target: 
     llir, ptx = llir_to_ptx(text, cpu=cpu)
     out = {"name": fn.name, "llir": llir, "ptx": ptx, "shared": lw.smem_total, "num_warps": num_warps,
            "num_stages": num_stages, "params": lw.params, "target": cpu}
+    if lw.ws is not None:   # the launch's block: 32 * launch_warps threads (num_warps stays the user's)
+        out["launch_warps"] = launch_warps(lw)
     maps = tma.tensor_maps_per_program(fn)
     if maps:   # device-side descriptors: the launch allocates this much global scratch per program
         out["global_scratch_size"] = maps * tma.MAP_BYTES

@@ -20,6 +20,7 @@ class LoweringOptions:
     pipeline: bool = True         # knobs.codegen.pipeline
     fp_fusion: bool = True        # knobs.codegen.fp_fusion, or the launch's enable_fp_fusion
     maxnreg: int | None = None    # the launch's maxnreg: the kernel's .maxnreg (registers per thread)
+    warp_specialize: bool = False  # knobs.codegen.warp_specialize: every TMA-fed wgmma loop (warp_specialize.py)
 
     @classmethod
     def from_knobs(cls, *, num_warps: int, num_stages: int = 1, target: str | None = None,
@@ -30,7 +31,8 @@ class LoweringOptions:
         fp_fusion = knobs.codegen.fp_fusion if enable_fp_fusion is None else bool(enable_fp_fusion)
         return cls(num_warps=num_warps, num_stages=num_stages, target=target or "", debug=debug,
                    wgmma=knobs.codegen.wgmma, pipeline=knobs.codegen.pipeline, fp_fusion=fp_fusion,
-                   maxnreg=None if maxnreg is None else int(maxnreg))
+                   maxnreg=None if maxnreg is None else int(maxnreg),
+                   warp_specialize=knobs.codegen.warp_specialize)
 
     @property
     def wgmma_target(self) -> bool:

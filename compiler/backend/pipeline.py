@@ -376,6 +376,32 @@ def lower_for(lw, op) -> bool:
     return True
 
 
+def lower_body(lw, plan: Plan, body, lays, emit_dot, read_base) -> list:
+    """Lower one iteration's body in its own scope — its loads in plan.skip left out, its side
+    loads (plan.side) read from the stage, its dots in plan.dots `emit_dot(dot op, read_base)` —
+    and return the registers it yields, in `lays`."""
+    lw.scopes.append({})
+    try:
+        term = None
+        for bop in body.ops:
+            if bop.name in ("yield", "condition"):
+                term = bop
+                break
+            if bop in plan.side:   # copied with the tiles: read in the layouts its users want
+                lw.bind_smem_block(bop.result, lw.want(bop.result), plan.side[bop], read_base)
+                continue
+            if bop in plan.skip:
+                continue
+            if bop in plan.dots:
+                emit_dot(bop, read_base)
+                continue
+            lw.lower_op(bop)
+        ys = term.operands if term is not None else []
+        return [lw.get_as(yv, l) for yv, l in zip(ys, lays)]
+    finally:
+        lw.scopes.pop()
+
+
 def pipelined_loop(lw, op, plan: Plan, emit_dot) -> None:
     """The loop of `plan` (see the module doc): the prologue's copies, then each iteration's wait,
     barrier and copies ahead around the body, whose loads in plan.skip are not lowered and whose
@@ -456,26 +482,7 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot) -> None:
     if not plan.async_dot:
         ahead_next = issue_ahead()
 
-    lw.scopes.append({})
-    try:
-        term = None
-        for bop in body.ops:
-            if bop.name in ("yield", "condition"):
-                term = bop
-                break
-            if bop in plan.side:   # copied with the tiles: read in the layouts its users want
-                lw.bind_smem_block(bop.result, lw.want(bop.result), plan.side[bop], read_base)
-                continue
-            if bop in plan.skip:
-                continue
-            if bop in plan.dots:
-                emit_dot(bop, read_base)
-                continue
-            lw.lower_op(bop)
-        ys = term.operands if term is not None else []
-        nxt = [lw.get_as(yv, l) for yv, l in zip(ys, lays)]
-    finally:
-        lw.scopes.pop()
+    nxt = lower_body(lw, plan, body, lays, emit_dot, read_base)
     if plan.async_dot:
         # wgmma(i-1) is done in this warpgroup (wait_group 1 in the dot); once every warpgroup is
         # past that point its buffer, (i-1) % S = (i+S-1) % S, takes the tiles of iteration i+S-1

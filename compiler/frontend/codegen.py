@@ -396,6 +396,8 @@ class CodeGenerator(ast.NodeVisitor):
             if t.primitive_bitwidth == 64:
                 iv_type = t
         attrs = {"num_stages": kwargs.get("num_stages")}
+        if self._warp_specialize(it, kwargs.get("warp_specialize")):   # compiler/backend/warp_specialize.py
+            attrs["warp_specialize"] = True
         if not is_value(step) and step < 0:
             # `for` ops count upwards: walk j = 0, 1, … and derive the user's variable from it
             lb_t, ub_t = S.to_tensor(self.b, lb), S.to_tensor(self.b, ub)
@@ -433,6 +435,12 @@ class CodeGenerator(ast.NodeVisitor):
         if step is not None:
             bounds = ([0] if end is None else []) + bounds + [step]
         return bounds, options
+
+    def _warp_specialize(self, it, flag) -> bool:
+        flag = flag.value if isinstance(flag, constexpr) else flag
+        if is_value(flag):
+            raise self.error(it, "tl.range(..., warp_specialize=...) must be a constexpr (True or False)")
+        return bool(flag)
 
     def _loop_body(self, node, block, carried):
         self.visit_stmts(node.body)

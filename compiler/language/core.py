@@ -322,11 +322,15 @@ def dot(input, other, acc=None, input_precision=None, allow_tf32=None, max_num_i
 class range:
     """`for i in tl.range(lo, hi, step, num_stages=...)`: a loop the compiler may pipeline.
 
-    num_stages sets the cp.async pipeline depth of a loop that feeds tensor-core dots. The other
-    arguments are Triton's scheduling hints and are accepted without effect: loop_unroll_factor,
-    disallow_acc_multi_buffer, flatten, and warp_specialize — blocktune does not split a loop
-    into producer and consumer warps; a loop marked warp_specialize=True is pipelined like any
-    other (tutorial 06's attention loop: compiler/backend/multi_dot.py)."""
+    num_stages sets the pipeline depth of a loop that feeds tensor-core dots. warp_specialize=True
+    (a constexpr: tutorial 09's WARP_SPECIALIZE, which an autotuner Config or blocktune's tuner can
+    search like any meta-parameter) splits a wgmma loop fed by TMA descriptor loads on sm_90 into a
+    producer warpgroup that issues the copies and the num_warps consumer warps that run the dots
+    (compiler/backend/warp_specialize.py; the launch gets 4 more warps); on a loop around such
+    loops (tutorial 09's loop over tiles) it marks the loops inside. Elsewhere, and in interpret
+    mode, the loop runs as without it. knobs.codegen.warp_specialize (BLOCKTUNE_WARP_SPECIALIZE=1)
+    marks every loop. The other arguments are Triton's scheduling hints and are accepted without
+    effect: loop_unroll_factor, disallow_acc_multi_buffer, flatten."""
 
     def __init__(self, arg1, arg2=None, step=None, num_stages=None, loop_unroll_factor=None,
                  disallow_acc_multi_buffer=False, flatten=False, warp_specialize=False, disable_licm=False):

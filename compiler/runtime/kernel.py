@@ -147,7 +147,7 @@ class CompiledKernel:
             lf = self.load(device)
             m = self.metadata
             passed = {n: m["arg_types"][m["arg_names"].index(n)] for n in m["passed"]}
-            fn = make_launcher(lf, list(call_names), passed, m["num_warps"], m.get("shared", 0), self.name)
+            fn = make_launcher(lf, list(call_names), passed, m.get("launch_warps", m["num_warps"]), m.get("shared", 0), self.name)
             self._launchers[key] = fn
         return fn
 

@@ -101,12 +101,12 @@ def test_warp_specialize_is_accepted_as_a_hint(interpret, gen):
 
 # -- PTX ------------------------------------------------------------------------------------------
 
-def _fwd_ptx(head_dim, block_m, block_n, num_warps, causal, host_descriptors=True):
+def _fwd_ptx(head_dim, block_m, block_n, num_warps, causal, host_descriptors=True, warp_specialize=False):
     desc = (lambda rows: f"tensordesc<fp16[{rows}, {head_dim}]|zero|11>") if host_descriptors else (lambda rows: "*fp16")
     sig = dict(sm_scale="fp32", M="*fp32", Z="i32", H="i32", desc_q=desc(block_m), desc_k=desc(block_n),
                desc_v=desc(block_n), desc_o=desc(block_m), N_CTX="i32")
     cx = dict(HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n, FP8_OUTPUT=False, STAGE=3 if causal else 1,
-              warp_specialize=False, IS_HOPPER=True)
+              warp_specialize=warp_specialize, IS_HOPPER=True)
     div = ("M", "N_CTX") + (() if host_descriptors else ("desc_q", "desc_k", "desc_v", "desc_o"))
     return triton.compile(A._attn_fwd.fn, signature=sig, constexprs=cx, num_warps=num_warps, num_stages=3,
                           target="sm_90", divisible_by_16=div)

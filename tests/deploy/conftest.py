@@ -8,7 +8,11 @@ from docker_engine import (EngineUnavailable, build_blocktune, compose_command, 
                            stop_engine)
 
 
-@pytest.fixture(scope="session")
+# The engine (and the image built on it) lives as long as the module that uses it, not the session: a
+# dockerd started here is a child of the test process, and kept for the session it stayed one (with
+# containerd under it) through every later test — tests/service/test_worker_warm.py, which checks
+# that a worker leaves no process behind, saw them in the full suite.
+@pytest.fixture(scope="module")
 def docker_engine(tmp_path_factory):
     try:
         daemon = ensure_engine(tmp_path_factory.mktemp("dockerd"))
@@ -29,7 +33,7 @@ def compose_cli():
         pytest.skip(f"no docker compose: {exc}")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def blocktune_image(docker_engine) -> str:
     """blocktune:test, built with the classic builder (what `docker-compose build` uses)."""
     build_blocktune("blocktune:test", buildkit=False)

@@ -72,17 +72,21 @@ def ensure_engine(log_dir: Path) -> subprocess.Popen | None:
         if _engine_answers():
             return daemon
         time.sleep(0.5)
-    daemon.terminate()
+    stop_engine(daemon)
     raise EngineUnavailable("dockerd did not answer within 60 s (see dockerd.log)")
 
 
 def stop_engine(daemon: subprocess.Popen | None) -> None:
-    if daemon is not None and daemon.poll() is None:
+    """Stop a dockerd that ensure_engine started, and reap it: it is a child of the test process."""
+    if daemon is None:
+        return
+    if daemon.poll() is None:
         daemon.terminate()
         try:
             daemon.wait(60)
         except subprocess.TimeoutExpired:
             daemon.kill()
+    daemon.wait()
 
 
 def compose_command() -> list[str]:

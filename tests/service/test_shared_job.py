@@ -10,6 +10,7 @@ import threading
 import time
 
 import optuna
+import pytest
 import sqlalchemy as sa
 
 from db.engine import make_engine
@@ -150,3 +151,133 @@ def test_a_worker_that_lost_its_lease_stops_cleanly(sqlite_db, tmp_path):
     assert not [t for t in by_number.values() if t.state == optuna.trial.TrialState.RUNNING]
     for r in rows:       # the study and tuning_trials agree: every recorded trial is COMPLETE
         assert by_number[r.number].state == optuna.trial.TrialState.COMPLETE
+
+
+class FinalStepScript:
+    """Hooks (the tuners' events) that make two workers meet at the end of one job the way a fleet's
+    workers do: "left" runs the job alone until two trials are left, both in flight on it; then
+    "right" joins, finds no trial to run (a helper) and re-measures the finalists as they stand
+    while "left" records its last trials; then both re-measure the final finalists."""
+
+    def __init__(self, budget: int):
+        self.budget = budget
+        self.gate = threading.Event()                     # right may join
+        self.helping = threading.Event()                  # right found no trial left for it
+        self.search_over = {n: threading.Event() for n in ("left", "right")}
+        self.first_round = {n: threading.Event() for n in ("left", "right")}
+        self.first_final_round = {n: threading.Event() for n in ("left", "right")}
+        self.ended = {n: threading.Event() for n in ("left", "right")}
+        self.stop_reasons: dict[str, str] = {}
+        self.rounds: list[tuple[str, float, bool]] = []   # (worker, when finished, final)
+        self.last_trial_at: float | None = None           # when left recorded its last trial
+        self.done_events: dict[str, dict] = {}
+
+    def run_job_for(self, name: str):
+        from tuner.engine import run_job
+
+        other = "right" if name == "left" else "left"
+
+        def on_event(kind, data):
+            if kind == "trial" and name == "left":
+                if data["done"] >= self.budget - 2 and not self.gate.is_set():
+                    self.gate.set()
+                    assert self.helping.wait(120), "right did not join as a helper"
+                elif self.helping.is_set():
+                    # left's last trials are recorded only once right has re-measured a round
+                    assert self.first_round["right"].wait(60)
+                    self.last_trial_at = time.time()
+            elif kind == "stop":
+                self.stop_reasons[name] = data["reason"]
+                if name == "right" and "in flight on other workers" in data["reason"]:
+                    self.helping.set()
+                self.search_over[name].set()
+            elif kind == "round":
+                self.rounds.append((name, time.time(), data["final"]))
+                self.first_round[name].set()
+                if not data["final"]:           # one round as a helper, then wait for the last trial
+                    assert self.search_over[other].wait(60)
+                else:                           # each measures a final round before either goes on
+                    self.first_final_round[name].set()
+                    self.first_final_round[other].wait(60) or self.ended[other].wait(0)
+            elif kind == "done":
+                self.done_events[name] = data
+
+        def wrapped(db_url, job_id, **kw):
+            if name == "right":
+                assert self.gate.wait(240), "left never got near the end of the budget"
+            try:
+                run_job(db_url, job_id, on_event=on_event, **kw)
+            finally:
+                self.ended[name].set()
+
+        return wrapped
+
+
+def test_two_workers_share_the_final_re_measurement(db_url):
+    """A worker that runs out of trials while another runs the last ones re-measures the finalists
+    meanwhile, and the winner is picked from rounds both workers measured, every round holding every
+    final finalist on the job's GPU model; the budget stays exact."""
+    _share_the_final_step(db_url, interpret=True)
+
+
+@pytest.mark.gpu
+def test_two_gpu_workers_share_the_final_re_measurement(sqlite_db):
+    """The same on the GPU (two workers on device 0): each re-measures finalists the other compiled
+    and measured (their cubins compiled in its own pool, loaded in its own GPU child)."""
+    _share_the_final_step(sqlite_db, interpret=False)
+
+
+def _share_the_final_step(db_url: str, *, interpret: bool) -> None:
+    from tuner.final_rounds import read_rounds
+
+    budget = 8
+    spec = bigger_spec(budget)
+    spec["lookahead"] = 3
+    spec["measure"] = {**spec["measure"], "remeasure_top": 2, "remeasure_rounds": 4}
+    script = FinalStepScript(budget)
+    workers = {n: Worker(db_url, interpret=interpret, name=n, lease_seconds=30, heartbeat_seconds=1,
+                         poll_seconds=0.1, run_job=script.run_job_for(n)) for n in ("left", "right")}
+    job_id = submit(db_url, spec)
+    workers["left"].start_thread()
+    try:
+        deadline = time.monotonic() + 120
+        while trials_of(db_url, job_id)[0]["claimed_by"] != "left":
+            assert time.monotonic() < deadline and workers["left"]._thread.is_alive()
+            time.sleep(0.1)
+        workers["right"].start_thread()
+        deadline = time.monotonic() + 300
+        while not all(script.ended[n].is_set() for n in ("left", "right")):
+            assert time.monotonic() < deadline, (script.stop_reasons, script.rounds)
+            time.sleep(0.2)
+    finally:
+        for w in workers.values():
+            w.stop()
+        for w in workers.values():
+            w.join(60)
+    job, rows = trials_of(db_url, job_id)
+    assert job["state"] == "succeeded", job["error"]
+    mine = counted(rows)
+    assert len(mine) == job["trials_done"] == budget
+    assert {r.worker for r in mine} == {"left"}          # right joined when no trial was left for it
+    assert "in flight on other workers" in script.stop_reasons["right"], script.stop_reasons
+    assert script.stop_reasons["left"] == "trial budget spent"
+    # right re-measured while left still ran trials
+    helper_rounds = [t for n, t, final in script.rounds if n == "right" and not final]
+    assert len(helper_rounds) == 1 and script.last_trial_at is not None and helper_rounds[0] < script.last_trial_at
+
+    study = optuna.load_study(study_name=f"job-{job_id}", storage=db_url)
+    finalists = list(study.user_attrs["remeasured_ms"])
+    assert len(finalists) >= 2 and all(v is not None for v in study.user_attrs["remeasured_ms"].values())
+    assert json.dumps(job["best_config"], sort_keys=True, separators=(",", ":")) in finalists
+    used = [r for r in read_rounds(study) if r.finished and r.holds(finalists)]
+    assert {r.worker for r in used} == {"left", "right"}, [(r.worker, r.finalists) for r in read_rounds(study)]
+    gpu_model = job["gpu_model"]
+    assert (gpu_model == INTERP) == interpret
+    assert len(used) >= 4 and all(r.gpu_model == gpu_model for r in used)
+    assert all(len(s) > 0 for r in used for s in r.samples) and not any(e for r in used for e in r.errors)
+    # the worker that stored the winner (only it says "done") tells how its rounds were split; a
+    # round the other finished just after may be in the study too
+    (publisher, done), = script.done_events.items()
+    tl = done["timeline"]
+    assert 4 <= tl["final_rounds_here"] + tl["final_rounds_elsewhere"] <= len(used)
+    assert tl["final_rounds_here"] >= 1 and tl["final_rounds_elsewhere"] >= 1, tl

@@ -111,11 +111,12 @@ def test_done_event_carries_the_timeline_and_compiles_overlap_the_child_start(sq
     assert kinds[0] == "start" and kinds[-1] == "done"
     tl = events[-1][1]["timeline"]
     for key in ("total_s", "child_start_s", "child_ready_s", "child_wait_s", "props_s", "study_open_s",
-                "first_compile_s", "compile_wait_s", "compile_cpu_s", "child_busy_s", "child_measure_s",
+                "first_compile_s", "first_run_s", "compile_wait_s", "compile_cpu_s", "child_busy_s", "child_measure_s",
                 "child_idle_s", "ask_s", "record_s", "search_s", "remeasure_s", "finalize_s"):
         assert isinstance(tl.get(key), float) and tl[key] >= 0.0, key
     assert tl["compiled"] == 5 and tl["compile_workers"] == 3 and tl["lookahead"] == "auto"
     assert tl["remeasure_s"] <= tl["finalize_s"] <= tl["total_s"]
+    assert tl["first_compile_s"] <= tl["first_run_s"] <= tl["total_s"]
     assert {"spawn", "import_compiler", "device", "inputs"} <= set(tl["child_start_detail"])
     assert "import_torch" not in tl["child_start_detail"]      # interpret mode runs on numpy arrays
 

@@ -56,3 +56,95 @@ def test_compare_agrees_with_the_torch_version(dtype):
     want = data.compare(to_t(out), to_t(ref), 1e-2, 1e-2)
     assert got is not None and got == want
     assert host_data.compare(out[:10], ref, dtype, 0, 0).startswith("shape (10,) != reference (64,)")
+
+
+def _whole_output_verdict(out, ref, dtype, atol, rtol) -> bool:
+    """The check as a plain element-wise isclose over every element (what compare must decide)."""
+    a, b = host_data.as_numbers(out, dtype), host_data.as_numbers(ref, dtype)
+    ok = np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True) if a.dtype == np.float64 else a == b
+    return bool(ok.all())
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64", "int32", "uint8", "bool"])
+def test_compare_decides_as_a_whole_output_isclose(dtype):
+    """compare looks at values only where the bits differ: its verdict and its message are those of
+    the whole-output check, for outputs that pass, fail, or hold NaN, ±inf and ±0 (equal, bits unlike)."""
+    rng = np.random.default_rng(5)
+    init = "randn" if dtype in FLOATS else "randint"
+    kw = {"low": 0, "high": 2} if dtype in ("bool", "uint8") else ({"low": -50, "high": 50} if init == "randint" else {})
+    ts = TensorSpec(shape=[32, 48], dtype=dtype, init=init, **kw)
+    ref = host_data.make_array(ts, (32, 48), seed=9)
+    if dtype in FLOATS:
+        special = host_data.to_bf16_bits(np.float32([np.nan, np.inf, -np.inf, 0.0])) if dtype == "bfloat16" \
+            else np.array([np.nan, np.inf, -np.inf, 0.0], dtype=ref.dtype)
+        ref.reshape(-1)[:4] = special
+    cases = [ref.copy()]
+    for scale in (1e-4, 3e-3, 2e-2, 1.0):        # nudges inside and outside the tolerance, at a few places
+        out = ref.copy()
+        idx = rng.choice(ref.size, size=25, replace=False)
+        vals = host_data.as_numbers(out, dtype).reshape(-1)
+        if dtype in FLOATS:
+            moved = (vals[idx] * (1 + scale)).astype(np.float32)
+            out.reshape(-1)[idx] = host_data.to_bf16_bits(moved) if dtype == "bfloat16" else moved.astype(ref.dtype)
+        else:
+            out.reshape(-1)[idx] = (vals[idx] + (scale >= 1.0)).astype(ref.dtype) if dtype != "bool" \
+                else ~out.reshape(-1)[idx]
+        cases.append(out)
+    if dtype in FLOATS:
+        signed_zero = ref.copy()
+        signed_zero.reshape(-1)[3] = host_data.to_bf16_bits(np.float32([-0.0]))[0] if dtype == "bfloat16" \
+            else -0.0
+        nan_moved = ref.copy()
+        nan_moved.reshape(-1)[[0, 7]] = nan_moved.reshape(-1)[[7, 0]]
+        cases += [signed_zero, nan_moved]
+    verdicts = set()
+    for out in cases:
+        want = _whole_output_verdict(out, ref, dtype, 1e-2, 1e-2)
+        got = host_data.compare(out, ref, dtype, 1e-2, 1e-2)
+        assert (got is None) == want, (dtype, got)
+        verdicts.add(want)
+        if not want:
+            a, b = host_data.as_numbers(out, dtype), host_data.as_numbers(ref, dtype)
+            n_bad = (~np.isclose(a, b, rtol=1e-2, atol=1e-2, equal_nan=True)).sum() if dtype in FLOATS else (a != b).sum()
+            assert got.startswith(f"{n_bad} of {ref.size} elements differ")
+    assert verdicts == {True, False}          # the cases hold both passing and failing outputs
+
+
+@pytest.mark.parametrize("init,dtype", [("randn", "float16"), ("rand", "bfloat16"), ("zeros", "float16"),
+                                        ("zeros", "bfloat16"), ("empty", "int32"), ("randn", "float32")])
+def test_make_array_values_are_the_seeded_formula(init, dtype):
+    """Inputs made in place are the values of `x * std + mean` (`x * (hi - lo) + lo`) from the seed's
+    generator, bit for bit: workers sharing a job, and a resumed job's stored reference, agree."""
+    ts = TensorSpec(shape=[33, 65], dtype=dtype, init=init, std=0.5, mean=0.25, low=-2.0, high=3.0)
+    g = np.random.default_rng(21)
+    if init == "randn":
+        v = g.standard_normal((33, 65), dtype=np.float32) * ts.std + ts.mean
+    elif init == "rand":
+        v = g.random((33, 65), dtype=np.float32) * (3.0 - -2.0) + -2.0
+    else:
+        v = np.zeros((33, 65))
+    want = host_data.to_bf16_bits(v.astype(np.float32)) if dtype == "bfloat16" else v.astype(host_data.NUMPY[dtype])
+    got = host_data.make_array(ts, (33, 65), seed=21)
+    assert got.dtype == want.dtype and got.flags.c_contiguous
+    assert np.array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
+def test_large_inputs_made_on_threads_equal_those_made_in_turn(monkeypatch):
+    """Above PARALLEL_ELEMENTS the tensors are made side by side; each comes from its own seed, so
+    the arguments are those made one after another."""
+    import yaml
+    from pathlib import Path
+
+    from jobspec.model import JobSpec
+
+    raw = yaml.safe_load((Path(__file__).resolve().parents[2] / "examples" / "specs" / "matmul.yaml").read_text())
+    spec = JobSpec.model_validate({**raw, "sizes": {"M": 96, "N": 64, "K": 80}, "seed": 4})
+    monkeypatch.setattr(host_data, "PARALLEL_ELEMENTS", 1 << 62)
+    args_serial, serial, env = host_data.host_arguments(spec)
+    monkeypatch.setattr(host_data, "PARALLEL_ELEMENTS", 1)
+    args_threads, threads, _ = host_data.host_arguments(spec)
+    tensor_args = [a.name for a in spec.args if a.is_tensor]
+    assert list(threads) == list(serial) == tensor_args and len(tensor_args) == 3
+    assert all(np.array_equal(threads[k], serial[k]) for k in serial)
+    for a, x, y in zip(spec.args, args_threads, args_serial):
+        assert x is threads[a.name] if a.is_tensor else x == y == env[a.name]

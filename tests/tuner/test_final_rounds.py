@@ -1,0 +1,85 @@
+"""Which re-measurement rounds kept in the study a job's winner is picked from (tuner/final_rounds.py),
+in whole interpret-mode runs: the real engine, child, pool, study and database. Rounds other workers
+left are planted in the study when the search stops, before the run re-measures."""
+from __future__ import annotations
+
+import time
+
+import optuna
+import sqlalchemy as sa
+
+from db import migrate
+from db.engine import make_engine, session_factory
+from db.models import Job, Trial
+from jobspec.model import JobSpec
+from kernels import example
+from tuner.engine import run_job
+from tuner.final_rounds import ATTR_PREFIX, Round, read_rounds
+from tuner.space import config_key
+from tuner.submission import create_job_from_spec
+
+INTERP = "blocktune interpreter (CPU)"
+SLOW_MS = 1000.0       # another worker's valid round: it outnumbers this run's samples in the pooled medians
+BOGUS_MS = 1e-9        # rounds that must not count: were they pooled, they would set the medians
+
+
+def _ok_configs(url: str, job_id: int) -> list[dict]:
+    engine = make_engine(url)
+    try:
+        with session_factory(engine)() as s:
+            return [t.config for t in s.scalars(sa.select(Trial).where(Trial.job_id == job_id, Trial.status == "ok"))]
+    finally:
+        engine.dispose()
+
+
+def test_the_winner_is_picked_from_rounds_of_the_final_finalists_on_this_gpu_model(database_url):
+    """Counted: a finished round of another worker on this GPU model that holds every final
+    finalist (its samples are pooled; this run measures only the rounds still missing). Not counted:
+    a round from another GPU model, a round whose finalists miss one of the final ones (measured
+    before a later trial entered the top few), a round under way for longer than a round can take
+    (its worker died: nobody waits for it)."""
+    spec = example("vector_add", N=3000)
+    spec["space"] = {"BLOCK_SIZE": [128, 256, 512, 1024], "num_warps": [1, 2, 4]}
+    spec["budget"] = {"trials": 6}
+    spec["sampler"] = "random"
+    spec["measure"] = {"remeasure_top": 2, "remeasure_rounds": 3}
+    migrate.upgrade(database_url)
+    job_id = create_job_from_spec(database_url, JobSpec.model_validate(spec))
+    events: list[tuple[str, dict]] = []
+
+    def plant(name: str, rnd: Round) -> None:
+        study = optuna.load_study(study_name=f"job-{job_id}", storage=database_url)
+        study.set_user_attr(ATTR_PREFIX + name, rnd.to_json())
+
+    def on_event(kind, data):
+        events.append((kind, data))
+        if kind != "stop":
+            return
+        keys = [config_key(c) for c in _ok_configs(database_url, job_id)]     # every finalist is among them
+        now, n = time.time(), len(keys)
+        plant("ghost:1", Round("ghost", INTERP, keys, now - 5, [[SLOW_MS] * 100] * n, [None] * n, 0.1))
+        plant("a100:1", Round("a100", "NVIDIA A100-SXM4-80GB", keys, now - 5, [[BOGUS_MS] * 300] * n, [None] * n, 0.1))
+        plant("early:1", Round("early", INTERP, keys[:1], now - 5, [[BOGUS_MS] * 300], [None], 0.1))
+        plant("dead:1", Round("dead", INTERP, keys, now - 100_000))
+
+    t0 = time.monotonic()
+    run_job(database_url, job_id, interpret=True, worker_id="test:cpu0", on_event=on_event)
+    assert time.monotonic() - t0 < 120
+
+    engine = make_engine(database_url)
+    with session_factory(engine)() as s:
+        job = s.get(Job, job_id)
+        assert job.state == "succeeded", job.error
+        best_ms = job.best_time_ms
+    engine.dispose()
+    study = optuna.load_study(study_name=f"job-{job_id}", storage=database_url)
+    remeasured = study.user_attrs["remeasured_ms"]
+    assert len(remeasured) >= 2 and set(remeasured.values()) == {SLOW_MS} and best_ms == SLOW_MS
+    mine = [r for r in read_rounds(study) if r.worker == "test:cpu0"]
+    assert len(mine) == 2 and all(r.finished and r.gpu_model == INTERP and r.holds(list(remeasured)) for r in mine)
+    done = next(d for k, d in events if k == "done")
+    tl = done["timeline"]
+    assert tl["final_rounds"] == 2 and tl["final_rounds_here"] == 2 and tl["final_rounds_elsewhere"] == 1
+    assert tl.get("remeasure_wait_s", 0.0) < 1.0                  # the dead worker's round was not waited for
+    rounds = [d for k, d in events if k == "round"]
+    assert len(rounds) == 2 and all(d["final"] and not any(d["errors"]) for d in rounds)
