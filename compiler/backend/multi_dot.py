@@ -157,6 +157,7 @@ def make_plan(lw, op):
     p.stages, p.dist, p.stage_bytes, p.n_pinned, p.barrier_bytes = stages, stages - 1, off, n_pinned, barriers
     p.addr_ops, p.upd_ops, p.needed = addr
     p.dots = set(dots)
+    p.lazy_waits = True   # _emit_dot waits for each TMA tile before the first dot reading it
     _plan_async_accumulator(lw, p, body, dots)
     _plan_deferred_waits(lw, p, body, dots)
     p.in_flight = []
@@ -294,6 +295,9 @@ def _emit_dot(lw, plan, d, read_tiles, read_base):
     a = d.operands[0]
     a_regs = lw.block(a, lw.layout_of(a)) if tiles[0] is None else None
     kw = dict(dyn_base=tuple(dyn), a_regs=a_regs)
+    for e in plan.entries:   # the TMA tiles this dot reads, waited for here (pipeline.wait_tile)
+        if e[0] is d and e[2].name == "tma_load":
+            pipeline.wait_tile(lw, plan, [lo for lo in plan.loads if lo.name == "tma_load"].index(e[2]))
     if plan.single_dot:   # its accumulator chains into the next iteration's; the exit waits
         wgmma.dot_from_tiles(lw, d, tiles[0], tiles[1], pending=1, **kw)
         return

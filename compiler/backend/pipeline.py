@@ -321,18 +321,30 @@ def _issue(lw, plan: Plan, body, iv_val, state: dict, slot, slot_base, ub, signe
             pred = live if masks is None else b.and_(live, masks[g])
             size = b.select(pred, ll.Constant(I32, nbytes), ll.Constant(I32, 0))
             b.call(fn, [dst, ptrs[g], size])
-    if copies:   # thread 0 arms the stage's mbarrier and starts the copies (none past the end)
+    if copies:   # thread 0 arms each tile's mbarrier and starts its copies (none past the end)
         with b.if_then(b.and_(live, tma.elected(lw))):
-            tma.issue_copies(lw, copies, _stage_barrier(lw, plan, slot))
+            for j, copy in enumerate(copies):
+                tma.issue_copies(lw, [copy], stage_barrier(lw, plan, slot, j))
     if plan.cp_async:
         lw.call("llvm.nvvm.cp.async.commit.group", ll.VoidType(), [])
 
 
-def _stage_barrier(lw, plan: Plan, slot):
-    """The i32 shared address of stage `slot`'s mbarrier."""
-    off = slot * tma.MBARRIER_BYTES if isinstance(slot, int) else lw.b.mul(slot, ll.Constant(I32, tma.MBARRIER_BYTES))
+def stage_barrier(lw, plan: Plan, slot, j: int):
+    """The i32 shared address of the mbarrier of the j-th TMA tile of stage `slot`: one a tile, so
+    that a dot waits only for the tiles it reads (attention's QKᵀ not for V)."""
+    n = plan.n_tma
+    off = (slot * n + j) * tma.MBARRIER_BYTES if isinstance(slot, int) else \
+        lw.b.mul(lw.b.add(lw.b.mul(slot, ll.Constant(I32, n)), ll.Constant(I32, j)), ll.Constant(I32, tma.MBARRIER_BYTES))
     return tma.smem_address(lw, lw.b.add(ll.Constant(I32, plan.barriers), off) if not isinstance(off, int)
                             else plan.barriers + off)
+
+
+def wait_tile(lw, plan: Plan, j: int) -> None:
+    """Wait (once an iteration) for the j-th TMA tile of the stage this iteration reads; nothing
+    where the loop waits for its stages otherwise (warp_specialize.py's full barriers)."""
+    if getattr(plan, "waited", None) is not None and j not in plan.waited:
+        plan.waited.add(j)
+        tma.wait(lw, stage_barrier(lw, plan, plan.read_slot, j), plan.parity)
 
 
 def _advance(lw, plan: Plan, body, iv_val, state: dict, lays):
@@ -416,9 +428,10 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot) -> None:
     iv_s = lb
     plan.cp_async = any(lo.name == "load" for lo in plan.loads)
     plan.tma = not all(lo.name == "load" for lo in plan.loads)
+    plan.n_tma = sum(lo.name == "tma_load" for lo in plan.loads)
     lw.open_hoist(body)   # ahead of the barrier: hoisted conversions may use the buffers' space
     if plan.tma:  # (with the bar.sync before: the buffers may alias shared memory used just before)
-        tma.init_barriers(lw, plan.barriers, S)
+        tma.init_barriers(lw, plan.barriers, S * plan.n_tma)
     else:
         lw.barrier()  # the buffers may alias shared memory used just before the loop
     for s in range(D):
@@ -444,8 +457,14 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot) -> None:
     sconst = ll.Constant(I32, S)
     if plan.cp_async:
         lw.call("llvm.nvvm.cp.async.wait.group", ll.VoidType(), [ll.Constant(I32, D - 1)])
-    if plan.tma:  # the k-th use of a stage (k = it / S) completes its barrier's phase k
-        tma.wait(lw, _stage_barrier(lw, plan, b.urem(it, sconst)), b.and_(b.udiv(it, sconst), ll.Constant(I32, 1)))
+    # TMA: the k-th use of a stage (k = it / S) completes its barriers' phase k; each tile is
+    # waited for where it is first read (wait_tile), else here
+    if plan.tma:
+        plan.read_slot, plan.waited = b.urem(it, sconst), set()
+        plan.parity = b.and_(b.udiv(it, sconst), ll.Constant(I32, 1))
+        if not getattr(plan, "lazy_waits", False):
+            for j in range(plan.n_tma):
+                wait_tile(lw, plan, j)
     if plan.cp_async or not plan.async_dot:
         # cp.async: the other threads' copies; copies issued next (below): every warp past the
         # previous iteration's reads. TMA with the copies issued after the body's own bar.sync
@@ -486,6 +505,6 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot) -> None:
         phis[plan.acc_index] = wgmma.wait_pass_through(lw, phis[plan.acc_index], 0)
     lw.barrier()
     if plan.tma:  # every copy issued was waited for (none past the end are)
-        tma.invalidate_barriers(lw, plan.barriers, S)
+        tma.invalidate_barriers(lw, plan.barriers, S * plan.n_tma)
     for r, l, ps in zip(op.results, lays, phis):
         lw.bind(r, l, ps)

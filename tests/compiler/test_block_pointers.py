@@ -134,7 +134,7 @@ def test_host_descriptor_matmul_ptx(tma, monkeypatch):
     # A [128, 64] and B [64, 128] fp16 per stage: one 128-byte-swizzled panel for A, two for B
     assert ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes") == 3 * 3
     assert re.search(r"mbarrier\.arrive\.expect_tx\.shared::cta\.b64 _, \[%r\d+\], %r\d+;", ptx)
-    assert ptx.count("mbarrier.init.shared::cta.b64") == 3 and ptx.count("mbarrier.inval.shared::cta.b64") == 3
+    assert ptx.count("mbarrier.init.shared::cta.b64") == 3 * 2 and ptx.count("mbarrier.inval.shared::cta.b64") == 3 * 2   # a barrier a tile a stage
     assert ptx.count("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group") == 2
 
 

@@ -109,7 +109,7 @@ def test_matmul_tma_pipelined_ptx(dtype):
     ck, ptx = _compile(K.matmul_tma_kernel, sig, num_warps=8)
     # prologue (2 stages) + the loop body: one copy each for A and B
     assert ptx.count(LOAD.format(2)) == 3 * 2
-    assert ptx.count("mbarrier.init.shared::cta.b64") == 3
+    assert ptx.count("mbarrier.init.shared::cta.b64") == 3 * 2   # one a tile (A, B) a stage
     assert ck.shared >= 3 * (128 * 64 * 2) * 2
     # the K loop: wait for the stage, wgmma straight from its tiles (no operand through registers),
     # one wgmma group left in flight, one bar.sync before thread 0 arms the next stage and copies
@@ -117,7 +117,7 @@ def test_matmul_tma_pipelined_ptx(dtype):
     assert "mbarrier.try_wait.parity.shared::cta.b64" in k_loop.text and "ld.shared" not in k_loop.text
     assert "wgmma.wait_group.sync.aligned 1;" in k_loop.text
     assert k_loop.text.count("bar.sync") == 1 and k_loop.text.count(LOAD.format(2)) == 2
-    assert k_loop.text.count("mbarrier.arrive.expect_tx") == 1
+    assert k_loop.text.count("mbarrier.arrive.expect_tx") == 2   # A's and B's
 
 
 def test_matmul_fp8_tma_pipelined_ptx():
@@ -125,7 +125,7 @@ def test_matmul_fp8_tma_pipelined_ptx():
     sig = {"a_desc": _desc_type("fp8e4nv", (128, 128)), "b_desc": _desc_type("fp8e4nv", (128, 128)),
            "c_desc": _desc_type("fp16", (128, 128)), "M": "i32", "N": "i32", "K": "i32"}
     ck, ptx = _compile(K.matmul_tma_kernel, sig, num_warps=8)
-    assert ptx.count(LOAD.format(2)) == 3 * 2 and ptx.count("mbarrier.init.shared::cta.b64") == 3
+    assert ptx.count(LOAD.format(2)) == 3 * 2 and ptx.count("mbarrier.init.shared::cta.b64") == 3 * 2
     assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n\d+k32\.f32\.e4m3\.e4m3", ptx)
     assert "ld.shared" not in ptx.split("st.shared")[0]   # no operand goes through registers
 
@@ -143,7 +143,7 @@ def test_loop_carried_descriptor_pipelined_ptx():
     sig = {"a_desc": _desc_type("fp16", (128, 64)), "b_desc": _desc_type("fp16", (128, 64)), "c_ptr": "*fp32",
            "K": "i32"}
     ck, ptx = _compile(K.loop_carried_descriptor_kernel, sig, {"BM": 128, "BN": 128, "BK": 64}, num_warps=8)
-    assert ptx.count(LOAD.format(2)) == 3 * 2 and ptx.count("mbarrier.init.shared::cta.b64") == 3
+    assert ptx.count(LOAD.format(2)) == 3 * 2 and ptx.count("mbarrier.init.shared::cta.b64") == 3 * 2
 
 
 # -- interpret mode: the same kernels, unchanged semantics ----------------------------------------
@@ -400,7 +400,7 @@ def test_tensor_map_encoding_error(monkeypatch):
 
 @pytest.mark.parametrize("head_dim,block_n,num_warps", [(64, 64, 4), (128, 64, 8), (128, 128, 8)])
 def test_attention_forward_loop_ptx(head_dim, block_n, num_warps):
-    """Attention's K loop with host descriptors: the stage's mbarrier wait, no layout conversion
+    """Attention's K loop with host descriptors: the tiles' mbarrier waits, no layout conversion
     through shared memory (O's TMA store once anchored the row statistics' loop layout, and l_i
     went through shared memory, two bar.syncs, every iteration), one bar.sync before the copies."""
     from tests.compiler.test_attention import _fwd_ptx
@@ -409,3 +409,7 @@ def test_attention_forward_loop_ptx(head_dim, block_n, num_warps):
     assert "mbarrier.try_wait.parity.shared::cta.b64" in loop.text
     assert "ld.shared" not in loop.text and "st.shared" not in loop.text
     assert loop.text.count("bar.sync") == 1 and loop.text.count(LOAD.format(2)) == 2 * (head_dim * 2 // 128)
+    # K and V each on their own barrier: QKᵀ waits for K only, P·V for V after the softmax
+    waits = [m.start() for m in re.finditer(r"mbarrier\.try_wait", loop.text)]
+    commits = [m.start() for m in re.finditer(r"wgmma\.commit_group", loop.text)]
+    assert len(waits) == 2 and len(commits) == 2 and waits[0] < commits[0] < waits[1] < commits[1]

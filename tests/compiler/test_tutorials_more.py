@@ -148,7 +148,7 @@ def test_09_persistent_matmul_ptx():
     # tensor cores fed by TMA (compiler/backend/tma.py): the three maps written once a program, A
     # and B (used as b.T) pipelined through three stages, C stored in two 128-byte panels
     assert "wgmma.mma_async" in ptx and "ld.global" not in ptx and "st.global" not in ptx
-    assert ptx.count("tensormap.cp_fenceproxy") == 3 and ptx.count("mbarrier.init.shared::cta.b64") == 3
+    assert ptx.count("tensormap.cp_fenceproxy") == 3 and ptx.count("mbarrier.init.shared::cta.b64") == 3 * 2
     assert ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global") == 3 * 2
     assert ptx.count("cp.async.bulk.tensor.2d.global.shared::cta") == 2
 
