@@ -12,7 +12,7 @@ Requests (dicts over the pipe; None = exit):
         -> {"samples_ms": [[...], …], "errors": [str | None, …]}   (each measurement `rep_ms` × s long;
            s defaults to 2 / R: one round of a re-measurement in rounds passes the whole one's)
     {"op": "release"}   (the job is over: free its inputs, reference and loaded modules)
-        -> {"released": bool, "rss": bytes, "device_free": bytes (GPU)}; not released: the child exits (not fit for another job)
+        -> {"released": bool, "rss": bytes, "device_free": bytes, "device_held": bytes (GPU)}; not released: the child exits (not fit for another job)
     {"op": "init", "init": {...}}   (a warm child, idle since start-up or a release: a new job)
         -> the ready message, as a child started with the job's init sends it first
 """
@@ -550,9 +550,10 @@ def child_main(conn, init: dict[str, Any]) -> None:
             gc.collect()
             resp = {"released": ok, "rss": _rss_bytes()}
             if ok and not runtime.interpret:
-                from tuner.device_plane import free_memory
+                from tuner.device_plane import free_memory, held_bytes
 
                 resp["device_free"] = free_memory()
+                resp["device_held"] = held_bytes()
             conn.send(resp)
             if not ok:
                 conn.close()

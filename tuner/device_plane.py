@@ -27,6 +27,15 @@ def _ck(result, call: str):
     return driver._check(result, call)
 
 
+_held_bytes = 0   # device memory of this process's live DeviceBuffers (a warm child's leak check)
+
+
+def held_bytes() -> int:
+    """Bytes of device memory this process holds in DeviceBuffers not freed yet: what a warm child
+    reports after a job (the device's free memory also moves with every other process on the GPU)."""
+    return _held_bytes
+
+
 class DeviceBuffer:
     """A tensor argument: device memory with a shape and a dtype name (what the compiler's runtime
     reads from a tensor-like object: `data_ptr()` and `dtype`)."""
@@ -35,6 +44,8 @@ class DeviceBuffer:
         self.plane, self.shape, self.dtype = plane, tuple(int(s) for s in shape), dtype
         self.nbytes = max(1, math.prod(self.shape) * _ITEMSIZE[dtype])
         self.ptr = int(_ck(driver._driver().cuMemAlloc(self.nbytes), "cuMemAlloc"))
+        global _held_bytes
+        _held_bytes += self.nbytes
 
     def data_ptr(self) -> int:
         return self.ptr
@@ -110,7 +121,7 @@ class DriverPlane:
             probe = DeviceBuffer(self, (4,), "int32")
             probe.upload(np.arange(4, dtype=np.int32))
             ok = probe.download().tolist() == [0, 1, 2, 3]
-            _ck(driver._driver().cuMemFree(probe.ptr), "cuMemFree")
+            self.free([probe])
             return ok
         except Exception:  # noqa: BLE001 - any failure means the context is gone
             return False
@@ -118,11 +129,13 @@ class DriverPlane:
     @staticmethod
     def free(buffers) -> None:
         """Free device buffers now (a warm child's finished job: its next job must not inherit them)."""
+        global _held_bytes
         cu = driver._driver()
         for b in buffers:
             if b.ptr:
                 _ck(cu.cuMemFree(b.ptr), "cuMemFree")
                 b.ptr = 0
+                _held_bytes -= b.nbytes
 
     # --- timing ---------------------------------------------------------------------------------
     def events(self, n: int) -> list:

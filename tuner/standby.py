@@ -36,6 +36,7 @@ class Standby:
         self.child: IsolatedChild | None = None
         self.last_rss: int | None = None           # the child's resident memory after its last release
         self.last_device_free: int | None = None   # the device's free memory then (GPU)
+        self.last_device_held: int | None = None   # the device memory the child's buffers still held then
         self._lock = threading.Lock()
         self._closed = False
         self._pool_warming = self._warm_pool()
@@ -97,6 +98,7 @@ class Standby:
                 self.child = child
                 self.last_rss = released.get("rss")
                 self.last_device_free = released.get("device_free")
+                self.last_device_held = released.get("device_held")
                 return
         if child is not None:
             log.info("the GPU child is not fit for another job: starting a fresh one")

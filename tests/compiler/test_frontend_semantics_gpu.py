@@ -123,7 +123,9 @@ def test_aggregates_and_constexpr_functions(gen):
     x, y = rand(gen, (16,), torch.float32), rand(gen, (16,), torch.float32)
     out = poisoned((64,), torch.float32)
     K.aggregate_kernel[(1,)](x, y, out, N=16)
-    assert torch.equal(out[:16], x * 3 + y) and torch.equal(out[16:32], ((x + y) - x) - y)
+    # 3x + y is one fused multiply-add on the GPU (fp fusion, as Triton): rounded once
+    torch.testing.assert_close(out[:16], (x.double() * 3 + y.double()).float(), rtol=1e-6, atol=1e-6)
+    assert torch.equal(out[16:32], ((x + y) - x) - y)
     assert torch.equal(out[32:], torch.arange(32, dtype=torch.float32, device=out.device))
 
 

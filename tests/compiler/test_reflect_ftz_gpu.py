@@ -16,8 +16,11 @@ def test_exp2_denormal_result(ftz):
     x = torch.full((128,), -127.0, device="cuda")      # 2**-127: below the smallest normal float
     y = torch.full((128,), float("nan"), device="cuda")
     K.exp2_kernel[(1,)](x, y, BLOCK=128, enable_reflect_ftz=ftz)
-    expected = 0.0 if ftz else 2.0 ** -127
-    assert torch.all(y == expected), y[:4]
+    if ftz:
+        assert torch.all(y == 0.0), y[:4]
+    else:   # kept as a denormal: ex2.approx is within a few ulp of 2**-127 there, not exact (the H100's answer)
+        assert torch.all(y > 0), y[:4]
+        torch.testing.assert_close(y, torch.full_like(y, 2.0 ** -127), rtol=1e-5, atol=0)
 
 
 @pytest.mark.parametrize("ftz", [None, False])

@@ -144,14 +144,16 @@ def test_gpu_jobs_in_a_row_reuse_the_child_and_free_the_device_memory(sqlite_url
     try:
         sb.wait_warm(timeout=120)
         warm_pid = sb.child.proc.pid
-        free, pids = [], []
+        held, pids = [], []
         for _ in range(3):
             spec = example("vector_add", N=1 << 24)
             spec["budget"] = {"trials": 4}
             pids.append(_run(sqlite_url, _job(sqlite_url, spec), sb)["child_pid"])
-            free.append(sb.last_device_free)
+            held.append(sb.last_device_held)
         assert pids == [warm_pid] * 3
-        assert free[2] >= free[0] - 32 * 2**20, free
+        # the child's own buffers, not the device's free memory: other processes on the GPU (the
+        # other gpu tests under xdist) move that by hundreds of MB between two jobs
+        assert held == [0, 0, 0], held
     finally:
         sb.close()
 
