@@ -32,8 +32,10 @@ def _declared() -> dict[str, str]:
     from tuner.settings import TunerSettings
 
     out: dict[str, str] = {}
-    for group in (knobs.codegen, knobs.cache, knobs.runtime, knobs.tools, knobs.autotuning):
-        for _, knob in group.knobs():
+    groups = [g for g in vars(knobs).values() if isinstance(g, knobs.base_knobs)]
+    assert {knobs.codegen, knobs.cache, knobs.runtime, knobs.tools, knobs.autotuning} <= set(groups)
+    for group in groups:
+        for knob in group.knob_descriptors.values():
             for name in knob.names:
                 out[name] = "compiler.knobs"
     for field in TunerSettings.model_fields:
