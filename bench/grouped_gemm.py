@@ -17,6 +17,7 @@ Prints TFLOP/s with × Triton ratios and writes JSON to $OUT/grouped_gemm.json (
 """
 from __future__ import annotations
 
+import argparse
 import sys
 
 from common import geomean, load_twice, report, result_row
@@ -117,12 +118,16 @@ def best_per_size():
 
 
 def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("sizes", type=int, nargs="*", default=[2 ** i for i in range(7, 12)],
+                    help="N of the 4 N×N×N problems (default: 128 … 2048)")
+    ap.add_argument("--per-config", action="store_true", help="also every config on both sides at every size")
+    args = ap.parse_args()
     torch.manual_seed(0)
     print(f"device: {torch.cuda.get_device_name(0)}; torch {torch.__version__}; "
           f"triton {getattr(sys.modules.get('triton'), '__version__', 'absent')}", flush=True)
-    per_config = "--per-config" in sys.argv[1:]
-    ns = [int(a) for a in sys.argv[1:] if not a.startswith("--")] or [2 ** i for i in range(7, 12)]
-    for n in ns:
+    per_config = args.per_config
+    for n in args.sizes:
         run_case(n, per_config)
     report(ROWS, "grouped_gemm", "tflops", "grouped_gemm.json")
     if per_config:

@@ -28,17 +28,35 @@ $OUT/matmul.json (matmul_mma_sync.json, matmul_persistent_extended.json, ...) wh
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
 import tempfile
 import time
 
-# blocktune's tl.dot on sm_90 is wgmma by default; --mma-sync measures the sm_80 path instead,
-# --wgmma-sync waits for wgmma at each dot (compiler.knobs.codegen.wgmma, part of the cache key).
-if "--mma-sync" in sys.argv:
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="the shapes issue 12 names and one LLM decode shape")
+    ap.add_argument("--set", choices=("classic", "llm"), help="one shape set (default: both)")
+    ap.add_argument("--dtype", choices=("fp16", "bf16"), help="one dtype (default: both)")
+    ap.add_argument("--configs", choices=("tutorial", "extended"), default="tutorial",
+                    help="the tutorial's 16 configs, or those plus the Hopper tiles of bench/matmul_configs.py")
+    ap.add_argument("--persistent", action="store_true", help="the persistent form (bench/matmul_persistent_kernels.py)")
+    ap.add_argument("--fp8", action="store_true", help="e4m3 inputs at 4096³ and 8192³, B K-major")
+    dot = ap.add_mutually_exclusive_group()
+    dot.add_argument("--mma-sync", action="store_true", help="blocktune's sm_80 mma.sync path instead of wgmma")
+    dot.add_argument("--wgmma-sync", action="store_true", help="wgmma waited for at each dot")
+    return ap
+
+
+# parsed before the compiler is imported: --mma-sync / --wgmma-sync set blocktune's tl.dot lowering
+# (compiler.knobs.codegen.wgmma, part of the cache key), read when the kernels compile
+ARGS = _parser().parse_args() if __name__ == "__main__" else _parser().parse_args([])
+if ARGS.mma_sync:
     os.environ["BLOCKTUNE_WGMMA"] = "0"
-if "--wgmma-sync" in sys.argv:
+if ARGS.wgmma_sync:
     os.environ["BLOCKTUNE_WGMMA"] = "sync"
 # a fresh compile cache unless one is given: compile times stay part of the tuning times
 os.environ.setdefault("BLOCKTUNE_CACHE_DIR", tempfile.mkdtemp(prefix="blocktune-matmul-"))
@@ -221,16 +239,12 @@ def run_shape(dt, m, n, k):
           f"×cuBLAS {r['vs_cublas']:.3f}", flush=True)
 
 
-def _arg(argv, flag):
-    return argv[argv.index(flag) + 1] if flag in argv else None
-
-
-def selected_shapes(argv) -> list[tuple]:
+def selected_shapes(args) -> list[tuple]:
     """The shapes of --set (classic, llm, or both) in the dtypes of --dtype (fp16, bf16, or both),
     each (dtype, M, N, K) once."""
     sets = {"classic": CLASSIC, "llm": LLM}
-    which = [_arg(argv, "--set")] if _arg(argv, "--set") else ["classic", "llm"]
-    dtypes = [_arg(argv, "--dtype")] if _arg(argv, "--dtype") else ["fp16", "bf16"]
+    which = [args.set] if args.set else ["classic", "llm"]
+    dtypes = [args.dtype] if args.dtype else ["fp16", "bf16"]
     out = []
     for dt in dtypes:
         for s in which:
@@ -246,11 +260,11 @@ def main():
           f"triton {getattr(sys.modules.get('triton'), '__version__', 'absent')}; "
           f"blocktune dot: {dict(zip(('0', 'sync'), ('mma.sync', 'wgmma-sync'))).get(os.environ.get('BLOCKTUNE_WGMMA'), 'wgmma')}; "
           f"cache {os.environ['BLOCKTUNE_CACHE_DIR']}", flush=True)
-    shapes = QUICK if "--quick" in sys.argv else FP8 if "--fp8" in sys.argv else selected_shapes(sys.argv)
-    extended = (_arg(sys.argv, "--configs") or "tutorial") == "extended"
+    shapes = QUICK if ARGS.quick else FP8 if ARGS.fp8 else selected_shapes(ARGS)
+    extended = ARGS.configs == "extended"
     for name, mod in (("blocktune", bt), ("triton", tri)):
         if mod is not None:
-            SUBJECTS[name] = Subject(mod, "--persistent" in sys.argv, extended)
+            SUBJECTS[name] = Subject(mod, ARGS.persistent, extended)
     for s in shapes:
         try:
             run_shape(*s)
@@ -277,7 +291,7 @@ def main():
                   f"({worst['dtype']} {worst['M']}×{worst['N']}×{worst['K']})")
     if os.environ.get("OUT"):
         name = {"0": "matmul_mma_sync", "sync": "matmul_wgmma_sync"}.get(os.environ.get("BLOCKTUNE_WGMMA"), "matmul")
-        name += ("_fp8" if "--fp8" in sys.argv else "") + ("_persistent" if "--persistent" in sys.argv else "")
+        name += ("_fp8" if ARGS.fp8 else "") + ("_persistent" if ARGS.persistent else "")
         name += ("_extended" if extended else "") + ".json"
         with open(os.path.join(os.environ["OUT"], name), "w") as f:
             json.dump(ROWS, f, indent=1)
