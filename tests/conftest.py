@@ -119,3 +119,18 @@ def chromium_path():
     if not os.path.exists(CHROMIUM):
         raise RuntimeError("Debian's chromium is not installed: run scripts/setup.sh")
     return CHROMIUM
+
+
+@pytest.fixture(autouse=True)
+def _process_limits_restored():
+    """The tuner's compile step caps its own process (RLIMIT_AS, RLIMIT_CPU: tuner/compile_step.py);
+    a test that runs it in the test process must not leave the cap on. Chromium, started later by the
+    dashboard tests, inherits it and dies at start (SIGTRAP) when 8 GiB of address space cannot hold
+    its V8 heap reservation."""
+    import resource
+
+    kept = {r: resource.getrlimit(r) for r in (resource.RLIMIT_AS, resource.RLIMIT_CPU)}
+    yield
+    for r, limits in kept.items():
+        if resource.getrlimit(r) != limits:
+            resource.setrlimit(r, limits)
