@@ -92,8 +92,10 @@ xdist_args() {  # $1: the python that runs pytest
   elif [ "$JOBS" -gt 1 ]; then echo "pytest-xdist is not installed for $1: running serially" >&2; fi
 }
 
-# `-P`: the tests run from python/test/unit, whose own `cuda/` package would hide cuda-python's
-# `cuda` (blocktune's driver) if the working directory came first on sys.path
+# The tests run from python/test, not python/test/unit: unit's own `cuda/` package would hide
+# cuda-python's `cuda` (blocktune's driver) wherever the working directory comes first on sys.path,
+# and `-P` does not reach pytest-xdist's workers (each starts with its working directory on sys.path).
+# `--rootdir` keeps the test ids relative to python/test/unit, whatever config file sits above.
 run_suite() {  # $1: label, $2: python, $3: PYTHONPATH, $4: junit file prefix
   local label="$1" py="$2" pypath="$3" prefix="$4" sel name mark paths
   rm -f "$prefix"-*.xml
@@ -101,8 +103,8 @@ run_suite() {  # $1: label, $2: python, $3: PYTHONPATH, $4: junit file prefix
     IFS='|' read -r name mark paths <<<"$sel"
     echo "== $label: Triton $VERSION ($COMMIT) tests $paths${mark:+ (-m $mark)} on $DEVICE" >&2
     # shellcheck disable=SC2046,SC2086
-    (cd "$UNIT" && TRITON_INTERPRET="$INTERPRET" BLOCKTUNE_INTERPRET="$INTERPRET" PYTHONPATH="$pypath${PYTHONPATH:+:$PYTHONPATH}" "$py" -P -m pytest "${COMMON[@]}" \
-       ${mark:+-m "$mark"} $(xdist_args "$py") --junitxml="$prefix-$name.xml" $paths 2>&1 | tail -n 3) || true
+    (cd "$UNIT/.." && TRITON_INTERPRET="$INTERPRET" BLOCKTUNE_INTERPRET="$INTERPRET" PYTHONPATH="$pypath${PYTHONPATH:+:$PYTHONPATH}" "$py" -P -m pytest "${COMMON[@]}" \
+       --rootdir "$UNIT" ${mark:+-m "$mark"} $(xdist_args "$py") --junitxml="$prefix-$name.xml" $(printf "unit/%s " $paths) 2>&1 | tail -n 3) || true
   done
 }
 
