@@ -12,9 +12,9 @@ import copy
 from llvmlite import ir as ll
 
 from ..language import dtypes as T
-from . import fp8, mma, wgmma
+from . import fp8, mma, split_precision, wgmma
 from .errors import BackendError
-from .dot_layouts import SmemTile, contiguous_dim, mma_kind, operand_tiles, uses_wgmma
+from .dot_layouts import SmemTile, mma_kind, operand_cdim, operand_tiles, uses_wgmma
 from .layouts import dot_operand
 from .llvm_types import F32, F64, I32, esize, is_signed, lty, mty
 from .smem_tiles import write_tile
@@ -42,7 +42,10 @@ def lower_dot(lw, op):
     """FMA dot: A and B go to shared memory (row-major), then for each k every thread loads the
     A values of its C rows and the B values of its C columns (vectorized along k for A and along n
     for B) and does the outer-product FMAs. Register use stays at acc + a few operands.
-    fp16/bf16/fp8 (and fp32 as tf32) dots go to tensor cores instead (mma.py, wgmma.py)."""
+    fp16/bf16/fp8/int8 (and fp32 as tf32) dots go to tensor cores instead (mma.py, wgmma.py), fp32
+    as tf32x3 to three tf32 ones (split_precision.py)."""
+    if mma_kind(op) == "tf32x3":
+        return split_precision.lower_tf32x3_dot(lw, op)
     if mma_kind(op) is not None:
         return lower_tensor_core_dot(lw, op)
     a, bv, c = op.operands
@@ -191,7 +194,7 @@ def pin_loop_invariant_operands(lw, loop) -> list:
     dots = []
     for o in body.walk():
         inside.update(r.id for r in o.results)
-        if o.name == "dot" and mma_kind(o) is not None:
+        if o.name == "dot" and mma_kind(o) not in (None, "tf32x3"):   # (tf32x3 splits its operands first)
             dots.append(o)
     keys = []
     top = set(lw.fn.body.ops)
@@ -216,7 +219,7 @@ def pin_loop_invariant_operands(lw, loop) -> list:
             kind = mma_kind(o)
             es = 4 if kind == "tf32" else x.dtype.itemsize
             start = lw.smem_reserved
-            tile = SmemTile(x.shape, contiguous_dim(lay), es, base=start, panels=on_wgmma)
+            tile = SmemTile(x.shape, operand_cdim(o, i, lay), es, base=start, panels=on_wgmma)
             if start + tile.nbytes > PINNED_LIMIT:
                 continue
             lw.smem_bytes = max(lw.smem_bytes, start - lw.smem_reserved + tile.nbytes)

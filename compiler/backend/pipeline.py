@@ -1,6 +1,6 @@
 """Software pipelining of `for` loops that feed a tensor-core dot (Triton's num_stages).
 
-A loop qualifies when its body holds one mma dot (fp16/bf16) whose two operands are loads made in
+A loop qualifies when its body holds one mma dot (fp16/bf16, fp8, int8) whose two operands are loads made in
 the body, used by nothing else, masked with `other` = 0 (or unmasked), whose pointer and mask
 depend only on the induction variable, loop invariants and iter args whose own updates (the
 yield) are pure index arithmetic — Triton's tutorial loop `a = tl.load(a_ptrs, mask=…, other=0.0);
@@ -43,7 +43,7 @@ from llvmlite import ir as ll
 
 from .. import ir
 from . import dot, tma, wgmma
-from .dot_layouts import is_fp8_kind, mma_kind, operand_tiles, register_groups, tiles_end, uses_wgmma
+from .dot_layouts import is_8bit_kind, mma_kind, operand_tiles, register_groups, tiles_end, uses_wgmma
 from .layouts import log2
 from .llvm_types import esize, is_signed
 from .memory import access_width
@@ -122,7 +122,7 @@ def make_plan(lw, op) -> Plan | None:
     body = op.regions[0]
     y = body.terminator
     dots = [o for o in body.ops if o.name == "dot"]
-    if len(dots) != 1 or (mma_kind(dots[0]) not in ("f16", "bf16") and not is_fp8_kind(mma_kind(dots[0]))):
+    if len(dots) != 1 or (mma_kind(dots[0]) not in ("f16", "bf16") and not is_8bit_kind(mma_kind(dots[0]))):
         return None
     d = dots[0]
     top = set(body.ops)
@@ -165,7 +165,7 @@ def make_plan(lw, op) -> Plan | None:
     # own iter arg, yielded and used by nothing else, and one more buffer (the one it still reads)
     p.async_dot = False
     if (uses_wgmma(d, lw.options) and lw.options.wgmma == "async"
-            and d.result.dtype.name == "fp32" and d.operands[2].dtype.name == "fp32"):
+            and d.result.dtype.name in ("fp32", "int32") and d.operands[2].dtype == d.result.dtype):
         c = d.operands[2]
         if c.owner is None and c in body.args[1:]:
             i = body.args.index(c) - 1
