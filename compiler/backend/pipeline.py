@@ -8,13 +8,13 @@ yield) are pure index arithmetic — Triton's tutorial loop `a = tl.load(a_ptrs,
 
 Such loads are not lowered to registers. Instead, with S = num_stages buffers of (A tile, B tile)
 in swizzled shared memory (dot_layouts.SmemTile):
-  prologue   for s in 0 … D-1: cp.async the tiles of iteration s into buffer s; commit
-  iteration i: cp.async.wait_group(D-1); bar.sync           (tiles of i have landed)
-             cp.async the tiles of iteration i+D into buffer (i+D) % S; commit
+  prologue   for s in 0 … D-1: cp.async the tiles of iteration s into buffer s; commit (after each tile)
+  iteration i: cp.async.wait_group((D-1)·L); bar.sync       (tiles of i have landed; L loads)
+             cp.async the tiles of iteration i+D into buffer (i+D) % S; commit (after each tile)
              ldmatrix + mma.sync (or wgmma) from buffer i % S
   exit       cp.async.wait_group(0); bar.sync
 with D = S-1. With wgmma kept asynchronous (the accumulator only carried), the order is Triton's:
-  iteration i: cp.async.wait_group(D-1); bar.sync
+  iteration i: cp.async.wait_group((D-1)·L); bar.sync
              wgmma from buffer i % S; commit; wgmma.wait_group(1)   (wgmma(i-1) is done, i runs on)
              bar.sync                          (every warpgroup is past its wgmma(i-1))
              cp.async the tiles of iteration i+S-1 into buffer (i-1) % S; commit
@@ -321,12 +321,18 @@ def _issue(lw, plan: Plan, body, iv_val, state: dict, slot, slot_base, ub, signe
             pred = live if masks is None else b.and_(live, masks[g])
             size = b.select(pred, ll.Constant(I32, nbytes), ll.Constant(I32, 0))
             b.call(fn, [dst, ptrs[g], size])
+        lw.call("llvm.nvvm.cp.async.commit.group", ll.VoidType(), [])   # one group a load (see cp_async_groups)
     if copies:   # thread 0 arms each tile's mbarrier and starts its copies (none past the end)
         with b.if_then(b.and_(live, tma.elected(lw))):
             for j, copy in enumerate(copies):
                 tma.issue_copies(lw, [copy], stage_barrier(lw, plan, slot, j))
-    if plan.cp_async:
-        lw.call("llvm.nvvm.cp.async.commit.group", ll.VoidType(), [])
+
+
+def cp_async_groups(plan: Plan) -> int:
+    """cp.async groups an iteration commits: one a load, as Triton's pipeliner does, so that
+    `cp.async.wait_group` counts what Triton's does (its test_tl_range_num_stages reads the count:
+    6 for num_stages=5 and two loads). Waiting for iteration i's tiles is the same point either way."""
+    return sum(lo.name == "load" for lo in plan.loads)
 
 
 def stage_barrier(lw, plan: Plan, slot, j: int):
@@ -455,8 +461,8 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot) -> None:
     for a, l, ps in zip(body.args[1:], lays, phis):
         lw.bind(a, l, ps)
     sconst = ll.Constant(I32, S)
-    if plan.cp_async:
-        lw.call("llvm.nvvm.cp.async.wait.group", ll.VoidType(), [ll.Constant(I32, D - 1)])
+    if plan.cp_async:   # the tiles of iteration i landed: those of the D-1 iterations after it may still be in flight
+        lw.call("llvm.nvvm.cp.async.wait.group", ll.VoidType(), [ll.Constant(I32, (D - 1) * cp_async_groups(plan))])
     # TMA: the k-th use of a stage (k = it / S) completes its barriers' phase k; each tile is
     # waited for where it is first read (wait_tile), else here
     if plan.tma:

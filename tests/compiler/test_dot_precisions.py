@@ -118,11 +118,11 @@ def test_int8_dot_on_mma_sync_when_wgmma_is_off(monkeypatch):
 @pytest.mark.parametrize("nw,bm,bn,mode", [(4, 64, 64, "async"), (8, 128, 128, "async"), (2, 32, 64, "mma")])
 def test_int8_k_loop_is_pipelined(nw, bm, bn, mode, monkeypatch):
     """A K loop of int8 tiles (B K-major, as int8 GEMMs store it) goes through the cp.async pipeline;
-    on wgmma the int32 accumulator stays in flight across iterations (wait_group 1)."""
+    on wgmma the int32 accumulator stays in flight across iterations (wgmma wait_group 1)."""
     ones = ("stride_ak", "stride_bk", "stride_cn")
     ck = _compile(K.loop_dot_kernel, LOOP_SIG, "int8", ones, nw, BM=bm, BN=bn, BK=64, PREC="ieee")
     ptx = ck.asm["ptx"]
-    assert re.search(r"cp\.async\.wait_group\s+1;", ptx)
+    assert re.search(r"cp\.async\.wait_group\s+2;", ptx)   # num_stages 3: one stage (2 groups) ahead
     if mode == "async":
         assert re.search(S8_WGMMA, ptx) and re.search(r"wgmma\.wait_group\.sync\.aligned\s+1;", ptx)
     else:
@@ -185,3 +185,22 @@ def test_tf32x3_loop_dot_in_interpret_mode(interpret):
                                                                  b.stride(1), c.stride(0), c.stride(1), BM=32, BN=32,
                                                                  BK=32, PREC="tf32x3")
     torch.testing.assert_close(c.double(), a.double() @ b.double(), rtol=1e-5, atol=1e-5)
+
+
+# ---- the loop pipeline's cp.async groups -------------------------------------------------------------
+
+@pytest.mark.parametrize("stages", [2, 3, 5, 6])
+@pytest.mark.parametrize("wgmma_mode", ["1", "0"])
+def test_tl_range_num_stages_sets_the_cp_async_depth(stages, wgmma_mode, monkeypatch):
+    """tl.range(..., num_stages=S) over a launch with num_stages=3: S-1 stages in flight, a commit
+    group per loaded tile (A and B), so the loop waits with cp.async.wait_group 2·(S-2) — the count
+    Triton's pipeliner emits and its test_tl_range_num_stages looks for (6 for S = 5)."""
+    monkeypatch.setenv("BLOCKTUNE_WGMMA", wgmma_mode)
+    sig = dict(A="*fp16", B="*fp16", C="*fp32", K="i32", stride_am="i32", stride_bk="i32", stride_cm="i32")
+    ck = triton.compile(K.range_stages_matmul_kernel, signature=sig, constexprs=dict(BM=64, BN=64, BK=64, STAGES=stages),
+                        num_warps=4, num_stages=3, target="sm_90a", divisible_by_16=tuple(sig))
+    ptx = ck.asm["ptx"]
+    assert re.findall(r"cp\.async\.wait_group\s+(\d+);", ptx) == [str(2 * (stages - 2)), "0"]
+    assert ptx.count("cp.async.commit_group") == 2 * stages
+    assert ck.metadata["shared"] >= stages * 2 * 64 * 64 * 2
+    assembles(ptx)

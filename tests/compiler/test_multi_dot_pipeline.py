@@ -14,8 +14,8 @@ from test_dot_mma import compile_dot, report
 def test_transposed_operand_loads_are_pipelined(trans_a, trans_b):
     ptx = compile_dot("fp16", 128, 128, 32, 4, trans_a=trans_a, trans_b=trans_b, target="sm_90a").asm["ptx"]
     assert "wgmma.mma_async" in ptx
-    # num_stages 3: two stages copied ahead in the prologue, one more each iteration
-    assert len(re.findall(r"cp\.async\.commit_group", ptx)) == 3
+    # num_stages 3: two stages copied ahead in the prologue, one more each iteration; a group per tile
+    assert len(re.findall(r"cp\.async\.commit_group", ptx)) == 3 * 2
     assert "ld.global" not in ptx.split("cp.async.wait_group")[1].split("wgmma.fence")[0]
     _, spills, _ = report(ptx, "sm_90a")
     assert spills == 0

@@ -41,3 +41,20 @@ def loop_dot_kernel(A, B, C, M, N, K, stride_am, stride_ak, stride_bk, stride_bn
                     other=0)
         acc = tl.dot(a, b, acc, input_precision=PREC)
     tl.store(C + rm[:, None] * stride_cm + rn[None, :] * stride_cn, acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@triton.jit
+def range_stages_matmul_kernel(A, B, C, K, stride_am, stride_bk, stride_cm, BM: tl.constexpr, BN: tl.constexpr,
+                               BK: tl.constexpr, STAGES: tl.constexpr):
+    """One [BM, BN] tile over K, the loop's pipeline depth from tl.range (not the launch's num_stages)."""
+    rm = tl.arange(0, BM)
+    rn = tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    a_ptrs = A + rm[:, None] * stride_am + rk[None, :]
+    b_ptrs = B + rk[:, None] * stride_bk + rn[None, :]
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for _ in tl.range(0, tl.cdiv(K, BK), num_stages=STAGES):
+        acc = tl.dot(tl.load(a_ptrs), tl.load(b_ptrs), acc)
+        a_ptrs += BK
+        b_ptrs += BK * stride_bk
+    tl.store(C + rm[:, None] * stride_cm + rn[None, :], acc)
