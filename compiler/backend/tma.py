@@ -66,6 +66,14 @@ class BoxTile(SmemTile):
     def panels(self) -> int:
         return self.cols // self.panel_cols
 
+    def copies(self):
+        """(panel, row chunk, byte offset in the tile) of each copy of the box: a panel holds the
+        rows one after the other, a chunk tensor_map.MAX_BOX of the first dim's."""
+        chunk_rows = min(self.block[0], tensor_map.MAX_BOX) * math.prod(self.block[1:-1])
+        for p in range(self.panels):
+            for j in range(tensor_map.row_chunks(self.block)):
+                yield p, j, (p * self.rows + j * chunk_rows) * self.panel_cols * self.es
+
 
 def tile_for(v, base: int = 0) -> BoxTile:
     """The tile a tma_load's result (or a tma_store's value) occupies."""
@@ -119,13 +127,17 @@ def elected(lw):
     return lw.b.icmp_unsigned("==", lw.tid, ll.Constant(I32, 0))
 
 
-def _coordinates(lw, offsets: list, tile: BoxTile, panel: int) -> list:
-    """The copy's coordinates, innermost dim first, of panel `panel` of the block at `offsets`."""
+def _coordinates(lw, offsets: list, tile: BoxTile, panel: int, chunk: int = 0) -> list:
+    """The copy's coordinates, innermost dim first, of panel `panel`, row chunk `chunk` of the
+    block at `offsets`."""
     b = lw.b
     inner = offsets[-1]
     if panel:
         inner = b.add(inner, ll.Constant(I32, panel * tile.panel_cols))
-    return [inner] + list(reversed(offsets[:-1]))
+    outer = list(reversed(offsets[:-1]))
+    if chunk:
+        outer[-1] = b.add(outer[-1], ll.Constant(I32, chunk * tensor_map.MAX_BOX))
+    return [inner] + outer
 
 
 def _copy_text(rank: int, direction: str) -> str:
@@ -145,9 +157,9 @@ def issue_copies(lw, loads: list, bar) -> None:
     for tmap, offsets, tile, dst in loads:
         rank = len(tile.block)
         addr = map_address(lw, tmap)
-        for p in range(tile.panels):
-            d = lw.b.add(dst, ll.Constant(I32, p * tile.rows * tile.panel_cols * tile.es)) if p else dst
-            coords = _coordinates(lw, offsets, tile, p)
+        for p, j, at in tile.copies():
+            d = lw.b.add(dst, ll.Constant(I32, at)) if at else dst
+            coords = _coordinates(lw, offsets, tile, p, j)
             _asm(lw, _copy_text(rank, "load"), ",".join(["r", "l"] + ["r"] * rank + ["r"]), [d, addr] + coords + [bar])
 
 
@@ -205,10 +217,10 @@ def lower_tma_store(lw, op) -> None:
     with lw.b.if_then(elected(lw)):
         addr = map_address(lw, lw.scalar(op.operands[0]))
         src = smem_address(lw, lw.smem_reserved + tile.base)
-        for p in range(tile.panels):
-            s = lw.b.add(src, ll.Constant(I32, p * tile.rows * tile.panel_cols * tile.es)) if p else src
+        for p, j, at in tile.copies():
+            s = lw.b.add(src, ll.Constant(I32, at)) if at else src
             _asm(lw, _copy_text(rank, "store"), ",".join(["r", "l"] + ["r"] * rank),
-                 [s, addr] + _coordinates(lw, offsets, tile, p))
+                 [s, addr] + _coordinates(lw, offsets, tile, p, j))
         _asm(lw, "cp.async.bulk.commit_group;", "", [])
         _asm(lw, "cp.async.bulk.wait_group.read 0;", "", [])
     lw.barrier()
@@ -231,9 +243,33 @@ def _elemtype(dt) -> int:
 
 
 def tensor_maps_per_program(fn) -> int:
-    """Maps a program of `fn` writes into its global scratch (one slot per make_tensor_map)."""
-    slots = [op.attrs["slot"] for op in fn.walk() if op.name == "make_tensor_map"]
-    return max(slots) + 1 if slots else 0
+    """Maps a program of `fn` writes into its global scratch (Triton's metadata: global_scratch_size
+    is 128 bytes a map)."""
+    slots = tensor_map_slots(fn)
+    return max(slots.values()) + 1 if slots else 0
+
+
+def tensor_map_slots(fn) -> dict:
+    """The scratch slot of each make_tensor_map (by op id): one a distinct map. Creations of the same
+    map (the same base, shape, strides, block and padding — a descriptor made again in a loop) share
+    their slot, as Triton's CSE and loop-invariant code motion leave one creation of it; re-writing
+    a slot writes the bytes it holds."""
+    slots, keys = {}, {}
+    for op in fn.walk():
+        if op.name == "make_tensor_map":
+            key = (tuple(_value_key(v) for v in op.operands[1:]), tuple(op.attrs["block"]), op.attrs.get("padding"))
+            slots[id(op)] = keys.setdefault(key, len(keys))
+    return slots
+
+
+def _value_key(v) -> tuple:
+    """What `v` is, structurally: a constant by its value, a cast by what it casts, else itself."""
+    op = v.owner
+    if op is not None and op.name == "const" and not v.is_block:
+        return ("const", v.dtype.name, repr(op.attrs.get("value")))
+    if op is not None and op.name == "cast" and len(op.operands) == 1:
+        return ("cast", v.dtype.name, _value_key(op.operands[0]))
+    return ("value", v.id)
 
 
 def _program_index(lw):
@@ -256,7 +292,7 @@ def lower_make_tensor_map(lw, op) -> None:
     elt = base.dtype.element_ty
     es = elt.primitive_bitwidth // 8
     slot = b.add(b.mul(_program_index(lw), ll.Constant(I64, tensor_maps_per_program(lw.fn))),
-                 ll.Constant(I64, op.attrs["slot"]))
+                 ll.Constant(I64, tensor_map_slots(lw.fn)[id(op)]))
     gaddr = b.add(b.ptrtoint(lw.scalar(scratch), I64), b.mul(slot, ll.Constant(I64, MAP_BYTES)))
     lw.smem_bytes = max(lw.smem_bytes, MAP_BYTES)
     tmpl = smem_address(lw, lw.smem_reserved)
