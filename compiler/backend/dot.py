@@ -43,9 +43,9 @@ def lower_dot(lw, op):
     A values of its C rows and the B values of its C columns (vectorized along k for A and along n
     for B) and does the outer-product FMAs. Register use stays at acc + a few operands.
     fp16/bf16/fp8/int8 (and fp32 as tf32) dots go to tensor cores instead (mma.py, wgmma.py), fp32
-    as tf32x3 to three tf32 ones (split_precision.py)."""
-    if mma_kind(op) == "tf32x3":
-        return split_precision.lower_tf32x3_dot(lw, op)
+    as tf32x3/bf16x3/bf16x6 to several tf32 or bf16 ones (split_precision.py)."""
+    if split_precision.is_split_kind(mma_kind(op)):
+        return split_precision.lower_split_dot(lw, op, mma_kind(op))
     if mma_kind(op) is not None:
         return lower_tensor_core_dot(lw, op)
     a, bv, c = op.operands
@@ -194,7 +194,7 @@ def pin_loop_invariant_operands(lw, loop) -> list:
     dots = []
     for o in body.walk():
         inside.update(r.id for r in o.results)
-        if o.name == "dot" and mma_kind(o) not in (None, "tf32x3"):   # (tf32x3 splits its operands first)
+        if o.name == "dot" and mma_kind(o) is not None and not split_precision.is_split_kind(mma_kind(o)):
             dots.append(o)
     keys = []
     top = set(lw.fn.body.ops)

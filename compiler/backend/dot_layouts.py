@@ -1,7 +1,7 @@
 """Tensor-core dots: which instruction a `tl.dot` lowers to, and the layouts that choice implies.
 
-  mma_kind(op)          'f16' | 'bf16' | 'tf32' | 'tf32x3' | 'e4m3.e5m2' (fp8, A's and B's kind) | 's8'
-                        (int8 → int32) when the dot can use tensor cores, else None (FMA)
+  mma_kind(op)          'f16' | 'bf16' | 'tf32' | 'tf32x3' | 'bf16x3' | 'bf16x6' | 'e4m3.e5m2' (fp8, A's
+                        and B's kind) | 's8' (int8 → int32) when the dot can use tensor cores, else None (FMA)
   uses_wgmma(op, opts)  Hopper's warpgroup MMA (wgmma.py) rather than mma.sync (mma.py)
   acc_layout_for(op, opts)   the accumulator layout the layout assignment anchors the dot to
   SmemTile, operand_tiles    the swizzled shared-memory tiles both instructions read operands from
@@ -39,8 +39,8 @@ def is_int_kind(kind) -> bool:
 
 
 def mma_kind(op) -> str | None:
-    """'f16' | 'bf16' | 'tf32' | 'tf32x3' | '<a>.<b>' (fp8: e4m3/e5m2, K ≥ 32) | 's8' (int8 × int8 →
-    int32, K ≥ 32) when this dot can run on tensor cores, else None (FMA path)."""
+    """'f16' | 'bf16' | 'tf32' | 'tf32x3' | 'bf16x3' | 'bf16x6' | '<a>.<b>' (fp8: e4m3/e5m2, K ≥ 32) | 's8'
+    (int8 × int8 → int32, K ≥ 32) when this dot can run on tensor cores, else None (FMA path)."""
     a, b, c = op.operands
     res = op.result
     adt = a.dtype.name
@@ -58,8 +58,8 @@ def mma_kind(op) -> str | None:
         return None
     if adt in KINDS:
         return KINDS[adt]
-    if adt == "fp32" and op.attrs.get("input_precision", "ieee") in ("tf32", "tf32x3"):
-        return op.attrs["input_precision"]
+    if adt == "fp32" and op.attrs.get("input_precision", "ieee") in ("tf32", "tf32x3", "bf16x3", "bf16x6"):
+        return op.attrs["input_precision"]   # (the last three: split_precision.py)
     return None
 
 

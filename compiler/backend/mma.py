@@ -31,7 +31,7 @@ from llvmlite import ir as ll
 
 from .dot_layouts import SmemTile, is_8bit_kind, is_int_kind, mma_acc_layout, mma_kind, warps_per_tile
 from .layouts import log2
-from .llvm_types import F16, F32, I32, esize, lty
+from .llvm_types import F16, F32, I32, lty
 
 
 # ---- lane address patterns (coordinates per lane bit) ----------------------------------------
@@ -126,7 +126,7 @@ def accumulate(lw, op, kind: str, ta: SmemTile, tb: SmemTile, acc: list, dyn_bas
     mt_count, nt_count = tm // 16, tn // 8
     b = lw.b
     acc = list(acc)
-    es = esize(a.dtype)
+    es = ta.es                     # the kind's: an fp32 dot's bf16 parts are 2 bytes
     kc = 16 // es                  # elements of one 16-byte fragment row
     kinstr = 2 * kc                # 16 (f16/bf16), 8 (tf32) or 32 (8-bit)
 

@@ -1,62 +1,99 @@
-"""`tl.dot(..., input_precision="tf32x3")`: fp32 operands on the tf32 tensor cores with about fp32
-accuracy (the 3xTF32 trick, NVIDIA/cutlass discussion 385), as Triton decomposes it (F32DotTC):
+"""`tl.dot` of fp32 blocks with input_precision "tf32x3", "bf16x3" or "bf16x6": fp32 operands on the
+tf32 or bf16 tensor cores, split into parts, with accuracy near fp32 — as Triton decomposes them
+(F32DotTC; 3xTF32: NVIDIA/cutlass discussion 385; 3xBF16/6xBF16: arXiv 1904.06376):
 
-    a_big = tf32(a)   a_small = tf32(a - a_big)        likewise b
-    d = mma(a_small, b_big, 0) + mma(a_big, b_small)   NaNs of d replaced by 0
-    result = mma(a_big, b_big, d) + c
+    x0 = round(x)   x1 = round(x - x0)   x2 = round(x - x0 - x1)      (round: to tf32 or bf16)
+    tf32x3, bf16x3: d = a1·b0 + a0·b1
+    bf16x6:         d = a1·b1 + a2·b0 + a0·b2 + a1·b0 + a0·b1
+    NaNs of d replaced by 0;  result = a0·b0 + d + c
 
-The small products go first so that they are not lost against the big one; the NaN replacement
-keeps a finite a·∞ whose small part is 0 (0·∞ = NaN) from turning the result into NaN. The four
-operand parts are written to four swizzled tiles (dot_layouts.SmemTile) between one pair of
-barriers and read by mma.py's tf32 mma.sync (m16n8k8) accumulation.
+each product an mma.sync accumulation into the last (mma.py), the small ones first so that they are
+not lost against the big one; the NaN replacement keeps a finite a·∞ whose small part is 0 (0·∞ =
+NaN) from turning the result into NaN. The operands' parts are written to swizzled tiles
+(dot_layouts.SmemTile) between one pair of barriers.
 """
 from __future__ import annotations
 
 from llvmlite import ir as ll
 
+from ..language import dtypes as T
 from . import mma
-from .dot_layouts import mma_acc_layout, operand_tiles, tiles_end
+from .dot_layouts import SmemTile, mma_acc_layout, operand_cdim
 from .llvm_types import F32, I32, lty
 from .smem_tiles import write_tile
 
+# kind → (the parts' tensor-core kind, parts an operand is split into, the small products (part of A,
+# part of B) in the order they accumulate)
+SPLITS = {
+    "tf32x3": ("tf32", 2, ((1, 0), (0, 1))),
+    "bf16x3": ("bf16", 2, ((1, 0), (0, 1))),
+    "bf16x6": ("bf16", 3, ((1, 1), (2, 0), (0, 2), (1, 0), (0, 1))),
+}
 
-def _tf32(lw, x):
-    """The tf32 value nearest to fp32 `x` (cvt.rna.tf32.f32), as its b32 bits."""
-    return lw.call("llvm.nvvm.f2tf32.rna", I32, [x])
+
+def is_split_kind(kind) -> bool:
+    return kind in SPLITS
 
 
-def split(lw, regs) -> tuple[list, list]:
-    """(big, small) tf32 bits of each fp32 register: big = tf32(x), small = tf32(x - big)."""
+def _round(lw, part_kind: str, x):
+    """(the part as the tile holds it, its value as fp32)."""
     b = lw.b
-    big = [_tf32(lw, x) for x in regs]
-    small = [_tf32(lw, b.fsub(x, b.bitcast(h, F32))) for x, h in zip(regs, big)]
-    return big, small
+    if part_kind == "tf32":   # cvt.rna.tf32.f32: the b32 bits of the nearest tf32
+        bits = lw.call("llvm.nvvm.f2tf32.rna", I32, [x])
+        return bits, b.bitcast(bits, F32)
+    h = b.fptrunc(x, lty(T.bfloat16))   # round to nearest even
+    return h, b.fpext(h, F32)
+
+
+def split(lw, part_kind: str, parts: int, regs) -> list:
+    """The `parts` parts of each fp32 register: part i rounds what the parts before it left."""
+    b = lw.b
+    out = [[] for _ in range(parts)]
+    for x in regs:
+        for i in range(parts):
+            p, v = _round(lw, part_kind, x)
+            out[i].append(p)
+            if i + 1 < parts:
+                x = b.fsub(x, v)
+    return out
+
+
+def _tiles(op, i: int, lay, es: int, parts: int, base: int) -> tuple[list, int]:
+    """`parts` tiles of operand i, from byte `base` on (1024-byte aligned), and the end."""
+    x = op.operands[i]
+    tiles = []
+    for _ in range(parts):
+        t = SmemTile(x.shape, operand_cdim(op, i, lay), es, base=base)
+        tiles.append(t)
+        base = (base + t.nbytes + 1023) // 1024 * 1024
+    return tiles, base
 
 
 def _nan_to_zero(b, x):
     return b.select(b.fcmp_unordered("uno", x, x), ll.Constant(F32, 0.0), x)
 
 
-def lower_tf32x3_dot(lw, op) -> None:
+def lower_split_dot(lw, op, kind: str) -> None:
+    part_kind, parts, small = SPLITS[kind]
     a, bv, c = op.operands
     res = op.result
-    a_lay, b_lay = lw.layout_of(a), lw.layout_of(bv)
-    big_a, big_b = operand_tiles(op, a_lay, b_lay, lw.options)
-    small_a, small_b = operand_tiles(op, a_lay, b_lay, lw.options, base=(tiles_end(big_a, big_b) + 1023) // 1024 * 1024)
-    lw.smem_bytes = max(lw.smem_bytes, tiles_end(small_a, small_b))
-    regs = lw.block(a, a_lay), lw.block(bv, b_lay)   # (conversions to these layouts use shared memory too)
+    es, mt = (4, I32) if part_kind == "tf32" else (2, lty(T.bfloat16))
+    lays = (lw.layout_of(a), lw.layout_of(bv))
+    tiles_a, end = _tiles(op, 0, lays[0], es, parts, 0)
+    tiles_b, end = _tiles(op, 1, lays[1], es, parts, end)
+    lw.smem_bytes = max(lw.smem_bytes, end)
+    regs = lw.block(a, lays[0]), lw.block(bv, lays[1])   # (conversions to these layouts use shared memory too)
     lw.barrier()
-    for x, lay, big, small in zip(regs, (a_lay, b_lay), (big_a, big_b), (small_a, small_b)):
-        hi, lo = split(lw, x)
-        write_tile(lw, hi, lay, big, I32)
-        write_tile(lw, lo, lay, small, I32)
+    for x, lay, tiles in zip(regs, lays, (tiles_a, tiles_b)):
+        for vals, tile in zip(split(lw, part_kind, parts, x), tiles):
+            write_tile(lw, vals, lay, tile, mt)
     lw.barrier()
     b = lw.b
     cl = mma_acc_layout(*res.shape, lw.num_warps)
     acc = [ll.Constant(F32, 0.0)] * cl.n_regs
-    acc = mma.accumulate(lw, op, "tf32", small_a, big_b, acc)
-    acc = mma.accumulate(lw, op, "tf32", big_a, small_b, acc)
-    acc = mma.accumulate(lw, op, "tf32", big_a, big_b, [_nan_to_zero(b, x) for x in acc])
+    for i, j in small:
+        acc = mma.accumulate(lw, op, part_kind, tiles_a[i], tiles_b[j], acc)
+    acc = mma.accumulate(lw, op, part_kind, tiles_a[0], tiles_b[0], [_nan_to_zero(b, x) for x in acc])
     cs = [x if x.type == F32 else b.fpext(x, F32) for x in lw.block(c, cl)]
     out = [b.fadd(x, y) for x, y in zip(acc, cs)]
     if lty(res.dtype) != F32:

@@ -903,8 +903,9 @@ def dot(b, a, c, acc=None, input_precision=None, allow_tf32=None, max_num_imprec
         else:
             input_precision = knobs.codegen.fp32_default
     input_precision = str(input_precision).lower()
-    if input_precision not in ("tf32", "tf32x3", "ieee"):
-        raise SemanticError(f"tl.dot: input_precision must be 'tf32', 'tf32x3' or 'ieee', got {input_precision!r}")
+    if input_precision not in ("tf32", "tf32x3", "ieee", "bf16x3", "bf16x6"):
+        raise SemanticError("tl.dot: input_precision must be one of 'tf32', 'tf32x3', 'ieee', 'bf16x3', 'bf16x6', "
+                            f"got {input_precision!r}")
     if not a.dtype.is_fp32():
         input_precision = "ieee"
     rt = block_type(out, (m, n))

@@ -1,9 +1,11 @@
-"""int8 and tf32x3 `tl.dot` on the tensor cores, without a GPU (GPU runs: test_dot_precisions_gpu.py).
+"""int8 and split-precision fp32 (tf32x3, bf16x3, bf16x6) `tl.dot` on the tensor cores, without a GPU
+(GPU runs: test_dot_precisions_gpu.py).
 
 int8 × int8 → int32 goes through the 8-bit (k32, K-major) tensor-core paths that fp8 uses: wgmma
 `m64nNk32.s32.s8.s8` on sm_90 where the warpgroup split fits, else mma.sync
 `m16n8k32.row.col.satfinite.s32.s8.s8.s32` (the instructions Triton's test_dot looks for).
-input_precision="tf32x3" is three tf32 mma.sync products of split operands (split_precision.py).
+input_precision="tf32x3" is three tf32 mma.sync products of split operands, "bf16x3" three bf16 ones,
+"bf16x6" six (split_precision.py).
 
 1. The lowering's address arithmetic, executed on numpy: mma.sync s8 fragments (tensor_core_model)
    and the wgmma descriptors of 8-bit K-major tiles.
@@ -131,23 +133,30 @@ def test_int8_k_loop_is_pipelined(nw, bm, bn, mode, monkeypatch):
 
 
 TF32_MMA = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"
+BF16_MMA = "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
+SPLITS = {"tf32x3": (TF32_MMA, 8, 3), "bf16x3": (BF16_MMA, 16, 3), "bf16x6": (BF16_MMA, 16, 6)}   # instruction, its K, products
 
 
+@pytest.mark.parametrize("prec", list(SPLITS))
 @pytest.mark.parametrize("M,N,Kd,nw", [(16, 16, 16, 4), (32, 32, 32, 4), (64, 64, 64, 4), (64, 32, 32, 8)])
 @pytest.mark.parametrize("col_a,col_b", [(False, False), (True, True)])
-def test_tf32x3_is_three_tf32_products(M, N, Kd, nw, col_a, col_b):
-    one = compile_tile("fp32", M, N, Kd, nw, col_a, col_b, prec="tf32").asm["ptx"]
-    three = compile_tile("fp32", M, N, Kd, nw, col_a, col_b, prec="tf32x3").asm["ptx"]
-    assert three.count(TF32_MMA) == 3 * one.count(TF32_MMA) > 0
-    # the operands' big and small parts: two roundings per operand element this thread writes
-    assert three.count("cvt.rna.tf32.f32") == 2 * one.count("cvt.rna.tf32.f32")
-    assembles(three)
+def test_split_precision_is_several_mma_products(prec, M, N, Kd, nw, col_a, col_b):
+    inst, k_inst, products = SPLITS[prec]
+    ptx = compile_tile("fp32", M, N, Kd, nw, col_a, col_b, prec=prec).asm["ptx"]
+    wm, wn = dot_layouts.warps_per_tile(M, N, nw)
+    assert ptx.count(inst) == products * (M // wm // 16) * (N // wn // 8) * (Kd // k_inst)
+    assert "fma.rn.f32" not in ptx   # no FMA dot
+    if prec == "tf32x3":   # the operands' big and small parts: two roundings per element a thread writes
+        one = compile_tile("fp32", M, N, Kd, nw, col_a, col_b, prec="tf32").asm["ptx"]
+        assert ptx.count("cvt.rna.tf32.f32") == 2 * one.count("cvt.rna.tf32.f32")
+    assembles(ptx)
 
 
-def test_tf32x3_in_a_k_loop_assembles():
+@pytest.mark.parametrize("prec", list(SPLITS))
+def test_split_precision_in_a_k_loop_assembles(prec):
     ones = ("stride_ak", "stride_bn", "stride_cn")
-    ptx = _compile(K.loop_dot_kernel, LOOP_SIG, "fp32", ones, 4, BM=64, BN=64, BK=32, PREC="tf32x3").asm["ptx"]
-    assert TF32_MMA in ptx
+    ptx = _compile(K.loop_dot_kernel, LOOP_SIG, "fp32", ones, 4, BM=64, BN=64, BK=32, PREC=prec).asm["ptx"]
+    assert SPLITS[prec][0] in ptx
     assembles(ptx)
 
 
@@ -175,7 +184,8 @@ def test_int8_tile_dot_in_interpret_mode(interpret, col_a, col_b):
     assert torch.equal(c.long(), want)
 
 
-def test_tf32x3_loop_dot_in_interpret_mode(interpret):
+@pytest.mark.parametrize("prec", list(SPLITS))
+def test_split_precision_loop_dot_in_interpret_mode(interpret, prec):
     g = torch.Generator().manual_seed(12)
     M, N, Kd = 48, 40, 100
     a = torch.randn((M, Kd), generator=g)
@@ -183,7 +193,7 @@ def test_tf32x3_loop_dot_in_interpret_mode(interpret):
     c = torch.full((M, N), float("nan"))
     K.loop_dot_kernel[(triton.cdiv(M, 32), triton.cdiv(N, 32))](a, b, c, M, N, Kd, a.stride(0), a.stride(1), b.stride(0),
                                                                  b.stride(1), c.stride(0), c.stride(1), BM=32, BN=32,
-                                                                 BK=32, PREC="tf32x3")
+                                                                 BK=32, PREC=prec)
     torch.testing.assert_close(c.double(), a.double() @ b.double(), rtol=1e-5, atol=1e-5)
 
 
@@ -203,4 +213,19 @@ def test_tl_range_num_stages_sets_the_cp_async_depth(stages, wgmma_mode, monkeyp
     assert re.findall(r"cp\.async\.wait_group\s+(\d+);", ptx) == [str(2 * (stages - 2)), "0"]
     assert ptx.count("cp.async.commit_group") == 2 * stages
     assert ck.metadata["shared"] >= stages * 2 * 64 * 64 * 2
+    assembles(ptx)
+
+
+def test_int8_accumulate_folds_into_the_dot():
+    """`acc += tl.dot(a, b)` on int8 accumulates in the dot (Triton's combine pattern, as for floats):
+    the loop is pipelined with the int32 accumulator in flight, no block add after the dot."""
+    sig = dict(A="*i8", B="*i8", C="*i32", K="i32", stride_am="i32", stride_bn="i32")
+    ck = triton.compile(K.int8_accumulate_kernel, signature=sig, constexprs=dict(BM=64, BN=64, BK=64), num_warps=4,
+                        target="sm_90a", divisible_by_16=tuple(sig))
+    dots = [line for line in ck.asm["ir"].splitlines() if " = dot(" in line]
+    assert len(dots) == 1 and not re.search(r"= add\(%" + re.search(r"%(\w+) = dot", dots[0]).group(1) + r"\b",
+                                             ck.asm["ir"])
+    ptx = ck.asm["ptx"]
+    assert re.search(S8_WGMMA, ptx) and re.search(r"wgmma\.wait_group\.sync\.aligned\s+1;", ptx)
+    assert re.search(r"cp\.async\.wait_group\s+2;", ptx)
     assembles(ptx)

@@ -58,3 +58,17 @@ def range_stages_matmul_kernel(A, B, C, K, stride_am, stride_bk, stride_cm, BM: 
         a_ptrs += BK
         b_ptrs += BK * stride_bk
     tl.store(C + rm[:, None] * stride_cm + rn[None, :], acc)
+
+
+@triton.jit
+def int8_accumulate_kernel(A, B, C, K, stride_am, stride_bn, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """`acc += tl.dot(a, b)` over K on int8 tiles (A row-major, B K-major), int32 C [BM, BN] row-major."""
+    rm = tl.arange(0, BM)
+    rn = tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.int32)
+    for k0 in range(0, K, BK):
+        a = tl.load(A + rm[:, None] * stride_am + (k0 + rk)[None, :])
+        b = tl.load(B + (k0 + rk)[:, None] + rn[None, :] * stride_bn)
+        acc += tl.dot(a, b)
+    tl.store(C + rm[:, None] * BN + rn[None, :], acc)
