@@ -12,12 +12,13 @@ import copy
 from llvmlite import ir as ll
 
 from ..language import dtypes as T
-from . import fp8, mma, split_precision, wgmma
+from . import fp8, mma, wgmma
 from .errors import BackendError
 from .dot_layouts import SmemTile, mma_kind, operand_cdim, operand_tiles, uses_wgmma
 from .layouts import dot_operand
 from .llvm_types import F32, F64, I32, esize, is_signed, lty, mty
 from .smem_tiles import write_tile
+from . import split_precision
 
 
 def check_dot_shapes(fn) -> None:
