@@ -43,7 +43,7 @@ from llvmlite import ir as ll
 
 from .. import ir
 from . import dot, tma, wgmma
-from .dot_layouts import is_8bit_kind, mma_kind, operand_tiles, register_groups, tiles_end, uses_wgmma
+from .dot_layouts import is_fp8_kind, mma_kind, operand_tiles, register_groups, tiles_end, uses_wgmma
 from .layouts import log2
 from .llvm_types import esize, is_signed
 from .memory import access_width
@@ -122,7 +122,7 @@ def make_plan(lw, op) -> Plan | None:
     body = op.regions[0]
     y = body.terminator
     dots = [o for o in body.ops if o.name == "dot"]
-    if len(dots) != 1 or (mma_kind(dots[0]) not in ("f16", "bf16") and not is_8bit_kind(mma_kind(dots[0]))):
+    if len(dots) != 1 or (mma_kind(dots[0]) not in ("f16", "bf16", "s8") and not is_fp8_kind(mma_kind(dots[0]))):
         return None
     d = dots[0]
     top = set(body.ops)
