@@ -18,9 +18,9 @@ other shared-memory uses (reductions, layout changes) above them (Lowering.smem_
 nothing the copies are still writing is touched. Each dot waits for its wgmma at once (the softmax
 reads QKᵀ right away), except the last one when it only accumulates across iterations (P·V):
 it stays in flight over the back edge and the next iteration's first dot waits for it
-(_plan_async_accumulator). Iteration i: cp.async.wait_group((S-2)·L, one group a load); bar.sync; the body, its dots
-reading buffer i % S; then bar.sync and the copies of iteration i+S-1 into the buffer iteration
-i-1 used (before the body when no dot stays in flight).
+(_plan_async_accumulator). Iteration i: cp.async.wait_group((S-2)·L, L loads, a group each);
+bar.sync; the body, its dots reading buffer i % S; then bar.sync and the copies of iteration i+S-1
+into the buffer iteration i-1 used (before the body when no dot stays in flight).
 """
 from __future__ import annotations
 
