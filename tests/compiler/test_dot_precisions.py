@@ -134,7 +134,8 @@ def test_int8_k_loop_is_pipelined(nw, bm, bn, mode, monkeypatch):
 
 TF32_MMA = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"
 BF16_MMA = "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
-SPLITS = {"tf32x3": (TF32_MMA, 8, 3), "bf16x3": (BF16_MMA, 16, 3), "bf16x6": (BF16_MMA, 16, 6)}   # instruction, its K, products
+# precision → (its instruction, the instruction's K, products)
+SPLITS = {"tf32x3": (TF32_MMA, 8, 3), "bf16x3": (BF16_MMA, 16, 3), "bf16x6": (BF16_MMA, 16, 6)}
 
 
 @pytest.mark.parametrize("prec", list(SPLITS))

@@ -1,6 +1,7 @@
 """int8 and split-precision fp32 `tl.dot` on the GPU (`pytest -m gpu`): int8 exactly against torch's
-int64 matmul, tf32x3/bf16x3/bf16x6 against float64 with errors near fp32's (far below one tf32 product's). Fresh random inputs
-each run (seed printed), outputs poisoned before the launch. PTX-side tests: test_dot_precisions.py."""
+int64 matmul, tf32x3/bf16x3/bf16x6 against float64 with errors near fp32's (far below one tf32
+product's). Fresh random inputs each run (seed printed), outputs poisoned before the launch.
+PTX-side tests: test_dot_precisions.py."""
 from __future__ import annotations
 
 import pytest
