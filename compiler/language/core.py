@@ -9,7 +9,15 @@ from __future__ import annotations
 import builtins
 import enum
 import functools
+import operator
 from typing import Any
+
+
+def _constexpr_op(op, reflected=False):
+    def apply(self, other):
+        other = other.value if isinstance(other, constexpr) else other
+        return constexpr(op(other, self.value) if reflected else op(self.value, other))
+    return apply
 
 
 class constexpr:
@@ -36,6 +44,44 @@ class constexpr:
     @property
     def type(self) -> "constexpr_type":
         return constexpr_type(self.value)
+
+    # Python code run at compile time (a constexpr_function, an aggregate's methods) computes on
+    # the constexpr fields it holds: `self.val * self.val` is a constexpr, as in Triton.
+    __add__ = _constexpr_op(operator.add)
+    __radd__ = _constexpr_op(operator.add, reflected=True)
+    __sub__ = _constexpr_op(operator.sub)
+    __rsub__ = _constexpr_op(operator.sub, reflected=True)
+    __mul__ = _constexpr_op(operator.mul)
+    __rmul__ = _constexpr_op(operator.mul, reflected=True)
+    __truediv__ = _constexpr_op(operator.truediv)
+    __rtruediv__ = _constexpr_op(operator.truediv, reflected=True)
+    __floordiv__ = _constexpr_op(operator.floordiv)
+    __rfloordiv__ = _constexpr_op(operator.floordiv, reflected=True)
+    __mod__ = _constexpr_op(operator.mod)
+    __rmod__ = _constexpr_op(operator.mod, reflected=True)
+    __pow__ = _constexpr_op(operator.pow)
+    __rpow__ = _constexpr_op(operator.pow, reflected=True)
+    __and__ = _constexpr_op(operator.and_)
+    __rand__ = _constexpr_op(operator.and_, reflected=True)
+    __or__ = _constexpr_op(operator.or_)
+    __ror__ = _constexpr_op(operator.or_, reflected=True)
+    __xor__ = _constexpr_op(operator.xor)
+    __rxor__ = _constexpr_op(operator.xor, reflected=True)
+    __lshift__ = _constexpr_op(operator.lshift)
+    __rshift__ = _constexpr_op(operator.rshift)
+    __lt__ = _constexpr_op(operator.lt)
+    __le__ = _constexpr_op(operator.le)
+    __gt__ = _constexpr_op(operator.gt)
+    __ge__ = _constexpr_op(operator.ge)
+
+    def __neg__(self):
+        return constexpr(-self.value)
+
+    def __pos__(self):
+        return constexpr(+self.value)
+
+    def __invert__(self):
+        return constexpr(~self.value)
 
 
 class const:
@@ -74,11 +120,18 @@ def must_use_result(x, s=True):
 
 
 def builtin(fn):
-    """Mark a `tl` function as lowered by the compiler."""
+    """Mark a `tl` function as lowered by the compiler. A user's `@tl.core.builtin` (a Python
+    function taking `_semantic`) runs as Python at compile time instead, as in Triton.
+
+    Python code that a kernel runs at compile time (an aggregate's `__init__`, a builtin of the
+    user's) receives a `_semantic` and may call builtins with it: `tl.arange(0, 4, _semantic=_semantic)`
+    lowers at that kernel's call site."""
     name = fn.__name__
 
     @functools.wraps(fn)
-    def outside_kernel(*args, **kwargs):
+    def outside_kernel(*args, _semantic=None, **kwargs):
+        if _semantic is not None:
+            return _semantic.call(outside_kernel, args, kwargs)
         raise RuntimeError(
             f"tl.{name} can only be called inside a @jit kernel (it is compiled, not run as Python); "
             "set BLOCKTUNE_INTERPRET=1 to run kernels on the CPU")
@@ -340,12 +393,23 @@ class range:
     (compiler/backend/warp_specialize.py; the launch gets 4 more warps); on a loop around such
     loops (tutorial 09's loop over tiles) it marks the loops inside. Elsewhere, and in interpret
     mode, the loop runs as without it. knobs.codegen.warp_specialize (BLOCKTUNE_WARP_SPECIALIZE=1)
-    marks every loop. The other arguments are Triton's scheduling hints and are accepted without
-    effect: loop_unroll_factor, disallow_acc_multi_buffer, flatten."""
+    marks every loop. disable_licm=True asks LLVM not to hoist loop-invariant code out of the loop
+    (`llvm.licm.disable`, as Triton). The other arguments are Triton's scheduling hints and are
+    accepted without effect: loop_unroll_factor, disallow_acc_multi_buffer, flatten."""
 
     def __init__(self, arg1, arg2=None, step=None, num_stages=None, loop_unroll_factor=None,
                  disallow_acc_multi_buffer=False, flatten=False, warp_specialize=False, disable_licm=False):
         raise RuntimeError("tl.range can only be used inside a @jit kernel")
+
+
+class condition:
+    """`while tl.condition(c, disable_licm=True):` — a while loop's condition with loop options
+    (Triton's). disable_licm asks LLVM not to hoist loop-invariant code out of the loop (shorter
+    live ranges); the loop computes the same either way."""
+
+    def __init__(self, arg1, disable_licm=False):
+        self.condition = arg1
+        self.disable_licm = disable_licm
 
 
 class static_range:
