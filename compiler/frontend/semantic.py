@@ -34,6 +34,8 @@ class Builder:
         # device-side tensor descriptors through TMA (block_pointers.make_tensor_descriptor): the
         # target when it has TMA, the kernel arguments' known divisibility, the scratch argument
         self.tma_target: str | None = None
+        # the launch's num_warps, when the IR is built for one (tl.extra.cuda.num_warps/num_threads)
+        self.num_warps: int | None = None
         self.arg_divisibility: dict[int, int] = {}
         self.global_scratch: ir.Value | None = None
         self.function_body: ir.Block | None = None

@@ -63,9 +63,11 @@ def default_target() -> str:
     return driver.default_target()
 
 
-def build_ir(fn, signature: dict, constexprs: dict, divisible_by_16=(), equal_to_1=(), target: str | None = None):
+def build_ir(fn, signature: dict, constexprs: dict, divisible_by_16=(), equal_to_1=(), target: str | None = None,
+             num_warps: int | None = None):
     """Run the front end. Integers equal to 1 become constexprs (not passed at launch). `target`:
-    the GPU it compiles for, where host tensor descriptors may use TMA (knobs.codegen.tma)."""
+    the GPU it compiles for, where host tensor descriptors may use TMA (knobs.codegen.tma);
+    `num_warps`: the launch's (tl.extra.cuda.num_warps() reads it)."""
     from ..frontend import generate_ir  # noqa: PLC0415 - import time: the front end loads at the first compile
     both = [n for n in fn.constexpr_names if n in fn.do_not_specialize]
     if both:
@@ -78,7 +80,7 @@ def build_ir(fn, signature: dict, constexprs: dict, divisible_by_16=(), equal_to
         cx[k] = 1
     attrs = {k: {"divisibility": 16} for k in divisible_by_16 if k in sig}
     stats["ir_built"] += 1
-    ir_fn = generate_ir(fn, sig, cx, attrs, tma_target=target if knobs.codegen.tma else None)
+    ir_fn = generate_ir(fn, sig, cx, attrs, tma_target=target if knobs.codegen.tma else None, num_warps=num_warps)
     if getattr(fn, "_repr", None) is not None:      # @jit(repr=...) names the kernel
         ir_fn.name = fn.kernel_name(signature, constexprs, equal_to_1)
     return ir_fn
@@ -141,7 +143,7 @@ def compile_jit(fn, signature, constexprs: dict | None = None, num_warps: int = 
         ck = CompiledKernel(entry["name"], entry["asm"], entry["metadata"])
         stats["disk_hits"] += 1
     else:
-        ir_fn = build_ir(fn, sig, constexprs, divisible_by_16, equal_to_1, target)
+        ir_fn = build_ir(fn, sig, constexprs, divisible_by_16, equal_to_1, target, num_warps)
         out = _backend_compile(ir_fn, num_warps, num_stages, target, cache.debug_mode(fn), options)
         stats["compiled"] += 1
         out = dict(out)

@@ -744,10 +744,10 @@ class JITFunction:
 
     def _run_interpreted(self, grid, values: tuple, num_warps, num_stages, warmup=False):
         sig, constexprs, div16, eq1, _ = self.specialize(values, interpret=True)
-        key = (tuple(sig.items()), tuple((k, cache.canon(v)) for k, v in constexprs.items()), div16, eq1)
+        key = (tuple(sig.items()), tuple((k, cache.canon(v)) for k, v in constexprs.items()), div16, eq1, num_warps)
         ir_fn = self._ir_cache.get(key)
         if ir_fn is None:
-            ir_fn = _build_interpreted(self, sig, constexprs, div16, eq1)
+            ir_fn = _build_interpreted(self, sig, constexprs, div16, eq1, num_warps)
             self._ir_cache[key] = ir_fn
             self.compile_count += 1
         if warmup:
@@ -827,11 +827,11 @@ def key_value(v):
     return str(v)
 
 
-def _build_interpreted(jf, sig, constexprs, div16, eq1):
+def _build_interpreted(jf, sig, constexprs, div16, eq1, num_warps):
     """The kernel's IR for interpret mode; a compile error is raised as one that is also Triton's
     InterpreterError (what Triton's interpreter raises for it), with the same message and cause."""
     try:
-        return build.build_ir(jf, sig, constexprs, div16, eq1)
+        return build.build_ir(jf, sig, constexprs, div16, eq1, num_warps=num_warps)
     except CompilationError as e:
         if type(e) is not CompilationError:  # a CompileTimeAssertionFailure & co. stays what it is
             raise

@@ -107,3 +107,24 @@ def test_ptx_assembles(name):
     kern, sig, cx = PTX_CASES[name]
     ck = triton.compile(kern, signature=sig, constexprs=cx, num_warps=4, target="sm_90")
     assert "0 bytes spill stores" in ptxas.report(ck.asm["ptx"])
+
+
+@pytest.mark.parametrize("num_warps", [1, 4, 8])
+def test_num_threads_and_num_warps_are_the_launchs(interpret, num_warps):
+    out = poisoned((512,), torch.int32)
+    K.launch_shape_kernel[(1,)](out, num_warps=num_warps)
+    n = 32 * num_warps
+    assert torch.equal(out[:n], torch.full((n,), num_warps, dtype=torch.int32))
+    assert (out[n:] == poisoned((1,), torch.int32)).all()
+
+
+@pytest.mark.parametrize("num_warps", [2, 8])
+def test_num_threads_in_ptx(num_warps):
+    ck = triton.compile(K.launch_shape_kernel, signature=dict(Out="*i32"), num_warps=num_warps, target="sm_90")
+    assert f"end={32 * num_warps}" in ck.asm["ir"]
+    ptxas.report(ck.asm["ptx"])
+
+
+def test_num_warps_unknown_at_compile_time_is_an_error():
+    with pytest.raises(triton.CompilationError, match=r"num_warps\(\) needs the launch's num_warps"):
+        generate_ir(K.launch_shape_kernel, signature={"Out": "*i32"}, constexprs={})

@@ -141,3 +141,10 @@ def endless_while_kernel(Out):
         else:
             _nothing()
     tl.store(Out, i)
+
+
+@triton.jit
+def launch_shape_kernel(Out):
+    """Triton's tl.extra.cuda.num_threads()/num_warps(): the launch's, known at compile time."""
+    num_threads: tl.constexpr = tl.extra.cuda.num_threads()
+    tl.store(Out + tl.arange(0, num_threads), tl.extra.cuda.num_warps())
