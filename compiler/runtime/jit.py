@@ -38,13 +38,13 @@ from ..language.core import const as tl_const, constexpr
 from ..language.library import LibraryFunction
 from ..version import __version__
 from . import build, cache, descriptors, driver, jit_hooks, launch_hooks, native
+from .num_ctas import check_num_ctas
 from .tensor_wrapper import TensorWrapper, reinterpret  # noqa: F401  (triton.runtime.jit's names)
 from ..language.dtypes import type_canonicalisation_dict  # noqa: F401  (as triton.runtime.jit's)
 
 # Triton launch options kernel[grid](...) takes: maxnreg, enable_fp_fusion and enable_reflect_ftz are compile options
 # (build.COMPILE_OPTIONS; None: not given, the knob decides fusion); the others are accepted and
-# ignored, as hints that change no result; num_ctas must be 1 (a program is one CTA: thread-block
-# clusters are not supported)
+# ignored, as hints that change no result; num_ctas > 1 runs each program as one CTA (num_ctas.py)
 _TRITON_LAUNCH_OPTIONS = ("num_ctas=1", "maxnreg=None", "enable_fp_fusion=None", "enable_reflect_ftz=None",
                           "arch=None", "debug=None",
                           "launch_cooperative_grid=False", "extern_libs=None", "launch_pdl=False",
@@ -944,7 +944,7 @@ def _is_namespace(obj) -> bool:
 _RESERVED = frozenset({"num_warps", "num_stages", "stream", "warmup"} |
                       {o.split("=")[0] for o in _TRITON_LAUNCH_OPTIONS})
 _INTERNAL = re.compile(r"_(type|int|isinstance|tuple|callable|len|grid_|opts|t|[pka]\d+|dev|key|e|n|r|bind|g\d|self|launchers|dflt|make|Tensor|get_device|"
-                       r"get_stream|interpret_var_set|interpret_mode|int_kind|spec_arg|cpu_tensor|unsupported_num_ctas|compile_options)")
+                       r"get_stream|interpret_var_set|interpret_mode|int_kind|spec_arg|cpu_tensor|check_num_ctas|compile_options)")
 
 
 def _generate_runner(jf: JITFunction):
@@ -980,7 +980,7 @@ def _generate_runner(jf: JITFunction):
              f"warmup=False, {', '.join(_TRITON_LAUNCH_OPTIONS)}):")
     all_vals = ", ".join(names)
     tuple_src = f"({all_vals},)" if names else "()"
-    L.append("    if num_ctas != 1: _unsupported_num_ctas(num_ctas)")
+    L.append("    if num_ctas != 1: _check_num_ctas(num_ctas)")
     L.append("    if _interpret_var_set() and _interpret_mode():")
     L.append(f"        return _self._run_interpreted(_grid_, {tuple_src}, num_warps, num_stages, warmup)")
     L.append("    if enable_fp_fusion is not None or maxnreg is not None or arch is not None or enable_reflect_ftz is not None:")
@@ -1062,7 +1062,7 @@ def _generate_runner(jf: JITFunction):
     glb.setdefault("_int_kind", _int_kind)
     glb.setdefault("_spec_arg", spec_arg)
     glb.setdefault("_cpu_tensor", _cpu_tensor)
-    glb.setdefault("_unsupported_num_ctas", _unsupported_num_ctas)
+    glb.setdefault("_check_num_ctas", check_num_ctas)
     glb.setdefault("_compile_options", build.compile_options)
     loc_ns: dict = {}
     exec(compile(factory_src, f"<blocktune runner {jf.__name__}>", "exec"), glb, loc_ns)  # noqa: S102
@@ -1087,12 +1087,6 @@ def _make_binder(jf: JITFunction, ns: dict):
     names = tuple(sys.intern(n) for n in jf.arg_names)
     defaults = tuple(jf.defaults[n] if n in jf.defaults else _MISSING for n in jf.arg_names)
     return mod.Binder(jf._launchers, ns, spec, names, defaults, _MISSING)
-
-
-def _unsupported_num_ctas(num_ctas):
-    raise ValueError(f"num_ctas={num_ctas!r} is not supported: num_ctas > 1 requires NVIDIA SM90+ (Hopper) "
-                     "thread-block clusters, which blocktune does not implement (it runs each program as one CTA); "
-                     "use num_ctas=1 (the default)")
 
 
 def _target_of_arch(arch) -> str:
