@@ -45,7 +45,7 @@ from ..language.dtypes import type_canonicalisation_dict  # noqa: F401  (as trit
 # Triton launch options kernel[grid](...) takes: maxnreg, enable_fp_fusion and enable_reflect_ftz are compile options
 # (build.COMPILE_OPTIONS; None: not given, the knob decides fusion); the others are accepted and
 # ignored, as hints that change no result; num_ctas > 1 runs each program as one CTA (num_ctas.py)
-_TRITON_LAUNCH_OPTIONS = ("num_ctas=1", "maxnreg=None", "enable_fp_fusion=None", "enable_reflect_ftz=None",
+_TRITON_LAUNCH_OPTIONS = ("num_ctas=1", "maxnreg=None", "enable_fp_fusion=None", "enable_reflect_ftz=None", "ir_override=None",
                           "arch=None", "debug=None",
                           "launch_cooperative_grid=False", "extern_libs=None", "launch_pdl=False",
                           "sanitize_overflow=None")
@@ -944,7 +944,8 @@ def _is_namespace(obj) -> bool:
 _RESERVED = frozenset({"num_warps", "num_stages", "stream", "warmup"} |
                       {o.split("=")[0] for o in _TRITON_LAUNCH_OPTIONS})
 _INTERNAL = re.compile(r"_(type|int|isinstance|tuple|callable|len|grid_|opts|t|[pka]\d+|dev|key|e|n|r|bind|g\d|self|launchers|dflt|make|Tensor|get_device|"
-                       r"get_stream|interpret_var_set|interpret_mode|int_kind|spec_arg|cpu_tensor|check_num_ctas|compile_options)")
+                       r"get_stream|interpret_var_set|interpret_mode|int_kind|spec_arg|cpu_tensor|check_num_ctas|"
+                       r"interpreted_override|compile_options)")
 
 
 def _generate_runner(jf: JITFunction):
@@ -982,11 +983,13 @@ def _generate_runner(jf: JITFunction):
     tuple_src = f"({all_vals},)" if names else "()"
     L.append("    if num_ctas != 1: _check_num_ctas(num_ctas)")
     L.append("    if _interpret_var_set() and _interpret_mode():")
+    L.append("        if ir_override is not None: _interpreted_override(ir_override)")
     L.append(f"        return _self._run_interpreted(_grid_, {tuple_src}, num_warps, num_stages, warmup)")
-    L.append("    if enable_fp_fusion is not None or maxnreg is not None or arch is not None or enable_reflect_ftz is not None:")
+    L.append("    if enable_fp_fusion is not None or maxnreg is not None or arch is not None or enable_reflect_ftz is not None "
+             "or ir_override is not None:")
     L.append(f"        return _self._run_in_python(_grid_, {tuple_src}, num_warps, num_stages, stream, warmup, "
              "_compile_options(enable_fp_fusion=enable_fp_fusion, maxnreg=maxnreg, "
-             "enable_reflect_ftz=enable_reflect_ftz), arch)")
+             "enable_reflect_ftz=enable_reflect_ftz, ir_override=ir_override), arch)")
     # the common case in C (launch.c's Binder); NotImplemented: the Python body below
     L.append("    if _bind is not None and not warmup:")
     L.append(f"        _r = _bind(_grid_, num_warps, num_stages, stream{', ' if names else ''}{all_vals})")
@@ -1063,6 +1066,7 @@ def _generate_runner(jf: JITFunction):
     glb.setdefault("_spec_arg", spec_arg)
     glb.setdefault("_cpu_tensor", _cpu_tensor)
     glb.setdefault("_check_num_ctas", check_num_ctas)
+    glb.setdefault("_interpreted_override", _interpreted_override)
     glb.setdefault("_compile_options", build.compile_options)
     loc_ns: dict = {}
     exec(compile(factory_src, f"<blocktune runner {jf.__name__}>", "exec"), glb, loc_ns)  # noqa: S102
@@ -1087,6 +1091,11 @@ def _make_binder(jf: JITFunction, ns: dict):
     names = tuple(sys.intern(n) for n in jf.arg_names)
     defaults = tuple(jf.defaults[n] if n in jf.defaults else _MISSING for n in jf.arg_names)
     return mod.Binder(jf._launchers, ns, spec, names, defaults, _MISSING)
+
+
+def _interpreted_override(path):
+    raise ValueError(f"ir_override={path!r} replaces the compiled GPU code, which interpret mode does not run (it runs "
+                     "the kernel's Python source): remove ir_override, or run on the GPU")
 
 
 def _target_of_arch(arch) -> str:
