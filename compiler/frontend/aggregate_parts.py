@@ -3,7 +3,8 @@
 Aggregates are mutable Python objects: a method may change a field (`value.modify(x)`, a @jit
 method's `self.a = a`), so a loop that uses one carries its runtime fields as plain IR values and
 hands the body, and the code after the loop, a fresh copy holding the loop's values (as Triton's
-loops carry an aggregate's flattened IR values). Compile-time fields must stay what they were.
+loops carry an aggregate's flattened IR values). Fields are walked into nested aggregates and
+tuples; compile-time fields must stay what they were.
 """
 from __future__ import annotations
 
@@ -22,49 +23,61 @@ class AggregateParts:
     def __init__(self, inst):
         self.inst = inst
 
-    def _fields(self):
-        return sorted(vars(self.inst).items())
-
     def parts(self) -> list:
-        out = []
-        for _, v in self._fields():
-            if is_value(v):
-                out.append(v)
-            elif tl_core.is_aggregate(v):
-                out.extend(AggregateParts(v).parts())
+        out: list = []
+        _collect(self.inst, out)
         return out
 
     def structure(self) -> tuple:
-        shape = []
-        for name, v in self._fields():
-            if is_value(v):
-                shape.append((name, "value"))
-            elif tl_core.is_aggregate(v):
-                shape.append((name, AggregateParts(v).structure()))
-            else:
-                shape.append((name, "static", id(v) if _unhashable(v) else v))
-        return (type(self.inst), tuple(shape))
+        return _shape(self.inst)
 
     def with_parts(self, parts: list):
-        parts = list(parts)
-        copy = object.__new__(type(self.inst))
-        for name, v in self._fields():
-            if is_value(v):
-                v = parts.pop(0)
-            elif tl_core.is_aggregate(v):
-                sub = AggregateParts(v)
-                k = len(sub.parts())
-                v, parts = sub.with_parts(parts[:k]), parts[k:]
-            object.__setattr__(copy, name, v)
-        return copy
+        rest = list(parts)
+        return _rebuild(self.inst, rest)
 
     def __repr__(self) -> str:
         return f"{type(self.inst).__name__} aggregate"
 
 
-def _unhashable(v) -> bool:
+def _fields(inst):
+    return sorted(vars(inst).items())
+
+
+def _collect(v, out: list) -> None:
+    if is_value(v):
+        out.append(v)
+    elif tl_core.is_aggregate(v):
+        for _, f in _fields(v):
+            _collect(f, out)
+    elif isinstance(v, tuple):
+        for x in v:
+            _collect(x, out)
+
+
+def _shape(v):
+    if is_value(v):
+        return "value"
+    if tl_core.is_aggregate(v):
+        return (type(v), tuple((name, _shape(f)) for name, f in _fields(v)))
+    if isinstance(v, tuple):
+        return (type(v), tuple(_shape(x) for x in v))
     try:
         hash(v)
     except TypeError:
-        return True
-    return False
+        return ("static", id(v))
+    return ("static", v)
+
+
+def _rebuild(v, rest: list):
+    """`v` with its runtime values taken, in order, from the front of `rest` (consumed)."""
+    if is_value(v):
+        return rest.pop(0)
+    if tl_core.is_aggregate(v):
+        copy = object.__new__(type(v))
+        for name, f in _fields(v):
+            object.__setattr__(copy, name, _rebuild(f, rest))
+        return copy
+    if isinstance(v, tuple):
+        items = [_rebuild(x, rest) for x in v]
+        return type(v)(*items) if hasattr(type(v), "_fields") else type(v)(items)
+    return v

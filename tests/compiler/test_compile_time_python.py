@@ -99,6 +99,7 @@ PTX_CASES = {
     "aggregate_while": (K.aggregate_while_kernel, dict(X="*i32", Out="*i32", n="i32"), dict(BLOCK=16)),
     "factories": (K.aggregate_factories_kernel, dict(X="*fp32", Out="*fp32"), dict(BLOCK=32)),
     "constexpr_values": (K.constexpr_values_kernel, dict(Out="*i32"), {}),
+    "aggregate_tuple_loop": (K.aggregate_tuple_loop_kernel, dict(X="*i32", Out="*i32", n="i32"), dict(BLOCK=16)),
 }
 
 
@@ -128,3 +129,18 @@ def test_num_threads_in_ptx(num_warps):
 def test_num_warps_unknown_at_compile_time_is_an_error():
     with pytest.raises(triton.CompilationError, match=r"num_warps\(\) needs the launch's num_warps"):
         generate_ir(K.launch_shape_kernel, signature={"Out": "*i32"}, constexprs={})
+
+
+def _rotate_add_reference(x, n):
+    a, b = x.to(torch.int64), torch.zeros_like(x, dtype=torch.int64)
+    for i in range(n):
+        a, b = b + i, a
+    return torch.cat([a, b]).to(torch.int32)
+
+
+@pytest.mark.parametrize("n", [0, 1, 4])
+def test_a_method_changes_a_tuple_field_in_a_loop(interpret, gen, n):
+    x = rand(gen, (16,), torch.int32, -100, 100)
+    out = poisoned((32,), torch.int32)
+    K.aggregate_tuple_loop_kernel[(1,)](x, out, n, BLOCK=16)
+    assert torch.equal(out, _rotate_add_reference(x, n))

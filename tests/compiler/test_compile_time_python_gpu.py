@@ -59,3 +59,14 @@ def test_num_threads_and_num_warps(num_warps):
     n = 32 * num_warps
     assert torch.equal(out[:n], torch.full((n,), num_warps, device=DEV, dtype=torch.int32))
     assert (out[n:] == -123456).all()
+
+
+@pytest.mark.parametrize("n", [0, 3])
+def test_a_method_changes_a_tuple_field_in_a_loop(gen, n):
+    x = rand(gen, (16,), torch.int32, -100, 100)
+    out = poisoned((32,), torch.int32)
+    K.aggregate_tuple_loop_kernel[(1,)](x, out, n, BLOCK=16)
+    a, b = x.to(torch.int64), torch.zeros_like(x, dtype=torch.int64)
+    for i in range(n):
+        a, b = b + i, a
+    assert torch.equal(out, torch.cat([a, b]).to(torch.int32))

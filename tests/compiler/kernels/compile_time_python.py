@@ -148,3 +148,25 @@ def launch_shape_kernel(Out):
     """Triton's tl.extra.cuda.num_threads()/num_warps(): the launch's, known at compile time."""
     num_threads: tl.constexpr = tl.extra.cuda.num_threads()
     tl.store(Out + tl.arange(0, num_threads), tl.extra.cuda.num_warps())
+
+
+@tl.core._aggregate
+class Pair:
+    """A tuple field that a Python method replaces inside loops."""
+    items: tl.tuple
+
+    def __init__(self, a, b):
+        self.items = tl.tuple((a, b))
+
+    def push(self, first, _semantic=None):
+        self.items = tl.tuple((first, self.items[0]))
+
+
+@triton.jit
+def aggregate_tuple_loop_kernel(X, Out, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    p = Pair(tl.load(X + offs), tl.zeros((BLOCK,), tl.int32))
+    for i in range(n):
+        p.push(p.items[1] + i)
+    tl.store(Out + offs, p.items[0])
+    tl.store(Out + BLOCK + offs, p.items[1])
