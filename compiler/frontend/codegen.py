@@ -239,7 +239,8 @@ class CodeGenerator(ast.NodeVisitor):
         outer_block = self.b.block
 
         def run_branch(stmts):
-            self.scope.local = dict(before)
+            # each branch changes its own copy of an aggregate (its methods may change it in place)
+            self.scope.local = {n: _branch_copy(v) for n, v in before.items()}
             self.scope.returned = _MISSING
             block = ir.Block()
             self.b.block = block
@@ -252,7 +253,7 @@ class CodeGenerator(ast.NodeVisitor):
         else_block, else_scope, else_ret = run_branch(node.orelse)
         self.scope.local = dict(before)
         self.scope.returned = _MISSING
-        composites = self._spread_composites(node, then_scope, else_scope)
+        composites = self._spread_composites(node, then_scope, else_scope, before)
 
         # values that differ between the branches (or from before) flow out of the `if`
         names = [n for n in then_scope if n in else_scope and
@@ -307,16 +308,21 @@ class CodeGenerator(ast.NodeVisitor):
             k = len(template.parts())
             self.scope.local[n] = template.with_parts([self.scope.local.pop(f"{n}.{i}") for i in builtins.range(k)])
 
-    def _spread_composites(self, node, then_scope, else_scope) -> dict:
-        """Block pointers / descriptors that differ between the branches flow out of the `if` as
-        their scalar parts (`name.0`, …); returns name → template to reassemble them from."""
+    def _spread_composites(self, node, then_scope, else_scope, before) -> dict:
+        """Block pointers / descriptors / aggregates that differ between the branches flow out of
+        the `if` as their scalar parts (`name.0`, …); returns name → template to reassemble them from."""
         out = {}
         for n in [n for n in then_scope if n in else_scope]:
             tv, ev = then_scope[n], else_scope[n]
-            if tv is ev or not (isinstance(tv, Composite) or isinstance(ev, Composite)):
+            if tv is ev or not (_has_parts(tv) or _has_parts(ev)):
                 continue
-            if not (isinstance(tv, Composite) and isinstance(ev, Composite)) or tv.structure() != ev.structure():
+            tv, ev = _slot_template(tv), _slot_template(ev)
+            if not (_has_parts(tv) and _has_parts(ev)) or tv.structure() != ev.structure():
                 raise self.error(node, f"`{n}` is a {tv!r} in one branch and {ev!r} in the other")
+            if isinstance(tv, AggregateParts) and tl_core.is_aggregate(before.get(n)) and \
+                    _same_parts(tv.parts(), ev.parts(), _slot_template(before[n]).parts()):
+                then_scope[n] = else_scope[n] = before[n]     # the branches' copies, both unchanged
+                continue
             for scope, v in ((then_scope, tv), (else_scope, ev)):
                 del scope[n]
                 scope.update({f"{n}.{i}": p for i, p in enumerate(v.parts())})
@@ -1116,6 +1122,22 @@ class _CarriedSlots:
 def _slot_template(v):
     """What a loop carries a block pointer, descriptor or aggregate as (parts, structure)."""
     return AggregateParts(v) if tl_core.is_aggregate(v) else v
+
+
+def _has_parts(v) -> bool:
+    return isinstance(v, (Composite, AggregateParts)) or tl_core.is_aggregate(v)
+
+
+def _same_parts(*lists) -> bool:
+    return all(len(p) == len(lists[0]) and all(a is b for a, b in zip(p, lists[0])) for p in lists)
+
+
+def _branch_copy(v):
+    """An aggregate copied for one branch of a runtime `if` (other values as they are)."""
+    if not tl_core.is_aggregate(v):
+        return v
+    parts = AggregateParts(v)
+    return parts.with_parts(parts.parts())
 
 
 # Triton's words, then ours

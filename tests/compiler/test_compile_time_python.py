@@ -144,3 +144,30 @@ def test_a_method_changes_a_tuple_field_in_a_loop(interpret, gen, n):
     out = poisoned((32,), torch.int32)
     K.aggregate_tuple_loop_kernel[(1,)](x, out, n, BLOCK=16)
     assert torch.equal(out, _rotate_add_reference(x, n))
+
+
+def _if_reference(flag, where, block=8):
+    r = torch.arange(block, dtype=torch.int32)
+    if flag and where in ("then", "both"):
+        r = r + 100
+    if not flag and where in ("else", "both"):
+        r = r * 3
+    return r + torch.arange(block, dtype=torch.int32)
+
+
+@pytest.mark.parametrize("where", ["then", "else", "both", "neither"])
+@pytest.mark.parametrize("flag", [0, 1])
+def test_an_aggregate_changed_in_a_runtime_if(interpret, where, flag):
+    out = poisoned((8,), torch.int32)
+    K.aggregate_if_kernel[(1,)](torch.tensor([flag], dtype=torch.int32), out, BLOCK=8, WHERE=where)
+    assert torch.equal(out, _if_reference(flag, where))
+
+
+@pytest.mark.parametrize("where", ["then", "neither"])
+def test_an_aggregate_in_a_runtime_if_flows_out_only_when_changed(where):
+    fn = generate_ir(K.aggregate_if_kernel, signature={"Flag": "*i32", "Out": "*i32"},
+                     constexprs={"BLOCK": 8, "WHERE": where})
+    (if_op,) = [op for op in fn.body.ops if op.name == "if"]
+    assert len(if_op.results) == (1 if where == "then" else 0)
+    ptxas.report(triton.compile(K.aggregate_if_kernel, signature={"Flag": "*i32", "Out": "*i32"},
+                                constexprs={"BLOCK": 8, "WHERE": where}, target="sm_90").asm["ptx"])

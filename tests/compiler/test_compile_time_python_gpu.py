@@ -70,3 +70,13 @@ def test_a_method_changes_a_tuple_field_in_a_loop(gen, n):
     for i in range(n):
         a, b = b + i, a
     assert torch.equal(out, torch.cat([a, b]).to(torch.int32))
+
+
+@pytest.mark.parametrize("where", ["then", "else", "both", "neither"])
+@pytest.mark.parametrize("flag", [0, 1])
+def test_an_aggregate_changed_in_a_runtime_if(where, flag):
+    out = poisoned((8,), torch.int32)
+    K.aggregate_if_kernel[(1,)](torch.tensor([flag], dtype=torch.int32, device=DEV), out, BLOCK=8, WHERE=where)
+    r = torch.arange(8, dtype=torch.int32, device=DEV)
+    ref = (r + 100 if flag and where in ("then", "both") else r * 3 if not flag and where in ("else", "both") else r) + r
+    assert torch.equal(out, ref)

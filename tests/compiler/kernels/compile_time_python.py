@@ -170,3 +170,17 @@ def aggregate_tuple_loop_kernel(X, Out, n, BLOCK: tl.constexpr):
         p.push(p.items[1] + i)
     tl.store(Out + offs, p.items[0])
     tl.store(Out + BLOCK + offs, p.items[1])
+
+
+@triton.jit
+def aggregate_if_kernel(Flag, Out, BLOCK: tl.constexpr, WHERE: tl.constexpr):
+    """An aggregate changed in place by a method in one branch, both, or neither of a runtime if."""
+    r = Ramp(BLOCK)
+    kept = Ramp(BLOCK)
+    if tl.load(Flag) > 0:
+        if WHERE == "then" or WHERE == "both":
+            r.set(r.value + 100)
+    else:
+        if WHERE == "else" or WHERE == "both":
+            r.set(r.value * 3)
+    tl.store(Out + tl.arange(0, BLOCK), r.value + kept.value)
