@@ -45,35 +45,6 @@ class constexpr:
     def type(self) -> "constexpr_type":
         return constexpr_type(self.value)
 
-    # Python code run at compile time (a constexpr_function, an aggregate's methods) computes on
-    # the constexpr fields it holds: `self.val * self.val` is a constexpr, as in Triton.
-    __add__ = _constexpr_op(operator.add)
-    __radd__ = _constexpr_op(operator.add, reflected=True)
-    __sub__ = _constexpr_op(operator.sub)
-    __rsub__ = _constexpr_op(operator.sub, reflected=True)
-    __mul__ = _constexpr_op(operator.mul)
-    __rmul__ = _constexpr_op(operator.mul, reflected=True)
-    __truediv__ = _constexpr_op(operator.truediv)
-    __rtruediv__ = _constexpr_op(operator.truediv, reflected=True)
-    __floordiv__ = _constexpr_op(operator.floordiv)
-    __rfloordiv__ = _constexpr_op(operator.floordiv, reflected=True)
-    __mod__ = _constexpr_op(operator.mod)
-    __rmod__ = _constexpr_op(operator.mod, reflected=True)
-    __pow__ = _constexpr_op(operator.pow)
-    __rpow__ = _constexpr_op(operator.pow, reflected=True)
-    __and__ = _constexpr_op(operator.and_)
-    __rand__ = _constexpr_op(operator.and_, reflected=True)
-    __or__ = _constexpr_op(operator.or_)
-    __ror__ = _constexpr_op(operator.or_, reflected=True)
-    __xor__ = _constexpr_op(operator.xor)
-    __rxor__ = _constexpr_op(operator.xor, reflected=True)
-    __lshift__ = _constexpr_op(operator.lshift)
-    __rshift__ = _constexpr_op(operator.rshift)
-    __lt__ = _constexpr_op(operator.lt)
-    __le__ = _constexpr_op(operator.le)
-    __gt__ = _constexpr_op(operator.gt)
-    __ge__ = _constexpr_op(operator.ge)
-
     def __neg__(self):
         return constexpr(-self.value)
 
@@ -82,6 +53,18 @@ class constexpr:
 
     def __invert__(self):
         return constexpr(~self.value)
+
+
+# Python code run at compile time (a constexpr_function, an aggregate's methods) computes on the
+# constexpr fields it holds: `self.val * self.val` is a constexpr, as in Triton.
+for _name, _op in {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "truediv": operator.truediv,
+                   "floordiv": operator.floordiv, "mod": operator.mod, "pow": operator.pow, "and": operator.and_,
+                   "or": operator.or_, "xor": operator.xor}.items():
+    setattr(constexpr, f"__{_name}__", _constexpr_op(_op))
+    setattr(constexpr, f"__r{_name}__", _constexpr_op(_op, reflected=True))
+for _name in ("lshift", "rshift", "lt", "le", "gt", "ge"):
+    setattr(constexpr, f"__{_name}__", _constexpr_op(getattr(operator, _name)))
+del _name, _op
 
 
 class const:

@@ -28,20 +28,15 @@ def _while_reference(x, n, block):
     return r.to(torch.int32)
 
 
+@pytest.mark.parametrize("loop", ["for", "while"])
 @pytest.mark.parametrize("n", [0, 1, 5])
-def test_aggregate_built_by_python_init_and_changed_in_a_for_loop(interpret, gen, n):
+def test_aggregate_built_by_python_init_and_changed_in_a_loop(interpret, gen, loop, n):
+    kernel, reference = {"for": (K.aggregate_for_kernel, _for_reference),
+                         "while": (K.aggregate_while_kernel, _while_reference)}[loop]
     x = rand(gen, (8,), torch.int32, -50, 50)
     out = poisoned((16,), torch.int32)
-    K.aggregate_for_kernel[(1,)](x, out, n, BLOCK=16)
-    assert torch.equal(out, _for_reference(x, n, 16))
-
-
-@pytest.mark.parametrize("n", [0, 1, 5])
-def test_aggregate_changed_in_a_while_loop(interpret, gen, n):
-    x = rand(gen, (8,), torch.int32, -50, 50)
-    out = poisoned((16,), torch.int32)
-    K.aggregate_while_kernel[(1,)](x, out, n, BLOCK=16)
-    assert torch.equal(out, _while_reference(x, n, 16))
+    kernel[(1,)](x, out, n, BLOCK=16)
+    assert torch.equal(out, reference(x, n, 16))
 
 
 def test_static_and_class_method_factories(interpret, gen):
