@@ -107,10 +107,10 @@ def compile(src, signature=None, constexprs: dict | None = None, num_warps: int 
         unknown = sorted(set(opts) - _OPTIONS)
         if unknown:
             raise ValueError(f"compile(): blocktune has no option(s) {unknown} (it takes {sorted(_OPTIONS)})")
-        check_num_ctas(opts.get("num_ctas", 1))
         given = compile_options(**{k: opts[k] for k in COMPILE_OPTIONS if k in opts})
         if opts.get("arch") is not None:         # Triton's arch option: the target, unless one is given
             target = target if target is not None else _target_of_arch(opts["arch"])
+        check_num_ctas(opts.get("num_ctas", 1), _target_name(target) or default_target())
         return compile_jit(src.fn, num_warps=opts.get("num_warps", num_warps), num_stages=opts.get("num_stages", num_stages),
                            target=_target_name(target), options=given, **src.compile_args())
     if signature is None:

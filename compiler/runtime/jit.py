@@ -981,7 +981,7 @@ def _generate_runner(jf: JITFunction):
              f"warmup=False, {', '.join(_TRITON_LAUNCH_OPTIONS)}):")
     all_vals = ", ".join(names)
     tuple_src = f"({all_vals},)" if names else "()"
-    L.append("    if num_ctas != 1: _check_num_ctas(num_ctas)")
+    L.append("    if num_ctas != 1: _check_num_ctas(num_ctas, arch)")
     L.append("    if _interpret_var_set() and _interpret_mode():")
     L.append("        if ir_override is not None: _interpreted_override(ir_override)")
     L.append(f"        return _self._run_interpreted(_grid_, {tuple_src}, num_warps, num_stages, warmup)")
@@ -1065,7 +1065,7 @@ def _generate_runner(jf: JITFunction):
     glb.setdefault("_int_kind", _int_kind)
     glb.setdefault("_spec_arg", spec_arg)
     glb.setdefault("_cpu_tensor", _cpu_tensor)
-    glb.setdefault("_check_num_ctas", check_num_ctas)
+    glb.setdefault("_check_num_ctas", _check_launch_num_ctas)
     glb.setdefault("_interpreted_override", _interpreted_override)
     glb.setdefault("_compile_options", build.compile_options)
     loc_ns: dict = {}
@@ -1091,6 +1091,15 @@ def _make_binder(jf: JITFunction, ns: dict):
     names = tuple(sys.intern(n) for n in jf.arg_names)
     defaults = tuple(jf.defaults[n] if n in jf.defaults else _MISSING for n in jf.arg_names)
     return mod.Binder(jf._launchers, ns, spec, names, defaults, _MISSING)
+
+
+def _check_launch_num_ctas(num_ctas, arch):
+    """num_ctas for the launch's target: `arch` when given, else the current device's (none in
+    interpret mode)."""
+    target = None
+    if not interpret_mode():
+        target = _target_of_arch(arch) if arch is not None else driver.default_target()
+    check_num_ctas(num_ctas, target, stacklevel=5)   # the launch's caller, past the runner
 
 
 def _interpreted_override(path):

@@ -1143,6 +1143,14 @@ def test_num_ctas_launches_the_programs_grid(fake_cuda, num_ctas_warning_unsaid)
     assert [fake_cuda.fake_grid(i) for i in range(3)] == [3, 1, 1]
 
 
+def test_num_ctas_above_1_needs_sm90_as_in_triton(num_ctas_warning_unsaid):
+    k = _fresh(dns_kernel)
+    with pytest.raises(ValueError, match=r"num_ctas > 1 requires NVIDIA SM90\+ \(Hopper\)"):
+        k.warmup(FakeTensor(0x7F0000001000), 64, BLOCK=64, grid=(1,), num_ctas=2, arch="sm80")
+    with pytest.warns(UserWarning, match="num_ctas=2"):
+        assert "ld.global" in k.warmup(FakeTensor(0x7F0000001000), 64, BLOCK=64, grid=(1,), num_ctas=2, arch="sm90").asm["ptx"]
+
+
 @pytest.mark.parametrize("bad", [0, 3, 32, 2.5, -2])
 def test_num_ctas_must_be_a_cluster_size(interpret, bad):
     with pytest.raises(ValueError, match="num_ctas must be a power of two from 1 to 16"):
