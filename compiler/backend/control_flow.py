@@ -6,7 +6,7 @@ dot is software-pipelined (pipeline.py) when it qualifies.
 """
 from __future__ import annotations
 
-from . import dot, multi_dot, pipeline
+from . import dot, loop_metadata, multi_dot, pipeline
 from .llvm_types import is_signed
 
 
@@ -29,7 +29,7 @@ def lower_for(lw, op):
     for a, l, ps in zip(body.args[1:], lays, phis):
         lw.bind(a, l, ps)
     nxt = lw.region_yields(body, lays)
-    lw.loop_back(header, iv, step, phis, nxt)
+    loop_metadata.annotate(lw, lw.loop_back(header, iv, step, phis, nxt), op)
     lw.close_hoist()
     b.position_at_end(exitb)
     if pinned:
@@ -103,7 +103,7 @@ def lower_while(lw, op):
     for ps, regs in zip(phis, nxt):
         for p, x in zip(ps, regs):
             p.add_incoming(x, end)
-    b.branch(header)
+    loop_metadata.annotate(lw, b.branch(header), op)
     lw.scopes.pop()
     b.position_at_end(exitb)
     for r, l, regs in zip(op.results, flays, fregs):

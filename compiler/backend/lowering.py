@@ -723,8 +723,9 @@ class Lowering:
         b.position_at_end(bodyb)
         return header, exitb, iv, phis
 
-    def loop_back(self, header, iv, step, phis: list, nexts: list) -> None:
-        """Close a loop opened by loop_head: the next values of iv and of every phi, and the back edge."""
+    def loop_back(self, header, iv, step, phis: list, nexts: list):
+        """Close a loop opened by loop_head: the next values of iv and of every phi, and the back
+        edge (returned: loop metadata goes on it)."""
         b = self.b
         iv_next = b.add(iv, step)
         end = b.block
@@ -732,7 +733,7 @@ class Lowering:
         for ps, regs in zip(phis, nexts):
             for p, x in zip(ps, regs):
                 p.add_incoming(x, end)
-        b.branch(header)
+        return b.branch(header)
 
 
 def region_combiner(lw: Lowering, region: ir.Block):
