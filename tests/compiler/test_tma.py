@@ -21,6 +21,7 @@ from tests.compiler.kernels.util import gen, interpret  # noqa: F401 - fixtures
 
 LOAD = "cp.async.bulk.tensor.{}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
 STORE = "cp.async.bulk.tensor.{}d.global.shared::cta.tile.bulk_group"
+STMATRIX = "stmatrix.sync.aligned.m8n8.x4.shared.b16"
 
 
 def _desc_type(dtype: str, block, padding="zero") -> str:
@@ -135,6 +136,9 @@ def test_matmul_tma_persistent_ptx():
            "c_desc": _desc_type("fp16", (128, 128)), "M": "i32", "N": "i32", "K": "i32"}
     ck, ptx = _compile(K.matmul_tma_persistent_kernel, sig, {"NUM_PROGRAMS": 132}, num_warps=8)
     assert ptx.count(LOAD.format(2)) == 3 * 2 and ptx.count(STORE.format(2)) == 2   # C: two 128-byte panels
+    # the fp16 accumulator goes into C's tile with stmatrix: four 8×8 blocks an instruction, 128×128
+    # over 8 warps, as Triton's epilogue (Triton's test_tensor_descriptor matmuls assert it)
+    assert ptx.count(STMATRIX) == 128 * 128 // (16 * 16) // 8 and "st.shared.b32" not in ptx
 
 
 def test_loop_carried_descriptor_pipelined_ptx():
@@ -286,6 +290,7 @@ def test_device_matmul_persistent_ptx():
     assert ptxas_report(ptx)["spills"] == 0
     assert ptx.count("tensormap.cp_fenceproxy") == 3 and ck.metadata["global_scratch_size"] == 3 * 128
     assert ptx.count(LOAD.format(2)) == 3 * 2 and "ld.global" not in ptx
+    assert ptx.count(STMATRIX) == 8 and ptx.count("st.shared") == 3   # the maps' templates zeroed
     # the maps' fields: 2-D, 128-byte swizzle, fp16, zero fill; box [64, 128] for A and B
     assert ptx.count("tensormap.replace.tile.rank.shared::cta.b1024.b32 [%r") == 3
     assert re.search(r"tensormap\.replace\.tile\.elemtype\.shared::cta\.b1024\.b32 \[%r\d+\], 6;", ptx)
