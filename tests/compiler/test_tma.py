@@ -135,10 +135,42 @@ def test_matmul_tma_persistent_ptx():
     sig = {"a_desc": _desc_type("fp16", (128, 64)), "b_desc": _desc_type("fp16", (128, 64)),
            "c_desc": _desc_type("fp16", (128, 128)), "M": "i32", "N": "i32", "K": "i32"}
     ck, ptx = _compile(K.matmul_tma_persistent_kernel, sig, {"NUM_PROGRAMS": 132}, num_warps=8)
-    assert ptx.count(LOAD.format(2)) == 3 * 2 and ptx.count(STORE.format(2)) == 2   # C: two 128-byte panels
+    assert ptx.count(STORE.format(2)) == 2   # C: two 128-byte panels
+    # copies: the first tile's two stages before the tile loop, the K loop's one stage ahead, and
+    # the next tile's two stages issued between the K loop's end and this tile's epilogue, so
+    # that they land while the epilogue runs (persistent.py); barriers set up once a program
+    assert ptx.count(LOAD.format(2)) == (2 + 1 + 2) * 2
+    assert ptx.count("mbarrier.init.shared::cta.b64") == ptx.count("mbarrier.inval.shared::cta.b64") == 3 * 2
+    _assert_next_tile_copies_before_epilogue(ptx)
+    # the epilogue's tile above the stages (and their barriers), which the copies are filling
+    assert ck.shared >= 1024 + 3 * (2 * 128 * 64 * 2) + 128 * 128 * 2
     # the fp16 accumulator goes into C's tile with stmatrix: four 8×8 blocks an instruction, 128×128
     # over 8 warps, as Triton's epilogue (Triton's test_tensor_descriptor matmuls assert it)
     assert ptx.count(STMATRIX) == 128 * 128 // (16 * 16) // 8 and "st.shared.b32" not in ptx
+
+
+def _assert_next_tile_copies_before_epilogue(ptx: str) -> None:
+    """In the tile loop, leaving the K loop: the next tile's copies (both stages, A and B) come
+    before the epilogue's first stmatrix on every path."""
+    k_loop = ptx_cfg.innermost_loop_with(ptx, "wgmma.mma_async")
+    tile_loop = k_loop.parents[0]
+    by_name = {blk.name: blk for blk in ptx_cfg.blocks(ptx)}
+    outside = tile_loop.blocks - k_loop.blocks
+    assert sum("\n".join(by_name[n].lines).count(LOAD.format(2)) for n in outside) == 2 * 2
+    # from the K loop's exits, walk the tile loop without entering a block with stmatrix: every
+    # copy of the next tile is reached, no epilogue store is
+    work = [s for n in k_loop.blocks for s in by_name[n].succ if s in outside]
+    seen, copies = set(), 0
+    while work:
+        n = work.pop()
+        text = "\n".join(by_name[n].lines)
+        if n in seen or n == tile_loop.header or STMATRIX in text:
+            continue
+        seen.add(n)
+        assert STORE.format(2) not in text
+        copies += text.count(LOAD.format(2))
+        work.extend(s for s in by_name[n].succ if s in outside)
+    assert copies == 2 * 2
 
 
 def test_loop_carried_descriptor_pipelined_ptx():
@@ -252,7 +284,10 @@ def test_padding_gpu(gen, padding, dtype):
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 @pytest.mark.parametrize("M,N,Kd,stages", [(1024, 1024, 1024, 3), (1000, 776, 392, 3), (333, 520, 1000, 4),
-                                           (256, 256, 64, 3)])
+                                           (256, 256, 64, 3),
+                                           # persistent: the stage counter carried over tiles of
+                                           # 3 and 5 K blocks, 1 and 3 stages ahead
+                                           (768, 640, 192, 2), (640, 768, 320, 4)])
 @pytest.mark.gpu
 @pytest.mark.timeout(120, method="thread")
 def test_matmul_tma_gpu(gen, dtype, M, N, Kd, stages):
@@ -289,7 +324,8 @@ def test_device_matmul_persistent_ptx():
     from tests.compiler.test_ptx import ptxas_report
     assert ptxas_report(ptx)["spills"] == 0
     assert ptx.count("tensormap.cp_fenceproxy") == 3 and ck.metadata["global_scratch_size"] == 3 * 128
-    assert ptx.count(LOAD.format(2)) == 3 * 2 and "ld.global" not in ptx
+    assert ptx.count(LOAD.format(2)) == (2 + 1 + 2) * 2 and "ld.global" not in ptx   # as test_matmul_tma_persistent_ptx
+    _assert_next_tile_copies_before_epilogue(ptx)
     assert ptx.count(STMATRIX) == 8 and ptx.count("st.shared") == 3   # the maps' templates zeroed
     # the maps' fields: 2-D, 128-byte swizzle, fp16, zero fill; box [64, 128] for A and B
     assert ptx.count("tensormap.replace.tile.rank.shared::cta.b1024.b32 [%r") == 3
