@@ -19,12 +19,16 @@ depend, outside the K loop, only on index arithmetic of the tile loop's inductio
                       tile_id + step, nothing past the last tile); then the epilogue, its shared
                       memory (the TMA store's tile, conversions) above the stages
   after the tile loop  the barriers invalidated.
-The stages must leave room for the epilogue (else the loop is lowered as before).
+The stages must leave room for the epilogue (else the loop is lowered as before). When nothing in
+the tile loop but its TMA stores uses shared memory beside the stages (registers-only epilogue
+arithmetic, _registers_only), a store's wait for the copy engine to have read its tile moves to
+the next store (tma.py, lw.defer_store_wait): the store runs on under the next tile's K loop.
 """
 from __future__ import annotations
 
 from llvmlite import ir as ll
 
+from .. import ir
 from . import multi_dot, pipeline, tma, warp_specialize
 from .llvm_types import I32, is_signed, lty
 
@@ -32,8 +36,35 @@ from .llvm_types import I32, is_signed, lty
 from .lowering import CONVERT_CHUNK_BYTES
 
 
+# ops whose lowering stays in registers when every block operand already has the result's layout
+_IN_REGISTERS = frozenset(ir.BINARY_OPS) | {"cast", "fma", "select", "neg", "abs", "not", "splat", "const"}
+
+
 class _Tiles:
     pass
+
+
+def _registers_only(lw, t, body) -> bool:
+    """Nothing in the tile loop's body touches shared memory but the K loop's stages and the TMA
+    stores: the K loop's other ops are scalar, the rest keep their blocks in registers."""
+    plan, inner = t.plan, t.inner
+    ibody = inner.regions[0]
+    for o in ibody.ops:
+        if o is ibody.terminator or o in plan.skip or o in plan.dots:
+            continue
+        if any(r.is_block for r in o.results) or o.regions:
+            return False
+    carried = {r.id: lw.slot_layout(a) for r, a in zip(inner.results, ibody.args[1:])}
+    for o in body.ops:
+        if o is body.terminator or o is inner or o.name == "tma_store" or not any(r.is_block for r in o.results):
+            continue
+        if o.name not in _IN_REGISTERS or o.regions:
+            return False
+        want = lw.want(o.result)
+        for v in o.operands:
+            if v is not None and v.is_block and carried.get(v.id, lw.want(v)) != want:
+                return False   # a layout conversion, through shared memory
+    return True
 
 
 def _plan_inner(lw, inner):
@@ -91,6 +122,7 @@ def _find(lw, op):
         return None
     t = _Tiles()
     t.inner, t.plan, t.slice_ops, t.targets = inner, plan, sl[0], targets
+    t.defer_store_wait = _registers_only(lw, t, body)
     return t
 
 
@@ -143,6 +175,7 @@ def lower_for(lw, op) -> bool:
     for a, l, ps in zip(body.args[1:], lays, phis[1:]):
         lw.bind(a, l, ps)
     lw.scopes.append({})
+    lw.defer_store_wait = t.defer_store_wait
     try:
         for bop in body.ops:
             if bop is body.terminator:
@@ -157,9 +190,12 @@ def lower_for(lw, op) -> bool:
         nexts = [[chain.end]] + [lw.get_as(yv, l) for yv, l in zip(body.terminator.operands, lays)]
     finally:
         lw.scopes.pop()
+        lw.defer_store_wait = False
     lw.loop_back(header, iv, step, phis, nexts)
     lw.close_hoist()
     b.position_at_end(exitb)
+    if t.defer_store_wait:
+        tma.wait_stores_read(lw)
     lw.barrier()
     tma.invalidate_barriers(lw, plan.barriers, plan.stages * plan.n_tma)
     lw.smem_reserved = max(reserved_before, lw.kernel_pins_end)

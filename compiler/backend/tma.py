@@ -15,7 +15,10 @@ the block's leading dims flattened), one copy per panel, so wgmma can read it as
              instruction (fragment_convert.write_stmatrix; Triton's epilogue), anything else with
              vector stores — fence.proxy.async (ordinary stores become visible to the copy
              engine); bar.sync; thread 0: the copies, commit_group, wait_group.read 0 (the tile
-             is read); bar.sync.
+             is read); bar.sync. In a persistent tile loop whose other shared-memory uses are the
+             K loop's stages alone (lw.defer_store_wait: persistent.py), the wait moves to the
+             start of the next store to the tile (and the loop's end), so that the copy engine
+             reads the tile while the next tile's K loop runs, as Triton's.
 Out-of-bounds elements of a load are zero (or NaN: the map's fill mode, from the padding option);
 those of a store are not written — by the hardware, so no masks here.
 
@@ -199,6 +202,9 @@ def lower_tma_store(lw, op) -> None:
     lw.smem_bytes = max(lw.smem_bytes, tile.nbytes)
     lay = lw.layout_of(value)
     regs = lw.block(value, lay)
+    deferred = lw.defer_store_wait
+    if deferred:   # the previous store from this tile may still be reading it
+        wait_stores_read(lw)
     lw.barrier()   # the tile's memory may still be read by an earlier use
     if fragment_convert.stmatrix_applies(lay, tile.es, lw.options.target):
         fragment_convert.write_stmatrix(lw, regs, lay, tile)
@@ -216,8 +222,17 @@ def lower_tma_store(lw, op) -> None:
             _asm(lw, _copy_text(rank, "store"), ",".join(["r", "l"] + ["r"] * rank),
                  [s, addr] + _coordinates(lw, offsets, tile, p))
         _asm(lw, "cp.async.bulk.commit_group;", "", [])
+        if not deferred:
+            _asm(lw, "cp.async.bulk.wait_group.read 0;", "", [])
+    if not deferred:
+        lw.barrier()
+
+
+def wait_stores_read(lw) -> None:
+    """The elected thread (the one that issued them) waits until every bulk store has read its
+    shared memory; the caller's bar.sync then tells the others."""
+    with lw.b.if_then(elected(lw)):
         _asm(lw, "cp.async.bulk.wait_group.read 0;", "", [])
-    lw.barrier()
 
 
 # -- device-side descriptors ----------------------------------------------------------------------

@@ -142,6 +142,12 @@ def test_matmul_tma_persistent_ptx():
     assert ptx.count(LOAD.format(2)) == (2 + 1 + 2) * 2
     assert ptx.count("mbarrier.init.shared::cta.b64") == ptx.count("mbarrier.inval.shared::cta.b64") == 3 * 2
     _assert_next_tile_copies_before_epilogue(ptx)
+    # the store's wait for its tile to be read is at the next store (and after the tile loop): the
+    # copy engine reads C's tile while the next tile's K loop runs
+    tile_loop = ptx_cfg.innermost_loop_with(ptx, "wgmma.mma_async").parents[0]
+    store_wait = "cp.async.bulk.wait_group.read 0;"
+    assert tile_loop.text.count(store_wait) == 1 and ptx.count(store_wait) == 2
+    assert tile_loop.text.index(store_wait) < tile_loop.text.index(STMATRIX)
     # the epilogue's tile above the stages (and their barriers), which the copies are filling
     assert ck.shared >= 1024 + 3 * (2 * 128 * 64 * 2) + 128 * 128 * 2
     # the fp16 accumulator goes into C's tile with stmatrix: four 8×8 blocks an instruction, 128×128
