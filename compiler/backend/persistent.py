@@ -15,9 +15,10 @@ depend, outside the K loop, only on index arithmetic of the tile loop's inductio
   before the tile loop  the stages' mbarriers initialized once; the first tile's S-1 stages issued
   each tile           the K loop without prologue, its stage counter carried from tile to tile
                       (pipeline.Chain: stage i % S, phase (i / S) & 1 over the whole program);
-                      after it, the next tile's S-1 stages (its index arithmetic re-lowered with
-                      tile_id + step, nothing past the last tile); then the epilogue, its shared
-                      memory (the TMA store's tile, conversions) above the stages
+                      at its exit, before waiting for its last wgmma, the next tile's S-1 stages
+                      (its index arithmetic re-lowered with tile_id + step, nothing past the last
+                      tile) into the buffers that wgmma does not read; then the epilogue, its
+                      shared memory (the TMA store's tile, conversions) above the stages
   after the tile loop  the barriers invalidated.
 The stages must leave room for the epilogue (else the loop is lowered as before). When nothing in
 the tile loop but its TMA stores uses shared memory beside the stages (registers-only epilogue
@@ -183,10 +184,9 @@ def lower_for(lw, op) -> bool:
             if bop is not t.inner:
                 lw.lower_op(bop)
                 continue
-            chain = pipeline.Chain(phis[0][0])
-            pipeline.pipelined_loop(lw, bop, plan, emit_dot, chain)
             nxt = b.add(iv, step)
-            _issue_tile(lw, t, body, nxt, before(nxt, ub), chain.end)
+            chain = pipeline.Chain(phis[0][0], lambda end: _issue_tile(lw, t, body, nxt, before(nxt, ub), end))
+            pipeline.pipelined_loop(lw, bop, plan, emit_dot, chain)
         nexts = [[chain.end]] + [lw.get_as(yv, l) for yv, l in zip(body.terminator.operands, lays)]
     finally:
         lw.scopes.pop()

@@ -409,10 +409,14 @@ def lower_body(lw, plan: Plan, body, lays, emit_dot, read_base) -> list:
 class Chain:
     """A TMA loop run once per tile of a loop around it (persistent.py): its barriers initialized
     and its first stages issued by the caller, the stage counter carried from one run to the next
-    (`start`: the i32 count of stages used before this run; `end`, set by the run: after it)."""
+    (`start`: the i32 count of stages used before this run; `end`, set by the run: after it).
+    `issue_next(end)` issues the next run's first S-1 stages, which the run calls as soon as their
+    buffers are free: with a wgmma still in flight at the exit, right away — every warp is past
+    the last iteration's bar.sync, which followed its wait for all but that wgmma, and the buffer
+    that wgmma reads is the one stage not among them —, else after the exit's bar.sync."""
 
-    def __init__(self, start):
-        self.start, self.end = start, None
+    def __init__(self, start, issue_next):
+        self.start, self.end, self.issue_next = start, None, issue_next
 
 
 def pipelined_loop(lw, op, plan: Plan, emit_dot, chain: Chain | None = None) -> None:
@@ -514,13 +518,18 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot, chain: Chain | None = None) -> 
     for lo in plan.side:
         del lw.smem_backed[lo.result.id]
     b.position_at_end(exitb)
+    if chain is not None:
+        chain.end = it
+        if plan.async_dot:
+            chain.issue_next(it)
     if plan.cp_async:
         lw.call("llvm.nvvm.cp.async.wait.group", ll.VoidType(), [ll.Constant(I32, 0)])
     if plan.async_dot:  # the last wgmma group is still running: wait, with the accumulators through
         phis[plan.acc_index] = wgmma.wait_pass_through(lw, phis[plan.acc_index], 0)
     lw.barrier()
     if chain is not None:
-        chain.end = it
+        if not plan.async_dot:
+            chain.issue_next(it)
     elif plan.tma:  # every copy issued was waited for (none past the end are)
         tma.invalidate_barriers(lw, plan.barriers, S * plan.n_tma)
     for r, l, ps in zip(op.results, lays, phis):

@@ -157,20 +157,20 @@ def test_matmul_tma_persistent_ptx():
 
 def _assert_next_tile_copies_before_epilogue(ptx: str) -> None:
     """In the tile loop, leaving the K loop: the next tile's copies (both stages, A and B) come
-    before the epilogue's first stmatrix on every path."""
+    before the wait for the K loop's last wgmma, and so before the epilogue, on every path."""
     k_loop = ptx_cfg.innermost_loop_with(ptx, "wgmma.mma_async")
     tile_loop = k_loop.parents[0]
     by_name = {blk.name: blk for blk in ptx_cfg.blocks(ptx)}
     outside = tile_loop.blocks - k_loop.blocks
     assert sum("\n".join(by_name[n].lines).count(LOAD.format(2)) for n in outside) == 2 * 2
-    # from the K loop's exits, walk the tile loop without entering a block with stmatrix: every
-    # copy of the next tile is reached, no epilogue store is
+    # from the K loop's exits, walk the tile loop up to the wait for the last wgmma: every copy of
+    # the next tile is reached, no epilogue store is
     work = [s for n in k_loop.blocks for s in by_name[n].succ if s in outside]
     seen, copies = set(), 0
     while work:
         n = work.pop()
         text = "\n".join(by_name[n].lines)
-        if n in seen or n == tile_loop.header or STMATRIX in text:
+        if n in seen or n == tile_loop.header or "wgmma.wait_group.sync.aligned 0;" in text:
             continue
         seen.add(n)
         assert STORE.format(2) not in text
