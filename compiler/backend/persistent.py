@@ -27,11 +27,13 @@ the next store (tma.py, lw.defer_store_wait): the store runs on under the next t
 """
 from __future__ import annotations
 
+import math
+
 from llvmlite import ir as ll
 
 from .. import ir
 from . import multi_dot, pipeline, tma, warp_specialize
-from .llvm_types import I32, is_signed, lty
+from .llvm_types import I32, esize, is_signed, lty
 
 # the epilogue's shared memory: a TMA store's tile, or a conversion (chunked to this: lowering.py)
 from .lowering import CONVERT_CHUNK_BYTES
@@ -118,13 +120,28 @@ def _find(lw, op):
     sl = pipeline._slice(body, targets, lw.rules.by_layout)
     if sl is None or sl[1] - {body.args[0].id}:
         return None   # the tile's copies depend on more than the tile loop's induction variable
-    epilogue = max([CONVERT_CHUNK_BYTES] + [tma.tile_for(o.operands[-1]).nbytes for o in after if o.name == "tma_store"])
-    if multi_dot.stages_end(lw, plan) + epilogue > pipeline.SMEM_LIMIT:
-        return None
     t = _Tiles()
     t.inner, t.plan, t.slice_ops, t.targets = inner, plan, sl[0], targets
     t.defer_store_wait = _registers_only(lw, t, body)
+    if multi_dot.stages_end(lw, plan) + _epilogue_bytes(t, ops) > pipeline.SMEM_LIMIT:
+        return None
     return t
+
+
+def _epilogue_bytes(t, ops) -> int:
+    """A bound on the shared memory the tile loop's body takes above the stages: its TMA stores'
+    tiles, and where a block may change layout, any block of it in a row-major buffer with a
+    16-byte pad a row (lowering.Lowering.convert; chunked ones take less)."""
+    need = [tma.tile_for(o.operands[-1]).nbytes for o in ops if o.name == "tma_store"]
+    if not t.defer_store_wait:
+        blocks = [v for o in ops if o is not t.inner for v in list(o.operands) + list(o.results)
+                  if v is not None and v.is_block]
+        for v in blocks:
+            n = math.prod(v.shape)
+            es = 8 if v.dtype.is_ptr() else max(1, esize(v.dtype))
+            need.append(n * es + n // v.shape[-1] * 16)
+        need.append(CONVERT_CHUNK_BYTES)
+    return max(need, default=0)
 
 
 def _issue_tile(lw, t, body, tile_iv, live, start) -> None:

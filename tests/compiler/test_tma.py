@@ -155,6 +155,28 @@ def test_matmul_tma_persistent_ptx():
     assert ptx.count(STMATRIX) == 128 * 128 // (16 * 16) // 8 and "st.shared.b32" not in ptx
 
 
+def test_matmul_tma_persistent_pointer_store_ptx():
+    """An epilogue of pointer stores: its conversion through shared memory goes above the stages
+    the next tile's copies are filling; no TMA store, so no store wait to move."""
+    sig = {"a_desc": _desc_type("fp16", (128, 64)), "b_desc": _desc_type("fp16", (128, 64)), "c_ptr": "*fp16",
+           "M": "i32", "N": "i32", "K": "i32", "stride_cm": "i32"}
+    ck = triton.compile(K.matmul_tma_persistent_pointer_store_kernel, signature=sig, constexprs={"NUM_PROGRAMS": 132},
+                        num_warps=8, num_stages=3, target="sm_90", divisible_by_16=("c_ptr", "stride_cm", "M", "N"))
+    ptx = ck.asm["ptx"]
+    from tests.compiler.test_ptx import ptxas_report
+    assert ptxas_report(ptx)["spills"] == 0
+    assert ptx.count(LOAD.format(2)) == (2 + 1 + 2) * 2
+    _assert_next_tile_copies_before_epilogue(ptx)
+    assert "cp.async.bulk.wait_group" not in ptx
+    assert ptx.count(STMATRIX) == 8 and ptx.count("st.global.v4") == 128 * 128 * 2 // 16 // 256
+    assert 1024 + 3 * (128 + 128) * 64 * 2 < ck.shared <= 227 * 1024
+    # a 128×256 tile: its fp32 accumulator, were it converted, would not fit above the stages
+    sig["b_desc"] = _desc_type("fp16", (256, 64))
+    ck = triton.compile(K.matmul_tma_persistent_pointer_store_kernel, signature=sig, constexprs={"NUM_PROGRAMS": 132},
+                        num_warps=8, num_stages=3, target="sm_90", divisible_by_16=("c_ptr", "stride_cm", "M", "N"))
+    assert ck.asm["ptx"].count(LOAD.format(2)) == (2 + 1) * 2 and ck.shared <= 227 * 1024
+
+
 def _assert_next_tile_copies_before_epilogue(ptx: str) -> None:
     """In the tile loop, leaving the K loop: the next tile's copies (both stages, A and B) come
     before the wait for the K loop's last wgmma, and so before the epilogue, on every path."""
@@ -314,6 +336,20 @@ def test_matmul_tma_gpu(gen, dtype, M, N, Kd, stages):
                                                                                num_stages=stages)
         torch.cuda.synchronize()
         torch.testing.assert_close(c.double(), ref, atol=tol * math.sqrt(Kd), rtol=tol)
+
+
+@pytest.mark.parametrize("M,N,Kd,stages", [(1000, 776, 392, 3), (768, 1024, 192, 2), (512, 512, 512, 4)])
+@pytest.mark.gpu
+@pytest.mark.timeout(120, method="thread")
+def test_matmul_tma_persistent_pointer_store_gpu(gen, M, N, Kd, stages):
+    a = torch.randn(M, Kd, generator=gen).to("cuda", torch.float16)
+    b = torch.randn(N, Kd, generator=gen).to("cuda", torch.float16)
+    c = _nan((M, N), torch.float16)
+    K.matmul_tma_persistent_pointer_store_kernel[(5,)](
+        TensorDescriptor.from_tensor(a, [128, 64]), TensorDescriptor.from_tensor(b, [128, 64]), c, M, N, Kd, c.stride(0),
+        NUM_PROGRAMS=5, num_warps=8, num_stages=stages)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(c.double(), a.double() @ b.double().T, atol=2e-2 * math.sqrt(Kd), rtol=2e-2)
 
 
 # -- device-side descriptors ----------------------------------------------------------------------
