@@ -15,10 +15,11 @@ depend, outside the K loop, only on index arithmetic of the tile loop's inductio
   before the tile loop  the stages' mbarriers initialized once; the first tile's S-1 stages issued
   each tile           the K loop without prologue, its stage counter carried from tile to tile
                       (pipeline.Chain: stage i % S, phase (i / S) & 1 over the whole program);
-                      at its exit, before waiting for its last wgmma, the next tile's S-1 stages
-                      (its index arithmetic re-lowered with tile_id + step, nothing past the last
-                      tile) into the buffers that wgmma does not read; then the epilogue, its
-                      shared memory (the TMA store's tile, conversions) above the stages
+                      its last S-1 iterations copy the next tile's S-1 stages where they would
+                      copy past the end (its index arithmetic re-lowered with tile_id + step once
+                      before the K loop, nothing past the last tile), as Triton's flattened loop;
+                      then the epilogue, its shared memory (the TMA store's tile, conversions)
+                      above the stages
   after the tile loop  the barriers invalidated.
 The stages must leave room for the epilogue (else the loop is lowered as before). When nothing in
 the tile loop but its TMA stores uses shared memory beside the stages (registers-only epilogue
@@ -144,26 +145,27 @@ def _epilogue_bytes(t, ops) -> int:
     return max(need, default=0)
 
 
-def _issue_tile(lw, t, body, tile_iv, live, start) -> None:
-    """The first S-1 stages of the tile whose induction value is `tile_iv`, from stage number
-    `start` on (int or i32), none where `live` (i1) is false."""
-    b = lw.b
-    plan, inner = t.plan, t.inner
-    vals = pipeline._eval(lw, t.slice_ops, {body.args[0].id: tile_iv}, [(v, None) for v in t.targets])
-    state = {v.id: x for v, x in zip(t.targets, vals)}
-    lb, ub, step = (state[v.id] if v.id in state else lw.scalar(v) for v in inner.operands[:3])
-    S = plan.stages
-    iv = lb
-    for s in range(plan.dist):
-        if isinstance(start, int):
-            slot = (start + s) % S
-            base = slot * plan.stage_bytes
-        else:
-            slot = b.urem(b.add(start, ll.Constant(I32, s)), ll.Constant(I32, S))
-            base = b.mul(slot, ll.Constant(I32, plan.stage_bytes))
-        pipeline._issue(lw, plan, inner.regions[0], iv, state, slot, base, ub, is_signed(inner.operands[0].dtype),
-                        live_too=live)
-        iv = b.add(iv, step)
+class _Tile:
+    """The copies of one tile: its index arithmetic (the tile loop's body up to the K loop,
+    re-lowered with the tile's induction value) evaluated once, where the tile is `live` (i1)."""
+
+    def __init__(self, lw, t, body, tile_iv, live):
+        self.lw, self.t, self.live = lw, t, live
+        vals = pipeline._eval(lw, t.slice_ops, {body.args[0].id: tile_iv}, [(v, None) for v in t.targets])
+        self.state = {v.id: x for v, x in zip(t.targets, vals)}
+        self.lb, self.ub, self.step = (self.state[v.id] if v.id in self.state else lw.scalar(v)
+                                       for v in t.inner.operands[:3])
+
+    def stage(self, j, slot, base, pred=None) -> None:
+        """Its K loop's stage j (int or i32) into buffer `slot` at byte offset `base`, where the
+        i1 `pred` holds (none past its K loop's end)."""
+        b, inner = self.lw.b, self.t.inner
+        if isinstance(j, int):
+            j = ll.Constant(I32, j)
+        iv = b.add(self.lb, b.mul(self.step, j if j.type == self.step.type else b.sext(j, self.step.type)))
+        live = self.live if pred is None else b.and_(self.live, pred)
+        pipeline._issue(self.lw, self.t.plan, inner.regions[0], iv, self.state, slot, base, self.ub,
+                        is_signed(inner.operands[0].dtype), live_too=live)
 
 
 def lower_for(lw, op) -> bool:
@@ -184,7 +186,9 @@ def lower_for(lw, op) -> bool:
         return b.icmp_signed("<", x, y) if signed else b.icmp_unsigned("<", x, y)
 
     tma.init_barriers(lw, plan.barriers, plan.stages * plan.n_tma)
-    _issue_tile(lw, t, body, lb, before(lb, ub), 0)
+    first = _Tile(lw, t, body, lb, before(lb, ub))
+    for s in range(plan.dist):
+        first.stage(s, s, s * plan.stage_bytes)
     lays = [lw.slot_layout(a) for a in body.args[1:]]
     init_regs = [lw.get_as(v, l) for v, l in zip(op.operands[3:], lays)]
     lw.open_hoist(body)
@@ -202,7 +206,7 @@ def lower_for(lw, op) -> bool:
                 lw.lower_op(bop)
                 continue
             nxt = b.add(iv, step)
-            chain = pipeline.Chain(phis[0][0], lambda end: _issue_tile(lw, t, body, nxt, before(nxt, ub), end))
+            chain = pipeline.Chain(phis[0][0], _Tile(lw, t, body, nxt, before(nxt, ub)).stage)
             pipeline.pipelined_loop(lw, bop, plan, emit_dot, chain)
         nexts = [[chain.end]] + [lw.get_as(yv, l) for yv, l in zip(body.terminator.operands, lays)]
     finally:

@@ -410,13 +410,24 @@ class Chain:
     """A TMA loop run once per tile of a loop around it (persistent.py): its barriers initialized
     and its first stages issued by the caller, the stage counter carried from one run to the next
     (`start`: the i32 count of stages used before this run; `end`, set by the run: after it).
-    `issue_next(end)` issues the next run's first S-1 stages, which the run calls as soon as their
-    buffers are free: with a wgmma still in flight at the exit, right away — every warp is past
-    the last iteration's bar.sync, which followed its wait for all but that wgmma, and the buffer
-    that wgmma reads is the one stage not among them —, else after the exit's bar.sync."""
+    `next_stage(j, slot, byte offset, i1)` issues stage j (i32) of the next run where the i1
+    holds. The next run's first S-1 stages go where this run's copies would go past its end: the
+    iteration whose copies ahead are for iteration n + j (n iterations) takes the next run's
+    stage j instead, into the same buffer; the stages j < S-1-n that no iteration reached are
+    issued at the exit as soon as their buffers are free — with a wgmma still in flight, right
+    away (every warp is past the last iteration's bar.sync, which followed its wait for all but
+    that wgmma, whose buffer is not among them), else after the exit's bar.sync."""
 
-    def __init__(self, start, issue_next):
-        self.start, self.end, self.issue_next = start, None, issue_next
+    def __init__(self, start, next_stage):
+        self.start, self.end, self.next_stage = start, None, next_stage
+
+    def stages_at_exit(self, lw, plan: Plan, it) -> None:
+        b = lw.b
+        n = b.sub(it, self.start)
+        for j in range(plan.dist):
+            slot = b.urem(b.add(it, ll.Constant(I32, j)), ll.Constant(I32, plan.stages))
+            self.next_stage(ll.Constant(I32, j), slot, b.mul(slot, ll.Constant(I32, plan.stage_bytes)),
+                            b.icmp_signed("<", b.add(n, ll.Constant(I32, j)), ll.Constant(I32, plan.dist)))
 
 
 def pipelined_loop(lw, op, plan: Plan, emit_dot, chain: Chain | None = None) -> None:
@@ -497,6 +508,12 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot, chain: Chain | None = None) -> 
 
     def issue_ahead():
         _issue(lw, plan, body, iv_ahead, ahead, write_slot, write_base, ub, signed)
+        if chain is not None:   # past this run's end: the next run's stage (iv_ahead - ub) / step
+            past = b.icmp_signed(">=", iv_ahead, ub) if signed else b.icmp_unsigned(">=", iv_ahead, ub)
+            j = b.sub(iv_ahead, ub)
+            if not (isinstance(step, ll.Constant) and step.constant == 1):
+                j = b.udiv(j, step)
+            chain.next_stage(b.trunc(j, I32) if j.type != I32 else j, write_slot, write_base, past)
         return _advance(lw, plan, body, iv_ahead, ahead, lays)
 
     if not plan.async_dot:
@@ -521,7 +538,7 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot, chain: Chain | None = None) -> 
     if chain is not None:
         chain.end = it
         if plan.async_dot:
-            chain.issue_next(it)
+            chain.stages_at_exit(lw, plan, it)
     if plan.cp_async:
         lw.call("llvm.nvvm.cp.async.wait.group", ll.VoidType(), [ll.Constant(I32, 0)])
     if plan.async_dot:  # the last wgmma group is still running: wait, with the accumulators through
@@ -529,7 +546,7 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot, chain: Chain | None = None) -> 
     lw.barrier()
     if chain is not None:
         if not plan.async_dot:
-            chain.issue_next(it)
+            chain.stages_at_exit(lw, plan, it)
     elif plan.tma:  # every copy issued was waited for (none past the end are)
         tma.invalidate_barriers(lw, plan.barriers, S * plan.n_tma)
     for r, l, ps in zip(op.results, lays, phis):

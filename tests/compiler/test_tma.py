@@ -136,10 +136,13 @@ def test_matmul_tma_persistent_ptx():
            "c_desc": _desc_type("fp16", (128, 128)), "M": "i32", "N": "i32", "K": "i32"}
     ck, ptx = _compile(K.matmul_tma_persistent_kernel, sig, {"NUM_PROGRAMS": 132}, num_warps=8)
     assert ptx.count(STORE.format(2)) == 2   # C: two 128-byte panels
-    # copies: the first tile's two stages before the tile loop, the K loop's one stage ahead, and
-    # the next tile's two stages issued between the K loop's end and this tile's epilogue, so
+    # copies: the first tile's two stages before the tile loop; in the K loop, one stage ahead
+    # and, past its end, the next tile's stage instead; the next tile's stages no iteration
+    # reached (a K loop shorter than two) at the K loop's exit, before this tile's epilogue, so
     # that they land while the epilogue runs (persistent.py); barriers set up once a program
-    assert ptx.count(LOAD.format(2)) == (2 + 1 + 2) * 2
+    assert ptx.count(LOAD.format(2)) == (2 + 2 + 2) * 2
+    k_loop = ptx_cfg.innermost_loop_with(ptx, "wgmma.mma_async")
+    assert k_loop.text.count(LOAD.format(2)) == 2 * 2
     assert ptx.count("mbarrier.init.shared::cta.b64") == ptx.count("mbarrier.inval.shared::cta.b64") == 3 * 2
     _assert_next_tile_copies_before_epilogue(ptx)
     # the store's wait for its tile to be read is at the next store (and after the tile loop): the
@@ -165,7 +168,7 @@ def test_matmul_tma_persistent_pointer_store_ptx():
     ptx = ck.asm["ptx"]
     from tests.compiler.test_ptx import ptxas_report
     assert ptxas_report(ptx)["spills"] == 0
-    assert ptx.count(LOAD.format(2)) == (2 + 1 + 2) * 2
+    assert ptx.count(LOAD.format(2)) == (2 + 2 + 2) * 2
     _assert_next_tile_copies_before_epilogue(ptx)
     assert "cp.async.bulk.wait_group" not in ptx
     assert ptx.count(STMATRIX) == 8 and ptx.count("st.global.v4") == 128 * 128 * 2 // 16 // 256
@@ -178,8 +181,9 @@ def test_matmul_tma_persistent_pointer_store_ptx():
 
 
 def _assert_next_tile_copies_before_epilogue(ptx: str) -> None:
-    """In the tile loop, leaving the K loop: the next tile's copies (both stages, A and B) come
-    before the wait for the K loop's last wgmma, and so before the epilogue, on every path."""
+    """In the tile loop, leaving the K loop: the next tile's copies that the K loop did not make
+    (both stages, A and B, each under its own condition) come before the wait for the K loop's
+    last wgmma, and so before the epilogue, on every path."""
     k_loop = ptx_cfg.innermost_loop_with(ptx, "wgmma.mma_async")
     tile_loop = k_loop.parents[0]
     by_name = {blk.name: blk for blk in ptx_cfg.blocks(ptx)}
@@ -366,7 +370,7 @@ def test_device_matmul_persistent_ptx():
     from tests.compiler.test_ptx import ptxas_report
     assert ptxas_report(ptx)["spills"] == 0
     assert ptx.count("tensormap.cp_fenceproxy") == 3 and ck.metadata["global_scratch_size"] == 3 * 128
-    assert ptx.count(LOAD.format(2)) == (2 + 1 + 2) * 2 and "ld.global" not in ptx   # as test_matmul_tma_persistent_ptx
+    assert ptx.count(LOAD.format(2)) == (2 + 2 + 2) * 2 and "ld.global" not in ptx   # as test_matmul_tma_persistent_ptx
     _assert_next_tile_copies_before_epilogue(ptx)
     assert ptx.count(STMATRIX) == 8 and ptx.count("st.shared") == 3   # the maps' templates zeroed
     # the maps' fields: 2-D, 128-byte swizzle, fp16, zero fill; box [64, 128] for A and B
