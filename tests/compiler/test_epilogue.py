@@ -189,7 +189,7 @@ def _tma_store_image(m, n, nw, stmatrix):
 
 
 @pytest.mark.parametrize("m,n,nw", [(128, 128, 8), (128, 256, 8), (128, 128, 4), (64, 128, 4), (128, 64, 4),
-                                    (256, 128, 8), (64, 32, 4)])
+                                    (256, 128, 8), (64, 32, 4), (64, 16, 4)])   # 64- and 32-byte swizzles too
 def test_tma_store_tile_through_stmatrix(m, n, nw):
     """The TMA store's swizzled panels hold the same bytes whether the accumulator went in through
     stmatrix (one instruction per four 8×8 blocks) or through 4-byte stores, and stmatrix's rows
