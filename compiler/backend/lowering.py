@@ -119,6 +119,7 @@ class Lowering:
         self.kernel_pins_end = 0                # those stay reserved up to here until the kernel ends
         self.needs_sm90a = False                # wgmma (wgmma.py)
         self.ws = None                          # warp_specialize.State: a producer warpgroup runs beside
+        self.defer_store_wait = False           # TMA stores leave their read in flight (persistent.py)
         self.params = []                        # the ABI of each passed parameter
         self.tensor_map_params: list[int] = []  # indices of the CUtensorMap parameters (tma.py)
         self.strings: dict[str, ll.GlobalVariable] = {}    # printf formats (debug_ops.py)
