@@ -31,7 +31,8 @@ from .dot_layouts import SmemTile, contiguous_dim, is_fp8_kind, mma_kind, uses_w
 from .llvm_types import esize
 from .memory import access_width
 
-# shared memory left above the stages for the loop body's own uses
+# shared memory left above the stages for the loop body's own uses when the first lowering, which
+# leaves none (options.smem_margin), needed more than the device has (nvptx.lower_to_llvm)
 TRANSIENT_MARGIN = 16 * 1024
 
 
@@ -147,7 +148,10 @@ def make_plan(lw, op):
     off = _align(off)
     loads = loads + side
     barriers = 1024 if any(lo.name == "tma_load" for lo in loads) else 0   # one mbarrier per stage
-    stages = min(stages, (pipeline.SMEM_LIMIT - TRANSIENT_MARGIN - pinned_end - barriers) // off)
+    room = pipeline.SMEM_LIMIT - pinned_end - barriers
+    if (room - TRANSIENT_MARGIN) // off < min(stages, (room - lw.options.smem_margin) // off):
+        lw.stages_past_margin = True   # if the body's scratch does not fit above them, lower_to_llvm retries
+    stages = min(stages, (room - lw.options.smem_margin) // off)
     if stages < 2:
         return None
     p = pipeline.Plan()

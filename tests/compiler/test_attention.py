@@ -142,6 +142,15 @@ def test_attention_forward_ptx(head_dim, block_m, block_n, num_warps, causal, ho
     assert "ex2.approx.ftz.f32" in ptx and "ex2.approx.f32" not in ptx
 
 
+def test_attention_forward_takes_tritons_stages_at_head_dim_128():
+    """HEAD_DIM 128, BLOCK_N 128, num_stages 3: Q's tile, the stages' mbarriers and three stages of
+    K and V tiles, 230400 bytes as Triton's kernel (a margin kept free above the stages for a body
+    that needs none left two: each K/V copy then issued just before the iteration that reads it)."""
+    for causal in (False, True):
+        ck = _fwd_ptx(128, 128, 128, 8, causal)
+        assert ck.shared == 128 * 128 * 2 + 1024 + 3 * 2 * 128 * 128 * 2
+
+
 def _bwd_ptx(head_dim, causal):
     sig = dict(Q="*fp16", K="*fp16", V="*fp16", sm_scale="fp32", DO="*fp16", DQ="*fp16", DK="*fp16", DV="*fp16",
                M="*fp32", D="*fp32", stride_z="i32", stride_h="i32", stride_tok="i32", stride_d="i32", H="i32", N_CTX="i32")
