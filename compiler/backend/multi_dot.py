@@ -327,6 +327,8 @@ def _emit_dot(lw, plan, d, read_tiles, read_base):
     for v, lay, r in zip(running, lays, regs):
         lw.set_block(v, lay, waited[:len(r)])
         waited = waited[len(r):]
+    if d is getattr(plan, "first_dot", None) and getattr(plan, "after_first_wait", None) is not None:
+        plan.after_first_wait()   # the previous iteration's buffer is free: its next copies (pipelined_loop)
 
 
 def lower_for(lw, op) -> bool:

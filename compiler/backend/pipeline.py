@@ -483,8 +483,21 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot) -> None:
     if not plan.async_dot:
         ahead_next = issue_ahead()
 
+    # TMA tiles of several dots (attention: QKᵀ, then P·V in flight over the back edge): the
+    # first dot's wait completes the previous iteration's last dot, the last reader of buffer
+    # (i-1) % S, so its copies go out there (multi_dot calls plan.after_first_wait) — the softmax
+    # between the dots more time for them to land than issuing them after the body
+    early = {}
+    if plan.async_dot and plan.tma and not plan.cp_async and getattr(plan, "first_dot", None) is not None:
+        def issue_after_first_wait():
+            lw.barrier()   # every warpgroup past its wait
+            early["next"] = issue_ahead()
+        plan.after_first_wait = issue_after_first_wait
     nxt = lower_body(lw, plan, body, lays, emit_dot, read_base)
-    if plan.async_dot:
+    plan.after_first_wait = None
+    if early:
+        ahead_next = early["next"]
+    elif plan.async_dot:
         # wgmma(i-1) is done in this warpgroup (wait_group 1 in the dot); once every warpgroup is
         # past that point its buffer, (i-1) % S = (i+S-1) % S, takes the tiles of iteration i+S-1
         lw.barrier()

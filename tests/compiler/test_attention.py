@@ -101,15 +101,19 @@ def test_warp_specialize_is_accepted_as_a_hint(interpret, gen):
 
 # -- PTX ------------------------------------------------------------------------------------------
 
-def _fwd_ptx(head_dim, block_m, block_n, num_warps, causal, host_descriptors=True, warp_specialize=False):
+def _fwd_args(head_dim, block_m, block_n, causal=False, host_descriptors=True, warp_specialize=False):
     desc = (lambda rows: f"tensordesc<fp16[{rows}, {head_dim}]|zero|11>") if host_descriptors else (lambda rows: "*fp16")
     sig = dict(sm_scale="fp32", M="*fp32", Z="i32", H="i32", desc_q=desc(block_m), desc_k=desc(block_n),
                desc_v=desc(block_n), desc_o=desc(block_m), N_CTX="i32")
     cx = dict(HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n, FP8_OUTPUT=False, STAGE=3 if causal else 1,
               warp_specialize=warp_specialize, IS_HOPPER=True)
     div = ("M", "N_CTX") + (() if host_descriptors else ("desc_q", "desc_k", "desc_v", "desc_o"))
-    return triton.compile(A._attn_fwd.fn, signature=sig, constexprs=cx, num_warps=num_warps, num_stages=3,
-                          target="sm_90", divisible_by_16=div)
+    return dict(signature=sig, constexprs=cx, target="sm_90", divisible_by_16=div)
+
+
+def _fwd_ptx(head_dim, block_m, block_n, num_warps, causal, host_descriptors=True, warp_specialize=False):
+    return triton.compile(A._attn_fwd.fn, **_fwd_args(head_dim, block_m, block_n, causal, host_descriptors, warp_specialize),
+                          num_warps=num_warps, num_stages=3)
 
 
 @pytest.mark.parametrize("head_dim,block_m,block_n,num_warps,causal,host", [
@@ -149,6 +153,23 @@ def test_attention_forward_takes_tritons_stages_at_head_dim_128():
     for causal in (False, True):
         ck = _fwd_ptx(128, 128, 128, 8, causal)
         assert ck.shared == 128 * 128 * 2 + 1024 + 3 * 2 * 128 * 128 * 2
+
+
+@pytest.mark.parametrize("head_dim,block_n,num_warps,num_stages", [(64, 64, 4, 3), (128, 128, 8, 2)])
+def test_attention_forward_copies_go_out_after_the_first_wait(head_dim, block_n, num_warps, num_stages):
+    """The K/V copies of iteration i+S-1 are issued once QKᵀ's wait has completed the previous
+    iteration's P·V (the last reader of their buffer), before the softmax, not after the body: with
+    two stages the tiles then have the softmax's time to land instead of none."""
+    ck = triton.compile(A._attn_fwd.fn, **{**_fwd_args(head_dim, 128, block_n), "num_warps": num_warps,
+                                           "num_stages": num_stages})
+    loops = [loop for loop in _wgmma_loops(ck.asm["ptx"]) if "cp.async.bulk.tensor" in loop]
+    assert loops
+    for loop in loops:
+        first_wait = loop.index("wgmma.wait_group")
+        second_fence = loop.index("wgmma.fence", first_wait)
+        copies = [m.start() for m in re.finditer(r"cp\.async\.bulk\.tensor", loop)]
+        assert copies and all(first_wait < c < second_fence for c in copies), loop
+        assert loop.count("bar.sync") == 1
 
 
 def _bwd_ptx(head_dim, causal):
