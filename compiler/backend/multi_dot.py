@@ -337,7 +337,8 @@ def lower_for(lw, op) -> bool:
     if plan is None:
         return False
     reserved_before = lw.smem_reserved
-    pinned = dot.pin_loop_invariant_operands(lw, op)
+    loop = warp_specialize.lower_loop if warp_specialize.applies(lw, op, plan) else pipeline.pipelined_loop
+    pinned = dot.pin_loop_invariant_operands(lw, op, defer_tma_waits=loop is pipeline.pipelined_loop)
     assert len(pinned) == plan.n_pinned, "multi_dot.make_plan and dot.pin_loop_invariant_operands disagree"
     start = _align(lw.smem_reserved)
     plan.barriers = start   # TMA: the stages' mbarriers, below the stages
@@ -345,7 +346,6 @@ def lower_for(lw, op) -> bool:
     lw.smem_bytes = max(lw.smem_bytes, start - lw.smem_reserved + plan.stages * plan.stage_bytes)
     lw.smem_reserved = start + plan.stages * plan.stage_bytes
     plan.tiles, read_tiles = _tiles(lw, plan, start)
-    loop = warp_specialize.lower_loop if warp_specialize.applies(lw, op, plan) else pipeline.pipelined_loop
     loop(lw, op, plan, lambda d, read_base: _emit_dot(lw, plan, d, read_tiles, read_base))
     dot.unpin(lw, pinned, reserved_before, barrier=False)   # the loop ended with a bar.sync
     return True

@@ -42,7 +42,7 @@ from __future__ import annotations
 from llvmlite import ir as ll
 
 from .. import ir
-from . import dot, tma, wgmma
+from . import dot, pinned_tma, tma, wgmma
 from .dot_layouts import is_fp8_kind, mma_kind, operand_tiles, register_groups, tiles_end, uses_wgmma
 from .layouts import log2
 from .llvm_types import esize, is_signed
@@ -438,6 +438,7 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot) -> None:
         _issue(lw, plan, body, iv_s, state, s, s * plan.stage_bytes, ub, signed)
         state = _advance(lw, plan, body, iv_s, state, lays)
         iv_s = b.add(iv_s, step)
+    pinned_tma.wait_pending(lw)   # a pinned operand's own copy (attention's Q), after these started
 
     ahead_init = []
     for i in plan.needed:

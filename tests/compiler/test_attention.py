@@ -147,12 +147,29 @@ def test_attention_forward_ptx(head_dim, block_m, block_n, num_warps, causal, ho
 
 
 def test_attention_forward_takes_tritons_stages_at_head_dim_128():
-    """HEAD_DIM 128, BLOCK_N 128, num_stages 3: Q's tile, the stages' mbarriers and three stages of
-    K and V tiles, 230400 bytes as Triton's kernel (a margin kept free above the stages for a body
-    that needs none left two: each K/V copy then issued just before the iteration that reads it)."""
+    """HEAD_DIM 128, BLOCK_N 128, num_stages 3: Q's tile and its mbarrier, the stages' mbarriers and
+    three stages of K and V tiles, 231424 bytes (Triton's kernel: 230400; a margin kept free above
+    the stages for a body that needs none left two: each K/V copy then issued just before the
+    iteration that reads it)."""
     for causal in (False, True):
         ck = _fwd_ptx(128, 128, 128, 8, causal)
-        assert ck.shared == 128 * 128 * 2 + 1024 + 3 * 2 * 128 * 128 * 2
+        assert ck.shared == 128 * 128 * 2 + 1024 + 1024 + 3 * 2 * 128 * 128 * 2
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_forward_q_lands_in_its_pinned_tile(causal):
+    """Q's copy goes straight into the tile the loops' QKᵀ reads (compiler/backend/pinned_tma.py):
+    issued before the first loop's K/V prologue copies and waited for after them, so the latencies
+    overlap; no registers carry Q out of shared memory and back before the loop."""
+    ptx = _fwd_ptx(64, 128, 64, 4, causal).asm["ptx"]
+    head = ptx[:ptx.index("wgmma.fence")]
+    copies = [m.start() for m in re.finditer(r"cp\.async\.bulk\.tensor\.2d\.shared", head)]
+    waits = [m.start() for m in re.finditer(r"mbarrier\.try_wait", head)]
+    # Q, then K and V of the prologue's two stages; the first wait (Q's, then the loop's for K) after them
+    assert len(copies) == 5 and waits and waits[0] > copies[-1]
+    assert "ld.shared" not in head and "st.shared" not in head
+    # Q's mbarrier stays for the whole kernel: only the stages' six are invalidated (two loops when causal)
+    assert ptx.count("mbarrier.inval") == 6 * (2 if causal else 1)
 
 
 @pytest.mark.parametrize("head_dim,block_n,num_warps,num_stages", [(64, 64, 4, 3), (128, 128, 8, 2)])
