@@ -297,6 +297,27 @@ def test_attention_forward_gpu(cuda_gen, dtype, causal, HEAD_DIM, host_descripto
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("HEAD_DIM,BLOCK_M,BLOCK_N,num_warps,num_stages", [
+    (128, 128, 128, 8, 3), (128, 128, 128, 8, 2), (64, 128, 64, 4, 3), (64, 64, 32, 4, 4)])
+def test_attention_forward_gpu_at_benchmark_configs(cuda_gen, monkeypatch, causal, HEAD_DIM, BLOCK_M, BLOCK_N,
+                                                    num_warps, num_stages):
+    """The benchmark's configs beside the one the tests tune with: three K/V stages filling shared
+    memory at HEAD_DIM 128, two stages (the next copies issued right after QKᵀ's wait), more
+    stages than the causal diagonal loop has iterations; Q landing in its pinned tile in each."""
+    cfg = next(c for c in A._all_configs() if (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages)
+               == (BLOCK_M, BLOCK_N, num_warps, num_stages))
+    monkeypatch.setattr(A._attn_fwd, "configs", [cfg])
+    monkeypatch.setattr(A._attn_fwd, "cache", {})
+    q, k, v = _inputs(cuda_gen, (2, 3, 1024, HEAD_DIM), torch.float16, "cuda")
+    _poison_next_allocations(q, 1)
+    got = A.attention(q, k, v, causal, 0.5, False, True)
+    ref = _reference(q, k, v, causal, 0.5, torch.zeros_like(q))[0]
+    assert not got.isnan().any()
+    torch.testing.assert_close(got.float(), ref, atol=1e-2, rtol=0)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("HEAD_DIM", [64, 128])
