@@ -484,12 +484,15 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot) -> None:
     if not plan.async_dot:
         ahead_next = issue_ahead()
 
-    # TMA tiles of several dots (attention: QKᵀ, then P·V in flight over the back edge): the
-    # first dot's wait completes the previous iteration's last dot, the last reader of buffer
-    # (i-1) % S, so its copies go out there (multi_dot calls plan.after_first_wait) — the softmax
-    # between the dots more time for them to land than issuing them after the body
+    # TMA tiles of several dots (attention: QKᵀ, then P·V in flight over the back edge) in two
+    # stages: the first dot's wait completes the previous iteration's last dot, the last reader of
+    # buffer (i-1) % S, so its copies go out there (multi_dot calls plan.after_first_wait) — the
+    # softmax's time for them to land, where after the body they had none. With more stages they
+    # have an iteration already, and issuing them there would hold the softmax up (measured: three
+    # stages at one program an SM 0.88-0.91x Triton that way): after the body, under P·V, as Triton
     early = {}
-    if plan.async_dot and plan.tma and not plan.cp_async and getattr(plan, "first_dot", None) is not None:
+    if (plan.async_dot and plan.tma and not plan.cp_async and getattr(plan, "first_dot", None) is not None
+            and S == 2):
         def issue_after_first_wait():
             lw.barrier()   # every warpgroup past its wait
             early["next"] = issue_ahead()
