@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import sys
+import time
 
 from common import geomean, load_twice, report, result_row
 
@@ -62,38 +63,61 @@ def fmt_cfg(cfg) -> str:
     return f"{kw['BLOCK_M']}x{kw['BLOCK_N']} w{cfg.num_warps} s{cfg.num_stages}"
 
 
+def host_us(fn, calls=20) -> float:
+    """Microseconds of host time one call takes to submit its work (the GPU not waited for): where
+    it exceeds the kernel's own time, do_bench measures the host."""
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    us = (time.perf_counter() - t) / calls * 1e6
+    torch.cuda.synchronize()
+    return us
+
+
 def time_each_config(q, k, v, causal, ref, label, flops):
     """Both compilers launched at each forward config of the list alone (their autotuners then have
-    nothing to pick), checked against SDPA and timed: the code generation without the tuners' noise."""
-    tuned = {name: (mod._attn_fwd.configs, dict(mod._attn_fwd.cache)) for name, mod in (("blocktune", bt), ("triton", tri))
-             if mod is not None}
+    nothing to pick), checked against SDPA and timed: the code generation without the tuners' noise.
+    Each is timed twice, in the order blocktune, Triton, Triton, blocktune, and keeps its better
+    median (drift between the two compilers' turns — clocks, a busy host — shows as two passes
+    that disagree, printed)."""
+    mods = {name: mod for name, mod in (("blocktune", bt), ("triton", tri)) if mod is not None}
+    tuned = {name: (mod._attn_fwd.configs, dict(mod._attn_fwd.cache)) for name, mod in mods.items()}
     try:
         for name_cfg in [fmt_cfg(c) for c in bt._attn_fwd.configs]:
-            row = {"shape": label, "config": name_cfg}
-            for name, mod in (("blocktune", bt), ("triton", tri)):
-                if mod is None:
-                    continue
-                cfg = next(c for c in tuned[name][0] if fmt_cfg(c) == name_cfg)
-                if cfg.kwargs["BLOCK_N"] > q.shape[-1] or cfg.kwargs["BLOCK_M"] > q.shape[2]:
-                    break   # the kernel's static_assert (BLOCK_N <= HEAD_DIM), the autotuner's prune
-                mod._attn_fwd.configs = [cfg]
+            cfgs = {name: next(c for c in tuned[name][0] if fmt_cfg(c) == name_cfg) for name in mods}
+            one = cfgs["blocktune"]
+            if one.kwargs["BLOCK_N"] > q.shape[-1] or one.kwargs["BLOCK_M"] > q.shape[2]:
+                continue   # the kernel's static_assert (BLOCK_N <= HEAD_DIM), the autotuner's prune
+            runs = {}
+            for name, mod in mods.items():
+                mod._attn_fwd.configs = [cfgs[name]]
                 mod._attn_fwd.cache.clear()
                 out = mod.attention(q, k, v, causal, SM_SCALE, WARP_SPECIALIZE)
                 torch.cuda.synchronize()
                 check(f"{name} fwd {label} at {name_cfg}", out, ref)
-                row[f"{name}_ms"] = bench(lambda: mod.attention(q, k, v, causal, SM_SCALE, WARP_SPECIALIZE))  # noqa: B023
-            else:
-                t_bt, t_tri = row["blocktune_ms"], row.get("triton_ms")
-                row["vs_triton"] = t_tri / t_bt if t_tri else None
-                PER_CONFIG.append(row)
-                print(f"  at {name_cfg}: blocktune {flops / (t_bt * 1e9):6.1f} TFLOP/s  triton "
-                      f"{flops / (t_tri * 1e9) if t_tri else 0:6.1f}  ×triton {row['vs_triton'] or 0:.3f}", flush=True)
+                runs[name] = (lambda m: lambda: m.attention(q, k, v, causal, SM_SCALE, WARP_SPECIALIZE))(mod)
+            passes = {name: [] for name in mods}
+            order = list(mods) + list(reversed(mods))
+            for name in order:
+                passes[name].append(bench(runs[name]))
+            row = {"shape": label, "config": name_cfg}
+            for name in mods:
+                row[f"{name}_ms"] = min(passes[name])
+                row[f"{name}_ms_passes"] = passes[name]
+                row[f"{name}_host_us"] = host_us(runs[name])
+            t_bt, t_tri = row["blocktune_ms"], row.get("triton_ms")
+            row["vs_triton"] = t_tri / t_bt if t_tri else None
+            PER_CONFIG.append(row)
+            print(f"  at {name_cfg}: blocktune {flops / (t_bt * 1e9):6.1f} TFLOP/s  triton "
+                  f"{flops / (t_tri * 1e9) if t_tri else 0:6.1f}  ×triton {row['vs_triton'] or 0:.3f}  "
+                  f"(passes µs: " + ", ".join(f"{n} {' / '.join(f'{t * 1e3:.1f}' for t in passes[n])}" for n in mods) +
+                  "; host µs a call: " + ", ".join(f"{n} {row[f'{n}_host_us']:.0f}" for n in mods) + ")", flush=True)
     finally:
-        for name, mod in (("blocktune", bt), ("triton", tri)):
-            if name in tuned:
-                mod._attn_fwd.configs = tuned[name][0]
-                mod._attn_fwd.cache.clear()
-                mod._attn_fwd.cache.update(tuned[name][1])
+        for name, mod in mods.items():
+            mod._attn_fwd.configs = tuned[name][0]
+            mod._attn_fwd.cache.clear()
+            mod._attn_fwd.cache.update(tuned[name][1])
 
 
 def sdpa(q, k, v, causal):
@@ -119,7 +143,7 @@ def run_case(n_ctx, head_dim, causal, mode, per_config=False):
         t_torch = bench(lambda: sdpa(q, k, v, causal))
     else:
         t_torch = bench(lambda: torch.autograd.grad(ref, (q, k, v), do, retain_graph=True))
-    times, picks = {}, {}
+    times, picks, host = {}, {}, {}
     label = f"N={n_ctx} D={head_dim}{' causal' if causal else ''}{' ws' if WARP_SPECIALIZE else ''}"
     for name, mod in (("blocktune", bt), ("triton", tri)):
         if mod is None:
@@ -131,6 +155,7 @@ def run_case(n_ctx, head_dim, causal, mode, per_config=False):
         if mode == "fwd":
             times[name] = bench(lambda: mod.attention(q, k, v, causal, SM_SCALE, WARP_SPECIALIZE))
             picks[name] = fmt_cfg(mod._attn_fwd.best_config)
+            host[name] = round(host_us(lambda: mod.attention(q, k, v, causal, SM_SCALE, WARP_SPECIALIZE)))
             continue
         grads = torch.autograd.grad(out, (q, k, v), do, retain_graph=True)
         for what, got, want in zip(("dq", "dk", "dv"), grads, ref_grads):
@@ -140,7 +165,8 @@ def run_case(n_ctx, head_dim, causal, mode, per_config=False):
     ROWS.append(result_row(f"attention_{mode}", label, flops / 1e12, "tflops", times, t_torch))
     if picks:
         ROWS[-1].update({f"{name}_config": c for name, c in picks.items()})
-        print(f"  picks: {picks}", flush=True)
+        ROWS[-1].update({f"{name}_host_us": us for name, us in host.items()})
+        print(f"  picks: {picks}; host µs a call: {host}", flush=True)
     if per_config and mode == "fwd":
         time_each_config(q, k, v, causal, ref, label, flops)
     del q, k, v, do, ref, ref_grads
