@@ -61,8 +61,8 @@ def applies(lw, op) -> bool:
 
 
 def lower(lw, op) -> None:
-    """Thread 0 arms the block's mbarrier and starts its copy into a new kernel-level pinned tile;
-    nobody waits here (wait_pending)."""
+    """One lane of warp 0 arms the block's mbarrier and starts its copy into a new kernel-level
+    pinned tile (predicated, as the loops' copies: pipeline._issue); nobody waits here (wait_pending)."""
     res = op.result
     start = _align(lw.smem_reserved)
     tile = tma.tile_for(res, start)
@@ -71,9 +71,8 @@ def lower(lw, op) -> None:
     lw.smem_bytes = max(lw.smem_bytes, end - lw.smem_reserved)
     tma.init_barriers(lw, bar, 1)
     offsets = [lw.scalar(o) for o in op.operands[1:]]
-    with lw.b.if_then(tma.elected(lw)):
-        tma.issue_copies(lw, [(lw.scalar(op.operands[0]), offsets, tile, tma.smem_address(lw, start))],
-                         tma.smem_address(lw, bar))
+    tma.issue_copies(lw, [(lw.scalar(op.operands[0]), offsets, tile, tma.smem_address(lw, start))],
+                     tma.smem_address(lw, bar), pred=tma.elected_by_warp0(lw))
     lw.kernel_pins[res.id] = tile
     lw.smem_reserved = lw.kernel_pins_end = end
     lw.pending_tma_waits.append(bar)

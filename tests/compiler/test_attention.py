@@ -277,6 +277,28 @@ def test_attention_wgmma_fences_are_the_ptxs(kernel, head_dim, causal, tmp_path)
     assert sass.count("WARPGROUP.DEPBAR") == ptx.count("wgmma.wait_group")
 
 
+@pytest.mark.skipif(_nvdisasm() is None, reason="nvdisasm not found (pip install nvidia-cuda-nvdisasm)")
+@pytest.mark.parametrize("head_dim,block_n,num_warps,num_stages", [(128, 64, 4, 2), (64, 64, 4, 3)])
+def test_attention_forward_copies_are_issued_without_branches(head_dim, block_n, num_warps, num_stages, tmp_path):
+    """Q's and the loop's K/V copies are predicated on the lane elect.sync picks in warp 0, not a
+    branch around thread 0's copies: ptxas issues each once from the warp (`@UPx UTMALDG`), without
+    the reconvergence (BSSY/BSYNC) and the per-lane loop (BRA.U.ANY) it put around each copy before."""
+    import subprocess
+
+    from compiler.ptxas import require as find_ptxas
+    ck = triton.compile(A._attn_fwd.fn, **{**_fwd_args(head_dim, 128, block_n), "num_warps": num_warps,
+                                           "num_stages": num_stages})
+    ptx = ck.asm["ptx"]
+    assert "elect.sync" in ptx
+    (tmp_path / "k.ptx").write_text(ptx)
+    subprocess.run([find_ptxas(), "-arch=sm_90a", str(tmp_path / "k.ptx"), "-o", str(tmp_path / "k.cubin")], check=True)
+    sass = subprocess.run([_nvdisasm(), "-c", str(tmp_path / "k.cubin")], check=True, capture_output=True, text=True).stdout
+    loads = [ln for ln in sass.splitlines() if "UTMALDG" in ln]
+    # Q once, the prologue's and the loop's K and V (two panels each at HEAD_DIM 128)
+    assert len(loads) == (1 + 2 * (num_stages - 1) + 2) * (head_dim // 64)
+    assert "BRA.U.ANY" not in sass and all("@UP" in ln for ln in loads)
+
+
 # -- GPU ------------------------------------------------------------------------------------------
 
 @pytest.fixture
