@@ -12,7 +12,7 @@ import copy
 from llvmlite import ir as ll
 
 from ..language import dtypes as T
-from . import fp8, mma, wgmma
+from . import fp8, mma, pinned_tma, wgmma
 from .errors import BackendError
 from .dot_layouts import SmemTile, mma_kind, operand_cdim, operand_tiles, uses_wgmma
 from .layouts import dot_operand
@@ -184,11 +184,13 @@ def _rebased(lw, tile: SmemTile) -> SmemTile:
     return t
 
 
-def pin_loop_invariant_operands(lw, loop) -> list:
+def pin_loop_invariant_operands(lw, loop, defer_tma_waits: bool = False) -> list:
     """Tensor-core dots in `loop`'s body whose operand is defined before the loop (attention's Q,
     the backward's K and V): write that operand into its own shared-memory tile once, before the
     loop, and keep the tile for the loop's duration — instead of keeping the block in registers and
     writing it again on every trip (a kernel-level value's tile stays for the rest of the kernel).
+    A tile whose copy is still landing (pinned_tma.py) is waited for here, or by the caller
+    (defer_tma_waits: pipeline.pipelined_loop, after its prologue's copies).
     Returns the keys to release with unpin()."""
     body = loop.regions[0]
     inside = {a.id for a in body.args}
@@ -205,7 +207,8 @@ def pin_loop_invariant_operands(lw, loop) -> list:
             x = o.operands[i]
             if x.id in inside or (id(o), i) in lw.pinned_tiles:
                 continue
-            lay = lw.layout_of(x)
+            # a block landing straight in its pinned tile (pinned_tma.py) has no registers
+            lay = lw.layout_of(x) if x.id in lw.vals else lw.want(x)
             if i == 0 and on_wgmma and wgmma.a_from_registers(o, lay, lw.options):
                 continue
             # a value of the kernel's top level holds one block per program: pinned by a loop of
@@ -236,6 +239,8 @@ def pin_loop_invariant_operands(lw, loop) -> list:
                 lw.kernel_pins[x.id] = tile
                 lw.kernel_pins_end = lw.smem_reserved
             keys.append((id(o), i))
+    if not defer_tma_waits:
+        pinned_tma.wait_pending(lw)
     return keys
 
 

@@ -133,6 +133,13 @@ def elected(lw):
     return lw.b.icmp_unsigned("==", lw.tid, ll.Constant(I32, 0))
 
 
+def elected_by_warp0(lw):
+    """i1: the one lane `elect.sync` picks in warp 0 (every lane of the warp must run it): as a
+    predicate of issue_copies, ptxas knows a single lane issues and needs no loop over the lanes."""
+    one = _asm(lw, "{\n\t.reg .pred e;\n\telect.sync _|e, 0xffffffff;\n\tselp.u32 $0, 1, 0, e;\n\t}", "=r", [], ret=I32)
+    return lw.b.and_(lw.b.icmp_unsigned("<", lw.tid, ll.Constant(I32, 32)), lw.b.icmp_unsigned("!=", one, ll.Constant(I32, 0)))
+
+
 def _coordinates(lw, offsets: list, tile: BoxTile, panel: int, chunk: int = 0) -> list:
     """The copy's coordinates, innermost dim first, of panel `panel`, row chunk `chunk` of the
     block at `offsets`."""
@@ -154,19 +161,27 @@ def _copy_text(rank: int, direction: str) -> str:
     return f"cp.async.bulk.tensor.{rank}d.global.shared::cta.tile.bulk_group [$1, {{{coords}}}], [$0];"
 
 
-def issue_copies(lw, loads: list, bar) -> None:
-    """From the elected thread (the caller's branch): arm mbarrier `bar` (i32 address) with the
-    bytes of every tile and start each copy. `loads`: (tensor map, i32 offsets, tile, i32 address
-    of the tile's first byte)."""
+def issue_copies(lw, loads: list, bar, pred=None) -> None:
+    """From the elected thread (the caller's branch, or every thread with `pred`, an i1 true in the
+    elected one: each instruction predicated, no branch — ptxas then issues the copies once from the
+    warp, without its per-lane loops around them): arm mbarrier `bar` (i32 address) with the bytes
+    of every tile and start each copy. `loads`: (tensor map, i32 offsets, tile, i32 address of the
+    tile's first byte)."""
     nbytes = sum(tile.nbytes for _, _, tile, _ in loads)
-    _asm(lw, "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r", [bar, ll.Constant(I32, nbytes)])
+
+    def emit(text, cons, args):
+        if pred is None:
+            return _asm(lw, text, cons, args)
+        return _asm(lw, f"{{\n\t.reg .pred q;\n\tsetp.ne.b32 q, ${len(args)}, 0;\n\t@q {text}\n\t}}", cons + ",r",
+                    args + [lw.b.zext(pred, I32)])
+    emit("mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r", [bar, ll.Constant(I32, nbytes)])
     for tmap, offsets, tile, dst in loads:
         rank = len(tile.block)
         addr = map_address(lw, tmap)
         for p, j, at in tile.copies():
             d = lw.b.add(dst, ll.Constant(I32, at)) if at else dst
             coords = _coordinates(lw, offsets, tile, p, j)
-            _asm(lw, _copy_text(rank, "load"), ",".join(["r", "l"] + ["r"] * rank + ["r"]), [d, addr] + coords + [bar])
+            emit(_copy_text(rank, "load"), ",".join(["r", "l"] + ["r"] * rank + ["r"]), [d, addr] + coords + [bar])
 
 
 def wait(lw, bar, parity) -> None:
@@ -190,6 +205,10 @@ def _end(tile: BoxTile) -> int:
 
 
 def lower_tma_load(lw, op) -> None:
+    from . import pinned_tma  # noqa: PLC0415 - it builds on this module
+    if pinned_tma.applies(lw, op):   # attention's Q: straight into the tile its loops pin
+        pinned_tma.lower(lw, op)
+        return
     res = op.result
     tile = tile_for(res)
     bar_rel = _end(tile)
