@@ -60,8 +60,8 @@ def test_stages_fill_shared_memory_unless_the_body_needs_room(block_n, num_stage
                         num_warps=8, num_stages=num_stages, target="sm_90a", divisible_by_16=tuple(sig)[:-1])
     ptx = ck.asm["ptx"]
     assert "wgmma.mma_async" in ptx
-    # the prologue copies stages - 1 iterations ahead, each iteration one more
-    assert len(re.findall(r"cp\.async\.commit_group", ptx)) == stages
+    # the prologue copies stages - 1 iterations ahead, each iteration one more: a group a tile (K, V)
+    assert len(re.findall(r"cp\.async\.commit_group", ptx)) == 2 * stages
     assert 128 * 128 * 2 + stages * 2 * block_n * 128 * 2 <= ck.shared <= pipeline.SMEM_LIMIT
     _, spills, _ = report(ptx, "sm_90a")
     assert spills == 0
