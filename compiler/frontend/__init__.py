@@ -90,7 +90,7 @@ def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | Non
     try:
         gen.visit_stmts(kernel.fn_ast.body)
     except SemanticError as exc:  # raised outside any node: attach the def line
-        raise CompilationError(str(exc), _def_loc(kernel), _def_line(kernel)) from None
+        raise CompilationError(exc.described(), _def_loc(kernel), _def_line(kernel)) from None
     except RecursionError:        # the visitor names the node when it has room to; else the def line
         raise CompilationError("the kernel nests too deeply (nested expressions, blocks and @jit calls add up); "
                                "simplify it", _def_loc(kernel), _def_line(kernel)) from None

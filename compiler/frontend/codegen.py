@@ -13,11 +13,12 @@ import builtins
 import inspect
 import math
 import operator
+import os
 import types
 from typing import Any
 
 from .. import ir
-from ..errors import CompilationError, CompileTimeAssertionFailure
+from ..errors import CompilationError, CompileTimeAssertionFailure, SourceNode
 from ..language import core as tl_core
 from ..language import dtypes as T
 from ..language.core import constexpr
@@ -44,6 +45,7 @@ class FunctionScope:
         self.jit_fn = jit_fn
         self.local = local
         self.returned = _MISSING
+        self.return_node = None     # the `return` statement that set `returned`
 
     def lookup_global(self, name):
         g = self.jit_fn.globals
@@ -78,8 +80,13 @@ class CodeGenerator(ast.NodeVisitor):
             return " " * shift + self._source_lines[idx]
         return None
 
-    def error(self, node, message) -> CompilationError:
-        return CompilationError(message, self.loc(node), self.source_line(node))
+    def error(self, node, message, cls=CompilationError, within=None) -> CompilationError:
+        return cls(message, self.loc(node), self.source_line(node), self.fn.src, self.source_node(node), within)
+
+    def source_node(self, node) -> SourceNode:
+        """Triton's `CompilationError.node`: the position in the function's own source."""
+        return SourceNode(getattr(node, "lineno", self.fn.first_lineno) - self.fn.first_lineno + 1,
+                          getattr(node, "col_offset", 0))
 
     def visit(self, node):
         saved = self.b.loc
@@ -100,11 +107,11 @@ class CodeGenerator(ast.NodeVisitor):
             return result
         except (CompilationError, _Return):
             raise
-        except SemanticError as exc:  # the cause is the bare message (as in Triton), without our frames
-            raise self.error(node, str(exc)) from exc.with_traceback(None)
+        except SemanticError as exc:  # the cause is the bare message (as in Triton)
+            raise self.error(node, exc.described()) from _surface_cause(exc)
         except (TypeError, ValueError, IndexError, KeyError, ZeroDivisionError, AttributeError, AssertionError,
                 OverflowError) as exc:
-            raise self.error(node, f"{type(exc).__name__}: {exc}") from None
+            raise self.error(node, f"{type(exc).__name__}: {exc}") from _surface_cause(exc, bare=False)
         except RecursionError:
             # nested expressions and @jit calls (inlined here) add up on the Python stack: refuse at
             # the deepest node that still has room to say so
@@ -165,6 +172,7 @@ class CodeGenerator(ast.NodeVisitor):
         if self.depth == 0 and value is not None:
             raise self.error(node, "a kernel cannot return a value; store results through a pointer")
         self.scope.returned = value
+        self.scope.return_node = node
 
     def visit_Assign(self, node):
         value = self.visit(node.value)
@@ -220,7 +228,7 @@ class CodeGenerator(ast.NodeVisitor):
         if is_value(cond):
             self.b.create("assert", [S.to_bool(self.b, cond)], [], {"message": msg})
         elif not cond:
-            raise CompileTimeAssertionFailure(f"static assertion failed: {msg}", self.loc(node), self.source_line(node))
+            raise self.error(node, f"static assertion failed: {msg}", CompileTimeAssertionFailure)
 
     def visit_If(self, node):
         cond = self.visit(node.test)
@@ -242,12 +250,12 @@ class CodeGenerator(ast.NodeVisitor):
             block = ir.Block()
             self.b.block = block
             self.visit_stmts(stmts)
-            result = (block, self.scope.local, self.scope.returned)
+            result = (block, self.scope.local, self.scope.returned, self.scope.return_node)
             self.b.block = outer_block
             return result
 
-        then_block, then_scope, then_ret = run_branch(node.body)
-        else_block, else_scope, else_ret = run_branch(node.orelse)
+        then_block, then_scope, then_ret, _ = run_branch(node.body)
+        else_block, else_scope, else_ret, else_return = run_branch(node.orelse)
         self.scope.local = dict(before)
         self.scope.returned = _MISSING
         composites = self._spread_composites(node, then_scope, else_scope)
@@ -285,7 +293,9 @@ class CodeGenerator(ast.NodeVisitor):
             if tv is None and ev is None:
                 types_.append(None)
                 continue
-            tv, ev = self._unify_branch_values(node, what, tv, ev, then_block, else_block)
+            # a return value that does not match is the later `return`'s fault (where Triton reports it)
+            at = else_return if what == "the return value" and else_return is not None else node
+            tv, ev = self._unify_branch_values(at, what, tv, ev, then_block, else_block)
             yielded_then.append(tv)
             yielded_else.append(ev)
             types_.append(tv.type)
@@ -354,6 +364,8 @@ class CodeGenerator(ast.NodeVisitor):
             if tv.shape == ev.shape:
                 ty = S.computation_type(tv.dtype, False, ev.dtype, False, False)
                 return materialize(tv, then_block, S._with_shape(ty, tv.shape)), materialize(ev, else_block, S._with_shape(ty, ev.shape))
+            if what == "the return value":
+                raise self.error(node, _branch_type_mismatch(what, tv.type, ev.type))
             raise self.error(node, f"`{what}` has type {tv.type} in the then-branch and {ev.type} in the else-branch")
         return tv, ev
 
@@ -759,6 +771,10 @@ class CodeGenerator(ast.NodeVisitor):
 
     def visit_UnaryOp(self, node):
         v = self.visit(node.operand)
+        if isinstance(v, (tuple, list)) or tl_core.is_aggregate(v):
+            # as Triton, which has no unary operators on its tuples (`not (0, 0)` is a mistake)
+            op = {ast.USub: "-", ast.UAdd: "+", ast.Not: "not", ast.Invert: "~"}[type(node.op)]
+            raise self.error(node, f"unary operator `{op}` is not supported on {self._describe(v)} in a kernel")
         if not is_value(v):
             return {ast.USub: lambda x: -x, ast.UAdd: lambda x: +x, ast.Not: lambda x: not x,
                     ast.Invert: lambda x: ~x}[type(node.op)](v)
@@ -910,7 +926,10 @@ class CodeGenerator(ast.NodeVisitor):
     def call(self, node, fn, args, kwargs):
         name = getattr(fn, "__blocktune_builtin__", None)
         if name is not None:
-            return BUILTINS[name](self, node, *args, **kwargs)
+            lower = getattr(fn, "__blocktune_lower__", None)
+            if lower is not None:
+                return lower(self, node, *args, **kwargs)
+            return self.lower_builtin(name, node, args, kwargs)
         if isinstance(fn, (TensorMethod, DescriptorMethod)):
             return fn(self, node, *args, **kwargs)
         if _is_jit(fn):
@@ -947,6 +966,10 @@ class CodeGenerator(ast.NodeVisitor):
         raise self.error(node, f"cannot call {self._describe(fn)} inside a kernel: only tl builtins, "
                                "@jit functions and a few Python builtins (range, min, max, len, int, float, getattr...) are allowed")
 
+    def lower_builtin(self, name: str, node, args, kwargs):
+        """The rule of builtin `name` (compiler/frontend/builtins.py) applied to a call."""
+        return BUILTINS[name](self, node, *args, **kwargs)
+
     def inline(self, node, callee, args, kwargs):
         if self.depth > MAX_INLINE_DEPTH:
             raise self.error(node, "@jit calls nest too deeply (recursion is not supported)")
@@ -970,7 +993,11 @@ class CodeGenerator(ast.NodeVisitor):
         # compile-time value: Triton passes runtime values through (tutorial 06 hands its block
         # `offs_m` to `offs_m: tl.constexpr`); only kernel parameters are specialized.
         sub = CodeGenerator(callee, self.b, local, self.depth + 1)
-        sub.visit_stmts(callee.fn_ast.body)
+        try:
+            sub.visit_stmts(callee.fn_ast.body)
+        except CompilationError as e:
+            # Triton's shape: the error at the call, the callee's error as its cause (and in its text)
+            raise self.error(node, e.message, type(e), within=e) from e
         ret = sub.scope.returned
         return None if ret is _MISSING else ret
 
@@ -1031,6 +1058,20 @@ class CodeGenerator(ast.NodeVisitor):
             return f"{getattr(v, '__module__', '')}.{getattr(v, '__qualname__', getattr(v, '__name__', repr(v)))}".lstrip(".")
         return f"{type(v).__name__} {v!r}"
 
+
+def _surface_cause(exc: BaseException, bare: bool = True) -> BaseException | None:
+    """The cause to chain to a CompilationError: an error raised while lowering a `tl` builtin keeps
+    its traceback from the builtin's frame in compiler/language (core.py, as Triton's points into its
+    core.py) on, which shows the rule that refused; any other is the bare message (`bare`) or none."""
+    tb = exc.__traceback__
+    while tb is not None and _LANGUAGE_DIR not in tb.tb_frame.f_code.co_filename:
+        tb = tb.tb_next
+    if tb is not None:
+        return exc.with_traceback(tb)
+    return exc.with_traceback(None) if bare else None
+
+
+_LANGUAGE_DIR = os.path.dirname(tl_core.__file__) + os.sep
 
 _PY_CMP = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge}
 

@@ -16,7 +16,16 @@ from .limits import MAX_IR_OPS, TRITON_MAX_TENSOR_NUMEL
 
 
 class SemanticError(Exception):
-    """A typing or shape error; the code generator attaches the source location."""
+    """A typing or shape error; the code generator attaches the source location. `str()` is the
+    message alone (Triton's words where Triton has them: its tests compare them); `detail` says
+    what was found, for the CompilationError's message."""
+
+    def __init__(self, message: str, detail: str = ""):
+        super().__init__(message)
+        self.detail = detail
+
+    def described(self) -> str:
+        return f"{self}: {self.detail}" if self.detail else str(self)
 
 
 class Builder:
