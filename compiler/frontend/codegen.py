@@ -27,6 +27,7 @@ from . import semantic as S
 from .block_pointers import Composite, TensorDescriptor
 from .builtins import (BUILTINS, DescriptorMethod, TensorMethod, composite_attribute, tensor_attribute,
                        tensor_has_attribute)
+from .global_names import global_problem
 from .limits import (MAX_FRONTEND_STEPS, MAX_INLINE_DEPTH, MAX_STATIC_RANGE_TRIPS, binop_problem,
                      format_spec_problem, text_problem, value_problem)
 from .semantic import SemanticError, is_value
@@ -57,6 +58,7 @@ class FunctionScope:
 
 
 class CodeGenerator(ast.NodeVisitor):
+    builtin_rules = BUILTINS    # tl builtin name → its rule (builtins.py); compiler/language calls them
     def __init__(self, jit_fn, builder: S.Builder, local: dict, depth: int = 0):
         self.fn = jit_fn
         self.b = builder
@@ -633,6 +635,9 @@ class CodeGenerator(ast.NodeVisitor):
         v = self.scope.lookup_global(node.id)
         if v is _MISSING:
             raise self.error(node, f"name '{node.id}' is not defined")
+        problem = global_problem(node.id, v)
+        if problem:
+            raise self.error(node, problem)
         if isinstance(v, constexpr):
             return v.value
         return v
@@ -929,7 +934,7 @@ class CodeGenerator(ast.NodeVisitor):
             lower = getattr(fn, "__blocktune_lower__", None)
             if lower is not None:
                 return lower(self, node, *args, **kwargs)
-            return self.lower_builtin(name, node, args, kwargs)
+            return BUILTINS[name](self, node, *args, **kwargs)
         if isinstance(fn, (TensorMethod, DescriptorMethod)):
             return fn(self, node, *args, **kwargs)
         if _is_jit(fn):
@@ -965,10 +970,6 @@ class CodeGenerator(ast.NodeVisitor):
             return fn(*args, **kwargs)  # compiler.cdiv / next_power_of_2 on compile-time values
         raise self.error(node, f"cannot call {self._describe(fn)} inside a kernel: only tl builtins, "
                                "@jit functions and a few Python builtins (range, min, max, len, int, float, getattr...) are allowed")
-
-    def lower_builtin(self, name: str, node, args, kwargs):
-        """The rule of builtin `name` (compiler/frontend/builtins.py) applied to a call."""
-        return BUILTINS[name](self, node, *args, **kwargs)
 
     def inline(self, node, callee, args, kwargs):
         if self.depth > MAX_INLINE_DEPTH:

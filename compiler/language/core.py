@@ -86,7 +86,7 @@ def builtin(fn):
     def lower(gen, node, *args, **kwargs):
         # inside a kernel: the compiler's rule for this builtin. A rule that refuses its arguments
         # shows this frame in its traceback, as Triton's builtins (in its core.py) do.
-        return gen.lower_builtin(outside_kernel.__blocktune_builtin__, node, args, kwargs)
+        return gen.builtin_rules[outside_kernel.__blocktune_builtin__](gen, node, *args, **kwargs)
 
     outside_kernel.__blocktune_builtin__ = name
     outside_kernel.__blocktune_lower__ = lower
