@@ -97,6 +97,7 @@ def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | Non
     body.ops.append(ir.Op("return", [], [], loc=b.loc))
     fold_dot_accumulate(fn)
     fn.dropped_ops = ir.eliminate_dead_code(fn)
+    fn.gpu_refusals = b.gpu_refusals
     if b.global_scratch is not None:   # device-side descriptors' tensor maps live there
         if any(op.name == "make_tensor_map" for op in fn.walk()):
             fn.arg_names.append(DT.GLOBAL_SCRATCH)

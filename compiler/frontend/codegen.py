@@ -990,6 +990,8 @@ class CodeGenerator(ast.NodeVisitor):
                 if default is _MISSING:
                     raise self.error(node, f"{callee.__name__}() missing argument '{p}'")
                 local[p] = default.value if isinstance(default, constexpr) else default
+        if getattr(callee, "noinline", False):
+            self._check_noinline_arguments(node, callee, local)
         # A tl.constexpr annotation on a called @jit function's parameter does not force a
         # compile-time value: Triton passes runtime values through (tutorial 06 hands its block
         # `offs_m` to `offs_m: tl.constexpr`); only kernel parameters are specialized.
@@ -1001,6 +1003,18 @@ class CodeGenerator(ast.NodeVisitor):
             raise self.error(node, e.message, type(e), within=e) from e
         ret = sub.scope.returned
         return None if ret is _MISSING else ret
+
+    def _check_noinline_arguments(self, node, callee, local: dict) -> None:
+        """Triton compiles a noinline function as a function of its own, which takes scalars only:
+        a block argument is its compile error. blocktune inlines the call, and interpret mode runs
+        it (as Triton's interpreter does); the GPU compile refuses it with Triton's words."""
+        for p in callee.arg_names:
+            v = local.get(p)
+            if is_value(v) and v.is_block:
+                self.b.gpu_refusals.append(self.error(
+                    node, f"Function {callee.__name__} is marked noinline, but was called with non-scalar argument "
+                          f"{p}:{v.type}"))
+                return
 
     # -- Triton's aggregates (tl.core._aggregate) -------------------------------------------------
     def _make_aggregate(self, node, cls, args, kwargs):

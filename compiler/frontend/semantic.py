@@ -47,6 +47,7 @@ class Builder:
         self.global_scratch: ir.Value | None = None
         self.function_body: ir.Block | None = None
         self.tensor_maps = 0
+        self.gpu_refusals: list = []    # ir.Function.gpu_refusals
 
     def create(self, name, operands=(), result_types=(), attrs=None, regions=()) -> ir.Op:
         if name in _NO_FP8_OPERANDS:
