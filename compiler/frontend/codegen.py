@@ -28,6 +28,7 @@ from .block_pointers import Composite, TensorDescriptor
 from .builtins import (BUILTINS, DescriptorMethod, TensorMethod, composite_attribute, tensor_attribute,
                        tensor_has_attribute)
 from .global_names import global_problem
+from .lifted import is_lifted, lift, unlift
 from .limits import (MAX_FRONTEND_STEPS, MAX_INLINE_DEPTH, MAX_STATIC_RANGE_TRIPS, binop_problem,
                      format_spec_problem, text_problem, value_problem)
 from .semantic import SemanticError, is_value
@@ -179,7 +180,7 @@ class CodeGenerator(ast.NodeVisitor):
     def visit_Assign(self, node):
         value = self.visit(node.value)
         for target in node.targets:
-            self.assign(target, value)
+            self.assign(target, lift(value.value if isinstance(value, constexpr) else value))
 
     def visit_AnnAssign(self, node):
         if node.value is None:
@@ -189,6 +190,9 @@ class CodeGenerator(ast.NodeVisitor):
         if ann is constexpr or ann == "constexpr":
             if is_value(value):
                 raise self.error(node, "a tl.constexpr variable needs a compile-time value")
+            value = unlift(value.value if isinstance(value, constexpr) else value)
+        else:
+            value = lift(value.value if isinstance(value, constexpr) else value)
         self.assign(node.target, value)
 
     def visit_AugAssign(self, node):
@@ -196,7 +200,7 @@ class CodeGenerator(ast.NodeVisitor):
             raise self.error(node, "augmented assignment works on names only")
         current = self.visit(ast.copy_location(ast.Name(id=node.target.id, ctx=ast.Load()), node.target))
         value = self.binop(node, node.op, current, self.visit(node.value))
-        self.assign(node.target, value)
+        self.assign(node.target, lift(value))
 
     def assign(self, target, value):
         if isinstance(target, ast.Name):
@@ -709,6 +713,8 @@ class CodeGenerator(ast.NodeVisitor):
             return getattr(base, attr)       # a NamedTuple's field
         if _is_jit(base):
             return getattr(base, attr)
+        if attr == "type" and is_lifted(base):
+            return S.literal_type(base)              # Triton's scalar tensor's type (lifted.py)
         if attr == "type" and _compile_time(base):
             return tl_core.constexpr_type(base)      # Triton's type of a compile-time value
         if isinstance(base, (bool, int, float)) and attr == "dtype":

@@ -246,3 +246,32 @@ def test_the_knob_lets_kernels_read_plain_globals(monkeypatch):
     monkeypatch.setenv("TRITON_ALLOW_NON_CONSTEXPR_GLOBALS", "1")
     assert knobs.compilation.allow_non_constexpr_globals is True
     generate_ir(plain_global_kernel, {}, {})
+
+
+# -- numbers assigned to variables: Triton's scalar tensors (compiler/frontend/lifted.py) -------
+@triton.jit
+def _type_of(x, expected: tl.constexpr):
+    tl.static_assert(x.type == expected)
+
+
+@triton.jit
+def assigned_numbers_kernel(LIT: tl.constexpr, TY: tl.constexpr):
+    annotated: tl.constexpr = LIT
+    tl.static_assert(annotated.type == tl.constexpr_type(LIT))
+    tl.static_assert(LIT.type == tl.constexpr_type(LIT))
+    assigned = LIT
+    tl.static_assert(assigned.type == TY)
+    _type_of(assigned, TY)                        # a called function sees the scalar tensor too
+    again: tl.constexpr = assigned
+    tl.static_assert(again.type == tl.constexpr_type(LIT))
+    if LIT < 1024:
+        tl.static_assert(tl.arange(0, assigned * 2).shape[0] == 2 * LIT)    # still known at compile time
+
+
+@pytest.mark.parametrize("literal,ty", [(8, tl.int32), (2**40, tl.int64), (32.5, tl.float32)])
+def test_a_number_assigned_to_a_variable_has_the_type_of_tritons_scalar_tensor(literal, ty):
+    if isinstance(literal, float):
+        with pytest.raises(CompilationError, match="arange"):   # only the float case cannot size a block
+            generate_ir(assigned_numbers_kernel, {}, {"LIT": literal, "TY": ty})
+    else:
+        generate_ir(assigned_numbers_kernel, {}, {"LIT": literal, "TY": ty})

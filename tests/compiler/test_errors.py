@@ -245,7 +245,7 @@ def test_jit_from_source_runs_a_good_kernel():
     src = (
         "import triton\n"
         "import triton.language as tl\n"
-        "SCALE = 3\n"
+        "SCALE = tl.constexpr(3)\n"
         "\n"
         "@triton.jit\n"
         "def _twice(x):\n"
