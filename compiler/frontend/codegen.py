@@ -60,6 +60,7 @@ class FunctionScope:
 
 class CodeGenerator(ast.NodeVisitor):
     builtin_rules = BUILTINS    # tl builtin name → its rule (builtins.py); compiler/language calls them
+
     def __init__(self, jit_fn, builder: S.Builder, local: dict, depth: int = 0):
         self.fn = jit_fn
         self.b = builder
@@ -775,7 +776,7 @@ class CodeGenerator(ast.NodeVisitor):
             problem = growing and binop_problem(growing, left, right)
             if problem:
                 raise self.error(node, problem)
-            return self._PYOPS[type(op)](left, right)
+            return self._PYOPS[type(op)](unlift(left), unlift(right))     # Python's errors name int, float
         if type(op) not in self._BINOPS:
             raise self.error(node, f"operator {type(op).__name__} is not supported on runtime values")
         return self._BINOPS[type(op)](self.b, left, right)
@@ -1077,7 +1078,7 @@ class CodeGenerator(ast.NodeVisitor):
             return f"module {v.__name__}"
         if callable(v):
             return f"{getattr(v, '__module__', '')}.{getattr(v, '__qualname__', getattr(v, '__name__', repr(v)))}".lstrip(".")
-        return f"{type(v).__name__} {v!r}"
+        return f"{type(unlift(v)).__name__} {v!r}"
 
 
 def _surface_cause(exc: BaseException, bare: bool = True) -> BaseException | None:

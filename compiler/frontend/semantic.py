@@ -12,6 +12,7 @@ import warnings
 from .. import ir, knobs
 from ..language import dtypes as T
 from ..language.dtypes import block_type, dtype, pointer_type, scalar_of, shape_of
+from .lifted import unlift
 from .limits import MAX_IR_OPS, TRITON_MAX_TENSOR_NUMEL
 
 
@@ -984,4 +985,4 @@ def _stack_last_dim(b, tiles: list) -> ir.Value:
 def _describe(x) -> str:
     if is_value(x):
         return f"a value of type {x.type}"
-    return f"{type(x).__name__} {x!r}"
+    return f"{type(unlift(x)).__name__} {x!r}"
