@@ -333,13 +333,25 @@ def lower_for(lw, op) -> bool:
     reserved_before = lw.smem_reserved
     pinned = dot.pin_loop_invariant_operands(lw, op)
     assert len(pinned) == plan.n_pinned, "multi_dot.make_plan and dot.pin_loop_invariant_operands disagree"
+    emit_dot = place_stages(lw, plan)
+    loop = warp_specialize.lower_loop if warp_specialize.applies(lw, op, plan) else pipeline.pipelined_loop
+    loop(lw, op, plan, emit_dot)
+    dot.unpin(lw, pinned, reserved_before, barrier=False)   # the loop ended with a bar.sync
+    return True
+
+
+def stages_end(lw, plan) -> int:
+    """The absolute end of the plan's barriers and stages placed from the current lw.smem_reserved."""
+    return _align(lw.smem_reserved) + plan.barrier_bytes + plan.stages * plan.stage_bytes
+
+
+def place_stages(lw, plan):
+    """Put the plan's barriers and stages at lw.smem_reserved (raised past them: the body's other
+    uses go above) and return its `emit_dot(dot op, read base)` for pipeline.pipelined_loop."""
     start = _align(lw.smem_reserved)
     plan.barriers = start   # TMA: the stages' mbarriers, below the stages
     start += plan.barrier_bytes
     lw.smem_bytes = max(lw.smem_bytes, start - lw.smem_reserved + plan.stages * plan.stage_bytes)
     lw.smem_reserved = start + plan.stages * plan.stage_bytes
     plan.tiles, read_tiles = _tiles(lw, plan, start)
-    loop = warp_specialize.lower_loop if warp_specialize.applies(lw, op, plan) else pipeline.pipelined_loop
-    loop(lw, op, plan, lambda d, read_base: _emit_dot(lw, plan, d, read_tiles, read_base))
-    dot.unpin(lw, pinned, reserved_before, barrier=False)   # the loop ended with a bar.sync
-    return True
+    return lambda d, read_base: _emit_dot(lw, plan, d, read_tiles, read_base)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from .. import ir
 from . import control_flow, debug_ops, dot, elementwise as ew, fp8, histogram, memory, reduction, shape_ops, tma
-from . import warp_specialize
+from . import loop_metadata, warp_specialize
 from .errors import BackendError
 from .llvm_target import cpu_for, libdevice_defs, llir_to_ptx
 from .llvm_types import I32
@@ -101,7 +101,7 @@ def module_text(lw: Lowering) -> str:
         # unless the launch asked for enable_reflect_ftz=True
         ftz = 1 if lw.options.reflect_ftz is True else 0
         lw.module.add_named_metadata("llvm.module.flags", [I32(4), "nvvm-reflect-ftz", I32(ftz)])
-    text = str(lw.module)
+    text = loop_metadata.finish(str(lw.module))
     head = f'define ptx_kernel void @"{lw.fn.name}"('
     i = text.index(head)
     j = text.index("\n", i)

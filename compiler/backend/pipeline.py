@@ -260,9 +260,10 @@ def _eval(lw, ops, bindings: dict, requests):
     return out
 
 
-def _issue(lw, plan: Plan, body, iv_val, state: dict, slot, slot_base, ub, signed: bool):
+def _issue(lw, plan: Plan, body, iv_val, state: dict, slot, slot_base, ub, signed: bool, live_too=None):
     """cp.async (or TMA) the operand tiles of the iteration whose induction value is `iv_val` (iter
-    args bound by `state`) into stage `slot` at byte offset `slot_base` (ints or i32 values)."""
+    args bound by `state`) into stage `slot` at byte offset `slot_base` (ints or i32 values); none
+    past `ub`, nor where the i1 `live_too` is false."""
     b = lw.b
     bindings = dict(state)
     bindings[body.args[0].id] = iv_val
@@ -276,6 +277,8 @@ def _issue(lw, plan: Plan, body, iv_val, state: dict, slot, slot_base, ub, signe
             reqs.append((lo.operands[1], lay))
     vals = _eval(lw, plan.addr_ops, bindings, reqs)
     live = b.icmp_signed("<", iv_val, ub) if signed else b.icmp_unsigned("<", iv_val, ub)
+    if live_too is not None:
+        live = b.and_(live, live_too)
     i = 0
     copies = []
     for lo, lay, v, tile in zip(plan.loads, plan.lays, plan.vecs, plan.tiles):
@@ -403,11 +406,36 @@ def lower_body(lw, plan: Plan, body, lays, emit_dot, read_base) -> list:
         lw.scopes.pop()
 
 
-def pipelined_loop(lw, op, plan: Plan, emit_dot) -> None:
+class Chain:
+    """A TMA loop run once per tile of a loop around it (persistent.py): its barriers initialized
+    and its first stages issued by the caller, the stage counter carried from one run to the next
+    (`start`: the i32 count of stages used before this run; `end`, set by the run: after it).
+    `next_stage(j, slot, byte offset, i1)` issues stage j (i32) of the next run where the i1
+    holds. The next run's first S-1 stages go where this run's copies would go past its end: the
+    iteration whose copies ahead are for iteration n + j (n iterations) takes the next run's
+    stage j instead, into the same buffer; the stages j < S-1-n that no iteration reached are
+    issued at the exit as soon as their buffers are free — with a wgmma still in flight, right
+    away (every warp is past the last iteration's bar.sync, which followed its wait for all but
+    that wgmma, whose buffer is not among them), else after the exit's bar.sync."""
+
+    def __init__(self, start, next_stage):
+        self.start, self.end, self.next_stage = start, None, next_stage
+
+    def stages_at_exit(self, lw, plan: Plan, it) -> None:
+        b = lw.b
+        n = b.sub(it, self.start)
+        for j in range(plan.dist):
+            slot = b.urem(b.add(it, ll.Constant(I32, j)), ll.Constant(I32, plan.stages))
+            self.next_stage(ll.Constant(I32, j), slot, b.mul(slot, ll.Constant(I32, plan.stage_bytes)),
+                            b.icmp_signed("<", b.add(n, ll.Constant(I32, j)), ll.Constant(I32, plan.dist)))
+
+
+def pipelined_loop(lw, op, plan: Plan, emit_dot, chain: Chain | None = None) -> None:
     """The loop of `plan` (see the module doc): the prologue's copies, then each iteration's wait,
     barrier and copies ahead around the body, whose loads in plan.skip are not lowered and whose
     dots in plan.dots are `emit_dot(dot op, byte offset of the stage it reads)`. Ends with every
-    copy landed and a barrier."""
+    copy landed and a barrier. With a `chain` (TMA only), no barrier set-up, prologue or tear-down:
+    the caller's."""
     S = plan.stages
     D = plan.dist
     lb, ub, step = (lw.scalar(o) for o in op.operands[:3])
@@ -430,11 +458,13 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot) -> None:
     plan.tma = not all(lo.name == "load" for lo in plan.loads)
     plan.n_tma = sum(lo.name == "tma_load" for lo in plan.loads)
     lw.open_hoist(body)   # ahead of the barrier: hoisted conversions may use the buffers' space
-    if plan.tma:  # (with the bar.sync before: the buffers may alias shared memory used just before)
+    if chain is not None:
+        assert plan.tma and not plan.cp_async and not plan.needed
+    elif plan.tma:  # (with the bar.sync before: the buffers may alias shared memory used just before)
         tma.init_barriers(lw, plan.barriers, S * plan.n_tma)
     else:
         lw.barrier()  # the buffers may alias shared memory used just before the loop
-    for s in range(D):
+    for s in range(D if chain is None else 0):
         _issue(lw, plan, body, iv_s, state, s, s * plan.stage_bytes, ub, signed)
         state = _advance(lw, plan, body, iv_s, state, lays)
         iv_s = b.add(iv_s, step)
@@ -445,8 +475,8 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot) -> None:
         ahead_init.append(cur[1] if isinstance(cur, tuple) else [cur])
     # phis: the stage counter, the loop's own iter args, and the "ahead" copies of the ones the
     # copies' addresses need
-    header, exitb, iv, all_phis = lw.loop_head("pfor", lb, ub, step, [[ll.Constant(I32, 0)]] + init_regs + ahead_init,
-                                               signed)
+    it0 = ll.Constant(I32, 0) if chain is None else chain.start
+    header, exitb, iv, all_phis = lw.loop_head("pfor", lb, ub, step, [[it0]] + init_regs + ahead_init, signed)
     it = all_phis[0][0]
     phis = all_phis[1:1 + len(init_regs)]
     ahead_phis = dict(zip(plan.needed, all_phis[1 + len(init_regs):]))
@@ -478,6 +508,12 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot) -> None:
 
     def issue_ahead():
         _issue(lw, plan, body, iv_ahead, ahead, write_slot, write_base, ub, signed)
+        if chain is not None:   # past this run's end: the next run's stage (iv_ahead - ub) / step
+            past = b.icmp_signed(">=", iv_ahead, ub) if signed else b.icmp_unsigned(">=", iv_ahead, ub)
+            j = b.sub(iv_ahead, ub)
+            if not (isinstance(step, ll.Constant) and step.constant == 1):
+                j = b.udiv(j, step)
+            chain.next_stage(b.trunc(j, I32) if j.type != I32 else j, write_slot, write_base, past)
         return _advance(lw, plan, body, iv_ahead, ahead, lays)
 
     if not plan.async_dot:
@@ -499,12 +535,19 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot) -> None:
     for lo in plan.side:
         del lw.smem_backed[lo.result.id]
     b.position_at_end(exitb)
+    if chain is not None:
+        chain.end = it
+        if plan.async_dot:
+            chain.stages_at_exit(lw, plan, it)
     if plan.cp_async:
         lw.call("llvm.nvvm.cp.async.wait.group", ll.VoidType(), [ll.Constant(I32, 0)])
     if plan.async_dot:  # the last wgmma group is still running: wait, with the accumulators through
         phis[plan.acc_index] = wgmma.wait_pass_through(lw, phis[plan.acc_index], 0)
     lw.barrier()
-    if plan.tma:  # every copy issued was waited for (none past the end are)
+    if chain is not None:
+        if not plan.async_dot:
+            chain.stages_at_exit(lw, plan, it)
+    elif plan.tma:  # every copy issued was waited for (none past the end are)
         tma.invalidate_barriers(lw, plan.barriers, S * plan.n_tma)
     for r, l, ps in zip(op.results, lays, phis):
         lw.bind(r, l, ps)

@@ -10,9 +10,15 @@ the block's leading dims flattened), one copy per panel, so wgmma can read it as
              thread 0: mbarrier.arrive.expect_tx(tile bytes) and the copies; every thread waits for
              phase 0 (try_wait.parity loop), reads its registers from the tile; bar.sync;
              thread 0 invalidates the barrier (its memory is reused).
-  tma_store  bar.sync; every thread writes its registers into the tile, fence.proxy.async
-             (ordinary stores become visible to the copy engine); bar.sync; thread 0: the copies,
-             commit_group, wait_group.read 0 (the tile is read); bar.sync.
+  tma_store  bar.sync; every thread writes its registers into the tile — a 16-bit wgmma/mma
+             accumulator (the usual `acc.to(fp16)`) with `stmatrix.m8n8.x4`, four 8×8 blocks an
+             instruction (fragment_convert.write_stmatrix; Triton's epilogue), anything else with
+             vector stores — fence.proxy.async (ordinary stores become visible to the copy
+             engine); bar.sync; thread 0: the copies, commit_group, wait_group.read 0 (the tile
+             is read); bar.sync. In a persistent tile loop whose other shared-memory uses are the
+             K loop's stages alone (lw.defer_store_wait: persistent.py), the wait moves to the
+             start of the next store to the tile (and the loop's end), so that the copy engine
+             reads the tile while the next tile's K loop runs, as Triton's.
 Out-of-bounds elements of a load are zero (or NaN: the map's fill mode, from the padding option);
 those of a store are not written — by the hardware, so no masks here.
 
@@ -39,7 +45,7 @@ from .. import tensor_map
 from .dot_layouts import SmemTile
 from .llvm_types import I32, I64, lty
 from .smem_tiles import read_tile, write_tile
-from . import wgmma
+from . import fragment_convert, wgmma
 
 VOID = ll.VoidType()
 MBARRIER_BYTES = 8
@@ -196,8 +202,14 @@ def lower_tma_store(lw, op) -> None:
     lw.smem_bytes = max(lw.smem_bytes, tile.nbytes)
     lay = lw.layout_of(value)
     regs = lw.block(value, lay)
+    deferred = lw.defer_store_wait
+    if deferred:   # the previous store from this tile may still be reading it
+        wait_stores_read(lw)
     lw.barrier()   # the tile's memory may still be read by an earlier use
-    write_tile(lw, regs, lay, tile, lty(value.dtype))
+    if fragment_convert.stmatrix_applies(lay, tile.es, lw.options.target):
+        fragment_convert.write_stmatrix(lw, regs, lay, tile)
+    else:
+        write_tile(lw, regs, lay, tile, lty(value.dtype))
     wgmma.proxy_fence(lw)
     lw.barrier()
     offsets = [lw.scalar(o) for o in op.operands[1:-1]]
@@ -210,8 +222,17 @@ def lower_tma_store(lw, op) -> None:
             _asm(lw, _copy_text(rank, "store"), ",".join(["r", "l"] + ["r"] * rank),
                  [s, addr] + _coordinates(lw, offsets, tile, p))
         _asm(lw, "cp.async.bulk.commit_group;", "", [])
+        if not deferred:
+            _asm(lw, "cp.async.bulk.wait_group.read 0;", "", [])
+    if not deferred:
+        lw.barrier()
+
+
+def wait_stores_read(lw) -> None:
+    """The elected thread (the one that issued them) waits until every bulk store has read its
+    shared memory; the caller's bar.sync then tells the others."""
+    with lw.b.if_then(elected(lw)):
         _asm(lw, "cp.async.bulk.wait_group.read 0;", "", [])
-    lw.barrier()
 
 
 # -- device-side descriptors ----------------------------------------------------------------------

@@ -21,6 +21,7 @@ from tests.compiler.kernels.util import gen, interpret  # noqa: F401 - fixtures
 
 LOAD = "cp.async.bulk.tensor.{}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
 STORE = "cp.async.bulk.tensor.{}d.global.shared::cta.tile.bulk_group"
+STMATRIX = "stmatrix.sync.aligned.m8n8.x4.shared.b16"
 
 
 def _desc_type(dtype: str, block, padding="zero") -> str:
@@ -134,7 +135,74 @@ def test_matmul_tma_persistent_ptx():
     sig = {"a_desc": _desc_type("fp16", (128, 64)), "b_desc": _desc_type("fp16", (128, 64)),
            "c_desc": _desc_type("fp16", (128, 128)), "M": "i32", "N": "i32", "K": "i32"}
     ck, ptx = _compile(K.matmul_tma_persistent_kernel, sig, {"NUM_PROGRAMS": 132}, num_warps=8)
-    assert ptx.count(LOAD.format(2)) == 3 * 2 and ptx.count(STORE.format(2)) == 2   # C: two 128-byte panels
+    assert ptx.count(STORE.format(2)) == 2   # C: two 128-byte panels
+    # copies: the first tile's two stages before the tile loop; in the K loop, one stage ahead
+    # and, past its end, the next tile's stage instead; the next tile's stages no iteration
+    # reached (a K loop shorter than two) at the K loop's exit, before this tile's epilogue, so
+    # that they land while the epilogue runs (persistent.py); barriers set up once a program
+    assert ptx.count(LOAD.format(2)) == (2 + 2 + 2) * 2
+    k_loop = ptx_cfg.innermost_loop_with(ptx, "wgmma.mma_async")
+    assert k_loop.text.count(LOAD.format(2)) == 2 * 2
+    assert ptx.count("mbarrier.init.shared::cta.b64") == ptx.count("mbarrier.inval.shared::cta.b64") == 3 * 2
+    _assert_next_tile_copies_before_epilogue(ptx)
+    # the store's wait for its tile to be read is at the next store (and after the tile loop): the
+    # copy engine reads C's tile while the next tile's K loop runs
+    tile_loop = ptx_cfg.innermost_loop_with(ptx, "wgmma.mma_async").parents[0]
+    store_wait = "cp.async.bulk.wait_group.read 0;"
+    assert tile_loop.text.count(store_wait) == 1 and ptx.count(store_wait) == 2
+    assert tile_loop.text.index(store_wait) < tile_loop.text.index(STMATRIX)
+    # the epilogue's tile above the stages (and their barriers), which the copies are filling
+    assert ck.shared >= 1024 + 3 * (2 * 128 * 64 * 2) + 128 * 128 * 2
+    # the fp16 accumulator goes into C's tile with stmatrix: four 8×8 blocks an instruction, 128×128
+    # over 8 warps, as Triton's epilogue (Triton's test_tensor_descriptor matmuls assert it)
+    assert ptx.count(STMATRIX) == 128 * 128 // (16 * 16) // 8 and "st.shared.b32" not in ptx
+
+
+def test_matmul_tma_persistent_pointer_store_ptx():
+    """An epilogue of pointer stores: its conversion through shared memory goes above the stages
+    the next tile's copies are filling; no TMA store, so no store wait to move."""
+    sig = {"a_desc": _desc_type("fp16", (128, 64)), "b_desc": _desc_type("fp16", (128, 64)), "c_ptr": "*fp16",
+           "M": "i32", "N": "i32", "K": "i32", "stride_cm": "i32"}
+    ck = triton.compile(K.matmul_tma_persistent_pointer_store_kernel, signature=sig, constexprs={"NUM_PROGRAMS": 132},
+                        num_warps=8, num_stages=3, target="sm_90", divisible_by_16=("c_ptr", "stride_cm", "M", "N"))
+    ptx = ck.asm["ptx"]
+    from tests.compiler.test_ptx import ptxas_report
+    assert ptxas_report(ptx)["spills"] == 0
+    assert ptx.count(LOAD.format(2)) == (2 + 2 + 2) * 2
+    _assert_next_tile_copies_before_epilogue(ptx)
+    assert "cp.async.bulk.wait_group" not in ptx
+    assert ptx.count(STMATRIX) == 8 and ptx.count("st.global.v4") == 128 * 128 * 2 // 16 // 256
+    assert 1024 + 3 * (128 + 128) * 64 * 2 < ck.shared <= 227 * 1024
+    # a 128×256 tile: its fp32 accumulator, were it converted, would not fit above the stages
+    sig["b_desc"] = _desc_type("fp16", (256, 64))
+    ck = triton.compile(K.matmul_tma_persistent_pointer_store_kernel, signature=sig, constexprs={"NUM_PROGRAMS": 132},
+                        num_warps=8, num_stages=3, target="sm_90", divisible_by_16=("c_ptr", "stride_cm", "M", "N"))
+    assert ck.asm["ptx"].count(LOAD.format(2)) == (2 + 1) * 2 and ck.shared <= 227 * 1024
+
+
+def _assert_next_tile_copies_before_epilogue(ptx: str) -> None:
+    """In the tile loop, leaving the K loop: the next tile's copies that the K loop did not make
+    (both stages, A and B, each under its own condition) come before the wait for the K loop's
+    last wgmma, and so before the epilogue, on every path."""
+    k_loop = ptx_cfg.innermost_loop_with(ptx, "wgmma.mma_async")
+    tile_loop = k_loop.parents[0]
+    by_name = {blk.name: blk for blk in ptx_cfg.blocks(ptx)}
+    outside = tile_loop.blocks - k_loop.blocks
+    assert sum("\n".join(by_name[n].lines).count(LOAD.format(2)) for n in outside) == 2 * 2
+    # from the K loop's exits, walk the tile loop up to the wait for the last wgmma: every copy of
+    # the next tile is reached, no epilogue store is
+    work = [s for n in k_loop.blocks for s in by_name[n].succ if s in outside]
+    seen, copies = set(), 0
+    while work:
+        n = work.pop()
+        text = "\n".join(by_name[n].lines)
+        if n in seen or n == tile_loop.header or "wgmma.wait_group.sync.aligned 0;" in text:
+            continue
+        seen.add(n)
+        assert STORE.format(2) not in text
+        copies += text.count(LOAD.format(2))
+        work.extend(s for s in by_name[n].succ if s in outside)
+    assert copies == 2 * 2
 
 
 def test_loop_carried_descriptor_pipelined_ptx():
@@ -248,7 +316,10 @@ def test_padding_gpu(gen, padding, dtype):
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 @pytest.mark.parametrize("M,N,Kd,stages", [(1024, 1024, 1024, 3), (1000, 776, 392, 3), (333, 520, 1000, 4),
-                                           (256, 256, 64, 3)])
+                                           (256, 256, 64, 3),
+                                           # persistent: the stage counter carried over tiles of
+                                           # 3 and 5 K blocks, 1 and 3 stages ahead
+                                           (768, 640, 192, 2), (640, 768, 320, 4)])
 @pytest.mark.gpu
 @pytest.mark.timeout(120, method="thread")
 def test_matmul_tma_gpu(gen, dtype, M, N, Kd, stages):
@@ -271,6 +342,20 @@ def test_matmul_tma_gpu(gen, dtype, M, N, Kd, stages):
         torch.testing.assert_close(c.double(), ref, atol=tol * math.sqrt(Kd), rtol=tol)
 
 
+@pytest.mark.parametrize("M,N,Kd,stages", [(1000, 776, 392, 3), (768, 1024, 192, 2), (512, 512, 512, 4)])
+@pytest.mark.gpu
+@pytest.mark.timeout(120, method="thread")
+def test_matmul_tma_persistent_pointer_store_gpu(gen, M, N, Kd, stages):
+    a = torch.randn(M, Kd, generator=gen).to("cuda", torch.float16)
+    b = torch.randn(N, Kd, generator=gen).to("cuda", torch.float16)
+    c = _nan((M, N), torch.float16)
+    K.matmul_tma_persistent_pointer_store_kernel[(5,)](
+        TensorDescriptor.from_tensor(a, [128, 64]), TensorDescriptor.from_tensor(b, [128, 64]), c, M, N, Kd, c.stride(0),
+        NUM_PROGRAMS=5, num_warps=8, num_stages=stages)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(c.double(), a.double() @ b.double().T, atol=2e-2 * math.sqrt(Kd), rtol=2e-2)
+
+
 # -- device-side descriptors ----------------------------------------------------------------------
 
 DEVICE_MATMUL_SIG = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32"}
@@ -285,7 +370,9 @@ def test_device_matmul_persistent_ptx():
     from tests.compiler.test_ptx import ptxas_report
     assert ptxas_report(ptx)["spills"] == 0
     assert ptx.count("tensormap.cp_fenceproxy") == 3 and ck.metadata["global_scratch_size"] == 3 * 128
-    assert ptx.count(LOAD.format(2)) == 3 * 2 and "ld.global" not in ptx
+    assert ptx.count(LOAD.format(2)) == (2 + 2 + 2) * 2 and "ld.global" not in ptx   # as test_matmul_tma_persistent_ptx
+    _assert_next_tile_copies_before_epilogue(ptx)
+    assert ptx.count(STMATRIX) == 8 and ptx.count("st.shared") == 3   # the maps' templates zeroed
     # the maps' fields: 2-D, 128-byte swizzle, fp16, zero fill; box [64, 128] for A and B
     assert ptx.count("tensormap.replace.tile.rank.shared::cta.b1024.b32 [%r") == 3
     assert re.search(r"tensormap\.replace\.tile\.elemtype\.shared::cta\.b1024\.b32 \[%r\d+\], 6;", ptx)

@@ -146,10 +146,13 @@ def test_09_persistent_matmul_ptx():
                     {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 8, "EPILOGUE_SUBTILE": False,
                      "NUM_SMS": 132, "WARP_SPECIALIZE": False}, nw=8, div=("a_ptr", "b_ptr", "c_ptr", "M", "N", "K"))
     # tensor cores fed by TMA (compiler/backend/tma.py): the three maps written once a program, A
-    # and B (used as b.T) pipelined through three stages, C stored in two 128-byte panels
+    # and B (used as b.T) pipelined through three stages — the first tile's two before the tile
+    # loop, one ahead in the K loop or the next tile's past its end, the next tile's two the K
+    # loop did not reach before this tile's epilogue (compiler/backend/persistent.py) —, C stored
+    # in two 128-byte panels
     assert "wgmma.mma_async" in ptx and "ld.global" not in ptx and "st.global" not in ptx
     assert ptx.count("tensormap.cp_fenceproxy") == 3 and ptx.count("mbarrier.init.shared::cta.b64") == 3 * 2
-    assert ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global") == 3 * 2
+    assert ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global") == (2 + 2 + 2) * 2
     assert ptx.count("cp.async.bulk.tensor.2d.global.shared::cta") == 2
 
 
