@@ -32,7 +32,7 @@ class CompilationError(TritonError):
     function's own source, a caret under the column, the message last):
 
         file.py:12:9: error: <message>
-        in kernel() at 3:8:
+        file.py:12:9: in kernel() at 3:8:
         def kernel(x_ptr, ...):
             offs = tl.arange(0, BLOCK)
             x = tl.load(p + offs, mask=m)
@@ -82,8 +82,8 @@ class CompilationError(TritonError):
 
     def _frame(self) -> str:
         """This function's part: where (Triton's "at line:col:"), its source up to the line, a caret."""
-        fn = getattr(self.loc, "fn", "") or "the kernel"
-        where = f"{fn}()" if fn != "the kernel" else fn
+        fn = getattr(self.loc, "fn", "")
+        where = f"{fn}()" if fn else "the kernel"
         called = ""
         if self.within is not None and self.within.src is not None:
             callee = getattr(self.within.loc, "fn", "")
