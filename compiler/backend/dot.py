@@ -22,16 +22,27 @@ from . import split_precision
 
 
 def check_dot_shapes(fn) -> None:
-    """NVIDIA's dots need every dim ≥ 16 (Triton's min_dot_size on CUDA); the front end accepts
-    smaller ones because interpret mode runs them."""
+    """Triton's min_dot_size on CUDA: K >= 32 for 8-bit operands, K >= 16 for the others; blocktune's
+    NVIDIA backend also needs M >= 16 and N >= 16 (Triton pads smaller ones). The front end accepts
+    smaller dots because interpret mode runs them."""
     for op in fn.walk_with_dropped():    # an unused dot too, as Triton checks it when it is written
         if op.name == "dot":
-            (m, k), n = op.operands[0].shape, op.result.shape[1]
-            if min(m, n, k) < 16:
-                why = (f"tl.dot: every dimension must be at least 16 on NVIDIA GPUs (Triton's rule: Input shapes should "
-                       f"have M >= 1, N >= 1 and K >= 16), got M={m}, N={n}, K={k} (smaller dots run in interpret "
-                       "mode only)")
+            a = op.operands[0]
+            why = dot_shape_problem(a.shape[-2:], op.result.shape[-1], a.dtype.primitive_bitwidth)
+            if why:
                 raise BackendError(why, op.loc) from ValueError(why)
+
+
+def dot_shape_problem(a_shape, n: int, bitwidth: int) -> str | None:
+    """Why a dot of A (`a_shape`, M x K) and B (K x `n`) of `bitwidth`-bit elements cannot run on an
+    NVIDIA GPU, or None."""
+    (m, k), k_min = a_shape, (32 if bitwidth == 8 else 16)
+    got = f"got M={m}, N={n}, K={k} (smaller dots run in interpret mode only)"
+    if k < k_min:   # Triton's words
+        return f"Input shapes should have M >= 1, N >= 1 and K >= {k_min} for tl.dot of {bitwidth}-bit inputs, {got}"
+    if min(m, n) < 16:
+        return f"tl.dot on NVIDIA GPUs needs M >= 16 and N >= 16 in blocktune (Triton pads smaller ones), {got}"
+    return None
 
 
 # at most this much shared memory is held by pinned tiles, leaving the rest (of 227 KiB) to the

@@ -83,6 +83,8 @@ def lower_to_llvm(fn: ir.Function, *, num_warps: int, num_stages: int = 1, targe
     options = LoweringOptions.from_knobs(num_warps=num_warps, num_stages=num_stages, target=target, debug=debug,
                                          enable_fp_fusion=enable_fp_fusion, maxnreg=maxnreg,
                                          enable_reflect_ftz=enable_reflect_ftz)
+    if fn.gpu_refusals:
+        raise fn.gpu_refusals[0]
     fp8.check_types(fn, options.target)
     dot.check_dot_shapes(fn)
     lw = _lower(fn, options)
