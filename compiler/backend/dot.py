@@ -14,7 +14,7 @@ from llvmlite import ir as ll
 from ..language import dtypes as T
 from . import fp8, mma, pinned_tma, wgmma
 from .errors import BackendError
-from .dot_layouts import SmemTile, mma_kind, operand_cdim, operand_tiles, uses_wgmma
+from .dot_layouts import PINNED_LIMIT, SmemTile, mma_kind, operand_cdim, operand_tiles, uses_wgmma
 from .layouts import dot_operand
 from .llvm_types import F32, F64, I32, esize, is_signed, lty, mty
 from .smem_tiles import write_tile
@@ -45,9 +45,6 @@ def dot_shape_problem(a_shape, n: int, bitwidth: int) -> str | None:
     return None
 
 
-# at most this much shared memory is held by pinned tiles, leaving the rest (of 227 KiB) to the
-# loop body's own transient uses
-PINNED_LIMIT = 128 * 1024
 
 
 def lower_dot(lw, op):

@@ -23,6 +23,11 @@ KINDS = {"fp16": "f16", "bf16": "bf16"}
 FP8_KINDS = {"fp8e4nv": "e4m3", "fp8e5": "e5m2"}
 
 
+# at most this much shared memory is held by pinned tiles (dot.pin_loop_invariant_operands), leaving
+# the rest (of 227 KiB) to the loop body's own transient uses
+PINNED_LIMIT = 128 * 1024
+
+
 def is_fp8_kind(kind) -> bool:
     return kind is not None and "." in kind
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 
 from . import dot, pipeline, warp_specialize, wgmma
-from .dot_layouts import SmemTile, contiguous_dim, is_fp8_kind, mma_kind, uses_wgmma
+from .dot_layouts import PINNED_LIMIT, SmemTile, contiguous_dim, is_fp8_kind, mma_kind, uses_wgmma
 from .llvm_types import esize
 from .memory import access_width
 
@@ -101,7 +101,7 @@ def make_plan(lw, op):
                 if kernel_value and op in fn_top:
                     kernel_pins.add(v.id)
                 nbytes = math.prod(v.shape) * v.dtype.itemsize
-                if pinned_end + nbytes > dot.PINNED_LIMIT:
+                if pinned_end + nbytes > PINNED_LIMIT:
                     return None
                 pinned_end = _align(pinned_end + nbytes)
                 continue

@@ -25,7 +25,7 @@ import dataclasses
 
 from .. import ir
 from . import control_flow, debug_ops, dot, elementwise as ew, fp8, histogram, memory, reduction, shape_ops, tma
-from . import loop_metadata, multi_dot, pipeline, warp_specialize
+from . import loop_metadata, multi_dot, pinned_tma, pipeline, warp_specialize
 from .errors import BackendError
 from .llvm_target import cpu_for, libdevice_defs, llir_to_ptx
 from .llvm_types import I32
@@ -68,7 +68,7 @@ RULES = RuleTable(
         # shape ops, scans, sorts
         "split": shape_ops.lower_split,
         # tensor descriptors through TMA
-        "tma_load": tma.lower_tma_load, "tma_store": tma.lower_tma_store, "make_tensor_map": tma.lower_make_tensor_map,
+        "tma_load": pinned_tma.lower_tma_load, "tma_store": tma.lower_tma_store, "make_tensor_map": tma.lower_make_tensor_map,
         "reduce_combine": reduction.lower_reduce_combine, "scan_combine": reduction.lower_scan_combine,
         "gather": shape_ops.lower_gather, "flip": shape_ops.lower_flip, "sort": shape_ops.lower_sort, "histogram": histogram.lower_histogram,
     },

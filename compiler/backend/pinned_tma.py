@@ -11,14 +11,14 @@ so it is not invalidated. Taken only when the load is at the kernel's top level,
 that is not warp-specialized; every use is a 16-bit wgmma dot in a loop of the top level whose A,
 if it is the block, is read from shared memory; nothing between the load and the first of those
 loops has a region or returns (the wait is emitted at that loop: every path reaches it, and no
-program ends with the copy in flight); the tile fits under dot.PINNED_LIMIT.
+program ends with the copy in flight); the tile fits under dot_layouts.PINNED_LIMIT.
 """
 from __future__ import annotations
 
 from llvmlite import ir as ll
 
 from . import tma, wgmma
-from .dot_layouts import mma_kind, uses_wgmma
+from .dot_layouts import PINNED_LIMIT, mma_kind, uses_wgmma
 from .llvm_types import I32
 
 
@@ -38,7 +38,6 @@ def _loop_dots(fn) -> dict:
 
 
 def applies(lw, op) -> bool:
-    from .dot import PINNED_LIMIT  # noqa: PLC0415 - dot imports the rules that import this
     res = op.result
     ops = lw.fn.body.ops
     if lw.ws is not None or op not in ops or len(res.shape) != 2 or not lw.options.wgmma_target:
@@ -58,6 +57,15 @@ def applies(lw, op) -> bool:
     if first is None:
         return False
     return all(not o.regions and o.name != "return" for o in ops[ops.index(op) + 1:first])
+
+
+def lower_tma_load(lw, op) -> None:
+    """The `tma_load` rule: attention's Q straight into the tile its loops pin where that applies,
+    else tma.lower_tma_load's own tile and wait."""
+    if applies(lw, op):
+        lower(lw, op)
+    else:
+        tma.lower_tma_load(lw, op)
 
 
 def lower(lw, op) -> None:

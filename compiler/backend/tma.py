@@ -205,10 +205,6 @@ def _end(tile: BoxTile) -> int:
 
 
 def lower_tma_load(lw, op) -> None:
-    from . import pinned_tma  # noqa: PLC0415 - it builds on this module
-    if pinned_tma.applies(lw, op):   # attention's Q: straight into the tile its loops pin
-        pinned_tma.lower(lw, op)
-        return
     res = op.result
     tile = tile_for(res)
     bar_rel = _end(tile)
