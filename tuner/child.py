@@ -172,8 +172,14 @@ class Bench:
         if self.interpret and use_torch:
             lap("import_torch")
         self.workdir = Path(init["workdir"])
-        # inputs differ between the two data planes (numpy's generator vs torch's): each keeps its own
-        self.reference_path = self.workdir / ("reference.pt" if use_torch else "reference.npz")
+        # inputs differ between the two data planes (numpy's generator vs torch's): each keeps its own,
+        # and numpy's per version of the values it makes (a resumed job's older reference is unfit)
+        if use_torch:
+            self.reference_path = self.workdir / "reference.pt"
+        else:
+            from tuner.host_data import INPUTS_VERSION
+
+            self.reference_path = self.workdir / f"reference-v{INPUTS_VERSION}.npz"
         self.plane = runtime.plane
         self.device = runtime.device
         self.timer = None
