@@ -116,6 +116,8 @@ class Tuner:
                 self.measurement.set_props(props)
             if not self.measurement.interpret:
                 ctx.retry(lambda: self.recorder.record_gpu(self.measurement.props), "recording the GPU")
+            if ctx.fresh and self.measurement.props is not None:
+                ctx.retry(self._compile_first_configs, "reading the known-good configs")
             with tl.phase("study_open"):
                 ctx.retry(lambda: self.study.open(self.measurement.props, self.measurement.gpu_model),
                           "opening the Optuna study")
@@ -145,6 +147,14 @@ class Tuner:
                 tl.add("total", tl.since_start())
                 log.info("job %d timeline (not finished):\n%s", ctx.job_id, format_timeline(tl.as_dict(), indent="  "))
             self.close()
+
+    def _compile_first_configs(self) -> None:
+        """A fresh study's first asks are its known-good configs, in order: their compiles go out
+        now, while the study opens (a few tenths of a second on PostgreSQL), so that the first
+        config is compiled by the time the child has made the inputs — the start's critical path."""
+        spec, m = self.ctx.spec, self.measurement
+        n = self.queue.workers if spec.lookahead is None else min(self.queue.workers, max(1, spec.lookahead))
+        self.queue.prefetch(self.study.first_configs(m.props, m.gpu_model, n))
 
     def _child_ready(self) -> None:
         """Wait for the child; if its device differs from the parent's, the constraints see the
