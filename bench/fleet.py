@@ -12,9 +12,19 @@ submission to `succeeded` (the workers are already up and idle, as in a fleet). 
   two jobs       two such jobs submitted together, as many workers
 
 Each scenario starts from an empty kernel cache of its own, so no scenario compiles for another.
-The job is Triton's tutorial matmul (examples/specs/matmul.yaml) at --size³ with random sampling and
-no early stop, so every scenario measures exactly --trials trials per job. Target (issue 10):
-shared / one worker ≤ 0.55 for a 64-trial job on two GPUs.
+The job is Triton's tutorial matmul (examples/specs/matmul.yaml) at --size³ with no early stop, so
+every scenario measures exactly --trials trials per job. The same trials: by default (--configs
+fixed) each job's configs are a list fixed before the first scenario — the spec's known-good
+configs, then distinct valid configs drawn with the job's seed from the space — queued in the
+study in that order, so the one worker and the two sharing the job measure the same configs
+(random sampling only past the list); --configs random is the older runs' random sampling, where
+the joining worker draws its own. The workers' GPU model is checked to be one model, and both
+scenarios run in one invocation, on one host. Target (issue 10): shared / one worker ≤ 0.55 for a
+64-trial job on two GPUs.
+
+The workers are started as a fleet deploys them on one host: BLOCKTUNE_HOST_WORKERS is the
+scenario's number of workers, so that their compile pools divide the host's CPUs
+(tuner/isolation.py); compile processes run below the workers' CPU priority (BLOCKTUNE_COMPILE_NICE).
 
 After each scenario: every worker's logged timeline, and each job's end read from the database —
 per worker its trials, when it recorded its last one and its rounds of the final re-measurement
@@ -46,13 +56,47 @@ from postgres import Postgres, free_port  # noqa: E402
 BLOCKTUNE = [sys.executable, "-m", "service.cli"]
 
 
-def job_spec(size: int, trials: int, seed: int) -> dict:
+def job_spec(size: int, trials: int, seed: int, props: dict | None = None) -> dict:
+    """The scenario's job; with the device's `props`, its configs fixed (`fixed_configs`)."""
     spec = pin_group_size(yaml.safe_load((REPO / "examples" / "specs" / "matmul.yaml").read_text()))
     spec["sizes"] = {"M": size, "N": size, "K": size}
     spec["budget"] = {"trials": trials, "seconds": 3600, "patience": trials * 10}
     spec["sampler"] = "random"
     spec["seed"] = seed
+    if props is not None:
+        spec["configs"] = fixed_configs(spec, props, trials, seed)
     return spec
+
+
+def fixed_configs(spec: dict, props: dict, n: int, seed: int) -> list[dict]:
+    """`n` distinct configs that fit the device: the spec's known-good list first (what a job asks
+    first anyway), then valid configs of the space drawn with `seed`."""
+    import random
+
+    from jobspec.device import device_env
+    from jobspec.model import JobSpec
+    from tuner.space import SearchSpace, config_key
+
+    js = JobSpec.model_validate(spec)
+    space = SearchSpace.from_spec(js)
+    env = {**js.scalar_env(), **js.constants, **device_env(props)}
+    valid = space.valid_configs(env)
+    known = [c for c in (space.complete(p) for p in js.configs) if c is not None and not space.violations(c, env)]
+    seen = {config_key(c) for c in known}
+    rest = [c for c in valid if config_key(c) not in seen]
+    random.Random(seed).shuffle(rest)
+    return (known + rest)[:n]
+
+
+def device_props(device: int, interpret: bool) -> dict:
+    """What the workers' constraints will see (the driver's attributes; no CUDA context here)."""
+    from jobspec.device import interpreter_properties
+
+    if interpret:
+        return interpreter_properties()
+    from compiler.runtime import driver
+
+    return dict(driver.device_properties(device))
 
 
 class Fleet:
@@ -61,7 +105,8 @@ class Fleet:
     def __init__(self, url: str, devices: list[int], cache: str, interpret: bool = False):
         self.url, self.devices, self.interpret = url, devices, interpret
         self.env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-                    "BLOCKTUNE_CACHE_DIR": cache, "PYTHONUNBUFFERED": "1"}
+                    "BLOCKTUNE_CACHE_DIR": cache, "PYTHONUNBUFFERED": "1",
+                    "BLOCKTUNE_HOST_WORKERS": str(len(devices))}
         self.logs = Path(tempfile.mkdtemp(prefix="fleet-logs-"))
         self.procs: list[subprocess.Popen] = []
 
@@ -208,6 +253,24 @@ def print_job_end(name: str, end: dict) -> None:
               + (f" ({early} begun before the last trial)" if early else ""))
 
 
+START_MARKS = {"child_ready": r"ready at ([\d.]+) s", "first_compile": r"first compile submitted at ([\d.]+) s",
+               "first_run": r"first run sent at ([\d.]+) s"}
+
+
+def start_marks(timeline: str) -> dict[str, float]:
+    """A worker's start from its logged timeline (tuner/timeline.py), seconds since it took the job:
+    the GPU child ready (the inputs made), the first compile submitted, the first config sent to the
+    child — the later of the first two, the start's critical path."""
+    import re
+
+    out = {}
+    for key, pattern in START_MARKS.items():
+        m = re.search(pattern, timeline)
+        if m:
+            out[key] = float(m.group(1))
+    return out
+
+
 def scenario(pg_url: str, name: str, devices: list[int], specs: list[dict], interpret: bool) -> dict:
     db = f"fleet_{name.replace(' ', '_')}_{time.time_ns()}"
     import sqlalchemy as sa
@@ -222,14 +285,17 @@ def scenario(pg_url: str, name: str, devices: list[int], specs: list[dict], inte
         trials = [j.get("trials_done") for j in jobs]
         workers = fleet.http.get("/api/v1/workers").json()
     ends = job_ends(url, [j["id"] for j in jobs], fleet.submitted_at)
+    starts = {}
     for worker, timeline in fleet.worker_timelines().items():
         print(f"--- {name}: {worker}\n{timeline or '(no timeline logged)'}", flush=True)
+        starts[worker] = start_marks(timeline)
     for end in ends:
         print_job_end(name, end)
     if os.environ.get("OUT"):
         shutil.copytree(fleet.logs, Path(os.environ["OUT"]) / f"fleet-logs-{name.replace(' ', '-')}")
     row = {"scenario": name, "workers": len(devices), "jobs": len(specs), "seconds": round(seconds, 2),
-           "trials_done": trials, "worker_names": sorted(w["name"] for w in workers), "ends": ends}
+           "trials_done": trials, "worker_names": sorted(w["name"] for w in workers),
+           "gpu_models": sorted({w["gpu_model"] for w in workers}), "starts": starts, "ends": ends}
     print(json.dumps(row), flush=True)
     return row
 
@@ -241,16 +307,29 @@ def main() -> int:
     ap.add_argument("--size", type=int, default=4096)
     ap.add_argument("--interpret", action="store_true",
                     help="CPU workers on the interpreter, to check the script itself (use a small --size)")
+    ap.add_argument("--configs", choices=("fixed", "random"), default="fixed",
+                    help="fixed: every scenario's job measures the same list of configs (default); "
+                         "random: random sampling, each worker sharing a job drawing its own")
     args = ap.parse_args()
     devices = [int(d) for d in args.devices.split(",")]
+    props = device_props(devices[0], args.interpret) if args.configs == "fixed" else None
+
+    def spec(seed: int) -> dict:
+        return job_spec(args.size, args.trials, seed, props)
+
     pg = Postgres()
     try:
-        rows = [scenario(pg.url, "one worker", devices[:1], [job_spec(args.size, args.trials, 1)], args.interpret),
-                scenario(pg.url, "shared", devices, [job_spec(args.size, args.trials, 1)], args.interpret),
-                scenario(pg.url, "two jobs", devices, [job_spec(args.size, args.trials, 1),
-                                                       job_spec(args.size, args.trials, 2)], args.interpret)]
+        rows = [scenario(pg.url, "one worker", devices[:1], [spec(1)], args.interpret),
+                scenario(pg.url, "shared", devices, [spec(1)], args.interpret),
+                scenario(pg.url, "two jobs", devices, [spec(1), spec(2)], args.interpret)]
     finally:
         pg.stop()
+    models = sorted({m for r in rows for m in r["gpu_models"]})
+    print(f"\nGPU model of every worker: {', '.join(models)}; configs: {args.configs}"
+          + (f" ({len(spec(1)['configs'])} queued per job, the same in every scenario)"
+             if props is not None else ""))
+    if len(models) != 1:
+        print("WARNING: the workers are on different GPU models: the scenarios are not comparable")
     one = rows[0]["seconds"]
     print("\n| scenario | workers | jobs × trials | seconds | × one worker |\n|---|---|---|---|---|")
     for r in rows:
@@ -258,6 +337,10 @@ def main() -> int:
               f"{r['seconds'] / one:.2f} |")
     print(f"shared {args.trials}-trial job on {len(devices)} GPUs: {rows[1]['seconds'] / one:.2f}× one worker "
           f"(target ≤ 0.55)")
+    for r in rows:
+        for worker, marks in sorted(r["starts"].items()):
+            print(f"{r['scenario']}, {worker}: child ready at {marks.get('child_ready', '—')} s, first compile "
+                  f"submitted at {marks.get('first_compile', '—')} s, first run sent at {marks.get('first_run', '—')} s")
     for r in rows:
         for end in r["ends"]:
             last = max((w["last_trial_s"] or 0.0) for w in end["workers"].values())

@@ -9,7 +9,6 @@ patterns (uint16) and widened to float32 for comparisons.
 from __future__ import annotations
 
 import concurrent.futures
-import os
 
 import numpy as np
 
@@ -168,11 +167,9 @@ def compare(out: np.ndarray, ref: np.ndarray, dtype: str, atol: float, rtol: flo
 
 def input_threads() -> int:
     """Threads that make a job's inputs: the CPUs this process may run on (at most 16)."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    return max(1, min(16, cpus))
+    from tuner.settings import usable_cpus
+
+    return max(1, min(16, usable_cpus()))
 
 
 def host_arguments(spec) -> tuple[list, dict[str, np.ndarray], dict]:
