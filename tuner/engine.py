@@ -182,10 +182,12 @@ class Tuner:
         busy_before = tl.seconds.get("child_busy", 0.0)
         ctx.retry(self.recorder.count_done, "counting the recorded trials")
         inflight: InFlight | None = None
-        # the first compiles go out before the GPU child is waited for: they overlap its start-up
+        # the first compiles go out before the GPU child is waited for: they overlap its start-up.
+        # Asking stops once the child could take the first config (compiled, the inputs made): the
+        # rest of the lookahead is asked while the child runs it
         ctx.retry(self.recorder.sync, "reading the recorded trials")
         if ctx.retry(self._check_stop, "reading the job's state") is None:
-            self._fill(pending, None)
+            self._fill(pending, None, until=lambda: self.queue.done(pending[0][2]) and self.measurement.ready_now())
         self._child_ready()
         if self._recompile:     # the child's device differs from what the parent compiled for
             pending = collections.deque((t, c, self.queue.submit(c)) for t, c, _ in pending)
@@ -196,6 +198,8 @@ class Tuner:
             self.stop_reason = ctx.retry(self._check_stop, "reading the job's state")
             if self.stop_reason:
                 break
+            if inflight is None and pending and self.queue.done(pending[0][2]):
+                inflight = self._dispatch(*pending.popleft())     # the child is idle: its config first
             self._fill(pending, inflight)
             if inflight is None:
                 if not pending:
@@ -236,15 +240,17 @@ class Tuner:
             tl.add("child_idle", (m.last_answer - m.first_sent) - busy)
         ctx.on_event("stop", {"reason": self.stop_reason})
 
-    def _fill(self, pending, inflight: InFlight | None) -> None:
+    def _fill(self, pending, inflight: InFlight | None, until: Callable[[], bool] | None = None) -> None:
         """Ask the sampler ahead and submit the compiles (constraint violations and repeats are
-        answered at once)."""
+        answered at once); with `until`, stop as soon as it holds with a config asked."""
         extra = 1 if inflight is not None else 0
         study = self.study
         study.budget_elsewhere = False
         while (self.queue.wants(len(pending) + extra, sampler_kind=study.sampler_kind, queued=study.queued)
                and study.asks < study.max_asks):
             if self.recorder.tried() + len(pending) + extra >= study.n_valid:
+                break
+            if until is not None and pending and until():
                 break
             if not self.ctx.retry(lambda: self._ask_one(pending, inflight), "asking for a config"):
                 break
