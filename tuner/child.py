@@ -201,6 +201,7 @@ class Bench:
         lap("device")          # the L2-flush buffer
         self.fn = self.compiler.jit_from_source(spec.kernel.source, spec.kernel.name)
         self._check_arguments()
+        lap("kernel")          # the kernel's source parsed (the inputs follow)
         if self.plane is not None:
             self.args, self.tensors, self.env = self.plane.make_args(spec)
         else:
