@@ -8,13 +8,16 @@ One run of a job:
      steps 2 and 3's first compiles overlap the child's start-up (torch, CUDA, the inputs);
   2. creates or resumes the job's Optuna study (RDBStorage on the same database, `job-<id>`),
      enqueueing known-good configs first (the previous winner, the default config, the spec's list);
+     a run that creates the study submits the first of those compiles before opening it, since
+     they are what its first asks return;
   3. asks Optuna for configs ahead of the GPU (`lookahead`; by default every queued known-good
      config, up to 2 per compile worker, then 2): constraint violations and repeats are answered at
      once; the rest are compiled in the pool (to a cubin when a suitable ptxas is there), then run,
-     checked against the reference and measured in the child; the next config goes to the child
-     before the previous result is recorded. A hang kills the child (timeout), a fault restarts it
-     (runtime-error); every trial is recorded (tuning_trials) and told to Optuna (failures as
-     infeasible, so constraint-aware TPE learns from them);
+     checked against the reference and measured in the child; the first config goes to the child
+     as soon as it is compiled and the inputs exist (the rest of the lookahead is asked while it
+     runs), and each next config before the previous result is recorded. A hang kills the child
+     (timeout), a fault restarts it (runtime-error); every trial is recorded (tuning_trials) and
+     told to Optuna (failures as infeasible, so constraint-aware TPE learns from them);
   4. stops on the budget (evaluated trials and/or seconds), on patience (N evaluated trials without
      improvement), when the space is exhausted, when the job leaves `running` (cancelled), or when
      `should_stop()` is true (the job stays resumable);
