@@ -45,7 +45,7 @@ class CompileQueue:
             if left[0] == 0:
                 tl.mark("pool_ready")
 
-        for f in self.pool.start_workers(warm_up):
+        for f in self.pool.start_workers(warm_up, not self.device.interpret):
             f.add_done_callback(one_done)
         if not self.device.interpret:
             def built(f) -> None:

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from isolation_targets import broken_start, compile_like, echo_child
+from isolation_targets import broken_start, compile_like, echo_child, imported
 from tuner.isolation import ChildCrashed, ChildTimeout, CompilePool, CompilerCrashed, IsolatedChild
 
 
@@ -108,3 +108,19 @@ def test_the_default_pool_is_this_workers_share_of_the_hosts_cpus(monkeypatch):
         assert isolation.default_compile_workers() == want, (cpus, host_workers)
     monkeypatch.setenv("BLOCKTUNE_COMPILE_WORKERS", "5")
     assert CompilePool().workers == 5            # an explicit count wins
+
+
+def test_a_gpu_pools_warm_up_loads_the_code_generator_and_llvm():
+    """A GPU run's first compile would import the code generator and llvmlite and initialize
+    LLVM's NVPTX target (on every worker's first job's critical path): the warm-up does it instead;
+    interpret mode's front end needs none of it."""
+    from tuner.compile_step import warm_up
+
+    for backend in (False, True):
+        pool = CompilePool(workers=1)
+        try:
+            assert pool.start_workers(warm_up, backend)[0].result(120)
+            got = [pool.submit_untracked(imported, m).result(60) for m in ("compiler.backend.nvptx", "llvmlite.ir")]
+            assert got == [backend, backend]
+        finally:
+            pool.close(kill=True)
