@@ -14,14 +14,11 @@ from __future__ import annotations
 import functools
 import inspect
 
+from .not_applicable import NotApplicable
 from .runtime import build
 from .runtime.jit import _TRITON_LAUNCH_OPTIONS, JITFunction
 
 _LAUNCH_OPTIONS = {"num_warps", "num_stages"} | {o.split("=")[0] for o in _TRITON_LAUNCH_OPTIONS}
-
-
-class NotApplicable(RuntimeError):
-    """A Triton test helper that checks something blocktune does not have."""
 
 
 def run_parser(kernel_fn: JITFunction, args=(), kwargs=None, target=None):

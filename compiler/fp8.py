@@ -8,8 +8,10 @@ finite overflow and infinities to the largest finite value as PTX's `cvt.rn.satf
 as Triton's fp16 → e5m2 truncation does.
 
 Formats (Triton's names): fp8e4nv = OCP e4m3fn (bias 7, no infinities, NaN S.1111.111),
-fp8e5 = OCP e5m2 (bias 15, IEEE-style infinities and NaNs), fp8e4b15 = e4m3 with bias 15 (Triton's
-tests read S.1111.111 as NaN, as in e4m3fn), fp8e4b8 / fp8e5b16 = AMD's "fnuz" formats (bias 8 / 16,
+fp8e5 = OCP e5m2 (bias 15, IEEE-style infinities and NaNs), fp8e4b15 = e4m3 with bias 15 as
+Triton converts it on NVIDIA GPUs (no infinities or NaN: S.1111.111 is ±1.875; encoding goes
+through fp16 rounded toward zero, then clamps to ±1.75 and rounds half up, as
+frontend/semantic.py's conversions do), fp8e4b8 / fp8e5b16 = AMD's "fnuz" formats (bias 8 / 16,
 no infinities, no negative zero, NaN is 0x80 alone).
 """
 from __future__ import annotations
@@ -19,7 +21,7 @@ import math
 import numpy as np
 
 # name → (exponent bits, mantissa bits, bias, style)
-FORMATS = {"fp8e4nv": (4, 3, 7, "fn"), "fp8e5": (5, 2, 15, "ieee"), "fp8e4b15": (4, 3, 15, "fn"),
+FORMATS = {"fp8e4nv": (4, 3, 7, "fn"), "fp8e5": (5, 2, 15, "ieee"), "fp8e4b15": (4, 3, 15, "finite"),
            "fp8e4b8": (4, 3, 8, "fnuz"), "fp8e5b16": (5, 2, 16, "fnuz")}
 
 
@@ -58,6 +60,8 @@ class _Codec:
         return self.values[np.asarray(bits, dtype=np.uint8)]
 
     def encode(self, x, rounding: str = "rtne"):
+        if self.style == "finite":
+            return _e4b15_encode(x)
         a = np.asarray(x, dtype=np.float64)
         mag = np.abs(a)
         # hi: the first finite value ≥ mag; lo: the one below it
@@ -79,6 +83,21 @@ class _Codec:
             out = code | np.where(np.signbit(a), np.uint8(0x80), np.uint8(0))
         out = np.where(np.isnan(a), np.uint8(self.nan_code), out).astype(np.uint8)
         return out if out.shape else out[()]
+
+
+def _e4b15_encode(x):
+    """Triton's GPU conversion to e4b15 from the float32 value: fp16 rounded toward zero, |x|
+    clamped to 1.75 (NaN too), its bits' low byte after `<< 1` rounded half up, the sign kept."""
+    with np.errstate(over="ignore"):   # past fp16's range: inf, stepped back to 65504 below
+        f = np.asarray(x, dtype=np.float32)
+        h = f.astype(np.float16)
+    away = np.abs(h.astype(np.float64)) > np.abs(f.astype(np.float64))
+    h = np.where(away, np.nextafter(h, np.float16(0)), h).astype(np.float16)
+    bits = h.view(np.uint16).astype(np.uint32)
+    mag = np.minimum(bits & 0x7FFF, 0x3F00)
+    out = (((mag << 1) + 0x80) >> 8) | ((bits >> 8) & 0x80)
+    out = out.astype(np.uint8)
+    return out if out.shape else out[()]
 
 
 _CODECS: dict[str, _Codec] = {}

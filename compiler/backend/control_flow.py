@@ -2,18 +2,20 @@
 
 Loop-carried and merged values share one layout per slot (the layout assignment links them); the
 lowering's slot and loop helpers (lowering.py) build the phis. A `for` loop feeding a tensor-core
-dot is software-pipelined (pipeline.py) when it qualifies.
+dot is software-pipelined (pipeline.py, multi_dot.py) when it qualifies, and a loop of tiles
+around a TMA-fed one overlaps the next tile's copies with the epilogue (persistent.py).
 """
 from __future__ import annotations
 
-from . import dot, multi_dot, pipeline
+from . import dot, loop_metadata, multi_dot, persistent, pipeline
 from .llvm_types import is_signed
 
 
 def lower_for(lw, op):
     # K loops feeding a tensor-core dot: cp.async, num_stages buffers; then loops of several dots
-    # (attention) or of one dot with a transposed or shared operand
-    if pipeline.lower_for(lw, op) or multi_dot.lower_for(lw, op):
+    # (attention) or of one dot with a transposed or shared operand; a loop over tiles around a
+    # TMA-fed one, the next tile's copies issued before this tile's epilogue (persistent kernels)
+    if pipeline.lower_for(lw, op) or multi_dot.lower_for(lw, op) or persistent.lower_for(lw, op):
         return
     reserved_before = lw.smem_reserved
     pinned = dot.pin_loop_invariant_operands(lw, op)
@@ -29,7 +31,7 @@ def lower_for(lw, op):
     for a, l, ps in zip(body.args[1:], lays, phis):
         lw.bind(a, l, ps)
     nxt = lw.region_yields(body, lays)
-    lw.loop_back(header, iv, step, phis, nxt)
+    loop_metadata.annotate(lw, lw.loop_back(header, iv, step, phis, nxt), op)
     lw.close_hoist()
     b.position_at_end(exitb)
     if pinned:
@@ -103,7 +105,7 @@ def lower_while(lw, op):
     for ps, regs in zip(phis, nxt):
         for p, x in zip(ps, regs):
             p.add_incoming(x, end)
-    b.branch(header)
+    loop_metadata.annotate(lw, b.branch(header), op)
     lw.scopes.pop()
     b.position_at_end(exitb)
     for r, l, regs in zip(op.results, flays, fregs):

@@ -49,6 +49,12 @@ def has_stmatrix(target: str) -> bool:
     return digits is not None and int(digits.group(1)) >= 90
 
 
+def stmatrix_applies(lay: Layout, es: int, target: str) -> bool:
+    """16-bit values held in the fragment layout go into a 16-byte-swizzled tile with stmatrix
+    (the conversion here, and a TMA store's tile: tma.py)."""
+    return es == 2 and is_fragment(lay) and has_stmatrix(target)
+
+
 def applies(have: Layout, want: Layout, dt, smem_free: int) -> bool:
     """This conversion handles `have` → `want` of dtype `dt` (else the generic one does, which can
     go in chunks): the whole tile fits the shared memory already there or the chunk bound."""
@@ -72,14 +78,14 @@ def convert(lw, regs: list, have: Layout, want: Layout, dt, stmatrix: bool) -> l
     lw.smem_bytes = max(lw.smem_bytes, tile.nbytes)
     lw.barrier()
     if stmatrix and es == 2:
-        _write_stmatrix(lw, regs, have, tile)
+        write_stmatrix(lw, regs, have, tile)
     else:
         write_tile(lw, regs, have, tile, mt)
     lw.barrier()
     return read_tile(lw, want, tile, mt)
 
 
-def _write_stmatrix(lw, regs: list, have: Layout, tile: SmemTile) -> None:
+def write_stmatrix(lw, regs: list, have: Layout, tile: SmemTile) -> None:
     """stmatrix.sync.aligned.m8n8.x{1,2,4}: register word w (the pair 2w, 2w+1) of every lane is
     element pair (lane % 4) of row lane / 4 of an 8×8 matrix; a group of 2^q words is 2^q such
     matrices, and lane l gives the address of row l % 8 of matrix l / 8 — the coordinate of word

@@ -62,8 +62,8 @@ def lty(dt) -> ll.Type:
         return F32
     if n == "fp64":
         return F64
-    if n in ("fp8e4nv", "fp8e5"):
-        return I8  # the bits (backend/fp8.py converts them)
+    if n in ("fp8e4nv", "fp8e5", "fp8e4b15"):
+        return I8  # the bits (backend/fp8.py converts them; fp8e4b15's are integer ops)
     raise BackendError(f"element type {dt} is not supported by the NVPTX backend yet")
 
 

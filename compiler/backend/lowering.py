@@ -118,7 +118,10 @@ class Lowering:
         self.kernel_pins: dict = {}             # value id → SmemTile of a pinned kernel-level value
         self.kernel_pins_end = 0                # those stay reserved up to here until the kernel ends
         self.needs_sm90a = False                # wgmma (wgmma.py)
+        self.stages_past_margin = False         # a loop took stages options.smem_margin kept free (multi_dot.py)
+        self.pending_tma_waits: list = []       # mbarriers of pinned blocks still landing (pinned_tma.py)
         self.ws = None                          # warp_specialize.State: a producer warpgroup runs beside
+        self.defer_store_wait = False           # TMA stores leave their read in flight (persistent.py)
         self.params = []                        # the ABI of each passed parameter
         self.tensor_map_params: list[int] = []  # indices of the CUtensorMap parameters (tma.py)
         self.strings: dict[str, ll.GlobalVariable] = {}    # printf formats (debug_ops.py)
@@ -723,8 +726,9 @@ class Lowering:
         b.position_at_end(bodyb)
         return header, exitb, iv, phis
 
-    def loop_back(self, header, iv, step, phis: list, nexts: list) -> None:
-        """Close a loop opened by loop_head: the next values of iv and of every phi, and the back edge."""
+    def loop_back(self, header, iv, step, phis: list, nexts: list):
+        """Close a loop opened by loop_head: the next values of iv and of every phi, and the back
+        edge (returned: loop metadata goes on it)."""
         b = self.b
         iv_next = b.add(iv, step)
         end = b.block
@@ -732,7 +736,7 @@ class Lowering:
         for ps, regs in zip(phis, nexts):
             for p, x in zip(ps, regs):
                 p.add_incoming(x, end)
-        b.branch(header)
+        return b.branch(header)
 
 
 def region_combiner(lw: Lowering, region: ir.Block):

@@ -21,9 +21,11 @@ memory: `compile_ir(...)["shared"]` bytes.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from .. import ir
 from . import control_flow, debug_ops, dot, elementwise as ew, fp8, histogram, memory, reduction, shape_ops, tma
-from . import warp_specialize
+from . import loop_metadata, multi_dot, pipeline, warp_specialize
 from .errors import BackendError
 from .llvm_target import cpu_for, libdevice_defs, llir_to_ptx
 from .llvm_types import I32
@@ -83,6 +85,14 @@ def lower_to_llvm(fn: ir.Function, *, num_warps: int, num_stages: int = 1, targe
                                          enable_reflect_ftz=enable_reflect_ftz)
     fp8.check_types(fn, options.target)
     dot.check_dot_shapes(fn)
+    lw = _lower(fn, options)
+    if lw.stages_past_margin and lw.smem_total > pipeline.SMEM_LIMIT:
+        # a loop's stages left its body's own scratch no room: again, with room kept above the stages
+        lw = _lower(fn, dataclasses.replace(options, smem_margin=multi_dot.TRANSIENT_MARGIN))
+    return lw
+
+
+def _lower(fn: ir.Function, options: LoweringOptions) -> Lowering:
     lw = Lowering(fn, options, RULES)
     warp_specialize.prepare(lw)
     lw.run()
@@ -99,7 +109,7 @@ def module_text(lw: Lowering) -> str:
         # unless the launch asked for enable_reflect_ftz=True
         ftz = 1 if lw.options.reflect_ftz is True else 0
         lw.module.add_named_metadata("llvm.module.flags", [I32(4), "nvvm-reflect-ftz", I32(ftz)])
-    text = str(lw.module)
+    text = loop_metadata.finish(str(lw.module))
     head = f'define ptx_kernel void @"{lw.fn.name}"('
     i = text.index(head)
     j = text.index("\n", i)

@@ -1,6 +1,6 @@
 """Software pipelining of `for` loops that feed a tensor-core dot (Triton's num_stages).
 
-A loop qualifies when its body holds one mma dot (fp16/bf16) whose two operands are loads made in
+A loop qualifies when its body holds one mma dot (fp16/bf16, fp8, int8) whose two operands are loads made in
 the body, used by nothing else, masked with `other` = 0 (or unmasked), whose pointer and mask
 depend only on the induction variable, loop invariants and iter args whose own updates (the
 yield) are pure index arithmetic — Triton's tutorial loop `a = tl.load(a_ptrs, mask=…, other=0.0);
@@ -8,13 +8,13 @@ yield) are pure index arithmetic — Triton's tutorial loop `a = tl.load(a_ptrs,
 
 Such loads are not lowered to registers. Instead, with S = num_stages buffers of (A tile, B tile)
 in swizzled shared memory (dot_layouts.SmemTile):
-  prologue   for s in 0 … D-1: cp.async the tiles of iteration s into buffer s; commit
-  iteration i: cp.async.wait_group(D-1); bar.sync           (tiles of i have landed)
-             cp.async the tiles of iteration i+D into buffer (i+D) % S; commit
+  prologue   for s in 0 … D-1: cp.async the tiles of iteration s into buffer s; commit (after each tile)
+  iteration i: cp.async.wait_group((D-1)·L); bar.sync       (tiles of i have landed; L loads)
+             cp.async the tiles of iteration i+D into buffer (i+D) % S; commit (after each tile)
              ldmatrix + mma.sync (or wgmma) from buffer i % S
   exit       cp.async.wait_group(0); bar.sync
 with D = S-1. With wgmma kept asynchronous (the accumulator only carried), the order is Triton's:
-  iteration i: cp.async.wait_group(D-1); bar.sync
+  iteration i: cp.async.wait_group((D-1)·L); bar.sync
              wgmma from buffer i % S; commit; wgmma.wait_group(1)   (wgmma(i-1) is done, i runs on)
              bar.sync                          (every warpgroup is past its wgmma(i-1))
              cp.async the tiles of iteration i+S-1 into buffer (i-1) % S; commit
@@ -42,7 +42,7 @@ from __future__ import annotations
 from llvmlite import ir as ll
 
 from .. import ir
-from . import dot, tma, wgmma
+from . import dot, pinned_tma, tma, wgmma
 from .dot_layouts import is_fp8_kind, mma_kind, operand_tiles, register_groups, tiles_end, uses_wgmma
 from .layouts import log2
 from .llvm_types import esize, is_signed
@@ -122,7 +122,7 @@ def make_plan(lw, op) -> Plan | None:
     body = op.regions[0]
     y = body.terminator
     dots = [o for o in body.ops if o.name == "dot"]
-    if len(dots) != 1 or (mma_kind(dots[0]) not in ("f16", "bf16") and not is_fp8_kind(mma_kind(dots[0]))):
+    if len(dots) != 1 or (mma_kind(dots[0]) not in ("f16", "bf16", "s8") and not is_fp8_kind(mma_kind(dots[0]))):
         return None
     d = dots[0]
     top = set(body.ops)
@@ -165,7 +165,7 @@ def make_plan(lw, op) -> Plan | None:
     # own iter arg, yielded and used by nothing else, and one more buffer (the one it still reads)
     p.async_dot = False
     if (uses_wgmma(d, lw.options) and lw.options.wgmma == "async"
-            and d.result.dtype.name == "fp32" and d.operands[2].dtype.name == "fp32"):
+            and d.result.dtype.name in ("fp32", "int32") and d.operands[2].dtype == d.result.dtype):
         c = d.operands[2]
         if c.owner is None and c in body.args[1:]:
             i = body.args.index(c) - 1
@@ -260,9 +260,10 @@ def _eval(lw, ops, bindings: dict, requests):
     return out
 
 
-def _issue(lw, plan: Plan, body, iv_val, state: dict, slot, slot_base, ub, signed: bool):
+def _issue(lw, plan: Plan, body, iv_val, state: dict, slot, slot_base, ub, signed: bool, live_too=None):
     """cp.async (or TMA) the operand tiles of the iteration whose induction value is `iv_val` (iter
-    args bound by `state`) into stage `slot` at byte offset `slot_base` (ints or i32 values)."""
+    args bound by `state`) into stage `slot` at byte offset `slot_base` (ints or i32 values); none
+    past `ub`, nor where the i1 `live_too` is false."""
     b = lw.b
     bindings = dict(state)
     bindings[body.args[0].id] = iv_val
@@ -276,6 +277,8 @@ def _issue(lw, plan: Plan, body, iv_val, state: dict, slot, slot_base, ub, signe
             reqs.append((lo.operands[1], lay))
     vals = _eval(lw, plan.addr_ops, bindings, reqs)
     live = b.icmp_signed("<", iv_val, ub) if signed else b.icmp_unsigned("<", iv_val, ub)
+    if live_too is not None:
+        live = b.and_(live, live_too)
     i = 0
     copies = []
     for lo, lay, v, tile in zip(plan.loads, plan.lays, plan.vecs, plan.tiles):
@@ -321,12 +324,25 @@ def _issue(lw, plan: Plan, body, iv_val, state: dict, slot, slot_base, ub, signe
             pred = live if masks is None else b.and_(live, masks[g])
             size = b.select(pred, ll.Constant(I32, nbytes), ll.Constant(I32, 0))
             b.call(fn, [dst, ptrs[g], size])
-    if copies:   # thread 0 arms each tile's mbarrier and starts its copies (none past the end)
+        lw.call("llvm.nvvm.cp.async.commit.group", ll.VoidType(), [])   # one group a load (see cp_async_groups)
+    if copies and len(plan.dots) > 1:
+        # attention's copies sit between or after its dots: one lane of warp 0 (elect.sync) arms each
+        # tile's mbarrier and starts its copies, each instruction predicated — no branch, and no
+        # loop of ptxas's over the lanes around each copy (D128 128x64 w4: 612 → 599 SASS an iteration)
+        go = b.and_(live, tma.elected_by_warp0(lw))
+        for j, copy in enumerate(copies):
+            tma.issue_copies(lw, [copy], stage_barrier(lw, plan, slot, j), pred=go)
+    elif copies:   # thread 0 arms each tile's mbarrier and starts its copies (none past the end)
         with b.if_then(b.and_(live, tma.elected(lw))):
             for j, copy in enumerate(copies):
                 tma.issue_copies(lw, [copy], stage_barrier(lw, plan, slot, j))
-    if plan.cp_async:
-        lw.call("llvm.nvvm.cp.async.commit.group", ll.VoidType(), [])
+
+
+def cp_async_groups(plan: Plan) -> int:
+    """cp.async groups an iteration commits: one a load, as Triton's pipeliner does, so that
+    `cp.async.wait_group` counts what Triton's does (its test_tl_range_num_stages reads the count:
+    6 for num_stages=5 and two loads). Waiting for iteration i's tiles is the same point either way."""
+    return sum(lo.name == "load" for lo in plan.loads)
 
 
 def stage_barrier(lw, plan: Plan, slot, j: int):
@@ -403,11 +419,36 @@ def lower_body(lw, plan: Plan, body, lays, emit_dot, read_base) -> list:
         lw.scopes.pop()
 
 
-def pipelined_loop(lw, op, plan: Plan, emit_dot) -> None:
+class Chain:
+    """A TMA loop run once per tile of a loop around it (persistent.py): its barriers initialized
+    and its first stages issued by the caller, the stage counter carried from one run to the next
+    (`start`: the i32 count of stages used before this run; `end`, set by the run: after it).
+    `next_stage(j, slot, byte offset, i1)` issues stage j (i32) of the next run where the i1
+    holds. The next run's first S-1 stages go where this run's copies would go past its end: the
+    iteration whose copies ahead are for iteration n + j (n iterations) takes the next run's
+    stage j instead, into the same buffer; the stages j < S-1-n that no iteration reached are
+    issued at the exit as soon as their buffers are free — with a wgmma still in flight, right
+    away (every warp is past the last iteration's bar.sync, which followed its wait for all but
+    that wgmma, whose buffer is not among them), else after the exit's bar.sync."""
+
+    def __init__(self, start, next_stage):
+        self.start, self.end, self.next_stage = start, None, next_stage
+
+    def stages_at_exit(self, lw, plan: Plan, it) -> None:
+        b = lw.b
+        n = b.sub(it, self.start)
+        for j in range(plan.dist):
+            slot = b.urem(b.add(it, ll.Constant(I32, j)), ll.Constant(I32, plan.stages))
+            self.next_stage(ll.Constant(I32, j), slot, b.mul(slot, ll.Constant(I32, plan.stage_bytes)),
+                            b.icmp_signed("<", b.add(n, ll.Constant(I32, j)), ll.Constant(I32, plan.dist)))
+
+
+def pipelined_loop(lw, op, plan: Plan, emit_dot, chain: Chain | None = None) -> None:
     """The loop of `plan` (see the module doc): the prologue's copies, then each iteration's wait,
     barrier and copies ahead around the body, whose loads in plan.skip are not lowered and whose
     dots in plan.dots are `emit_dot(dot op, byte offset of the stage it reads)`. Ends with every
-    copy landed and a barrier."""
+    copy landed and a barrier. With a `chain` (TMA only), no barrier set-up, prologue or tear-down:
+    the caller's."""
     S = plan.stages
     D = plan.dist
     lb, ub, step = (lw.scalar(o) for o in op.operands[:3])
@@ -430,14 +471,17 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot) -> None:
     plan.tma = not all(lo.name == "load" for lo in plan.loads)
     plan.n_tma = sum(lo.name == "tma_load" for lo in plan.loads)
     lw.open_hoist(body)   # ahead of the barrier: hoisted conversions may use the buffers' space
-    if plan.tma:  # (with the bar.sync before: the buffers may alias shared memory used just before)
+    if chain is not None:
+        assert plan.tma and not plan.cp_async and not plan.needed
+    elif plan.tma:  # (with the bar.sync before: the buffers may alias shared memory used just before)
         tma.init_barriers(lw, plan.barriers, S * plan.n_tma)
     else:
         lw.barrier()  # the buffers may alias shared memory used just before the loop
-    for s in range(D):
+    for s in range(D if chain is None else 0):
         _issue(lw, plan, body, iv_s, state, s, s * plan.stage_bytes, ub, signed)
         state = _advance(lw, plan, body, iv_s, state, lays)
         iv_s = b.add(iv_s, step)
+    pinned_tma.wait_pending(lw)   # a pinned operand's own copy (attention's Q), after these started
 
     ahead_init = []
     for i in plan.needed:
@@ -445,8 +489,8 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot) -> None:
         ahead_init.append(cur[1] if isinstance(cur, tuple) else [cur])
     # phis: the stage counter, the loop's own iter args, and the "ahead" copies of the ones the
     # copies' addresses need
-    header, exitb, iv, all_phis = lw.loop_head("pfor", lb, ub, step, [[ll.Constant(I32, 0)]] + init_regs + ahead_init,
-                                               signed)
+    it0 = ll.Constant(I32, 0) if chain is None else chain.start
+    header, exitb, iv, all_phis = lw.loop_head("pfor", lb, ub, step, [[it0]] + init_regs + ahead_init, signed)
     it = all_phis[0][0]
     phis = all_phis[1:1 + len(init_regs)]
     ahead_phis = dict(zip(plan.needed, all_phis[1 + len(init_regs):]))
@@ -455,8 +499,8 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot) -> None:
     for a, l, ps in zip(body.args[1:], lays, phis):
         lw.bind(a, l, ps)
     sconst = ll.Constant(I32, S)
-    if plan.cp_async:
-        lw.call("llvm.nvvm.cp.async.wait.group", ll.VoidType(), [ll.Constant(I32, D - 1)])
+    if plan.cp_async:   # the tiles of iteration i landed: those of the D-1 iterations after it may still be in flight
+        lw.call("llvm.nvvm.cp.async.wait.group", ll.VoidType(), [ll.Constant(I32, (D - 1) * cp_async_groups(plan))])
     # TMA: the k-th use of a stage (k = it / S) completes its barriers' phase k; each tile is
     # waited for where it is first read (wait_tile), else here
     if plan.tma:
@@ -478,13 +522,35 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot) -> None:
 
     def issue_ahead():
         _issue(lw, plan, body, iv_ahead, ahead, write_slot, write_base, ub, signed)
+        if chain is not None:   # past this run's end: the next run's stage (iv_ahead - ub) / step
+            past = b.icmp_signed(">=", iv_ahead, ub) if signed else b.icmp_unsigned(">=", iv_ahead, ub)
+            j = b.sub(iv_ahead, ub)
+            if not (isinstance(step, ll.Constant) and step.constant == 1):
+                j = b.udiv(j, step)
+            chain.next_stage(b.trunc(j, I32) if j.type != I32 else j, write_slot, write_base, past)
         return _advance(lw, plan, body, iv_ahead, ahead, lays)
 
     if not plan.async_dot:
         ahead_next = issue_ahead()
 
+    # TMA tiles of several dots (attention: QKᵀ, then P·V in flight over the back edge) in two
+    # stages: the first dot's wait completes the previous iteration's last dot, the last reader of
+    # buffer (i-1) % S, so its copies go out there (multi_dot calls plan.after_first_wait) — the
+    # softmax's time for them to land, where after the body they had none. With more stages they
+    # have an iteration already, and issuing them there would hold the softmax up (measured: three
+    # stages at one program an SM 0.88-0.91x Triton that way): after the body, under P·V, as Triton
+    early = {}
+    if (plan.async_dot and plan.tma and not plan.cp_async and getattr(plan, "first_dot", None) is not None
+            and S == 2):
+        def issue_after_first_wait():
+            lw.barrier()   # every warpgroup past its wait
+            early["next"] = issue_ahead()
+        plan.after_first_wait = issue_after_first_wait
     nxt = lower_body(lw, plan, body, lays, emit_dot, read_base)
-    if plan.async_dot:
+    plan.after_first_wait = None
+    if early:
+        ahead_next = early["next"]
+    elif plan.async_dot:
         # wgmma(i-1) is done in this warpgroup (wait_group 1 in the dot); once every warpgroup is
         # past that point its buffer, (i-1) % S = (i+S-1) % S, takes the tiles of iteration i+S-1
         lw.barrier()
@@ -499,12 +565,19 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot) -> None:
     for lo in plan.side:
         del lw.smem_backed[lo.result.id]
     b.position_at_end(exitb)
+    if chain is not None:
+        chain.end = it
+        if plan.async_dot:
+            chain.stages_at_exit(lw, plan, it)
     if plan.cp_async:
         lw.call("llvm.nvvm.cp.async.wait.group", ll.VoidType(), [ll.Constant(I32, 0)])
     if plan.async_dot:  # the last wgmma group is still running: wait, with the accumulators through
         phis[plan.acc_index] = wgmma.wait_pass_through(lw, phis[plan.acc_index], 0)
     lw.barrier()
-    if plan.tma:  # every copy issued was waited for (none past the end are)
+    if chain is not None:
+        if not plan.async_dot:
+            chain.stages_at_exit(lw, plan, it)
+    elif plan.tma:  # every copy issued was waited for (none past the end are)
         tma.invalidate_barriers(lw, plan.barriers, S * plan.n_tma)
     for r, l, ps in zip(op.results, lays, phis):
         lw.bind(r, l, ps)

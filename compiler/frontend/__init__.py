@@ -15,13 +15,16 @@ from . import tuple_args
 
 
 def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | None = None,
-                tma_target: str | None = None) -> ir.Function:
+                tma_target: str | None = None, num_warps: int | None = None) -> ir.Function:
     """Build the IR of `kernel` specialized on `signature` (runtime argument name → type, in any
     order) and `constexprs` (name → compile-time value; includes integers specialized to 1).
 
     `tma_target`: the GPU target when descriptors may go through TMA there (tensor_map.py); each
     such host descriptor `d` then also takes its CUtensorMap, parameter `d.tmap`, and a kernel
     that makes descriptors takes the global scratch memory their maps are written to, last.
+
+    `num_warps`: the launch's, which `tl.extra.cuda.num_warps()`/`num_threads()` read at compile
+    time (None: not known, and a kernel that reads it is a compile error).
 
     `arg_attrs[name]` may carry {"divisibility": 16}. Every parameter of the kernel must appear in
     exactly one of `signature` and `constexprs`. A tuple parameter's value in `constexprs` is its
@@ -74,6 +77,7 @@ def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | Non
     b.block = body
     b.loc = fn.loc
     b.tma_target = tma_target
+    b.num_warps = num_warps
     b.function_body = body
     b.arg_divisibility = {a.id: at.get("divisibility", 1) for a, at in zip(body.args, attrs)}
     for p, (first, block, padding, tma) in descriptors.items():

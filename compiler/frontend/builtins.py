@@ -439,6 +439,20 @@ def smid(gen, node):
     return inline_asm_elementwise(gen, node, "mov.u32 $0, %smid;", "=r", [], T.int32, True, 1)
 
 
+@rule("num_warps")
+def num_warps(gen, node):
+    """tl.extra.cuda.num_warps(): the launch's num_warps, a compile-time value (as Triton's)."""
+    if gen.b.num_warps is None:
+        raise gen.error(node, "tl.extra.cuda.num_warps() needs the launch's num_warps, which this compile does not have")
+    return gen.b.num_warps
+
+
+@rule("num_threads")
+def num_threads(gen, node):
+    """tl.extra.cuda.num_threads(): 32 * num_warps, a compile-time value (as Triton's)."""
+    return 32 * num_warps(gen, node)
+
+
 @rule("globaltimer")
 def globaltimer(gen, node):
     """tl.extra.cuda.globaltimer(): %globaltimer in ns (inline asm, impure: each call reads it again)."""

@@ -23,7 +23,9 @@ from ..language import dtypes as T
 from ..language.core import constexpr
 from ..language.dtypes import block_type, dtype
 from . import semantic as S
+from .aggregate_parts import AggregateParts, has_runtime_parts
 from .block_pointers import Composite, TensorDescriptor
+from .compile_time import AggregatePythonFunction, CompileTimeSemantic, is_compiler_builtin
 from .builtins import (BUILTINS, DescriptorMethod, TensorMethod, composite_attribute, tensor_attribute,
                        tensor_has_attribute)
 from .limits import (MAX_FRONTEND_STEPS, MAX_INLINE_DEPTH, MAX_STATIC_RANGE_TRIPS, binop_problem,
@@ -237,7 +239,8 @@ class CodeGenerator(ast.NodeVisitor):
         outer_block = self.b.block
 
         def run_branch(stmts):
-            self.scope.local = dict(before)
+            # each branch changes its own copy of an aggregate (its methods may change it in place)
+            self.scope.local = {n: _branch_copy(v) for n, v in before.items()}
             self.scope.returned = _MISSING
             block = ir.Block()
             self.b.block = block
@@ -250,7 +253,7 @@ class CodeGenerator(ast.NodeVisitor):
         else_block, else_scope, else_ret = run_branch(node.orelse)
         self.scope.local = dict(before)
         self.scope.returned = _MISSING
-        composites = self._spread_composites(node, then_scope, else_scope)
+        composites = self._spread_composites(node, then_scope, else_scope, before)
 
         # values that differ between the branches (or from before) flow out of the `if`
         names = [n for n in then_scope if n in else_scope and
@@ -305,16 +308,21 @@ class CodeGenerator(ast.NodeVisitor):
             k = len(template.parts())
             self.scope.local[n] = template.with_parts([self.scope.local.pop(f"{n}.{i}") for i in builtins.range(k)])
 
-    def _spread_composites(self, node, then_scope, else_scope) -> dict:
-        """Block pointers / descriptors that differ between the branches flow out of the `if` as
-        their scalar parts (`name.0`, …); returns name → template to reassemble them from."""
+    def _spread_composites(self, node, then_scope, else_scope, before) -> dict:
+        """Block pointers / descriptors / aggregates that differ between the branches flow out of
+        the `if` as their scalar parts (`name.0`, …); returns name → template to reassemble them from."""
         out = {}
         for n in [n for n in then_scope if n in else_scope]:
             tv, ev = then_scope[n], else_scope[n]
-            if tv is ev or not (isinstance(tv, Composite) or isinstance(ev, Composite)):
+            if tv is ev or not (_has_parts(tv) or _has_parts(ev)):
                 continue
-            if not (isinstance(tv, Composite) and isinstance(ev, Composite)) or tv.structure() != ev.structure():
+            tv, ev = _slot_template(tv), _slot_template(ev)
+            if not (_has_parts(tv) and _has_parts(ev)) or tv.structure() != ev.structure():
                 raise self.error(node, f"`{n}` is a {tv!r} in one branch and {ev!r} in the other")
+            if isinstance(tv, AggregateParts) and tl_core.is_aggregate(before.get(n)) and \
+                    _same_parts(tv.parts(), ev.parts(), _slot_template(before[n]).parts()):
+                then_scope[n] = else_scope[n] = before[n]     # the branches' copies, both unchanged
+                continue
             for scope, v in ((then_scope, tv), (else_scope, ev)):
                 del scope[n]
                 scope.update({f"{n}.{i}": p for i, p in enumerate(v.parts())})
@@ -400,6 +408,8 @@ class CodeGenerator(ast.NodeVisitor):
         attrs = {"num_stages": kwargs.get("num_stages")}
         if self._warp_specialize(it, kwargs.get("warp_specialize")):   # compiler/backend/warp_specialize.py
             attrs["warp_specialize"] = True
+        if self._loop_flag(it, "disable_licm", kwargs.get("disable_licm")):
+            attrs["disable_licm"] = True
         if not is_value(step) and step < 0:
             # `for` ops count upwards: walk j = 0, 1, … and derive the user's variable from it
             lb_t, ub_t = S.to_tensor(self.b, lb), S.to_tensor(self.b, ub)
@@ -439,9 +449,12 @@ class CodeGenerator(ast.NodeVisitor):
         return bounds, options
 
     def _warp_specialize(self, it, flag) -> bool:
+        return self._loop_flag(it, "warp_specialize", flag)
+
+    def _loop_flag(self, it, name, flag) -> bool:
         flag = flag.value if isinstance(flag, constexpr) else flag
         if is_value(flag):
-            raise self.error(it, "tl.range(..., warp_specialize=...) must be a constexpr (True or False)")
+            raise self.error(it, f"tl.range(..., {name}=...) must be a constexpr (True or False)")
         return bool(flag)
 
     def _loop_body(self, node, block, carried):
@@ -457,7 +470,7 @@ class CodeGenerator(ast.NodeVisitor):
         saved_block, saved_local = self.b.block, dict(self.scope.local)
         self.b.block = ir.Block()
         try:
-            cond = self.visit(node.test)
+            cond, _ = self._while_condition(node)
         finally:
             self.b.block, self.scope.local = saved_block, saved_local
         if not is_value(cond) and not cond:
@@ -473,6 +486,12 @@ class CodeGenerator(ast.NodeVisitor):
                     assigned.append(sub.id)
                 elif isinstance(sub, ast.AugAssign) and isinstance(sub.target, ast.Name) and sub.target.id not in assigned:
                     assigned.append(sub.target.id)
+        # an aggregate the loop uses may be changed in place by its methods: carry its fields too
+        for stmt in stmts:
+            for sub in ast.walk(stmt):
+                if isinstance(sub, ast.Name) and sub.id not in assigned and \
+                        has_runtime_parts(self.scope.local.get(sub.id)):
+                    assigned.append(sub.id)
         return [n for n in assigned if n in self.scope.local]
 
     def _initial_carried(self, node, names, forced_types, current):
@@ -568,9 +587,11 @@ class CodeGenerator(ast.NodeVisitor):
                 self.b.block = cond_block
                 self.scope.local = dict(before)
                 slots.bind(self.scope.local, cond_block.args)
-                cond = self.visit(node.test)
+                cond, disable_licm = self._while_condition(node)
                 if not is_value(cond):
-                    raise self.error(node.test, "a while loop over runtime values needs a runtime condition")
+                    # nothing the condition reads changes in the loop: true now, it stays true
+                    # (Triton builds the same endless loop; it cannot be left by return or break)
+                    cond = S.to_tensor(self.b, True)
                 if cond.is_block:
                     raise self.error(node.test, "`while` needs a scalar condition")
                 cond = S.to_bool(self.b, cond)
@@ -602,8 +623,19 @@ class CodeGenerator(ast.NodeVisitor):
                    for init, nxt in zip(inits, nexts)]
         body.ops.append(ir.Op("yield", yielded, [], loc=self.b.loc))
         self.b.block = saved
-        op = self.b.create("while", inits, [v.type for v in inits], regions=[cond_block, body])
+        op = self.b.create("while", inits, [v.type for v in inits], regions=[cond_block, body],
+                           attrs={"disable_licm": True} if disable_licm else {})
         slots.bind(self.scope.local, op.results)
+
+    def _while_condition(self, node):
+        """A while loop's condition and whether it asks for disable_licm (`tl.condition(c, ...)`)."""
+        cond = self.visit(node.test)
+        if not isinstance(cond, tl_core.condition):
+            return cond, False
+        disable_licm = cond.disable_licm.value if isinstance(cond.disable_licm, constexpr) else cond.disable_licm
+        if is_value(disable_licm):
+            raise self.error(node.test, "tl.condition(..., disable_licm=...) must be a constexpr (True or False)")
+        return cond.condition, bool(disable_licm)
 
     def visit_Break(self, node):
         raise self.error(node, "break is not supported in kernels; fold the exit condition into a while loop")
@@ -685,6 +717,9 @@ class CodeGenerator(ast.NodeVisitor):
             if not hasattr(base, attr):
                 raise self.error(node, f"{getattr(base, '__name__', base)!s} has no attribute '{attr}'")
             v = getattr(base, attr)
+            if getattr(base, "__blocktune_aggregate__", False) and \
+                    isinstance(inspect.getattr_static(base, attr), (staticmethod, classmethod)) and not _is_jit(v):
+                return AggregatePythonFunction(v)
             return v.value if isinstance(v, constexpr) else v
         if isinstance(base, tuple) and attr in ("index", "count"):
             return getattr(base, attr)
@@ -910,6 +945,9 @@ class CodeGenerator(ast.NodeVisitor):
     def call(self, node, fn, args, kwargs):
         name = getattr(fn, "__blocktune_builtin__", None)
         if name is not None:
+            kwargs = {k: v for k, v in kwargs.items() if k != "_semantic"}
+            if not is_compiler_builtin(fn):
+                return self._call_python(node, fn.__wrapped__, args, kwargs)
             return BUILTINS[name](self, node, *args, **kwargs)
         if isinstance(fn, (TensorMethod, DescriptorMethod)):
             return fn(self, node, *args, **kwargs)
@@ -927,6 +965,8 @@ class CodeGenerator(ast.NodeVisitor):
             return S.cast(self.b, args[0], fn)
         if fn is constexpr:
             return args[0]
+        if fn is tl_core.condition:
+            return tl_core.condition(*args, **kwargs)
         if isinstance(fn, type) and issubclass(fn, tuple) and hasattr(fn, "_fields"):
             return fn(*args, **kwargs)     # a NamedTuple groups kernel values, as a tuple does
         py = _PYTHON_BUILTINS.get(fn)
@@ -941,9 +981,12 @@ class CodeGenerator(ast.NodeVisitor):
             return self._make_aggregate(node, fn, args, kwargs)
         if isinstance(fn, types.MethodType) and tl_core.is_aggregate(fn.__self__):
             return self._call_python(node, fn, args, kwargs)
+        if isinstance(fn, AggregatePythonFunction):
+            return self._call_python(node, fn.fn, args, kwargs)
         if getattr(fn, "__blocktune_host_helper__", False) and \
                 all(not is_value(a) for a in args) and all(not is_value(v) for v in kwargs.values()):
-            return fn(*args, **kwargs)  # compiler.cdiv / next_power_of_2 on compile-time values
+            result = fn(*args, **kwargs)  # compiler.cdiv / next_power_of_2 on compile-time values
+            return result.value if isinstance(result, constexpr) else result
         raise self.error(node, f"cannot call {self._describe(fn)} inside a kernel: only tl builtins, "
                                "@jit functions and a few Python builtins (range, min, max, len, int, float, getattr...) are allowed")
 
@@ -1000,20 +1043,21 @@ class CodeGenerator(ast.NodeVisitor):
         return v.value if isinstance(v, constexpr) else v
 
     def _call_python(self, node, fn, args, kwargs):
-        """A Python function of an aggregate, run at compile time on kernel values (Triton hands
-        such methods its `_semantic`; there is none here, so they get None)."""
+        """A Python function of an aggregate (or a user's builtin), run at compile time on kernel
+        values; as in Triton it gets a `_semantic`, through which the builtins it calls lower here."""
         try:
             params = inspect.signature(fn).parameters
         except (TypeError, ValueError):
             params = {}
         if "_semantic" in params:
-            kwargs = dict(kwargs, _semantic=None)
+            kwargs = dict(kwargs, _semantic=CompileTimeSemantic(self, node))
         try:
-            return fn(*args, **kwargs)
+            result = fn(*args, **kwargs)
         except CompilationError:
             raise
         except Exception as e:  # noqa: BLE001 - the user's Python code: report it at the call
             raise self.error(node, f"{type(e).__name__}: {e}") from e
+        return result.value if isinstance(result, constexpr) else result
 
     # -- helpers ----------------------------------------------------------------------------------
     def _constexpr(self, node, v, what):
@@ -1041,7 +1085,8 @@ class _CarriedSlots:
 
     def __init__(self, gen, node, names: list[str]):
         self.gen, self.node, self.names = gen, node, names
-        self.templates = {n: gen.scope.local[n] for n in names if isinstance(gen.scope.local[n], Composite)}
+        self.templates = {n: _slot_template(gen.scope.local[n]) for n in names
+                          if isinstance(gen.scope.local[n], Composite) or tl_core.is_aggregate(gen.scope.local[n])}
         self.flat_names = []
         for n in names:
             t = self.templates.get(n)
@@ -1052,12 +1097,14 @@ class _CarriedSlots:
         for n in self.names:
             v, t = scope[n], self.templates.get(n)
             if t is None:
-                if isinstance(v, Composite):
-                    raise self.gen.error(self.node, f"`{n}` becomes a {v!r} inside the loop; define it before the loop")
+                if isinstance(v, Composite) or tl_core.is_aggregate(v):
+                    raise self.gen.error(self.node, f"`{n}` becomes a {_slot_template(v)!r} inside the loop; define it before the loop")
                 out[n] = v
                 continue
-            if not isinstance(v, Composite) or v.structure() != t.structure():
-                raise self.gen.error(self.node, f"loop-carried `{n}` must stay a {t!r}, got {self.gen._describe(v) if not isinstance(v, Composite) else repr(v)}")
+            if isinstance(v, Composite) or tl_core.is_aggregate(v):
+                v = _slot_template(v)
+            if not isinstance(v, (Composite, AggregateParts)) or v.structure() != t.structure():
+                raise self.gen.error(self.node, f"loop-carried `{n}` must stay a {t!r}, got {self.gen._describe(v) if not isinstance(v, (Composite, AggregateParts)) else repr(v)}")
             out.update({f"{n}.{i}": p for i, p in enumerate(v.parts())})
         return out
 
@@ -1070,6 +1117,27 @@ class _CarriedSlots:
             else:
                 k = len(t.parts())
                 scope[n], values = t.with_parts(values[:k]), values[k:]
+
+
+def _slot_template(v):
+    """What a loop carries a block pointer, descriptor or aggregate as (parts, structure)."""
+    return AggregateParts(v) if tl_core.is_aggregate(v) else v
+
+
+def _has_parts(v) -> bool:
+    return isinstance(v, (Composite, AggregateParts)) or tl_core.is_aggregate(v)
+
+
+def _same_parts(*lists) -> bool:
+    return all(len(p) == len(lists[0]) and all(a is b for a, b in zip(p, lists[0])) for p in lists)
+
+
+def _branch_copy(v):
+    """An aggregate copied for one branch of a runtime `if` (other values as they are)."""
+    if not tl_core.is_aggregate(v):
+        return v
+    parts = AggregateParts(v)
+    return parts.with_parts(parts.parts())
 
 
 # Triton's words, then ours

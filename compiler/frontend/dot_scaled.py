@@ -1,6 +1,6 @@
 """tl.dot_scaled on GPUs without block-scaled MMA (sm_80, sm_90): Triton's emulation, built from
 block ops. Each mx operand is upcast to bf16 (fp16 when the other operand is fp16) — e2m1 nibbles
-and fp8 bytes convert exactly — and multiplied by its scale, 2**(scale - 127) per 32 elements
+and fp8 values (typed fp8e4nv/fp8e5 or their uint8 bytes, as Triton takes them) convert exactly — and multiplied by its scale, 2**(scale - 127) per 32 elements
 along K (a power of two: exact; a scale of 255 is NaN); then an ordinary tl.dot accumulates in fp32.
 The same composition runs in interpret mode and through the NVPTX backend."""
 from __future__ import annotations
@@ -40,12 +40,18 @@ def _upcast(b, x, scale, fmt, comp, side):
     if not is_value(x) or len(x.shape) != 2:
         raise SemanticError(f"tl.dot_scaled: {side} must be a 2-D block, got {S._describe(x)}")
     if fmt in ("bf16", "fp16"):
-        if x.dtype != (T.bfloat16 if fmt == "bf16" else T.float16):
-            raise SemanticError(f"tl.dot_scaled: {side} of format {fmt!r} must be a {fmt} block, got {x.dtype}")
+        typed = T.bfloat16 if fmt == "bf16" else T.float16
+        if x.dtype == T.uint16:     # Triton takes the 16-bit patterns too
+            x = S.cast(b, x, typed, bitcast=True)
+        if x.dtype != typed:
+            raise SemanticError(f"tl.dot_scaled: {side} of format {fmt!r} must be a {fmt} (or uint16) block, got {x.dtype}")
         v = S.cast(b, x, comp)
     else:
-        if x.dtype != T.uint8 and x.dtype != T.int8:
-            raise SemanticError(f"tl.dot_scaled: {side} of format {fmt!r} holds its values as uint8 bytes, got {x.dtype}")
+        # fp8 formats come as their fp8 type (Triton's) or as the uint8 bytes of it; e2m1 as bytes
+        typed = _FP8.get(fmt)
+        if x.dtype != T.uint8 and x.dtype != T.int8 and (typed is None or x.dtype != typed):
+            what = f"{typed} or uint8" if typed is not None else "uint8 bytes (two values a byte)"
+            raise SemanticError(f"tl.dot_scaled: {side} of format {fmt!r} must be {what}, got {x.dtype}")
         x = S.cast(b, x, T.uint8, bitcast=True)
         v = _e2m1_to(b, x, comp) if fmt == "e2m1" else S.cast(b, S.cast(b, x, _FP8[fmt], bitcast=True), comp)
     if scale is None:

@@ -34,6 +34,8 @@ class Builder:
         # device-side tensor descriptors through TMA (block_pointers.make_tensor_descriptor): the
         # target when it has TMA, the kernel arguments' known divisibility, the scratch argument
         self.tma_target: str | None = None
+        # the launch's num_warps, when the IR is built for one (tl.extra.cuda.num_warps/num_threads)
+        self.num_warps: int | None = None
         self.arg_divisibility: dict[int, int] = {}
         self.global_scratch: ir.Value | None = None
         self.function_body: ir.Block | None = None
@@ -404,6 +406,8 @@ def cast(b: Builder, x, to: dtype, bitcast: bool = False, fp_downcast_rounding: 
         if src.primitive_bitwidth != to.primitive_bitwidth:
             raise SemanticError(f"bitcast needs equal bit widths: {src} is {src.primitive_bitwidth} bits, {to} is {to.primitive_bitwidth}")
         return b.value("bitcast", [x], ty)
+    if src.is_fp8e4b15() or to.is_fp8e4b15():
+        return _fp8e4b15_cast(b, x, to)
     if src.is_fp8() or to.is_fp8():
         _check_fp8_cast(src, to, rounding)
         return b.value("cast", [x], ty, **({"rounding": rounding} if rounding == "rtz" else {}))
@@ -433,6 +437,38 @@ def _downcast_rounding(src, to, rounding):
     if rounding not in ("rtne", "rtz"):
         raise SemanticError(f"fp_downcast_rounding must be 'rtne' or 'rtz', got {rounding!r}")
     return rounding
+
+
+# float8e4b15 (fp8 e4m3 with exponent bias 15, Triton's) converted as Triton converts it on NVIDIA
+# GPUs: no hardware has it, so Triton's conversions are bit manipulations (its inline asm in
+# triton/language/extra/cuda/utils.py), built here from integer block ops, which then run the same
+# in interpret mode and through the NVPTX backend, bit for bit. e4b15 shares fp16's exponent bias:
+#   e4b15 → fp16   sign to bit 15, the 7 other bits to bits 13..7: exact (no NaN or infinity:
+#                  S.1111.111 is ±1.875); to other types through fp16 (exact too)
+#   fp16 → e4b15   |x| clamped to 1.75 (0x3F00; infinities and NaN too, as `min.f16x2` does), the
+#                  low 8 bits of |x| << 1 rounded half up into the high byte, and the sign
+#   fp32 → e4b15   to fp16 rounding toward zero (Triton's `rtz`), then as fp16
+# Triton converts only fp16 and fp32 to e4b15: other sources are refused.
+_E4B15_MAX_F16_BITS = 0x3F00     # 1.75, the largest value Triton's downcast produces
+
+
+def _fp8e4b15_cast(b: Builder, x: ir.Value, to: dtype) -> ir.Value:
+    u16 = lambda v: cast(b, v, T.uint16)  # noqa: E731
+    src = x.dtype
+    if src.is_fp8e4b15():
+        byte = u16(cast(b, x, T.uint8, bitcast=True))
+        bits = or_(b, shl(b, and_(b, byte, u16(0x80)), u16(8)), shl(b, and_(b, byte, u16(0x7F)), u16(7)))
+        return cast(b, cast(b, bits, T.float16, bitcast=True), to)
+    if src.is_fp32():
+        x = cast(b, x, T.float16, fp_downcast_rounding="rtz")
+    elif not src.is_fp16():
+        raise SemanticError(f"cannot cast {src} to fp8e4b15: Triton converts float16 and float32 to it; "
+                            "cast to one of them first")
+    bits = cast(b, x, T.uint16, bitcast=True)
+    mag = minmax(b, "minimum", and_(b, bits, u16(0x7FFF)), u16(_E4B15_MAX_F16_BITS))
+    rounded = shr(b, add(b, shl(b, mag, u16(1)), u16(0x80)), u16(8))
+    code = or_(b, rounded, and_(b, shr(b, bits, u16(8)), u16(0x80)))
+    return cast(b, cast(b, code, T.uint8), T.float8e4b15, bitcast=True)
 
 
 def _check_fp8_cast(src, to, rounding) -> None:
@@ -859,6 +895,8 @@ def scan(b, x, axis, kind, reverse=False):
 def dot(b, a, c, acc=None, input_precision=None, allow_tf32=None, max_num_imprecise_acc=None, out_dtype=T.float32):
     """`tl.dot` of two 2-D blocks, or of two N-D blocks batched over their leading dims. Dims under 16
     run in interpret mode (as in Triton's interpreter); the NVPTX backend refuses them."""
+    # float8e4b15 operands are upcast to fp16 first (exact), as Triton does
+    a, c = (cast(b, x, T.float16) if is_value(x) and x.dtype.is_fp8e4b15() else x for x in (a, c))
     ranks = tuple(len(x.shape) if is_value(x) else None for x in (a, c))
     if ranks[0] is not None and ranks[0] == ranks[1] and ranks[0] > 3 and a.shape[:-2] == c.shape[:-2]:
         # [..., M, K] @ [..., K, N]: the leading dims are one batch dim (Triton batches over them all)
@@ -903,8 +941,9 @@ def dot(b, a, c, acc=None, input_precision=None, allow_tf32=None, max_num_imprec
         else:
             input_precision = knobs.codegen.fp32_default
     input_precision = str(input_precision).lower()
-    if input_precision not in ("tf32", "tf32x3", "ieee"):
-        raise SemanticError(f"tl.dot: input_precision must be 'tf32', 'tf32x3' or 'ieee', got {input_precision!r}")
+    if input_precision not in ("tf32", "tf32x3", "ieee", "bf16x3", "bf16x6"):
+        raise SemanticError("tl.dot: input_precision must be one of 'tf32', 'tf32x3', 'ieee', 'bf16x3', 'bf16x6', "
+                            f"got {input_precision!r}")
     if not a.dtype.is_fp32():
         input_precision = "ieee"
     rt = block_type(out, (m, n))

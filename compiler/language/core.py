@@ -9,7 +9,15 @@ from __future__ import annotations
 import builtins
 import enum
 import functools
+import operator
 from typing import Any
+
+
+def _constexpr_op(op, reflected=False):
+    def apply(self, other):
+        other = other.value if isinstance(other, constexpr) else other
+        return constexpr(op(other, self.value) if reflected else op(self.value, other))
+    return apply
 
 
 class constexpr:
@@ -36,6 +44,27 @@ class constexpr:
     @property
     def type(self) -> "constexpr_type":
         return constexpr_type(self.value)
+
+    def __neg__(self):
+        return constexpr(-self.value)
+
+    def __pos__(self):
+        return constexpr(+self.value)
+
+    def __invert__(self):
+        return constexpr(~self.value)
+
+
+# Python code run at compile time (a constexpr_function, an aggregate's methods) computes on the
+# constexpr fields it holds: `self.val * self.val` is a constexpr, as in Triton.
+for _name, _op in {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "truediv": operator.truediv,
+                   "floordiv": operator.floordiv, "mod": operator.mod, "pow": operator.pow, "and": operator.and_,
+                   "or": operator.or_, "xor": operator.xor}.items():
+    setattr(constexpr, f"__{_name}__", _constexpr_op(_op))
+    setattr(constexpr, f"__r{_name}__", _constexpr_op(_op, reflected=True))
+for _name in ("lshift", "rshift", "lt", "le", "gt", "ge"):
+    setattr(constexpr, f"__{_name}__", _constexpr_op(getattr(operator, _name)))
+del _name, _op
 
 
 class const:
@@ -74,11 +103,18 @@ def must_use_result(x, s=True):
 
 
 def builtin(fn):
-    """Mark a `tl` function as lowered by the compiler."""
+    """Mark a `tl` function as lowered by the compiler. A user's `@tl.core.builtin` (a Python
+    function taking `_semantic`) runs as Python at compile time instead, as in Triton.
+
+    Python code that a kernel runs at compile time (an aggregate's `__init__`, a builtin of the
+    user's) receives a `_semantic` and may call builtins with it: `tl.arange(0, 4, _semantic=_semantic)`
+    lowers at that kernel's call site."""
     name = fn.__name__
 
     @functools.wraps(fn)
-    def outside_kernel(*args, **kwargs):
+    def outside_kernel(*args, _semantic=None, **kwargs):
+        if _semantic is not None:
+            return _semantic.call(outside_kernel, args, kwargs)
         raise RuntimeError(
             f"tl.{name} can only be called inside a @jit kernel (it is compiled, not run as Python); "
             "set BLOCKTUNE_INTERPRET=1 to run kernels on the CPU")
@@ -340,12 +376,23 @@ class range:
     (compiler/backend/warp_specialize.py; the launch gets 4 more warps); on a loop around such
     loops (tutorial 09's loop over tiles) it marks the loops inside. Elsewhere, and in interpret
     mode, the loop runs as without it. knobs.codegen.warp_specialize (BLOCKTUNE_WARP_SPECIALIZE=1)
-    marks every loop. The other arguments are Triton's scheduling hints and are accepted without
-    effect: loop_unroll_factor, disallow_acc_multi_buffer, flatten."""
+    marks every loop. disable_licm=True asks LLVM not to hoist loop-invariant code out of the loop
+    (`llvm.licm.disable`, as Triton). The other arguments are Triton's scheduling hints and are
+    accepted without effect: loop_unroll_factor, disallow_acc_multi_buffer, flatten."""
 
     def __init__(self, arg1, arg2=None, step=None, num_stages=None, loop_unroll_factor=None,
                  disallow_acc_multi_buffer=False, flatten=False, warp_specialize=False, disable_licm=False):
         raise RuntimeError("tl.range can only be used inside a @jit kernel")
+
+
+class condition:
+    """`while tl.condition(c, disable_licm=True):` — a while loop's condition with loop options
+    (Triton's). disable_licm asks LLVM not to hoist loop-invariant code out of the loop (shorter
+    live ranges); the loop computes the same either way."""
+
+    def __init__(self, arg1, disable_licm=False):
+        self.condition = arg1
+        self.disable_licm = disable_licm
 
 
 class static_range:

@@ -187,15 +187,14 @@ float32 = dtype("fp32", dtype.FLOAT, 32)
 float64 = dtype("fp64", dtype.FLOAT, 64)
 float8e4nv = dtype("fp8e4nv", dtype.FLOAT, 8)
 float8e5 = dtype("fp8e5", dtype.FLOAT, 8)
-# Triton's other fp8 formats: interpret mode runs them (as Triton's interpreter does); the NVPTX
-# backend refuses them (`unsupported`, in Triton's words "not supported in this architecture"):
-# e4m3 with bias 15 has no conversions here (Triton emulates it), the "fnuz" formats are AMD's.
+# Triton's other fp8 formats. e4m3 with exponent bias 15 has no hardware conversions: they are
+# Triton's bit manipulations (frontend/semantic.py), on the GPU and in interpret mode alike. The
+# "fnuz" formats are AMD's: interpret mode runs them (as Triton's interpreter does), the NVPTX
+# backend refuses them (`unsupported`, in Triton's words "not supported in this architecture").
 float8e4b15 = dtype("fp8e4b15", dtype.FLOAT, 8)
 float8e4b8 = dtype("fp8e4b8", dtype.FLOAT, 8)
 float8e5b16 = dtype("fp8e5b16", dtype.FLOAT, 8)
-_UNSUPPORTED = {"fp8e4b15": "float8e4b15 (fp8 e4m3 with exponent bias 15) is not supported in this architecture: "
-                            "the NVPTX backend has no conversions for it; use tl.float8e4nv",
-                "fp8e4b8": "float8e4b8 (AMD's fp8 e4m3 fnuz) is not supported in this architecture (NVIDIA GPUs); "
+_UNSUPPORTED = {"fp8e4b8": "float8e4b8 (AMD's fp8 e4m3 fnuz) is not supported in this architecture (NVIDIA GPUs); "
                            "use tl.float8e4nv",
                 "fp8e5b16": "float8e5b16 (AMD's fp8 e5m2 fnuz) is not supported in this architecture (NVIDIA GPUs); "
                             "use tl.float8e5"}

@@ -59,8 +59,8 @@ class Config:
         self.num_ctas = num_ctas
         self.maxnreg = maxnreg
         self.pre_hook = pre_hook
-        # Triton's hand-written TTIR/TTGIR/PTX for this config: kept (it names the config, as in
-        # Triton's disk-cache keys) but refused at launch, since blocktune compiles from the source
+        # Triton's hand-written stage for this config (a .llir/.ptx/.cubin file replaces that stage
+        # of the compiled kernel; Triton's .ttir/.ttgir do not apply): a compile option (ir_override.py)
         self.ir_override = ir_override
 
     def all_kwargs(self) -> dict:
@@ -71,6 +71,8 @@ class Config:
             out["num_ctas"] = self.num_ctas
         if self.maxnreg is not None:
             out["maxnreg"] = self.maxnreg
+        if self.ir_override is not None:
+            out["ir_override"] = self.ir_override
         return out
 
     def to_dict(self) -> dict:
@@ -229,7 +231,6 @@ class Autotuner:
         if conflicts:
             raise ValueError(f"Conflicting meta-parameters: {', '.join(sorted(conflicts))}. Make sure that you don't "
                              "re-define auto-tuned symbols.")
-        _refuse_ir_override(config)
         if knobs.autotuning.print:
             print(f"Autotuning kernel {self.__name__} with config {config}")
         current = dict(meta, **config.all_kwargs())
@@ -421,7 +422,6 @@ class Autotuner:
                      cache_hit=cache_hit)
 
     def _launch(self, config: Config, args, kwargs, nargs):
-        _refuse_ir_override(config)
         conflicts = set(kwargs) & set(config.kwargs)
         if conflicts:
             raise ValueError(f"Conflicting meta-parameters: {', '.join(sorted(conflicts))}. Make sure that you don't "
@@ -471,12 +471,6 @@ def _confirm_close_calls(timings: dict, bench: Callable, top: int) -> dict:
         return {}
     order = [c for c in timings if c in close]
     return {c: bench(c) for c in reversed(order)}
-
-
-def _refuse_ir_override(config: Config) -> None:
-    if config.ir_override is not None:
-        raise ValueError(f"Config(ir_override={config.ir_override!r}) is not supported: blocktune compiles kernels "
-                         "from their Python source and cannot load Triton IR or PTX files; remove ir_override")
 
 
 def _run_with_grid(tuner, grid, *args, **kwargs):

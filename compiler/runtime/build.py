@@ -8,13 +8,15 @@ directly. `stats` counts compiles and hits (tests use it).
 """
 from __future__ import annotations
 
+import os
+
 from .. import knobs
 from ..errors import ArgumentError, CompilationError, OutOfResources
 from ..language import descriptor_type as DT
 from ..language import dtypes as T
 from ..language.core import constexpr
 from ..version import __version__
-from . import cache, driver
+from . import cache, driver, ir_override
 from .kernel import CompiledKernel
 
 stats = {"compiled": 0, "memory_hits": 0, "disk_hits": 0, "disk_writes": 0, "ir_built": 0}
@@ -63,9 +65,11 @@ def default_target() -> str:
     return driver.default_target()
 
 
-def build_ir(fn, signature: dict, constexprs: dict, divisible_by_16=(), equal_to_1=(), target: str | None = None):
+def build_ir(fn, signature: dict, constexprs: dict, divisible_by_16=(), equal_to_1=(), target: str | None = None,
+             num_warps: int | None = None):
     """Run the front end. Integers equal to 1 become constexprs (not passed at launch). `target`:
-    the GPU it compiles for, where host tensor descriptors may use TMA (knobs.codegen.tma)."""
+    the GPU it compiles for, where host tensor descriptors may use TMA (knobs.codegen.tma);
+    `num_warps`: the launch's (tl.extra.cuda.num_warps() reads it)."""
     from ..frontend import generate_ir  # noqa: PLC0415 - import time: the front end loads at the first compile
     both = [n for n in fn.constexpr_names if n in fn.do_not_specialize]
     if both:
@@ -78,7 +82,7 @@ def build_ir(fn, signature: dict, constexprs: dict, divisible_by_16=(), equal_to
         cx[k] = 1
     attrs = {k: {"divisibility": 16} for k in divisible_by_16 if k in sig}
     stats["ir_built"] += 1
-    ir_fn = generate_ir(fn, sig, cx, attrs, tma_target=target if knobs.codegen.tma else None)
+    ir_fn = generate_ir(fn, sig, cx, attrs, tma_target=target if knobs.codegen.tma else None, num_warps=num_warps)
     if getattr(fn, "_repr", None) is not None:      # @jit(repr=...) names the kernel
         ir_fn.name = fn.kernel_name(signature, constexprs, equal_to_1)
     return ir_fn
@@ -86,7 +90,7 @@ def build_ir(fn, signature: dict, constexprs: dict, divisible_by_16=(), equal_to
 
 # Triton's compile options a launch (or compile()) may give besides num_warps/num_stages, with the
 # value that means "not given"; each changes the code, so a given one is part of the cache key.
-COMPILE_OPTIONS = {"enable_fp_fusion": None, "maxnreg": None, "enable_reflect_ftz": None}
+COMPILE_OPTIONS = {"enable_fp_fusion": None, "maxnreg": None, "enable_reflect_ftz": None, "ir_override": None}
 
 
 def compile_options(**given) -> tuple:
@@ -99,12 +103,21 @@ def compile_options(**given) -> tuple:
     for flag in ("enable_fp_fusion", "enable_reflect_ftz"):
         if given.get(flag) is not None:
             given[flag] = bool(given[flag])
+    if given.get("ir_override") is not None:
+        ir_override.stage_of(given["ir_override"])     # a file of a stage blocktune has, or why not
+        given["ir_override"] = os.path.abspath(os.fspath(given["ir_override"]))
     return tuple(sorted((k, v) for k, v in given.items() if v is not COMPILE_OPTIONS[k]))
 
 
 def _backend_compile(ir_fn, num_warps: int, num_stages: int, target: str, debug: bool = False, options=()) -> dict:
     from ..backend.nvptx import compile_ir  # noqa: PLC0415 - import time: llvmlite loads at the first compile
-    return compile_ir(ir_fn, num_warps=num_warps, num_stages=num_stages, target=target, debug=debug, **dict(options))
+    from ..backend.llvm_target import llir_to_ptx  # noqa: PLC0415 - (the same)
+    options = dict(options)
+    override = options.pop("ir_override", None)
+    out = compile_ir(ir_fn, num_warps=num_warps, num_stages=num_stages, target=target, debug=debug, **options)
+    if override is not None:   # Triton's ir_override: the file replaces its stage (ir_override.py)
+        out = ir_override.apply(out, override, lambda llir: llir_to_ptx(llir, cpu=out["target"]))
+    return out
 
 
 def compile_jit(fn, signature, constexprs: dict | None = None, num_warps: int = 4, num_stages: int = 3,
@@ -131,7 +144,10 @@ def compile_jit(fn, signature, constexprs: dict | None = None, num_warps: int = 
         raise OutOfResources(num_warps * 32, 1024, "threads")
     if target is None:
         target = default_target()
-    key = cache.cache_key(fn, sig, constexprs, num_warps, num_stages, target, divisible_by_16, equal_to_1, options)
+    keyed = options   # an ir_override file is keyed by its contents too (it may be edited between runs)
+    if dict(options).get("ir_override") is not None:
+        keyed = tuple(options) + (("ir_override_sha256", ir_override.digest(dict(options)["ir_override"])),)
+    key = cache.cache_key(fn, sig, constexprs, num_warps, num_stages, target, divisible_by_16, equal_to_1, keyed)
     ck = cache.memory.get(key)
     if ck is not None:
         stats["memory_hits"] += 1
@@ -141,7 +157,7 @@ def compile_jit(fn, signature, constexprs: dict | None = None, num_warps: int = 
         ck = CompiledKernel(entry["name"], entry["asm"], entry["metadata"])
         stats["disk_hits"] += 1
     else:
-        ir_fn = build_ir(fn, sig, constexprs, divisible_by_16, equal_to_1, target)
+        ir_fn = build_ir(fn, sig, constexprs, divisible_by_16, equal_to_1, target, num_warps)
         out = _backend_compile(ir_fn, num_warps, num_stages, target, cache.debug_mode(fn), options)
         stats["compiled"] += 1
         out = dict(out)

@@ -28,6 +28,7 @@ from .cache import (  # noqa: F401  (the tuner's compile step and the tests use 
 from .driver import GPUTarget
 from .jit import _TRITON_LAUNCH_OPTIONS, JITFunction, _target_of_arch
 from .kernel import CompiledKernel
+from .num_ctas import check_num_ctas
 
 
 def _as_jit(fn):
@@ -78,7 +79,7 @@ class ASTSource:
 
 # Triton's compile options: those kernel[grid](...) takes (jit.py): enable_fp_fusion and maxnreg
 # (build.COMPILE_OPTIONS) compile in, the hints that change no result are accepted and ignored;
-# num_ctas must be 1 (one CTA per program).
+# num_ctas > 1 compiles the same one-CTA program (num_ctas.py).
 _OPTIONS = {"num_warps", "num_stages"} | {o.split("=")[0] for o in _TRITON_LAUNCH_OPTIONS}
 
 
@@ -106,11 +107,10 @@ def compile(src, signature=None, constexprs: dict | None = None, num_warps: int 
         unknown = sorted(set(opts) - _OPTIONS)
         if unknown:
             raise ValueError(f"compile(): blocktune has no option(s) {unknown} (it takes {sorted(_OPTIONS)})")
-        if opts.get("num_ctas", 1) != 1:
-            raise ValueError("num_ctas must be 1: blocktune runs each program as one CTA (no thread-block clusters)")
         given = compile_options(**{k: opts[k] for k in COMPILE_OPTIONS if k in opts})
         if opts.get("arch") is not None:         # Triton's arch option: the target, unless one is given
             target = target if target is not None else _target_of_arch(opts["arch"])
+        check_num_ctas(opts.get("num_ctas", 1), _target_name(target) or default_target())
         return compile_jit(src.fn, num_warps=opts.get("num_warps", num_warps), num_stages=opts.get("num_stages", num_stages),
                            target=_target_name(target), options=given, **src.compile_args())
     if signature is None:

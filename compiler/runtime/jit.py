@@ -38,14 +38,14 @@ from ..language.core import const as tl_const, constexpr
 from ..language.library import LibraryFunction
 from ..version import __version__
 from . import build, cache, descriptors, driver, jit_hooks, launch_hooks, native
+from .num_ctas import check_num_ctas
 from .tensor_wrapper import TensorWrapper, reinterpret  # noqa: F401  (triton.runtime.jit's names)
 from ..language.dtypes import type_canonicalisation_dict  # noqa: F401  (as triton.runtime.jit's)
 
 # Triton launch options kernel[grid](...) takes: maxnreg, enable_fp_fusion and enable_reflect_ftz are compile options
 # (build.COMPILE_OPTIONS; None: not given, the knob decides fusion); the others are accepted and
-# ignored, as hints that change no result; num_ctas must be 1 (a program is one CTA: thread-block
-# clusters are not supported)
-_TRITON_LAUNCH_OPTIONS = ("num_ctas=1", "maxnreg=None", "enable_fp_fusion=None", "enable_reflect_ftz=None",
+# ignored, as hints that change no result; num_ctas > 1 runs each program as one CTA (num_ctas.py)
+_TRITON_LAUNCH_OPTIONS = ("num_ctas=1", "maxnreg=None", "enable_fp_fusion=None", "enable_reflect_ftz=None", "ir_override=None",
                           "arch=None", "debug=None",
                           "launch_cooperative_grid=False", "extern_libs=None", "launch_pdl=False",
                           "sanitize_overflow=None")
@@ -744,10 +744,10 @@ class JITFunction:
 
     def _run_interpreted(self, grid, values: tuple, num_warps, num_stages, warmup=False):
         sig, constexprs, div16, eq1, _ = self.specialize(values, interpret=True)
-        key = (tuple(sig.items()), tuple((k, cache.canon(v)) for k, v in constexprs.items()), div16, eq1)
+        key = (tuple(sig.items()), tuple((k, cache.canon(v)) for k, v in constexprs.items()), div16, eq1, num_warps)
         ir_fn = self._ir_cache.get(key)
         if ir_fn is None:
-            ir_fn = _build_interpreted(self, sig, constexprs, div16, eq1)
+            ir_fn = _build_interpreted(self, sig, constexprs, div16, eq1, num_warps)
             self._ir_cache[key] = ir_fn
             self.compile_count += 1
         if warmup:
@@ -827,11 +827,11 @@ def key_value(v):
     return str(v)
 
 
-def _build_interpreted(jf, sig, constexprs, div16, eq1):
+def _build_interpreted(jf, sig, constexprs, div16, eq1, num_warps):
     """The kernel's IR for interpret mode; a compile error is raised as one that is also Triton's
     InterpreterError (what Triton's interpreter raises for it), with the same message and cause."""
     try:
-        return build.build_ir(jf, sig, constexprs, div16, eq1)
+        return build.build_ir(jf, sig, constexprs, div16, eq1, num_warps=num_warps)
     except CompilationError as e:
         if type(e) is not CompilationError:  # a CompileTimeAssertionFailure & co. stays what it is
             raise
@@ -944,7 +944,8 @@ def _is_namespace(obj) -> bool:
 _RESERVED = frozenset({"num_warps", "num_stages", "stream", "warmup"} |
                       {o.split("=")[0] for o in _TRITON_LAUNCH_OPTIONS})
 _INTERNAL = re.compile(r"_(type|int|isinstance|tuple|callable|len|grid_|opts|t|[pka]\d+|dev|key|e|n|r|bind|g\d|self|launchers|dflt|make|Tensor|get_device|"
-                       r"get_stream|interpret_var_set|interpret_mode|int_kind|spec_arg|cpu_tensor|unsupported_num_ctas|compile_options)")
+                       r"get_stream|interpret_var_set|interpret_mode|int_kind|spec_arg|cpu_tensor|check_num_ctas|"
+                       r"interpreted_override|compile_options)")
 
 
 def _generate_runner(jf: JITFunction):
@@ -980,13 +981,15 @@ def _generate_runner(jf: JITFunction):
              f"warmup=False, {', '.join(_TRITON_LAUNCH_OPTIONS)}):")
     all_vals = ", ".join(names)
     tuple_src = f"({all_vals},)" if names else "()"
-    L.append("    if num_ctas != 1: _unsupported_num_ctas(num_ctas)")
+    L.append("    if num_ctas != 1: _check_num_ctas(num_ctas, arch)")
     L.append("    if _interpret_var_set() and _interpret_mode():")
+    L.append("        if ir_override is not None: _interpreted_override(ir_override)")
     L.append(f"        return _self._run_interpreted(_grid_, {tuple_src}, num_warps, num_stages, warmup)")
-    L.append("    if enable_fp_fusion is not None or maxnreg is not None or arch is not None or enable_reflect_ftz is not None:")
+    L.append("    if enable_fp_fusion is not None or maxnreg is not None or arch is not None or enable_reflect_ftz is not None "
+             "or ir_override is not None:")
     L.append(f"        return _self._run_in_python(_grid_, {tuple_src}, num_warps, num_stages, stream, warmup, "
              "_compile_options(enable_fp_fusion=enable_fp_fusion, maxnreg=maxnreg, "
-             "enable_reflect_ftz=enable_reflect_ftz), arch)")
+             "enable_reflect_ftz=enable_reflect_ftz, ir_override=ir_override), arch)")
     # the common case in C (launch.c's Binder); NotImplemented: the Python body below
     L.append("    if _bind is not None and not warmup:")
     L.append(f"        _r = _bind(_grid_, num_warps, num_stages, stream{', ' if names else ''}{all_vals})")
@@ -1062,7 +1065,8 @@ def _generate_runner(jf: JITFunction):
     glb.setdefault("_int_kind", _int_kind)
     glb.setdefault("_spec_arg", spec_arg)
     glb.setdefault("_cpu_tensor", _cpu_tensor)
-    glb.setdefault("_unsupported_num_ctas", _unsupported_num_ctas)
+    glb.setdefault("_check_num_ctas", _check_launch_num_ctas)
+    glb.setdefault("_interpreted_override", _interpreted_override)
     glb.setdefault("_compile_options", build.compile_options)
     loc_ns: dict = {}
     exec(compile(factory_src, f"<blocktune runner {jf.__name__}>", "exec"), glb, loc_ns)  # noqa: S102
@@ -1089,10 +1093,18 @@ def _make_binder(jf: JITFunction, ns: dict):
     return mod.Binder(jf._launchers, ns, spec, names, defaults, _MISSING)
 
 
-def _unsupported_num_ctas(num_ctas):
-    raise ValueError(f"num_ctas={num_ctas!r} is not supported: num_ctas > 1 requires NVIDIA SM90+ (Hopper) "
-                     "thread-block clusters, which blocktune does not implement (it runs each program as one CTA); "
-                     "use num_ctas=1 (the default)")
+def _check_launch_num_ctas(num_ctas, arch):
+    """num_ctas for the launch's target: `arch` when given, else the current device's (none in
+    interpret mode)."""
+    target = None
+    if not interpret_mode():
+        target = _target_of_arch(arch) if arch is not None else driver.default_target()
+    check_num_ctas(num_ctas, target, stacklevel=5)   # the launch's caller, past the runner
+
+
+def _interpreted_override(path):
+    raise ValueError(f"ir_override={path!r} replaces the compiled GPU code, which interpret mode does not run (it runs "
+                     "the kernel's Python source): remove ir_override, or run on the GPU")
 
 
 def _target_of_arch(arch) -> str:

@@ -77,8 +77,10 @@ def test_wrong_uses_are_errors():
     src = triton.ASTSource(fn=_add, signature=ADD_SIG, constexprs={})
     with pytest.raises(ValueError, match="no option.*'num_threads'"):
         triton.compile(src, target="sm_90", options={"num_threads": 4})
-    with pytest.raises(ValueError, match="num_ctas must be 1"):
-        triton.compile(src, target="sm_90", options={"num_ctas": 2})
+    with pytest.raises(ValueError, match="num_ctas must be a power of two"):
+        triton.compile(src, target="sm_90", options={"num_ctas": 3})
+    with pytest.raises(ValueError, match=r"num_ctas > 1 requires NVIDIA SM90\+"):
+        triton.compile(src, options={"num_ctas": 2, "arch": "sm80"})
     with pytest.raises(ValueError, match="NVIDIA GPUs"):
         triton.compile(src, target=GPUTarget("hip", "gfx942", 64))
     for error in (ValueError, AssertionError):    # Triton asserts it

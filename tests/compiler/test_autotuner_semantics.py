@@ -4,7 +4,7 @@ The behaviours Triton's own runtime/test_autotuner.py checks: per-key caching wh
 argument order, reset_to_zero / restore_value (also with None buffers), pre/post hooks paired even
 when a config fails to compile, early_config_prune and perf_model/top_k pruning (fractions keep at
 least one config), a single pruned config runs untimed, pruning everything is an AutotunerError,
-ir_override names a config but is refused, and the decorators stack in both orders.
+ir_override names a config (interpret mode refuses it: it replaces GPU code), and the decorators stack in both orders.
 """
 from __future__ import annotations
 
@@ -286,13 +286,13 @@ def test_pruning_every_config_is_an_autotuner_error():
                             "should return at least one config.")
 
 
-def test_ir_override_names_a_config_but_cannot_run():
+def test_ir_override_names_a_config_and_interpret_mode_refuses_it():
     first = triton.Config({"BLOCK_SIZE": 32}, ir_override="first.ttir")
     second = triton.Config({"BLOCK_SIZE": 32}, ir_override="second.ttir")
     assert str(first) != str(second) and first != second and "ir_override: first.ttir" in str(first)
     tuned = triton.autotune([first], key=["N"])(copy_kernel)
     src = torch.randn(64)
-    with pytest.raises(ValueError, match="ir_override"):
+    with pytest.raises(ValueError, match="ir_override='first.ttir' replaces the compiled GPU code"):
         tuned[by_block(64)](torch.empty_like(src), src, 64)
 
 

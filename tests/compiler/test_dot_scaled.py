@@ -28,6 +28,32 @@ def test_matches_the_mx_reference(interpret, gen, M, N, Kd, fa, fb, sa, sb):
     K.run(torch, gen, "cpu", M, N, Kd, fa, fb, sa, sb)
 
 
+@pytest.mark.parametrize("fa,fb", [("e5m2", "e2m1"), ("e4m3", "e5m2"), ("bf16", "e4m3")])
+def test_fp8_operands_may_be_typed(interpret, gen, fa, fb):
+    """Triton takes e4m3/e5m2 operands as float8e4nv/float8e5 tensors or as their uint8 bytes."""
+    K.run(torch, gen, "cpu", 32, 32, 64, fa, fb, True, True, typed_fp8=True)
+
+
+@pytest.mark.parametrize("elt", ["*fp8e4nv", "*fp8e5"])
+def test_typed_fp8_operand_assembles(elt):
+    fmt = "e4m3" if elt == "*fp8e4nv" else "e5m2"
+    sig = dict(A=elt, A_scale="*u8", B="*u8", B_scale="*u8", Out="*fp32")
+    ck = triton.compile(K.dot_scaled_kernel, signature=sig, num_warps=4, target="sm_90a",
+                        constexprs=dict(M=64, N=32, K=64, FMT_A=fmt, FMT_B="e2m1", SCALE_A=True, SCALE_B=True))
+    assert "0 bytes spill stores" in ptxas.report(ck.asm["ptx"], "sm_90a")
+
+
+@triton.jit
+def _mismatched_fp8_kernel(X):
+    a = tl.full((32, 64), 0, tl.float8e5)
+    tl.store(X + tl.arange(0, 32), tl.sum(tl.dot_scaled(a, None, "e4m3", a.T, None, "e5m2"), 1))
+
+
+def test_an_fp8_operand_of_the_other_format_is_refused():
+    with pytest.raises(CompilationError, match="lhs of format 'e4m3' must be fp8e4nv or uint8, got fp8e5"):
+        triton.compile(_mismatched_fp8_kernel, signature=dict(X="*fp32"), target="sm_90a")
+
+
 def test_scale_255_is_nan(interpret, gen):
     K.run(torch, gen, "cpu", 32, 32, 64, "e2m1", "e4m3", True, False, nan_scale=True)
 

@@ -32,5 +32,10 @@ def test_matches_the_mx_reference(cpu_gen, M, N, Kd, fa, fb, sa, sb, nw):
     K.run(torch, cpu_gen, "cuda", M, N, Kd, fa, fb, sa, sb, nw)
 
 
+@pytest.mark.parametrize("fa,fb", [("e5m2", "e2m1"), ("e4m3", "e5m2")])
+def test_fp8_operands_may_be_typed(cpu_gen, fa, fb):
+    K.run(torch, cpu_gen, "cuda", 128, 64, 128, fa, fb, True, True, 4, typed_fp8=True)
+
+
 def test_scale_255_is_nan(cpu_gen):
     K.run(torch, cpu_gen, "cuda", 64, 64, 64, "e2m1", "e4m3", True, False, nan_scale=True)

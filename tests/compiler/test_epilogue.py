@@ -165,3 +165,37 @@ def test_extended_bench_configs_assemble(i):
     assert "wgmma.mma_async" in ptx and "stmatrix" in ptx
     rep = ptxas_report(ptx)
     assert rep["spills"] == 0 and rep["stack"] == 0, rep["text"]
+
+
+# ---- a TMA store's tile (tma.lower_tma_store) -----------------------------------------------------
+
+def _tma_store_image(m, n, nw, stmatrix):
+    """The shared-memory bytes of C's box [m, n] (fp16, 128-byte panels) after every thread wrote
+    its accumulator registers: through stmatrix or through the generic vector stores."""
+    from compiler.backend import smem_tiles, tma
+    from compiler.backend.llvm_types import mty
+    lay = wgmma_acc_layout(m, n, nw)
+    rng = np.random.default_rng(m * n + nw)
+    cta = CTA(nw)
+    v = Value(0, (m, n), T.float16)
+    cta.put(v, lay, rng.integers(0, 1 << 15, size=(m, n), dtype=np.int64))
+    tile = tma.BoxTile((m, n), 2)
+    if stmatrix:
+        assert fragment_convert.stmatrix_applies(lay, 2, "sm_90a")
+        fragment_convert.write_stmatrix(cta, cta.block(v, lay), lay, tile)
+    else:
+        smem_tiles.write_tile(cta, cta.block(v, lay), lay, tile, mty(T.float16))
+    return cta
+
+
+@pytest.mark.parametrize("m,n,nw", [(128, 128, 8), (128, 256, 8), (128, 128, 4), (64, 128, 4), (128, 64, 4),
+                                    (256, 128, 8), (64, 32, 4), (64, 16, 4)])   # 64- and 32-byte swizzles too
+def test_tma_store_tile_through_stmatrix(m, n, nw):
+    """The TMA store's swizzled panels hold the same bytes whether the accumulator went in through
+    stmatrix (one instruction per four 8×8 blocks) or through 4-byte stores, and stmatrix's rows
+    do not conflict on banks."""
+    via_stmatrix, via_stores = _tma_store_image(m, n, nw, True), _tma_store_image(m, n, nw, False)
+    assert len(via_stmatrix.smem) == m * n   # every element (2 bytes) once
+    assert via_stmatrix.smem == via_stores.smem
+    assert {k for k, _, _ in via_stmatrix.accesses} == {"stmatrix"}
+    assert conflict_ways(via_stmatrix) == 1

@@ -31,14 +31,13 @@ def interpret(monkeypatch):
 # ---- references -----------------------------------------------------------------------------
 
 def e4b15_values() -> np.ndarray:
-    """The 256 values of e4m3 with exponent bias 15, S.1111.111 NaN (as Triton's tests read it)."""
+    """The 256 values of e4m3 with exponent bias 15 as Triton's GPU conversion reads them: no NaN
+    or infinity (S.1111.111 is ±1.875)."""
     out = np.empty(256)
     for bits in range(256):
         sign = -1.0 if bits & 0x80 else 1.0
         e, m = (bits >> 3) & 0xF, bits & 7
-        if e == 15 and m == 7:
-            out[bits] = np.nan
-        elif e == 0:
+        if e == 0:
             out[bits] = sign * m / 8 * 2.0 ** (1 - 15)
         else:
             out[bits] = sign * (1 + m / 8) * 2.0 ** (e - 15)
@@ -52,10 +51,29 @@ def reference_values(ty) -> np.ndarray:
     return torch.arange(256, dtype=torch.int32).to(torch.uint8).view(TORCH_FP8[ty]).double().numpy()
 
 
+def e4b15_reference_encode(x: torch.Tensor) -> np.ndarray:
+    """Triton's conversion to e4b15 on NVIDIA GPUs, from its values: fp32 first rounded toward
+    zero to fp16; |x| (NaN and infinities too) clamped to 1.75; then rounded to the e4b15 grid
+    half up (ties away from zero); the sign kept (-0 and negative NaN included)."""
+    h = rtz_fp16_reference(x.double().numpy()) if x.dtype == torch.float32 else x.numpy().astype(np.float16)
+    neg = np.signbit(h)
+    v = np.abs(h.astype(np.float64))
+    v = np.where(np.isnan(v) | (v > 1.75), 1.75, v)
+    with np.errstate(divide="ignore"):
+        ulp = 2.0 ** (np.maximum(np.floor(np.log2(np.where(v > 0, v, 1.0))), -14) - 3)
+    q = np.floor(v / ulp + 0.5) * ulp
+    vals = e4b15_values()[:128]
+    code = np.searchsorted(vals, q)
+    assert np.array_equal(vals[code], q)
+    return (code | np.where(neg, 0x80, 0)).astype(np.uint8)
+
+
 def reference_encode(x: torch.Tensor, ty) -> np.ndarray:
     """Nearest-even fp8 bits with satfinite (finite overflow and ±inf → ±max, NaN → NaN), as
-    cvt.rn.satfinite does: torch's conversion of the clamped value, or (e4b15, no torch type) the
-    nearest of the 256 values, ties to the even bit pattern."""
+    cvt.rn.satfinite does: torch's conversion of the clamped value, or for e4b15 (no torch type,
+    no hardware conversion) Triton's conversion (e4b15_reference_encode)."""
+    if ty is tl.float8e4b15:
+        return e4b15_reference_encode(x)
     x = x.double()
     if ty in TORCH_FP8:
         mx = torch.finfo(TORCH_FP8[ty]).max
@@ -134,9 +152,10 @@ def test_every_fp8_value_converts_exactly(interpret, ty, dst):
     assert np.array_equal(got[ok], ref[ok]) and np.array_equal(np.signbit(got[ok]), np.signbit(ref[ok]))
 
 
-@pytest.mark.parametrize("ty", ALL_FP8, ids=str)
-@pytest.mark.parametrize("src", ["fp32", "fp16_all", "bf16"])
-def test_float_to_fp8_rounds_to_nearest_even_with_satfinite(interpret, ty, src):
+@pytest.mark.parametrize("ty,src", [(ty, src) for ty in ALL_FP8 for src in ("fp32", "fp16_all", "bf16")
+                                    if not (ty is tl.float8e4b15 and src == "bf16")], ids=str)
+def test_float_to_fp8_rounds_as_triton_does(interpret, ty, src):
+    """Nearest even with satfinite (cvt.rn.satfinite); e4b15: Triton's software conversion."""
     x = {"fp32": float_samples(), "fp16_all": all_fp16(), "bf16": float_samples(seed=1).bfloat16()}[src]
     out = torch.empty(x.shape, dtype=torch.uint8)
     K.convert_kernel[(triton.cdiv(x.numel(), 1024),)](x, fp8_tensor(out, ty), x.numel(), ROUNDING=None, BLOCK=1024)
@@ -244,7 +263,7 @@ def test_fp8_compile_errors(kernel, sig, message):
         triton.compile(kernel, signature=sig, target="sm_90")
 
 
-@pytest.mark.parametrize("ty", ["fp8e4b8", "fp8e5b16", "fp8e4b15"])
+@pytest.mark.parametrize("ty", ["fp8e4b8", "fp8e5b16"])
 def test_fp8_formats_without_conversions_say_so_in_tritons_words(ty):
     """Triton's tests match "not supported in this architecture"."""
     with pytest.raises(triton.CompilationError, match=r"not supported in this architecture"):
@@ -354,3 +373,75 @@ def test_fp8_sign_ops_assemble():
     ptx = _ptx(K.sign_ops_kernel, {"X": "*fp8e4nv", "Abs": "*fp8e4nv", "Neg": "*fp8e4nv", "Sel": "*fp8e4nv", "N": "i32"},
                {"BLOCK": 1024}, divisible_by_16=("X", "Abs", "Neg", "Sel", "N"))
     assert "cvt.rn" not in ptx and re.search(r"and\.b(16|32)\s", ptx) and re.search(r"xor\.b(16|32)\s", ptx)
+
+
+# ---- float8e4b15: Triton's software conversions ---------------------------------------------------
+
+def _tritons_fp16_to_e4b15_asm(h: np.ndarray) -> np.ndarray:
+    """A model of the instructions of Triton's convert_float16_to_fp8e4b15 (sm_80+: min.f16x2)
+    on pairs of fp16 words: and.b32, min.f16x2 with 0x3F00, mad.lo.u32 ×2 + 0x00800080,
+    lop3.b32 (a & 0x80008000) | b (0xea), prmt.b32 0x7531 (the high byte of each half)."""
+    bits = h.view(np.uint16).astype(np.uint64)
+    words = bits[0::2] | (bits[1::2] << 16)
+    a = words & 0x7FFF7FFF
+    halves = [((a >> s) & 0xFFFF).astype(np.uint16).view(np.float16) for s in (0, 16)]
+    mins = [np.where(np.isnan(x) | (x > np.float16(1.75)), np.float16(1.75), x).view(np.uint16).astype(np.uint64)
+            for x in halves]                                     # min.f16x2: NaN gives the other operand
+    a = mins[0] | (mins[1] << 16)
+    a = (a * 2 + 0x00800080) & 0xFFFFFFFF
+    b = (words & 0x80008000) | a
+    out = np.empty(bits.size, dtype=np.uint8)
+    out[0::2], out[1::2] = (b >> 8) & 0xFF, (b >> 24) & 0xFF
+    return out
+
+
+def _tritons_e4b15_to_fp16_asm(bytes_: np.ndarray) -> np.ndarray:
+    """A model of Triton's convert_fp8e4b15_to_float16 on 4 bytes: prmt 0x5746, the masks, shr,
+    add of the sign bits, lop3 0xf8, shl 7."""
+    x = bytes_.astype(np.uint64).reshape(-1, 4)
+    a0 = x[:, 2] | (x[:, 0] << 8) | (x[:, 3] << 16) | (x[:, 1] << 24)
+    b0 = (a0 & 0x7F007F00) >> 1
+    b1 = (a0 & 0x00FF00FF) + (a0 & 0x00800080)
+    r0 = b0 | (a0 & 0x80008000)
+    r1 = (b1 << 7) & 0xFFFFFFFF
+    out = np.stack([r0 & 0xFFFF, r0 >> 16, r1 & 0xFFFF, r1 >> 16], axis=1).reshape(-1)
+    return out.astype(np.uint16).view(np.float16)
+
+
+def test_e4b15_upcast_is_tritons_asm(interpret):
+    bits = torch.arange(256, dtype=torch.int32).to(torch.uint8)
+    out = run_convert(fp8_tensor(bits, tl.float8e4b15), torch.float16)
+    assert np.array_equal(out.numpy().view(np.uint16), _tritons_e4b15_to_fp16_asm(bits.numpy()).view(np.uint16))
+
+
+def test_e4b15_downcast_from_every_fp16_is_tritons_asm(interpret):
+    x = all_fp16()
+    out = torch.empty(x.shape, dtype=torch.uint8)
+    K.convert_kernel[(triton.cdiv(x.numel(), 1024),)](x, fp8_tensor(out, tl.float8e4b15), x.numel(), ROUNDING=None,
+                                                      BLOCK=1024)
+    assert np.array_equal(out.numpy(), _tritons_fp16_to_e4b15_asm(x.numpy()))
+
+
+def test_e4b15_constants_encode_as_the_conversion(interpret):
+    from compiler import fp8
+    x = float_samples(seed=5)
+    assert np.array_equal(fp8.from_float(x.numpy(), "fp8e4b15"), e4b15_reference_encode(x))
+
+
+@triton.jit
+def _bf16_to_e4b15_kernel(X, Y):
+    tl.store(Y, tl.load(X).to(tl.float8e4b15))
+
+
+def test_e4b15_from_other_types_is_refused_as_triton_does():
+    with pytest.raises(triton.CompilationError, match="cannot cast bf16 to fp8e4b15: Triton converts float16 and float32"):
+        triton.compile(_bf16_to_e4b15_kernel, signature={"X": "*bf16", "Y": "*fp8e4b15"}, target="sm_90")
+
+
+@pytest.mark.parametrize("src,dst", [("*fp8e4b15", "*fp16"), ("*fp8e4b15", "*fp32"), ("*fp8e4b15", "*bf16"),
+                                     ("*fp16", "*fp8e4b15"), ("*fp32", "*fp8e4b15")])
+def test_e4b15_conversions_assemble_for_sm90(src, dst):
+    ptx = _ptx(K.convert_kernel, {"X": src, "Y": dst, "N": "i32"}, {"ROUNDING": None, "BLOCK": 1024})
+    assert "cvt.rn.f16x2.e4m3x2" not in ptx and "satfinite" not in ptx   # integer ops, no fp8 hardware
+    if src == "*fp32":
+        assert "cvt.rz.f16.f32" in ptx

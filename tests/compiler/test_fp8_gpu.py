@@ -76,6 +76,24 @@ def test_fp8_to_fp8_and_rtz_are_bit_exact():
     assert torch.equal(bf.float()[finite], (x.view(torch.int32) & -65536).view(torch.float32)[finite])
 
 
+def test_e4b15_conversions_are_tritons(gen):
+    """Triton's software float8e4b15 conversions (no hardware has the format), bit for bit: the
+    256 codes to fp16 and fp32, every fp16 and random fp32 values to it."""
+    bits = torch.arange(256, dtype=torch.int32).to(torch.uint8)
+    e4 = triton.reinterpret(bits.to(DEV), tl.float8e4b15)
+    for dst in (torch.float16, torch.float32):
+        out = torch.full((256,), float("nan"), dtype=dst, device=DEV)
+        K.convert_kernel[(1,)](e4, out, 256, ROUNDING=None, BLOCK=1024)
+        got = out.cpu().double().numpy()
+        assert np.array_equal(got, reference_values(tl.float8e4b15)) and np.array_equal(
+            np.signbit(got), np.signbit(reference_values(tl.float8e4b15)))
+    for x in (all_fp16(), float_samples(seed=int(torch.randint(1 << 30, (1,), generator=gen)))):
+        out = torch.full(x.shape, 0x5A, dtype=torch.uint8, device=DEV)
+        K.convert_kernel[(triton.cdiv(x.numel(), 1024),)](x.to(DEV), triton.reinterpret(out, tl.float8e4b15), x.numel(),
+                                                          ROUNDING=None, BLOCK=1024)
+        assert np.array_equal(out.cpu().numpy(), reference_encode(x, tl.float8e4b15))
+
+
 def test_abs_neg_where_on_fp8():
     bits = torch.arange(256, dtype=torch.int32).to(torch.uint8)
     for ty, tdt in FP8.items():

@@ -13,6 +13,7 @@ import struct
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -1116,17 +1117,44 @@ def test_triton_launch_options_num_ctas_1_and_hints_are_accepted(interpret):
     assert (x == 1).all()
 
 
-@pytest.mark.parametrize("mode", ["interpret", "gpu_path"])
-def test_num_ctas_other_than_1_is_a_clear_error(mode, request):
-    request.getfixturevalue("interpret" if mode == "interpret" else "fake_cuda")
-    x = np.zeros(64, np.float32) if mode == "interpret" else FakeTensor(0x7F0000001000)
-    with pytest.raises(ValueError, match=r"num_ctas=2 is not supported: .*one CTA.*use num_ctas=1"):
+@pytest.fixture
+def num_ctas_warning_unsaid(monkeypatch):
+    from compiler.runtime import num_ctas
+    monkeypatch.setattr(num_ctas, "_warned", False)
+
+
+def test_num_ctas_above_1_runs_each_program_as_one_cta(interpret, num_ctas_warning_unsaid):
+    """Triton's clusters share a program's tile: the program computes the same as one CTA."""
+    x = np.zeros(64, np.float32)
+    with pytest.warns(UserWarning, match="num_ctas=2: .*runs each program as one CTA"):
         dns_kernel[(1,)](x, 64, BLOCK=64, num_ctas=2)
-    tuned = compiler.autotune([compiler.Config({"BLOCK": 64}, num_ctas=2)], key=["n"])(_fresh(dns_kernel))
-    with pytest.raises(ValueError, match="num_ctas=2"):
+    assert (x == 1).all()
+    tuned = compiler.autotune([compiler.Config({"BLOCK": 64}, num_ctas=4)], key=["n"])(_fresh(dns_kernel))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")     # said once per process
         tuned[(1,)](x, 64)
-    if mode == "interpret":
-        assert (x == 0).all()
+    assert (x == 2).all()
+
+
+def test_num_ctas_launches_the_programs_grid(fake_cuda, num_ctas_warning_unsaid):
+    k = _fresh(dns_kernel)
+    with pytest.warns(UserWarning, match="num_ctas=2"):
+        k[(3,)](FakeTensor(0x7F0000001000), 64, BLOCK=64, num_ctas=2)
+    assert [fake_cuda.fake_grid(i) for i in range(3)] == [3, 1, 1]
+
+
+def test_num_ctas_above_1_needs_sm90_as_in_triton(num_ctas_warning_unsaid):
+    k = _fresh(dns_kernel)
+    with pytest.raises(ValueError, match=r"num_ctas > 1 requires NVIDIA SM90\+ \(Hopper\)"):
+        k.warmup(FakeTensor(0x7F0000001000), 64, BLOCK=64, grid=(1,), num_ctas=2, arch="sm80")
+    with pytest.warns(UserWarning, match="num_ctas=2"):
+        assert "ld.global" in k.warmup(FakeTensor(0x7F0000001000), 64, BLOCK=64, grid=(1,), num_ctas=2, arch="sm90").asm["ptx"]
+
+
+@pytest.mark.parametrize("bad", [0, 3, 32, 2.5, -2])
+def test_num_ctas_must_be_a_cluster_size(interpret, bad):
+    with pytest.raises(ValueError, match="num_ctas must be a power of two from 1 to 16"):
+        dns_kernel[(1,)](np.zeros(64, np.float32), 64, BLOCK=64, num_ctas=bad)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from tests.compiler.kernels.util import gen, interpret  # noqa: F401 - fixtures
 
 LOAD = "cp.async.bulk.tensor.{}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
 STORE = "cp.async.bulk.tensor.{}d.global.shared::cta.tile.bulk_group"
+STMATRIX = "stmatrix.sync.aligned.m8n8.x4.shared.b16"
 
 
 def _desc_type(dtype: str, block, padding="zero") -> str:
@@ -44,7 +45,9 @@ def _compile(kernel, sig, constexprs=None, num_warps=4, num_stages=3):
     ((4, 8), 4, "sm_90", True),        # 32-byte rows
     ((4, 4), 4, "sm_90", True),        # 16-byte rows, unswizzled
     ((8, 4), 2, "sm_90", False),       # 8-byte rows: below TMA's 16-byte minimum
-    ((512, 64), 2, "sm_90", False),    # a box dim over 256
+    ((512, 64), 2, "sm_90", True),     # a first dim over 256: copied in row chunks of 256
+    ((64, 512), 2, "sm_90", True),     # a last dim over 256: eight 128-byte panels
+    ((2, 512, 16), 2, "sm_90", False),  # another dim over 256
     ((4, 128), 2, "sm_90", False),     # two panels of 4 rows: the second not 1024-byte aligned
     ((2, 2, 2, 2, 2, 16), 2, "sm_90", False),   # rank 6
     ((2, 8, 64), 2, "sm_90", True),
@@ -58,6 +61,7 @@ def test_eligible(block, es, target, ok):
 def test_box_and_swizzle():
     assert tensor_map.box((128, 64), 2) == (64, 128) and tensor_map.swizzle_bytes((128, 64), 2) == 128
     assert tensor_map.box((64, 256), 2) == (64, 64)            # one 128-byte panel a copy
+    assert tensor_map.box((512, 32), 2) == (32, 256) and tensor_map.row_chunks((512, 32)) == 2
     assert tensor_map.box((4, 16, 32), 2) == (32, 16, 4) and tensor_map.swizzle_bytes((4, 16, 32), 2) == 64
     assert tensor_map.swizzle_bytes((8, 4), 4) == 16
 
@@ -65,14 +69,15 @@ def test_box_and_swizzle():
 # -- PTX ------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype,block", [("fp16", (64, 64)), ("bf16", (128, 128)), ("fp32", (32, 64)),
-                                         ("fp32", (16, 4)), ("fp16", (2, 16, 64))])
+                                         ("fp32", (16, 4)), ("fp16", (2, 16, 64)), ("fp16", (512, 32)),
+                                         ("fp16", (32, 512))])
 def test_copy_ptx(dtype, block):
     sig = {"in_desc": _desc_type(dtype, block), "out_desc": _desc_type(dtype, block), "scale": "fp32"}
     ck, ptx = _compile(K.scaled_copy_kernel, sig)
     rank = len(block)
     es = {"fp16": 2, "bf16": 2, "fp32": 4}[dtype]
-    panels = block[-1] * es // min(block[-1] * es, 128)
-    assert ptx.count(LOAD.format(rank)) == panels and ptx.count(STORE.format(rank)) == panels
+    copies = block[-1] * es // min(block[-1] * es, 128) * tensor_map.row_chunks(block)
+    assert ptx.count(LOAD.format(rank)) == copies and ptx.count(STORE.format(rank)) == copies
     assert "ld.global" not in ptx and "st.global" not in ptx
     # one barrier, armed once with the tile's bytes, waited on with parity 0, then invalidated
     assert ptx.count("mbarrier.init.shared::cta.b64") == 1 and ptx.count("mbarrier.inval.shared::cta.b64") == 1
@@ -134,7 +139,74 @@ def test_matmul_tma_persistent_ptx():
     sig = {"a_desc": _desc_type("fp16", (128, 64)), "b_desc": _desc_type("fp16", (128, 64)),
            "c_desc": _desc_type("fp16", (128, 128)), "M": "i32", "N": "i32", "K": "i32"}
     ck, ptx = _compile(K.matmul_tma_persistent_kernel, sig, {"NUM_PROGRAMS": 132}, num_warps=8)
-    assert ptx.count(LOAD.format(2)) == 3 * 2 and ptx.count(STORE.format(2)) == 2   # C: two 128-byte panels
+    assert ptx.count(STORE.format(2)) == 2   # C: two 128-byte panels
+    # copies: the first tile's two stages before the tile loop; in the K loop, one stage ahead
+    # and, past its end, the next tile's stage instead; the next tile's stages no iteration
+    # reached (a K loop shorter than two) at the K loop's exit, before this tile's epilogue, so
+    # that they land while the epilogue runs (persistent.py); barriers set up once a program
+    assert ptx.count(LOAD.format(2)) == (2 + 2 + 2) * 2
+    k_loop = ptx_cfg.innermost_loop_with(ptx, "wgmma.mma_async")
+    assert k_loop.text.count(LOAD.format(2)) == 2 * 2
+    assert ptx.count("mbarrier.init.shared::cta.b64") == ptx.count("mbarrier.inval.shared::cta.b64") == 3 * 2
+    _assert_next_tile_copies_before_epilogue(ptx)
+    # the store's wait for its tile to be read is at the next store (and after the tile loop): the
+    # copy engine reads C's tile while the next tile's K loop runs
+    tile_loop = ptx_cfg.innermost_loop_with(ptx, "wgmma.mma_async").parents[0]
+    store_wait = "cp.async.bulk.wait_group.read 0;"
+    assert tile_loop.text.count(store_wait) == 1 and ptx.count(store_wait) == 2
+    assert tile_loop.text.index(store_wait) < tile_loop.text.index(STMATRIX)
+    # the epilogue's tile above the stages (and their barriers), which the copies are filling
+    assert ck.shared >= 1024 + 3 * (2 * 128 * 64 * 2) + 128 * 128 * 2
+    # the fp16 accumulator goes into C's tile with stmatrix: four 8×8 blocks an instruction, 128×128
+    # over 8 warps, as Triton's epilogue (Triton's test_tensor_descriptor matmuls assert it)
+    assert ptx.count(STMATRIX) == 128 * 128 // (16 * 16) // 8 and "st.shared.b32" not in ptx
+
+
+def test_matmul_tma_persistent_pointer_store_ptx():
+    """An epilogue of pointer stores: its conversion through shared memory goes above the stages
+    the next tile's copies are filling; no TMA store, so no store wait to move."""
+    sig = {"a_desc": _desc_type("fp16", (128, 64)), "b_desc": _desc_type("fp16", (128, 64)), "c_ptr": "*fp16",
+           "M": "i32", "N": "i32", "K": "i32", "stride_cm": "i32"}
+    ck = triton.compile(K.matmul_tma_persistent_pointer_store_kernel, signature=sig, constexprs={"NUM_PROGRAMS": 132},
+                        num_warps=8, num_stages=3, target="sm_90", divisible_by_16=("c_ptr", "stride_cm", "M", "N"))
+    ptx = ck.asm["ptx"]
+    from tests.compiler.test_ptx import ptxas_report
+    assert ptxas_report(ptx)["spills"] == 0
+    assert ptx.count(LOAD.format(2)) == (2 + 2 + 2) * 2
+    _assert_next_tile_copies_before_epilogue(ptx)
+    assert "cp.async.bulk.wait_group" not in ptx
+    assert ptx.count(STMATRIX) == 8 and ptx.count("st.global.v4") == 128 * 128 * 2 // 16 // 256
+    assert 1024 + 3 * (128 + 128) * 64 * 2 < ck.shared <= 227 * 1024
+    # a 128×256 tile: its fp32 accumulator, were it converted, would not fit above the stages
+    sig["b_desc"] = _desc_type("fp16", (256, 64))
+    ck = triton.compile(K.matmul_tma_persistent_pointer_store_kernel, signature=sig, constexprs={"NUM_PROGRAMS": 132},
+                        num_warps=8, num_stages=3, target="sm_90", divisible_by_16=("c_ptr", "stride_cm", "M", "N"))
+    assert ck.asm["ptx"].count(LOAD.format(2)) == (2 + 1) * 2 and ck.shared <= 227 * 1024
+
+
+def _assert_next_tile_copies_before_epilogue(ptx: str) -> None:
+    """In the tile loop, leaving the K loop: the next tile's copies that the K loop did not make
+    (both stages, A and B, each under its own condition) come before the wait for the K loop's
+    last wgmma, and so before the epilogue, on every path."""
+    k_loop = ptx_cfg.innermost_loop_with(ptx, "wgmma.mma_async")
+    tile_loop = k_loop.parents[0]
+    by_name = {blk.name: blk for blk in ptx_cfg.blocks(ptx)}
+    outside = tile_loop.blocks - k_loop.blocks
+    assert sum("\n".join(by_name[n].lines).count(LOAD.format(2)) for n in outside) == 2 * 2
+    # from the K loop's exits, walk the tile loop up to the wait for the last wgmma: every copy of
+    # the next tile is reached, no epilogue store is
+    work = [s for n in k_loop.blocks for s in by_name[n].succ if s in outside]
+    seen, copies = set(), 0
+    while work:
+        n = work.pop()
+        text = "\n".join(by_name[n].lines)
+        if n in seen or n == tile_loop.header or "wgmma.wait_group.sync.aligned 0;" in text:
+            continue
+        seen.add(n)
+        assert STORE.format(2) not in text
+        copies += text.count(LOAD.format(2))
+        work.extend(s for s in by_name[n].succ if s in outside)
+    assert copies == 2 * 2
 
 
 def test_loop_carried_descriptor_pipelined_ptx():
@@ -179,7 +251,7 @@ DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 @pytest.mark.parametrize("dtype,shape,block", [
     ("fp16", (300, 200), (64, 64)), ("bf16", (257, 384), (128, 128)), ("fp32", (100, 72), (32, 64)),
     ("fp32", (33, 20), (16, 4)), ("fp16", (1000,), (64,)), ("fp16", (5, 37, 136), (2, 16, 64)),
-    ("bf16", (3, 64, 64), (1, 64, 64))])
+    ("bf16", (3, 64, 64), (1, 64, 64)), ("fp16", (1100, 80), (512, 32)), ("bf16", (100, 1200), (32, 512))])
 @pytest.mark.gpu
 @pytest.mark.timeout(120, method="thread")
 def test_copy_gpu(gen, dtype, shape, block):
@@ -248,7 +320,10 @@ def test_padding_gpu(gen, padding, dtype):
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 @pytest.mark.parametrize("M,N,Kd,stages", [(1024, 1024, 1024, 3), (1000, 776, 392, 3), (333, 520, 1000, 4),
-                                           (256, 256, 64, 3)])
+                                           (256, 256, 64, 3),
+                                           # persistent: the stage counter carried over tiles of
+                                           # 3 and 5 K blocks, 1 and 3 stages ahead
+                                           (768, 640, 192, 2), (640, 768, 320, 4)])
 @pytest.mark.gpu
 @pytest.mark.timeout(120, method="thread")
 def test_matmul_tma_gpu(gen, dtype, M, N, Kd, stages):
@@ -271,6 +346,20 @@ def test_matmul_tma_gpu(gen, dtype, M, N, Kd, stages):
         torch.testing.assert_close(c.double(), ref, atol=tol * math.sqrt(Kd), rtol=tol)
 
 
+@pytest.mark.parametrize("M,N,Kd,stages", [(1000, 776, 392, 3), (768, 1024, 192, 2), (512, 512, 512, 4)])
+@pytest.mark.gpu
+@pytest.mark.timeout(120, method="thread")
+def test_matmul_tma_persistent_pointer_store_gpu(gen, M, N, Kd, stages):
+    a = torch.randn(M, Kd, generator=gen).to("cuda", torch.float16)
+    b = torch.randn(N, Kd, generator=gen).to("cuda", torch.float16)
+    c = _nan((M, N), torch.float16)
+    K.matmul_tma_persistent_pointer_store_kernel[(5,)](
+        TensorDescriptor.from_tensor(a, [128, 64]), TensorDescriptor.from_tensor(b, [128, 64]), c, M, N, Kd, c.stride(0),
+        NUM_PROGRAMS=5, num_warps=8, num_stages=stages)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(c.double(), a.double() @ b.double().T, atol=2e-2 * math.sqrt(Kd), rtol=2e-2)
+
+
 # -- device-side descriptors ----------------------------------------------------------------------
 
 DEVICE_MATMUL_SIG = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32"}
@@ -285,10 +374,37 @@ def test_device_matmul_persistent_ptx():
     from tests.compiler.test_ptx import ptxas_report
     assert ptxas_report(ptx)["spills"] == 0
     assert ptx.count("tensormap.cp_fenceproxy") == 3 and ck.metadata["global_scratch_size"] == 3 * 128
-    assert ptx.count(LOAD.format(2)) == 3 * 2 and "ld.global" not in ptx
+    assert ptx.count(LOAD.format(2)) == (2 + 2 + 2) * 2 and "ld.global" not in ptx   # as test_matmul_tma_persistent_ptx
+    _assert_next_tile_copies_before_epilogue(ptx)
+    assert ptx.count(STMATRIX) == 8 and ptx.count("st.shared") == 3   # the maps' templates zeroed
     # the maps' fields: 2-D, 128-byte swizzle, fp16, zero fill; box [64, 128] for A and B
     assert ptx.count("tensormap.replace.tile.rank.shared::cta.b1024.b32 [%r") == 3
     assert re.search(r"tensormap\.replace\.tile\.elemtype\.shared::cta\.b1024\.b32 \[%r\d+\], 6;", ptx)
+
+
+@pytest.mark.parametrize("every", [1, 3])
+def test_device_descriptor_made_again_shares_its_slot(every):
+    """The same map made before a loop and again in it: one 128-byte scratch slot a program (Triton's
+    global_scratch_size after its CSE/LICM), each creation writing it."""
+    ck = triton.compile(K.device_remade_descriptor_kernel, signature={"X": "*fp32", "M": "i32", "N": "i32"},
+                        constexprs={"BM": 8, "BN": 128, "EVERY": every}, target="sm_90", divisible_by_16=("X", "M", "N"))
+    ptx = ck.asm["ptx"]
+    assert ck.metadata["global_scratch_size"] == 128 and "tensormap.cp_fenceproxy" in ptx
+    assert ptx.count(LOAD.format(2)) == ptx.count(STORE.format(2)) > 0 and "ld.global" not in ptx
+
+
+@pytest.mark.parametrize("bm,bn,bk", [(64, 512, 32), (512, 64, 32), (128, 128, 16)])
+def test_device_matmul_scratch_is_a_map_per_descriptor(bm, bn, bk):
+    """Blocks over 256 along a dim go through TMA too (panels, row chunks): three descriptors, three
+    maps, as Triton's metadata says (test_make_tensor_descriptor_matmul's allocator checks it)."""
+    ck = triton.compile(K.device_matmul_persistent_kernel, signature=DEVICE_MATMUL_SIG,
+                        constexprs=dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, NUM_PROGRAMS=16), num_warps=8,
+                        num_stages=2, target="sm_90", divisible_by_16=tuple(DEVICE_MATMUL_SIG))
+    ptx = ck.asm["ptx"]
+    assert ck.metadata["global_scratch_size"] == 3 * 128 and ptx.count("tensormap.cp_fenceproxy") == 3
+    assert "ld.global" not in ptx
+    from tests.compiler.test_ptx import ptxas_report
+    assert ptxas_report(ptx)["spills"] == 0
 
 
 @pytest.mark.parametrize("padding", ["zero", "nan"])
@@ -306,6 +422,28 @@ def test_device_padding_ptx(padding):
     assert re.search(r"tensormap\.replace\.tile\.fill_mode\.shared::cta\.b1024\.b32 \[%r\d+\], " +
                      ("1" if padding == "nan" else "0"), ptx)
     assert ptx.count(LOAD.format(2)) == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(120, method="thread")
+def test_device_descriptor_made_again_gpu(gen):
+    M, N = 64, 1000
+    x = torch.randn((M, N), generator=gen).to("cuda")
+    want = x + 1
+    asked = []
+
+    def allocate(size, alignment, stream):
+        asked.append((size, alignment))
+        return torch.empty(size, dtype=torch.int8, device="cuda")
+
+    triton.set_allocator(allocate)
+    try:
+        K.device_remade_descriptor_kernel[(M // 8,)](x, M, N, BM=8, BN=128, EVERY=3)
+        torch.cuda.synchronize()
+    finally:
+        triton.set_allocator(None)
+    assert asked == [(128 * (M // 8), 128)]
+    torch.testing.assert_close(x, want, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("padding", ["zero", "nan"])
@@ -355,6 +493,7 @@ def test_device_matmul_persistent_gpu(gen, M, N, Kd, programs):
     ((100, 72), (32, 64), torch.float32, "zero", (32, 32), "128B"),      # 256-byte rows: 2 panels of 32
     ((33, 20), (16, 4), torch.float32, "zero", (4, 16), "NONE"),
     ((64, 64), (64, 16), torch.bfloat16, "zero", (16, 64), "32B"),
+    ((1000, 64), (512, 32), torch.float16, "zero", (32, 256), "64B"),   # two row chunks a panel
 ])
 def test_tensor_map_encoding(monkeypatch, shape, block, dtype, padding, box, swizzle):
     from cuda.bindings import driver as cu

@@ -76,12 +76,11 @@ def test_autotune_restore_value_and_reset_to_zero_on_the_gpu():
     assert torch.equal(dst, torch.ones_like(dst))
 
 
-def test_num_ctas_2_is_refused_on_the_gpu():
-    x = torch.zeros(64, device=DEV)
-    with pytest.raises(ValueError, match="num_ctas=2"):
-        A.increment_kernel[(1,)](x, 64, BLOCK_SIZE=64, num_ctas=2)
-    A.increment_kernel[(1,)](x, 64, BLOCK_SIZE=64, num_ctas=1)
-    assert torch.equal(x, torch.ones_like(x))
+def test_num_ctas_2_runs_each_program_as_one_cta():
+    x = torch.zeros(4096, device=DEV)
+    A.increment_kernel[(64,)](x, 4096, BLOCK_SIZE=64, num_ctas=2)
+    A.increment_kernel[(64,)](x, 4096, BLOCK_SIZE=64, num_ctas=1)
+    assert torch.equal(x, torch.full_like(x, 2.0))
 
 
 def test_a_tuple_of_host_tensor_descriptors(gen):

@@ -122,8 +122,8 @@ def test_05_backward_dx_fits_two_ctas_per_sm_at_n8192():
 def test_08_grouped_gemm_k_loop_is_pipelined_inside_the_tile_loops(bm, bn, bk):
     """The K loop sits in a `while` over this program's tiles inside a `for` over the problems, and its
     A/B pointers come from device arrays loaded per tile: it still gets the tutorial matmul's
-    pipeline — 16-byte cp.async copies of a later iteration in the loop, cp.async.wait_group 1
-    (num_stages 3), asynchronous wgmma with one group left in flight, no operand through registers —
+    pipeline — 16-byte cp.async copies of a later iteration in the loop, cp.async.wait_group 2
+    (num_stages 3, a group per tile), asynchronous wgmma with one group left in flight, no operand through registers —
     while the pointer loads stay in the tile loop around it."""
     ptx = _assemble(G.grouped_matmul_kernel, dict(group_a_ptrs="*i64", group_b_ptrs="*i64", group_c_ptrs="*i64",
                                                   group_gemm_sizes="*i32", g_lds="*i32", group_size="i32"),
@@ -133,8 +133,8 @@ def test_08_grouped_gemm_k_loop_is_pipelined_inside_the_tile_loops(bm, bn, bk):
     assert len(k_loop.parents) == 2, "the K loop is not nested in the tile and problem loops"
     copies = re.findall(r"cp\.async\.cg\.shared\.global \[[^]]+\], \[[^]]+\], 16\b", k_loop.text)
     assert len(copies) == (bm * bk + bk * bn) * 2 // 16 // 128   # one A and one B tile per iteration, 128 threads
-    assert re.search(r"cp\.async\.wait_group\s+1;", k_loop.text)
-    assert k_loop.text.count("cp.async.commit_group") == 1
+    assert re.search(r"cp\.async\.wait_group\s+2;", k_loop.text)
+    assert k_loop.text.count("cp.async.commit_group") == 2
     assert "wgmma.wait_group.sync.aligned 1;" in k_loop.text
     assert "ld.global" not in k_loop.text
     tile_loop = k_loop.parents[0]
@@ -146,10 +146,13 @@ def test_09_persistent_matmul_ptx():
                     {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 8, "EPILOGUE_SUBTILE": False,
                      "NUM_SMS": 132, "WARP_SPECIALIZE": False}, nw=8, div=("a_ptr", "b_ptr", "c_ptr", "M", "N", "K"))
     # tensor cores fed by TMA (compiler/backend/tma.py): the three maps written once a program, A
-    # and B (used as b.T) pipelined through three stages, C stored in two 128-byte panels
+    # and B (used as b.T) pipelined through three stages — the first tile's two before the tile
+    # loop, one ahead in the K loop or the next tile's past its end, the next tile's two the K
+    # loop did not reach before this tile's epilogue (compiler/backend/persistent.py) —, C stored
+    # in two 128-byte panels
     assert "wgmma.mma_async" in ptx and "ld.global" not in ptx and "st.global" not in ptx
     assert ptx.count("tensormap.cp_fenceproxy") == 3 and ptx.count("mbarrier.init.shared::cta.b64") == 3 * 2
-    assert ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global") == 3 * 2
+    assert ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global") == (2 + 2 + 2) * 2
     assert ptx.count("cp.async.bulk.tensor.2d.global.shared::cta") == 2
 
 

@@ -58,7 +58,14 @@ def reference(torch, a, a_scale, fmt_a, b, b_scale, fmt_b):
     return av @ bv
 
 
-def run(torch, gen, device, M, N, K, fmt_a, fmt_b, scale_a, scale_b, nw=4, nan_scale=False):
+def fp8_typed(torch, x, fmt):
+    """fp8 operand bytes as the fp8 tensor they encode (Triton takes either for e4m3/e5m2)."""
+    if fmt not in ("e4m3", "e5m2"):
+        return x
+    return x.view(torch.float8_e4m3fn if fmt == "e4m3" else torch.float8_e5m2)
+
+
+def run(torch, gen, device, M, N, K, fmt_a, fmt_b, scale_a, scale_b, nw=4, nan_scale=False, typed_fp8=False):
     def operand(rows, cols, fmt):
         if fmt in ("bf16", "fp16"):
             dt = torch.bfloat16 if fmt == "bf16" else torch.float16
@@ -76,7 +83,8 @@ def run(torch, gen, device, M, N, K, fmt_a, fmt_b, scale_a, scale_b, nw=4, nan_s
     if nan_scale:
         sa[0, 0] = 255
     out = torch.full((M, N), float("nan"), dtype=torch.float32, device=device)
-    dot_scaled_kernel[(1,)](a, sa, b, sb, out, M=M, N=N, K=K, FMT_A=fmt_a, FMT_B=fmt_b, SCALE_A=scale_a,
+    ka, kb = (fp8_typed(torch, a, fmt_a), fp8_typed(torch, b, fmt_b)) if typed_fp8 else (a, b)
+    dot_scaled_kernel[(1,)](ka, sa, kb, sb, out, M=M, N=N, K=K, FMT_A=fmt_a, FMT_B=fmt_b, SCALE_A=scale_a,
                             SCALE_B=scale_b, num_warps=nw)
     ref = reference(torch, a.cpu(), sa.cpu() if scale_a else None, fmt_a, b.cpu(), sb.cpu() if scale_b else None, fmt_b)
     torch.testing.assert_close(out.cpu().double(), ref, rtol=1e-5, atol=1e-5 * float(ref.abs().nan_to_num().max()),

@@ -68,6 +68,22 @@ def matmul_tma_persistent_kernel(a_desc, b_desc, c_desc, M, N, K, NUM_PROGRAMS: 
 
 
 @triton.jit
+def matmul_tma_persistent_pointer_store_kernel(a_desc, b_desc, c_ptr, M, N, K, stride_cm, NUM_PROGRAMS: tl.constexpr):
+    """The persistent loop with an epilogue of masked pointer stores, which takes the accumulator
+    through a layout conversion in shared memory while the next tile's copies are landing."""
+    BLOCK_M: tl.constexpr = a_desc.block_shape[0]
+    BLOCK_K: tl.constexpr = a_desc.block_shape[1]
+    BLOCK_N: tl.constexpr = b_desc.block_shape[0]
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    for tile in range(tl.program_id(0), tl.cdiv(M, BLOCK_M) * tiles_n, NUM_PROGRAMS):
+        rows = (tile // tiles_n) * BLOCK_M + tl.arange(0, BLOCK_M)
+        cols = (tile % tiles_n) * BLOCK_N + tl.arange(0, BLOCK_N)
+        acc = _tile_dot(a_desc, b_desc, (tile // tiles_n) * BLOCK_M, (tile % tiles_n) * BLOCK_N, K, BLOCK_K)
+        tl.store(c_ptr + rows[:, None] * stride_cm + cols[None, :], acc.to(c_ptr.dtype.element_ty),
+                 mask=(rows[:, None] < M) & (cols[None, :] < N))
+
+
+@triton.jit
 def device_padded_copy_kernel(X, Y, M, N, stride_x, stride_y, BM: tl.constexpr, BN: tl.constexpr,
                               PADDING: tl.constexpr):
     """block_pointers.padded_copy_kernel through a descriptor made in the kernel: Y[tile] (plain
@@ -99,3 +115,15 @@ def loop_carried_descriptor_kernel(a_desc, b_desc, c_ptr, K, BM: tl.constexpr, B
         d = a_desc
     tl.store(c_ptr + tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :], acc)
 
+
+
+@triton.jit
+def device_remade_descriptor_kernel(X, M, N, BM: tl.constexpr, BN: tl.constexpr, EVERY: tl.constexpr):
+    """X[rows of this program] += 1 tile by tile along N, through a descriptor made before the loop
+    and made again (the same map) every EVERY-th tile: one scratch slot serves all of them."""
+    row = tl.program_id(0) * BM
+    desc = tl.make_tensor_descriptor(X, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    for j in range(0, tl.cdiv(N, BN)):
+        if j % EVERY == 0:
+            desc = tl.make_tensor_descriptor(X, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+        desc.store([row, j * BN], desc.load([row, j * BN]) + 1)

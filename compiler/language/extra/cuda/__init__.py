@@ -1,5 +1,6 @@
 """`tl.extra.cuda`: NVIDIA's libdevice (`triton.language.extra.cuda.libdevice`) and Triton's reads of
-special registers: `smid()` (the SM the program runs on) and `globaltimer()` (nanoseconds)."""
+special registers: `smid()` (the SM the program runs on) and `globaltimer()` (nanoseconds), and
+the launch's `num_warps()` / `num_threads()` (compile-time values)."""
 from ...core import builtin
 from . import libdevice  # noqa: F401
 
@@ -10,3 +11,11 @@ def smid(): ...
 
 @builtin
 def globaltimer(): ...
+
+
+@builtin
+def num_warps(): ...
+
+
+@builtin
+def num_threads(): ...
