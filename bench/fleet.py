@@ -13,8 +13,21 @@ submission to `succeeded` (the workers are already up and idle, as in a fleet). 
 
 Each scenario starts from an empty kernel cache of its own, so no scenario compiles for another.
 The job is Triton's tutorial matmul (examples/specs/matmul.yaml) at --size³ with random sampling and
-no early stop, so every scenario measures exactly --trials trials per job. Target (issue 10):
-shared / one worker ≤ 0.55 for a 64-trial job on two GPUs.
+no early stop, so every scenario measures exactly --trials trials per job, of one spec and seed. A
+worker joining a shared job draws its own random configs (replaying the claimer's would only give
+repeats), so the shared run's configs are not all the one worker's: after the runs, each job's
+trials are summed up (configs run, how many the one worker ran too, their statuses) to show the
+work compared. A trial's cost on the GPU child hardly depends on its config (timing runs for a
+fixed time, the output check reads the whole output); the compile's does, off the critical path.
+(The same configs exactly would need them queued — 64 Optuna enqueues cost 1.5-2.4 s of the
+study's opening here — or brute force, whose every ask reads the whole study: both would move
+the start or the parent's bookkeeping, on both sides.) The workers' GPU model is checked to be
+one model, and the scenarios run in one invocation, on one host. Target (issue 10): shared / one
+worker ≤ 0.55 for a 64-trial job on two GPUs.
+
+The workers are started as a fleet deploys them on one host: BLOCKTUNE_HOST_WORKERS is the
+scenario's number of workers, so that their compile pools divide the host's CPUs
+(tuner/isolation.py); compile processes run below the workers' CPU priority (BLOCKTUNE_COMPILE_NICE).
 
 After each scenario: every worker's logged timeline, and each job's end read from the database —
 per worker its trials, when it recorded its last one and its rounds of the final re-measurement
@@ -61,7 +74,8 @@ class Fleet:
     def __init__(self, url: str, devices: list[int], cache: str, interpret: bool = False):
         self.url, self.devices, self.interpret = url, devices, interpret
         self.env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-                    "BLOCKTUNE_CACHE_DIR": cache, "PYTHONUNBUFFERED": "1"}
+                    "BLOCKTUNE_CACHE_DIR": cache, "PYTHONUNBUFFERED": "1",
+                    "BLOCKTUNE_HOST_WORKERS": str(len(devices))}
         self.logs = Path(tempfile.mkdtemp(prefix="fleet-logs-"))
         self.procs: list[subprocess.Popen] = []
 
@@ -172,7 +186,8 @@ def job_ends(url: str, job_ids: list[int], since: float) -> list[dict]:
     try:
         for job_id in job_ids:
             with engine.connect() as c:
-                trials = c.execute(sa.select(Trial.worker, Trial.created_at).where(Trial.job_id == job_id)).all()
+                trials = c.execute(sa.select(Trial.worker, Trial.created_at, Trial.config, Trial.status)
+                                   .where(Trial.job_id == job_id)).all()
                 finished = c.execute(sa.select(Job.finished_at).where(Job.id == job_id)).scalar_one()
             study = optuna.load_study(study_name=f"job-{job_id}", storage=url)
             deadline = time.monotonic() + 10     # saved by the winner's worker just after the job succeeded
@@ -180,7 +195,12 @@ def job_ends(url: str, job_ids: list[int], since: float) -> list[dict]:
                 time.sleep(0.1)
             finalists = list(study.user_attrs.get("remeasured_ms") or {})
             workers: dict[str, dict] = {}
-            for worker, at in trials:
+            ran = sorted({json.dumps(cfg, sort_keys=True) for _, _, cfg, status in trials
+                          if status != "invalid"})
+            statuses: dict[str, int] = {}
+            for _, _, _, status in trials:
+                statuses[status] = statuses.get(status, 0) + 1
+            for worker, at, _, _ in trials:
                 w = workers.setdefault(worker, {"trials": 0, "last_trial_s": 0.0, "rounds": []})
                 w["trials"] += 1
                 w["last_trial_s"] = round(max(w["last_trial_s"], at.timestamp() - since), 2)
@@ -191,7 +211,7 @@ def job_ends(url: str, job_ids: list[int], since: float) -> list[dict]:
                 w["rounds"].append({"from_s": round(r.started - since, 2), "to_s": round(r.started + r.seconds - since, 2),
                                     "final": r.holds(finalists)})
             out.append({"job": job_id, "succeeded_s": round(finished.timestamp() - since, 2) if finished else None,
-                        "workers": workers})
+                        "workers": workers, "configs": ran, "statuses": statuses})
     finally:
         engine.dispose()
     return out
@@ -208,6 +228,24 @@ def print_job_end(name: str, end: dict) -> None:
               + (f" ({early} begun before the last trial)" if early else ""))
 
 
+START_MARKS = {"child_ready": r"ready at ([\d.]+) s", "first_compile": r"first compile submitted at ([\d.]+) s",
+               "first_run": r"first run sent at ([\d.]+) s"}
+
+
+def start_marks(timeline: str) -> dict[str, float]:
+    """A worker's start from its logged timeline (tuner/timeline.py), seconds since it took the job:
+    the GPU child ready (the inputs made), the first compile submitted, the first config sent to the
+    child — the later of the first two, the start's critical path."""
+    import re
+
+    out = {}
+    for key, pattern in START_MARKS.items():
+        m = re.search(pattern, timeline)
+        if m:
+            out[key] = float(m.group(1))
+    return out
+
+
 def scenario(pg_url: str, name: str, devices: list[int], specs: list[dict], interpret: bool) -> dict:
     db = f"fleet_{name.replace(' ', '_')}_{time.time_ns()}"
     import sqlalchemy as sa
@@ -222,15 +260,18 @@ def scenario(pg_url: str, name: str, devices: list[int], specs: list[dict], inte
         trials = [j.get("trials_done") for j in jobs]
         workers = fleet.http.get("/api/v1/workers").json()
     ends = job_ends(url, [j["id"] for j in jobs], fleet.submitted_at)
+    starts = {}
     for worker, timeline in fleet.worker_timelines().items():
         print(f"--- {name}: {worker}\n{timeline or '(no timeline logged)'}", flush=True)
+        starts[worker] = start_marks(timeline)
     for end in ends:
         print_job_end(name, end)
     if os.environ.get("OUT"):
         shutil.copytree(fleet.logs, Path(os.environ["OUT"]) / f"fleet-logs-{name.replace(' ', '-')}")
     row = {"scenario": name, "workers": len(devices), "jobs": len(specs), "seconds": round(seconds, 2),
-           "trials_done": trials, "worker_names": sorted(w["name"] for w in workers), "ends": ends}
-    print(json.dumps(row), flush=True)
+           "trials_done": trials, "worker_names": sorted(w["name"] for w in workers),
+           "gpu_models": sorted({w["gpu_model"] for w in workers}), "starts": starts, "ends": ends}
+    print(json.dumps({**row, "ends": [{**e, "configs": len(e["configs"])} for e in ends]}), flush=True)
     return row
 
 
@@ -243,14 +284,28 @@ def main() -> int:
                     help="CPU workers on the interpreter, to check the script itself (use a small --size)")
     args = ap.parse_args()
     devices = [int(d) for d in args.devices.split(",")]
+
+    def spec(seed: int) -> dict:
+        return job_spec(args.size, args.trials, seed)
+
     pg = Postgres()
     try:
-        rows = [scenario(pg.url, "one worker", devices[:1], [job_spec(args.size, args.trials, 1)], args.interpret),
-                scenario(pg.url, "shared", devices, [job_spec(args.size, args.trials, 1)], args.interpret),
-                scenario(pg.url, "two jobs", devices, [job_spec(args.size, args.trials, 1),
-                                                       job_spec(args.size, args.trials, 2)], args.interpret)]
+        rows = [scenario(pg.url, "one worker", devices[:1], [spec(1)], args.interpret),
+                scenario(pg.url, "shared", devices, [spec(1)], args.interpret),
+                scenario(pg.url, "two jobs", devices, [spec(1), spec(2)], args.interpret)]
     finally:
         pg.stop()
+    models = sorted({m for r in rows for m in r["gpu_models"]})
+    print(f"\nGPU model of every worker: {', '.join(models)}")
+    alone = set(rows[0]["ends"][0]["configs"])
+    for r in rows:
+        for end in r["ends"]:
+            mine = set(end["configs"])
+            statuses = ", ".join(f"{n} {st}" for st, n in sorted(end["statuses"].items()))
+            print(f"{r['scenario']}, job {end['job']}: {len(mine)} configs run ({statuses}); "
+                  f"{len(mine & alone)} of them also run by the one worker")
+    if len(models) != 1:
+        print("WARNING: the workers are on different GPU models: the scenarios are not comparable")
     one = rows[0]["seconds"]
     print("\n| scenario | workers | jobs × trials | seconds | × one worker |\n|---|---|---|---|---|")
     for r in rows:
@@ -258,6 +313,10 @@ def main() -> int:
               f"{r['seconds'] / one:.2f} |")
     print(f"shared {args.trials}-trial job on {len(devices)} GPUs: {rows[1]['seconds'] / one:.2f}× one worker "
           f"(target ≤ 0.55)")
+    for r in rows:
+        for worker, marks in sorted(r["starts"].items()):
+            print(f"{r['scenario']}, {worker}: child ready at {marks.get('child_ready', '—')} s, first compile "
+                  f"submitted at {marks.get('first_compile', '—')} s, first run sent at {marks.get('first_run', '—')} s")
     for r in rows:
         for end in r["ends"]:
             last = max((w["last_trial_s"] or 0.0) for w in end["workers"].values())

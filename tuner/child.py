@@ -172,8 +172,14 @@ class Bench:
         if self.interpret and use_torch:
             lap("import_torch")
         self.workdir = Path(init["workdir"])
-        # inputs differ between the two data planes (numpy's generator vs torch's): each keeps its own
-        self.reference_path = self.workdir / ("reference.pt" if use_torch else "reference.npz")
+        # inputs differ between the two data planes (numpy's generator vs torch's): each keeps its own,
+        # and numpy's per version of the values it makes (a resumed job's older reference is unfit)
+        if use_torch:
+            self.reference_path = self.workdir / "reference.pt"
+        else:
+            from tuner.host_data import INPUTS_VERSION
+
+            self.reference_path = self.workdir / f"reference-v{INPUTS_VERSION}.npz"
         self.plane = runtime.plane
         self.device = runtime.device
         self.timer = None
@@ -195,6 +201,7 @@ class Bench:
         lap("device")          # the L2-flush buffer
         self.fn = self.compiler.jit_from_source(spec.kernel.source, spec.kernel.name)
         self._check_arguments()
+        lap("kernel")          # the kernel's source parsed (the inputs follow)
         if self.plane is not None:
             self.args, self.tensors, self.env = self.plane.make_args(spec)
         else:

@@ -24,6 +24,7 @@ class CompileQueue:
         self.borrowed = standby is not None
         self.pool = standby.pool if standby is not None else CompilePool(workers)
         self.compiled: dict[str, Any] = {}           # config_key → CompiledKernel (or None in interpret mode)
+        self.early: dict[str, CompileTask] = {}      # config_key → compiles submitted before the study opened
 
     @property
     def workers(self) -> int:
@@ -44,7 +45,7 @@ class CompileQueue:
             if left[0] == 0:
                 tl.mark("pool_ready")
 
-        for f in self.pool.start_workers(warm_up):
+        for f in self.pool.start_workers(warm_up, not self.device.interpret):
             f.add_done_callback(one_done)
         if not self.device.interpret:
             def built(f) -> None:
@@ -53,7 +54,20 @@ class CompileQueue:
 
             self.pool.submit_untracked(prebuild_launcher).add_done_callback(built)
 
+    def prefetch(self, configs: list[dict[str, Any]]) -> None:
+        """Compile configs the run expects to ask for first (a fresh study's known-good configs),
+        before the study is open: `submit` of one of them takes its compile, under way already."""
+        for config in configs:
+            key = config_key(config)
+            if key not in self.early:
+                self.early[key] = self._submit(config)
+        self.ctx.timeline.details["early_compiles"] = len(self.early)
+
     def submit(self, config: dict[str, Any]) -> CompileTask:
+        task = self.early.pop(config_key(config), None)
+        return task if task is not None else self._submit(config)
+
+    def _submit(self, config: dict[str, Any]) -> CompileTask:
         from tuner.compile_step import compile_config
         from tuner.data import signature, specialization
 
@@ -120,6 +134,7 @@ class CompileQueue:
     def forget(self) -> None:
         """Drop what was compiled (for a device the run no longer measures on)."""
         self.compiled.clear()
+        self.early.clear()
 
     def wants(self, n: int, *, sampler_kind: str, queued: int) -> bool:
         """Ask another config? `n` are asked and not yet recorded (compiling, compiled, in the child).

@@ -17,6 +17,9 @@ only what loading needs (the PTX, the cubin when there is one, the metadata): th
 
 `select_ptxas(driver_cuda_version)` (in the parent, once) picks the ptxas the pool uses.
 
+Priority: a pool worker runs BLOCKTUNE_COMPILE_NICE (default 5) below the worker's CPU priority
+(tuner/settings.py says why).
+
 Limits: a hostile kernel that reaches a worker (its front end refuses absurd compile-time work
 itself) must fail its trial, not take the worker down. A pool worker's address space is limited
 (RLIMIT_AS, `BLOCKTUNE_COMPILE_MEMORY_MB`, default 8192; 0: none) and each compile's CPU time
@@ -136,6 +139,7 @@ def compile_config(source: str, name: str, signature: dict[str, str], constexprs
     t0 = time.perf_counter()
     timing = lambda: {"compile_s": time.perf_counter() - t0}  # noqa: E731
     _limit_memory()
+    _lower_priority()
     try:
         with _cpu_budget():
             return _compile(compiler, source, name, signature, constexprs, num_warps, num_stages, target,
@@ -180,11 +184,37 @@ def _compile(compiler, source, name, signature, constexprs, num_warps, num_stage
         return {"status": "compile-error", "error": f"{type(exc).__name__}: {exc}", **timing()}
 
 
-def warm_up() -> bool:
-    """Import the compiler in a pool worker while the GPU child starts (its memory limit set first)."""
+_lowered = False
+
+
+def _lower_priority() -> None:
+    """This compile process's CPU priority, BLOCKTUNE_COMPILE_NICE below the worker's (once): the
+    compiles run ahead of the GPU, the child's checks and the parent's bookkeeping do not."""
+    global _lowered
+    if _lowered:
+        return
+    _lowered = True
+    step = tuner_settings().compile_nice
+    if step:
+        try:
+            os.nice(step)
+        except OSError:       # not allowed here: the same priority as the worker
+            pass
+
+
+def warm_up(backend: bool = False) -> bool:
+    """Import the compiler in a pool worker while the GPU child starts (its memory limit and its
+    priority set first). `backend` (GPU mode): also the code generator and LLVM with its NVPTX
+    target, which a first compile would otherwise import and initialize (63 modules, ~0.15 s of
+    CPU), on every worker's first job's critical path."""
     _limit_memory()
+    _lower_priority()
     import compiler  # noqa: F401
 
+    if backend:
+        from compiler.backend import llvm_target, nvptx  # noqa: F401
+
+        llvm_target.target_machine()
     return True
 
 

@@ -8,13 +8,16 @@ One run of a job:
      steps 2 and 3's first compiles overlap the child's start-up (torch, CUDA, the inputs);
   2. creates or resumes the job's Optuna study (RDBStorage on the same database, `job-<id>`),
      enqueueing known-good configs first (the previous winner, the default config, the spec's list);
+     a run that creates the study submits the first of those compiles before opening it, since
+     they are what its first asks return;
   3. asks Optuna for configs ahead of the GPU (`lookahead`; by default every queued known-good
      config, up to 2 per compile worker, then 2): constraint violations and repeats are answered at
      once; the rest are compiled in the pool (to a cubin when a suitable ptxas is there), then run,
-     checked against the reference and measured in the child; the next config goes to the child
-     before the previous result is recorded. A hang kills the child (timeout), a fault restarts it
-     (runtime-error); every trial is recorded (tuning_trials) and told to Optuna (failures as
-     infeasible, so constraint-aware TPE learns from them);
+     checked against the reference and measured in the child; the first config goes to the child
+     as soon as it is compiled and the inputs exist (the rest of the lookahead is asked while it
+     runs), and each next config before the previous result is recorded. A hang kills the child
+     (timeout), a fault restarts it (runtime-error); every trial is recorded (tuning_trials) and
+     told to Optuna (failures as infeasible, so constraint-aware TPE learns from them);
   4. stops on the budget (evaluated trials and/or seconds), on patience (N evaluated trials without
      improvement), when the space is exhausted, when the job leaves `running` (cancelled), or when
      `should_stop()` is true (the job stays resumable);
@@ -116,6 +119,8 @@ class Tuner:
                 self.measurement.set_props(props)
             if not self.measurement.interpret:
                 ctx.retry(lambda: self.recorder.record_gpu(self.measurement.props), "recording the GPU")
+            if ctx.fresh and self.measurement.props is not None:
+                ctx.retry(self._compile_first_configs, "reading the known-good configs")
             with tl.phase("study_open"):
                 ctx.retry(lambda: self.study.open(self.measurement.props, self.measurement.gpu_model),
                           "opening the Optuna study")
@@ -146,6 +151,14 @@ class Tuner:
                 log.info("job %d timeline (not finished):\n%s", ctx.job_id, format_timeline(tl.as_dict(), indent="  "))
             self.close()
 
+    def _compile_first_configs(self) -> None:
+        """A fresh study's first asks are its known-good configs, in order: their compiles go out
+        now, while the study opens (a few tenths of a second on PostgreSQL), so that the first
+        config is compiled by the time the child has made the inputs — the start's critical path."""
+        spec, m = self.ctx.spec, self.measurement
+        n = self.queue.workers if spec.lookahead is None else min(self.queue.workers, max(1, spec.lookahead))
+        self.queue.prefetch(self.study.first_configs(m.props, m.gpu_model, n))
+
     def _child_ready(self) -> None:
         """Wait for the child; if its device differs from the parent's, the constraints see the
         child's and what was compiled is redone (`_recompile`)."""
@@ -172,10 +185,12 @@ class Tuner:
         busy_before = tl.seconds.get("child_busy", 0.0)
         ctx.retry(self.recorder.count_done, "counting the recorded trials")
         inflight: InFlight | None = None
-        # the first compiles go out before the GPU child is waited for: they overlap its start-up
+        # the first compiles go out before the GPU child is waited for: they overlap its start-up.
+        # Asking stops once the child could take the first config (compiled, the inputs made): the
+        # rest of the lookahead is asked while the child runs it
         ctx.retry(self.recorder.sync, "reading the recorded trials")
         if ctx.retry(self._check_stop, "reading the job's state") is None:
-            self._fill(pending, None)
+            self._fill(pending, None, until=lambda: self.queue.done(pending[0][2]) and self.measurement.ready_now())
         self._child_ready()
         if self._recompile:     # the child's device differs from what the parent compiled for
             pending = collections.deque((t, c, self.queue.submit(c)) for t, c, _ in pending)
@@ -186,6 +201,8 @@ class Tuner:
             self.stop_reason = ctx.retry(self._check_stop, "reading the job's state")
             if self.stop_reason:
                 break
+            if inflight is None and pending and self.queue.done(pending[0][2]):
+                inflight = self._dispatch(*pending.popleft())     # the child is idle: its config first
             self._fill(pending, inflight)
             if inflight is None:
                 if not pending:
@@ -226,15 +243,17 @@ class Tuner:
             tl.add("child_idle", (m.last_answer - m.first_sent) - busy)
         ctx.on_event("stop", {"reason": self.stop_reason})
 
-    def _fill(self, pending, inflight: InFlight | None) -> None:
+    def _fill(self, pending, inflight: InFlight | None, until: Callable[[], bool] | None = None) -> None:
         """Ask the sampler ahead and submit the compiles (constraint violations and repeats are
-        answered at once)."""
+        answered at once); with `until`, stop as soon as it holds with a config asked."""
         extra = 1 if inflight is not None else 0
         study = self.study
         study.budget_elsewhere = False
         while (self.queue.wants(len(pending) + extra, sampler_kind=study.sampler_kind, queued=study.queued)
                and study.asks < study.max_asks):
             if self.recorder.tried() + len(pending) + extra >= study.n_valid:
+                break
+            if until is not None and pending and until():
                 break
             if not self.ctx.retry(lambda: self._ask_one(pending, inflight), "asking for a config"):
                 break

@@ -17,7 +17,8 @@ from jobspec.model import TensorSpec
 NUMPY = {"float16": np.float16, "float32": np.float32, "float64": np.float64, "int8": np.int8,
          "int16": np.int16, "int32": np.int32, "int64": np.int64, "uint8": np.uint8, "bool": np.bool_,
          "bfloat16": np.uint16}
-PARALLEL_ELEMENTS = 1 << 20     # inputs this large (all tensors together) are made on several threads
+BLOCK = 1 << 20                 # elements of a random input made from one generator (one thread's task)
+INPUTS_VERSION = 2              # the values host_arguments makes (stored references are per version)
 
 
 def to_bf16_bits(x: np.ndarray) -> np.ndarray:
@@ -31,40 +32,84 @@ def from_bf16_bits(b: np.ndarray) -> np.ndarray:
     return (b.astype(np.uint32) << 16).view(np.float32)
 
 
-def make_array(ts: TensorSpec, shape: tuple[int, ...], seed: int) -> np.ndarray:
-    """Host values for one tensor argument (C-contiguous, the device layout)."""
-    g = np.random.default_rng(seed)
-    n = int(np.prod(shape, dtype=np.int64)) if shape else 1
-    # scaled and shifted in place: the same float32 operations as `x * std + mean`, without two
-    # fresh 64 MB temporaries for a 4096² input (their page faults were most of a job's start)
+def _block_generator(seed: int, block: int) -> np.random.Generator:
+    """The generator of one block of a tensor's values: the seed's own for block 0 (a tensor of at
+    most BLOCK elements has the values of `default_rng(seed)`), a child seed for the others."""
+    return np.random.default_rng(seed if block == 0 else (seed, block))
+
+
+def _random_block(ts: TensorSpec, g: np.random.Generator, n: int) -> np.ndarray:
+    """`n` values of a random initializer (float32 for randn/rand, int64 for randint), scaled and
+    shifted in place: the same float32 operations as `x * std + mean`, without fresh temporaries."""
     if ts.init == "randn":
-        v = g.standard_normal(shape, dtype=np.float32)
+        v = g.standard_normal(n, dtype=np.float32)
         v *= ts.std
         v += ts.mean
-    elif ts.init == "rand":
+        return v
+    if ts.init == "rand":
         lo = 0.0 if ts.low is None else ts.low
         hi = 1.0 if ts.high is None else ts.high
-        v = g.random(shape, dtype=np.float32)
+        v = g.random(n, dtype=np.float32)
         v *= hi - lo
         v += lo
-    elif ts.init in ("zeros", "empty"):      # 'empty' is zero-filled too: runs must be reproducible
+        return v
+    return g.integers(int(ts.low or 0), int(ts.high), size=n, dtype=np.int64)
+
+
+def _store(out: np.ndarray, v: np.ndarray, dtype: str) -> None:
+    """Write values into `out` (a slice of the tensor) in the tensor's own type."""
+    if dtype == "bfloat16":
+        out[...] = to_bf16_bits(np.asarray(v, dtype=np.float32))
+    elif dtype == "bool":
+        out[...] = np.asarray(v) != 0
+    else:
+        out[...] = v          # numpy's cast, as astype: float32 → float16 rounds to nearest even
+
+
+def _fill_block(ts: TensorSpec, flat: np.ndarray, seed: int, block: int) -> None:
+    lo = block * BLOCK
+    n = min(BLOCK, flat.size - lo)
+    _store(flat[lo:lo + n], _random_block(ts, _block_generator(seed, block), n), ts.dtype)
+
+
+def _blocks(shape: tuple[int, ...]) -> int:
+    n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    return max(1, -(-n // BLOCK))
+
+
+def make_array(ts: TensorSpec, shape: tuple[int, ...], seed: int, pool: concurrent.futures.Executor | None = None,
+               ) -> np.ndarray:
+    """Host values for one tensor argument (C-contiguous, the device layout). Random initializers
+    fill blocks of BLOCK elements, each from its own generator (`_block_generator`): the values
+    depend only on the seed, and the blocks can be made on `pool`'s threads side by side (numpy's
+    generators and casts release the GIL), straight into the tensor's type — a 4096² fp16 input
+    never exists as a float32 array, whose page faults were most of a job's start."""
+    n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    if ts.init in ("randn", "rand", "randint"):
+        out = np.empty(shape, dtype=NUMPY[ts.dtype])
+        flat = out.reshape(-1)
+        blocks = range(_blocks(shape))
+        if pool is None or len(blocks) == 1:
+            for b in blocks:
+                _fill_block(ts, flat, seed, b)
+        else:
+            for f in [pool.submit(_fill_block, ts, flat, seed, b) for b in blocks]:
+                f.result()
+        return out
+    if ts.init in ("zeros", "empty"):      # 'empty' is zero-filled too: runs must be reproducible
         # zeros of the tensor's own type (bfloat16's bit pattern of +0.0 is 0): no float64 to convert
         return np.zeros(shape, dtype=NUMPY[ts.dtype])
-    elif ts.init == "ones":
+    if ts.init == "ones":
         v = np.ones(shape, dtype=np.float64)
     elif ts.init == "full":
         v = np.full(shape, ts.value, dtype=np.float64)
     elif ts.init == "arange":
         v = np.arange(n, dtype=np.float64).reshape(shape)
-    elif ts.init == "randint":
-        v = g.integers(int(ts.low or 0), int(ts.high), size=shape, dtype=np.int64)
     else:  # pragma: no cover - the spec refuses others
         raise ValueError(ts.init)
-    if ts.dtype == "bfloat16":
-        return to_bf16_bits(np.asarray(v, dtype=np.float32))
-    if ts.dtype == "bool":
-        return np.asarray(v) != 0
-    return np.ascontiguousarray(np.asarray(v).astype(NUMPY[ts.dtype], copy=False))
+    out = np.empty(shape, dtype=NUMPY[ts.dtype])
+    _store(out, v, ts.dtype)
+    return out
 
 
 def as_numbers(a: np.ndarray, dtype: str) -> np.ndarray:
@@ -120,19 +165,27 @@ def compare(out: np.ndarray, ref: np.ndarray, dtype: str, atol: float, rtol: flo
             f"atol={atol:g}, rtol={rtol:g})")
 
 
+def input_threads() -> int:
+    """Threads that make a job's inputs: the CPUs this process may run on (at most 16)."""
+    from tuner.settings import usable_cpus
+
+    return max(1, min(16, usable_cpus()))
+
+
 def host_arguments(spec) -> tuple[list, dict[str, np.ndarray], dict]:
     """(positional kernel args in spec order, the tensors' host arrays by name, the expression
-    environment): each tensor from its own seed, so every plane gets the same values."""
+    environment): each tensor from its own seed, so every plane gets the same values. The blocks
+    of every random tensor are made side by side on one pool of threads (a 4096³ matmul's two
+    fp16 inputs are 32 blocks)."""
     env = spec.scalar_env()
     shapes = spec.shapes()
     jobs = {a.name: (a.tensor, tuple(shapes[a.name]), spec.seed * 1000 + i)
             for i, a in enumerate(spec.args) if a.is_tensor}
-    elements = sum(int(np.prod(shape, dtype=np.int64)) for _, shape, _ in jobs.values())
-    if len(jobs) > 1 and elements >= PARALLEL_ELEMENTS:
-        # numpy's generators and casts release the GIL: the tensors are made side by side, each
-        # from its own generator (the values do not depend on the threads)
-        with concurrent.futures.ThreadPoolExecutor(max_workers=len(jobs)) as pool:
-            made = dict(zip(jobs, pool.map(lambda job: make_array(*job), jobs.values())))
+    blocks = sum(_blocks(shape) for ts, shape, _ in jobs.values() if ts.init in ("randn", "rand", "randint"))
+    threads = min(input_threads(), blocks)
+    if threads > 1:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="inputs") as pool:
+            made = {name: make_array(*job, pool=pool) for name, job in jobs.items()}
     else:
         made = {name: make_array(*job) for name, job in jobs.items()}
     tensors: dict[str, np.ndarray] = {a.name: made[a.name] for a in spec.args if a.is_tensor}

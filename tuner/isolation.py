@@ -20,7 +20,7 @@ import time
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable
 
-from tuner.settings import tuner_settings
+from tuner.settings import tuner_settings, usable_cpus
 
 
 EXITING = "_exiting"   # key of an answer after which the child exits by itself
@@ -265,6 +265,12 @@ class CompileTask:
         return f.cancelled() or isinstance(f.exception(), BrokenProcessPool)
 
 
+def default_compile_workers() -> int:
+    """This worker's share of the host's CPUs (the CPUs it may run on, divided among the
+    BLOCKTUNE_HOST_WORKERS workers of the host), less one for the GPU child; at most 8."""
+    return max(1, min(8, usable_cpus() // tuner_settings().host_workers - 1))
+
+
 class CompilePool:
     """A spawn-context process pool whose breakage (a worker killed by LLVM) is survivable.
 
@@ -274,8 +280,7 @@ class CompilePool:
     """
 
     def __init__(self, workers: int | None = None):
-        self.workers = (workers or tuner_settings().compile_workers
-                        or max(1, min(8, (os.cpu_count() or 2) - 1)))
+        self.workers = workers or tuner_settings().compile_workers or default_compile_workers()
         self.ctx = mp.get_context("spawn")
         self._pool: cf.ProcessPoolExecutor | None = None
         self._pending: list[CompileTask] = []

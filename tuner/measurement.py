@@ -135,6 +135,16 @@ class Measurement:
         self.set_props(props)
         return True
 
+    def ready_now(self) -> bool:
+        """Whether the child has answered its start (`wait_ready` will not block), without waiting."""
+        if self.ready:
+            return True
+        conn = getattr(self.child, "conn", None)
+        try:
+            return conn is not None and conn.poll(0)
+        except (EOFError, OSError):
+            return True           # gone: wait_ready() says so at once
+
     def send(self, request: dict[str, Any]) -> None:
         self.wait_ready()
         self.child.send(request)

@@ -39,6 +39,7 @@ class RunContext:
         # the job, once load() found it unfinished
         self.spec: JobSpec | None = None
         self.fingerprint = self.kernel_name = self.study_name = self.identity = ""
+        self.fresh = False
 
     def load(self) -> bool:
         """Mark the job running (db.repo.start_job) and read it; False when it is already finished."""
@@ -49,6 +50,9 @@ class RunContext:
             self.spec = JobSpec.model_validate(job.spec)
             self.fingerprint, self.kernel_name = job.kernel.fingerprint, job.kernel.name
             self.study_name = job.study_name
+            # nothing recorded yet and no other worker holds it: this run creates the study, and its
+            # first asks are the known-good configs (compiled before the study is open, engine.py)
+            self.fresh = job.trials_done == 0 and (not self.shared or job.claimed_by == self.worker_id)
             # the job's identity beyond (database URL, id): a new database at the same path reuses
             # ids, and must not find the reference outputs an older job-1 left in its work directory
             self.identity = f"{job.created_at.isoformat() if job.created_at else ''}|{job.kernel.fingerprint}"

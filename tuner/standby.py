@@ -45,7 +45,7 @@ class Standby:
     def _warm_pool(self) -> list[cf.Future]:
         from tuner.compile_step import warm_up
 
-        return self.pool.start_workers(warm_up)
+        return self.pool.start_workers(warm_up, not self.interpret)
 
     def wait_warm(self, timeout: float = 300.0, give_up: Callable[[], bool] = lambda: False) -> float:
         """Wait until the child is idle and every compile worker has imported the compiler (a worker

@@ -100,6 +100,7 @@ class JobStudy:
         self.sampler_kind = ""
         self.elapsed_before = 0.0                    # this worker's time in earlier runs of the job
         self.default_config: dict[str, Any] | None = None
+        self._known_good: list[tuple[str, dict[str, Any]]] | None = None
         self.queued = 0                              # enqueued trials not yet asked (auto lookahead)
         self.live: set[int] = set()                  # ids of the trials this run asked and has not told
         self.unclassified = None                     # a trial asked whose config is not settled yet
@@ -134,7 +135,8 @@ class JobStudy:
         warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
         # heartbeats are recorded by this run (start_heartbeats), not by study.optimize's thread
         warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
-        self.space = SearchSpace.from_spec(spec)
+        if self.space is None:
+            self.space = SearchSpace.from_spec(spec)
         self.use_device(props)
         budget = spec.budget
         self.trials_total = min(budget.trials, self.n_valid) if budget.trials else None
@@ -166,8 +168,7 @@ class JobStudy:
 
     def use_device(self, props: dict[str, Any]) -> None:
         """The device the constraints see (again, when the child's differs from the parent's)."""
-        spec = self.ctx.spec
-        self.env = {**spec.scalar_env(), **spec.constants, **device_env(props)}
+        self.env = self._constraint_env(props)
         if self.space.size <= MAX_ENUMERATE:
             self.valid = self.space.valid_configs(self.env)
             self.n_valid = len(self.valid)
@@ -225,30 +226,54 @@ class JobStudy:
         m = self.ctx.spec.measure
         return m.compile_timeout_s + 3 * m.timeout_s + 60.0
 
-    def _enqueue_known_good(self, gpu_model: str) -> None:
+    def known_good(self, gpu_model: str) -> list[tuple[str, dict[str, Any]]]:
+        """The configs a fresh study asks first, in order, complete and without repeats: the previous
+        winner, the default config, the spec's list. Read once (the engine compiles the first of
+        them before the study is open)."""
+        if self._known_good is not None:
+            return self._known_good
         ctx, spec = self.ctx, self.ctx.spec
-        self.default_config = self._default_config()
-        if self.study.get_trials(deepcopy=False):
-            return
+        if self.space is None:
+            self.space = SearchSpace.from_spec(spec)
         candidates: list[tuple[str, dict]] = []
         with ctx.Session() as s:
             prev = repo.get_best_config(s, kernel_fingerprint=ctx.fingerprint,
                                         problem_key=canonical_key(spec.problem_key()), gpu_model=gpu_model)
             if prev is not None:
                 candidates.append(("previous-winner", dict(prev.config)))
-        if self.default_config is not None:
-            candidates.append(("default", self.default_config))
+        default = self._default_config()
+        if default is not None:
+            candidates.append(("default", default))
         candidates += [("known-good", c) for c in spec.configs]
-        done = set()
+        out, done = [], set()
         for label, partial in candidates:
             cfg = self.space.complete(partial)
             if cfg is None or config_key(cfg) in done:
                 continue
             done.add(config_key(cfg))
-            # the study is empty and `done` removes duplicates: Optuna's skip_if_exists (a read of
+            out.append((label, cfg))
+        self._known_good = out
+        return out
+
+    def first_configs(self, props: dict[str, Any], gpu_model: str, n: int) -> list[dict[str, Any]]:
+        """The first `n` known-good configs that fit the device: what a fresh study's first asks
+        return, known before the study is open."""
+        env = self._constraint_env(props)
+        return [c for _, c in self.known_good(gpu_model) if not self.space.violations(c, env)][:n]
+
+    def _constraint_env(self, props: dict[str, Any]) -> dict[str, Any]:
+        spec = self.ctx.spec
+        return {**spec.scalar_env(), **spec.constants, **device_env(props)}
+
+    def _enqueue_known_good(self, gpu_model: str) -> None:
+        self.default_config = self._default_config()
+        if self.study.get_trials(deepcopy=False):
+            return
+        for label, cfg in self.known_good(gpu_model):
+            # the study is empty and known_good has no repeats: Optuna's skip_if_exists (a read of
             # every trial per enqueue) only matters when another worker may be enqueueing too
             self.study.enqueue_trial(self.space.encode(cfg), user_attrs={"known_good": label},
-                                     skip_if_exists=ctx.shared)
+                                     skip_if_exists=self.ctx.shared)
 
     def _default_config(self) -> dict[str, Any] | None:
         spec = self.ctx.spec

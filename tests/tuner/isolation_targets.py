@@ -47,3 +47,10 @@ def compile_hangs(x):
         time.sleep(3600)
     time.sleep(0.05)
     return x * 3
+
+
+def imported(name: str) -> bool:
+    """Whether module `name` is imported in this (pool) process."""
+    import sys
+
+    return name in sys.modules

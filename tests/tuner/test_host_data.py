@@ -129,22 +129,33 @@ def test_make_array_values_are_the_seeded_formula(init, dtype):
     assert np.array_equal(got.view(np.uint8), want.view(np.uint8))
 
 
-def test_large_inputs_made_on_threads_equal_those_made_in_turn(monkeypatch):
-    """Above PARALLEL_ELEMENTS the tensors are made side by side; each comes from its own seed, so
-    the arguments are those made one after another."""
+def test_large_inputs_are_blocks_of_their_own_generators_and_threads_change_nothing(monkeypatch):
+    """A random tensor larger than BLOCK is made block by block, block 0 from the seed's generator
+    and block i from the child seed (seed, i): the values depend on the seed alone, whether the
+    blocks are made on one thread or on many (workers sharing a job, and a resumed job's stored
+    reference, agree)."""
     import yaml
     from pathlib import Path
 
     from jobspec.model import JobSpec
 
+    monkeypatch.setattr(host_data, "BLOCK", 1000)
+    ts = TensorSpec(shape=[50, 70], dtype="float16", init="randn", std=0.5, mean=0.25)
+    got = host_data.make_array(ts, (50, 70), seed=21).reshape(-1)
+    assert got.size == 3500
+    for block, (lo, hi) in enumerate(((0, 1000), (1000, 2000), (2000, 3000), (3000, 3500))):
+        g = np.random.default_rng(21 if block == 0 else (21, block))
+        want = (g.standard_normal(hi - lo, dtype=np.float32) * ts.std + ts.mean).astype(np.float16)
+        assert np.array_equal(got[lo:hi].view(np.uint16), want.view(np.uint16)), block
     raw = yaml.safe_load((Path(__file__).resolve().parents[2] / "examples" / "specs" / "matmul.yaml").read_text())
     spec = JobSpec.model_validate({**raw, "sizes": {"M": 96, "N": 64, "K": 80}, "seed": 4})
-    monkeypatch.setattr(host_data, "PARALLEL_ELEMENTS", 1 << 62)
+    monkeypatch.setattr(host_data, "input_threads", lambda: 1)
     args_serial, serial, env = host_data.host_arguments(spec)
-    monkeypatch.setattr(host_data, "PARALLEL_ELEMENTS", 1)
+    monkeypatch.setattr(host_data, "input_threads", lambda: 8)
     args_threads, threads, _ = host_data.host_arguments(spec)
     tensor_args = [a.name for a in spec.args if a.is_tensor]
     assert list(threads) == list(serial) == tensor_args and len(tensor_args) == 3
     assert all(np.array_equal(threads[k], serial[k]) for k in serial)
+    assert not np.array_equal(serial["a_ptr"][:12, :], serial["b_ptr"][:12, :64])    # each tensor its own seed
     for a, x, y in zip(spec.args, args_threads, args_serial):
         assert x is threads[a.name] if a.is_tensor else x == y == env[a.name]
