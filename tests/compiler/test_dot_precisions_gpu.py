@@ -31,15 +31,20 @@ def run_tile(a, b, c, prec, add_c=True, num_warps=4):
     torch.cuda.synchronize()
 
 
+def exact_int(a, b):
+    """The exact int64 product, on the CPU (CUDA has no int64 matmul)."""
+    return a.cpu().long() @ b.cpu().long()
+
+
 @pytest.mark.parametrize("M,N,Kd,nw,inst_n", INT8_SHAPES)
 @pytest.mark.parametrize("col_a,col_b", [(False, False), (True, False), (False, True), (True, True)])
 def test_int8_tile_dot_is_exact(gen, M, N, Kd, nw, inst_n, col_a, col_b):
     a = operand(gen, (M, Kd), torch.int8, col_a)
     b = operand(gen, (Kd, N), torch.int8, col_b)
     c = rand(gen, (M, N), torch.int32, -(1 << 20), 1 << 20)
-    want = a.long() @ b.long() + c.long()
+    want = exact_int(a, b) + c.cpu().long()   # before the run overwrites c
     run_tile(a, b, c, "ieee", num_warps=nw)
-    assert torch.equal(c.long(), want)
+    assert torch.equal(c.cpu().long(), want)
 
 
 def test_int8_dot_without_accumulator(gen):
@@ -47,7 +52,7 @@ def test_int8_dot_without_accumulator(gen):
     b = operand(gen, (64, 64), torch.int8, True)
     c = poisoned((64, 64), torch.int32)
     run_tile(a, b, c, "ieee", add_c=False)
-    assert torch.equal(c.long(), a.long() @ b.long())
+    assert torch.equal(c.cpu().long(), exact_int(a, b))
 
 
 @pytest.mark.parametrize("M,N,Kd,bm,bn,bk,nw", [(256, 256, 512, 128, 128, 64, 8), (200, 136, 320, 64, 64, 64, 4),
@@ -62,7 +67,7 @@ def test_int8_k_loop_is_exact(gen, M, N, Kd, bm, bn, bk, nw, col_b):
         a, b, c, M, N, Kd, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
         BM=bm, BN=bn, BK=bk, PREC="ieee", num_warps=nw)
     torch.cuda.synchronize()
-    assert torch.equal(c.long(), a.long() @ b.long())
+    assert torch.equal(c.cpu().long(), exact_int(a, b))
 
 
 def test_int8_accumulate_loop_is_exact(gen):
@@ -73,7 +78,7 @@ def test_int8_accumulate_loop_is_exact(gen):
     c = poisoned((64, 64), torch.int32)
     K.int8_accumulate_kernel[(1,)](a, b, c, Kd, a.stride(0), b.stride(1), BM=64, BN=64, BK=64)
     torch.cuda.synchronize()
-    assert torch.equal(c.long(), a.long() @ b.long())
+    assert torch.equal(c.cpu().long(), exact_int(a, b))
 
 
 def rel_err(out, ref):
