@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from .. import ir
 from . import control_flow, debug_ops, dot, elementwise as ew, fp8, histogram, memory, reduction, shape_ops, tma
-from . import loop_metadata, warp_specialize
+from . import loop_metadata, pointer_tma, warp_specialize
 from .errors import BackendError
 from .llvm_target import cpu_for, libdevice_defs, llir_to_ptx
 from .llvm_types import I32
@@ -144,6 +144,7 @@ def compile_ir(fn: ir.Function, *, num_warps: int, num_stages: int = 3, target: 
                enable_reflect_ftz: bool | None = None) -> dict:
     """Compile block IR to PTX. Returns {name, llir, ptx, shared, num_warps, params}."""
     cpu = cpu_for(target)
+    pointer_maps = _pointer_tma(fn, target)
     lw = lower_to_llvm(fn, num_warps=num_warps, num_stages=num_stages, target=target, debug=debug,
                        enable_fp_fusion=enable_fp_fusion, maxnreg=maxnreg, enable_reflect_ftz=enable_reflect_ftz)
     if lw.needs_sm90a:  # wgmma (wgmma.py)
@@ -154,7 +155,19 @@ def compile_ir(fn: ir.Function, *, num_warps: int, num_stages: int = 3, target: 
            "num_stages": num_stages, "params": lw.params, "target": cpu}
     if lw.ws is not None:   # the launch's block: 32 * launch_warps threads (num_warps stays the user's)
         out["launch_warps"] = launch_warps(lw)
+    if pointer_maps:   # the launch builds these tensor maps from the kernel's arguments
+        out["pointer_maps"] = pointer_maps
     maps = tma.tensor_maps_per_program(fn)
     if maps:   # device-side descriptors: the launch allocates this much global scratch per program
         out["global_scratch_size"] = maps * tma.MAP_BYTES
     return out
+
+
+def _pointer_tma(fn: ir.Function, target: str) -> list:
+    """knobs.codegen.pointer_tma: pointer tiles of wgmma K loops through TMA (pointer_tma.py)."""
+    from .. import knobs, tensor_map   # noqa: PLC0415
+    opts = LoweringOptions.from_knobs(num_warps=4, target=target)
+    if not (knobs.codegen.pointer_tma and knobs.codegen.tma and opts.pipeline and opts.wgmma == "async"
+            and opts.wgmma_target and tensor_map.eligible((8, 8), 2, target)):
+        return []
+    return pointer_tma.rewrite(fn)

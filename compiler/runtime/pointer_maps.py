@@ -1,0 +1,78 @@
+"""Tensor maps the backend asked for on pointer tiles (backend/pointer_tma.py), built at launch.
+
+A compiled kernel's metadata lists them (`pointer_maps`): each names its hidden parameter, the
+pointer parameter it reads through, its element type, block, and its dims and row stride as linear
+forms over the kernel's integer parameters ([[name or None, coefficient], ...]). The launcher is
+wrapped so that each call evaluates those forms on its arguments and appends the maps' addresses;
+maps are encoded once per (address, dims, stride, block) and cached, so a repeated launch costs a
+few dictionary look-ups.
+
+A dim that evaluates to 0 or less (K = 0) has no element in range: every load through the map is
+masked off to 0 in the kernel's own terms, so the map is encoded over a zeroed 16-byte buffer with
+every dim 1 (the driver takes no empty dim) and reads zeros wherever it reads.
+"""
+from __future__ import annotations
+
+import threading
+
+from ..language import dtypes as T
+from . import tensor_maps
+
+_CACHE_LIMIT = 4096
+_cache: dict = {}
+_lock = threading.Lock()
+
+
+def _value(form, values: dict) -> int:
+    return sum(c * (1 if n is None else int(values[n])) for n, c in form)
+
+
+def _address_of(v) -> int:
+    return v.data_ptr() if hasattr(v, "data_ptr") else int(v)
+
+
+def address(spec: dict, values: dict) -> int:
+    """The host address of the CUtensorMap `spec` needs for these argument values."""
+    base = _address_of(values[spec["base"]])
+    dims = tuple(_value(f, values) for f in spec["dims"])
+    stride = _value(spec["row_stride"], values)
+    if min(dims) <= 0:
+        base, dims, stride = _zeros(values[spec["base"]]), (1,) * len(dims), 16
+    key = (base, dims, stride, spec["dtype"], tuple(spec["block"]))
+    hit = _cache.get(key)
+    if hit is not None:
+        return hit[1]
+    tmap = tensor_maps.encode_raw(base, T.from_signature(spec["dtype"]), dims, (stride, 1), spec["block"], "zero")
+    with _lock:
+        if len(_cache) >= _CACHE_LIMIT:
+            _cache.clear()   # cuLaunchKernel copies parameters at the call: no launch holds one
+        _cache[key] = (tmap, tmap.getPtr())
+    return _cache[key][1]
+
+
+_zero_buffers: dict = {}
+
+
+def _zeros(like) -> int:
+    """A zeroed 16-byte device buffer on `like`'s device (kept for the process)."""
+    import torch  # noqa: PLC0415 - the GPU launch path only
+
+    dev = like.device if hasattr(like, "device") else torch.device("cuda", torch.cuda.current_device())
+    buf = _zero_buffers.get(str(dev))
+    if buf is None:
+        buf = _zero_buffers.setdefault(str(dev), torch.zeros(16, dtype=torch.uint8, device=dev))
+    return buf.data_ptr()
+
+
+def names(metadata) -> list[str]:
+    return [s["name"] for s in metadata.get("pointer_maps") or ()]
+
+
+def wrap_launcher(launch, call_names: list[str], specs: list[dict]):
+    """`launch` takes values for `call_names` and then the maps; the wrapper takes the former."""
+    call_names = list(call_names)
+
+    def launch_pointer_maps(g0, g1, g2, stream, *values):
+        named = dict(zip(call_names, values))
+        return launch(g0, g1, g2, stream, *values, *[address(s, named) for s in specs])
+    return launch_pointer_maps
