@@ -146,19 +146,18 @@ def _dim_index(v, atoms):
 
 
 def _address(p, atoms):
-    """(base param, row index, col index, row stride linear form) of `base + r*s + c`, else None."""
-    op = p.owner
-    if op is None or op.name != "addptr":
-        return None
-    base = _strip(op.operands[0], ("splat",))
-    if base.owner is not None:
-        return None
-    off = op.operands[1].owner
-    if off is None or off.name != "add":
+    """(base param, row index, col index, row stride linear form) of `base + r*s + c` (any
+    grouping of the terms into addptrs and adds), else None."""
+    terms = []
+    p = _strip(p)
+    while p.owner is not None and p.owner.name == "addptr":
+        terms += _addends(p.owner.operands[1])
+        p = _strip(p.owner.operands[0])
+    base = _strip(p, ("splat",))
+    if base.owner is not None or base.is_block or len(terms) != 2:
         return None
     row = col = stride = None
-    for t in off.operands:
-        t = _strip(t)
+    for t in terms:
         top = t.owner
         if top is None:
             return None
@@ -179,6 +178,14 @@ def _address(p, atoms):
     if row is None or col is None:
         return None
     return base, row, col, stride
+
+
+def _addends(v) -> list:
+    """The terms of a sum of 2-D offsets (through broadcasts)."""
+    v = _strip(v)
+    if v.owner is not None and v.owner.name == "add" and len(v.shape) == 2:
+        return _addends(v.owner.operands[0]) + _addends(v.owner.operands[1])
+    return [v]
 
 
 # ---------------------------------------------------------------------------------------------
