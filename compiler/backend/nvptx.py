@@ -21,7 +21,7 @@ memory: `compile_ir(...)["shared"]` bytes.
 """
 from __future__ import annotations
 
-from .. import ir
+from .. import ir, tensor_map
 from . import control_flow, debug_ops, dot, elementwise as ew, fp8, histogram, memory, reduction, shape_ops, tma
 from . import loop_metadata, pointer_tma, warp_specialize
 from .errors import BackendError
@@ -144,7 +144,7 @@ def compile_ir(fn: ir.Function, *, num_warps: int, num_stages: int = 3, target: 
                enable_reflect_ftz: bool | None = None) -> dict:
     """Compile block IR to PTX. Returns {name, llir, ptx, shared, num_warps, params}."""
     cpu = cpu_for(target)
-    pointer_maps = _pointer_tma(fn, target)
+    pointer_maps = _pointer_tma(fn, target, num_stages)
     lw = lower_to_llvm(fn, num_warps=num_warps, num_stages=num_stages, target=target, debug=debug,
                        enable_fp_fusion=enable_fp_fusion, maxnreg=maxnreg, enable_reflect_ftz=enable_reflect_ftz)
     if lw.needs_sm90a:  # wgmma (wgmma.py)
@@ -163,11 +163,10 @@ def compile_ir(fn: ir.Function, *, num_warps: int, num_stages: int = 3, target: 
     return out
 
 
-def _pointer_tma(fn: ir.Function, target: str) -> list:
+def _pointer_tma(fn: ir.Function, target: str, num_stages: int) -> list:
     """knobs.codegen.pointer_tma: pointer tiles of wgmma K loops through TMA (pointer_tma.py)."""
-    from .. import knobs, tensor_map   # noqa: PLC0415
     opts = LoweringOptions.from_knobs(num_warps=4, target=target)
-    if not (knobs.codegen.pointer_tma and knobs.codegen.tma and opts.pipeline and opts.wgmma == "async"
-            and opts.wgmma_target and tensor_map.eligible((8, 8), 2, target)):
+    if not (opts.pointer_tma and opts.pipeline and opts.wgmma == "async" and opts.wgmma_target
+            and tensor_map.eligible((8, 8), 2, target)):
         return []
-    return pointer_tma.rewrite(fn)
+    return pointer_tma.rewrite(fn, num_stages)

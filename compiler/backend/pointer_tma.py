@@ -236,8 +236,9 @@ def _match(fn, for_op, load, dot_op, operand: int, use_table, atoms):
     nxt = yld.operands[j - 1].owner
     if nxt is None or nxt.name != "addptr" or nxt.operands[0] is not ptr:
         return None
-    if [u for u in use_table.get(ptr.id, []) if u is not load and u is not nxt]:
-        return None
+    if [u for u in use_table.get(ptr.id, []) if u is not load and u is not nxt] \
+            or use_table.get(nxt.result.id, []) != [yld] or use_table.get(for_op.results[j - 1].id):
+        return None   # the pointer tile is carried for these loads alone (it leaves the loop)
     adv = _lin(nxt.operands[1], atoms)
     init = for_op.operands[3 + j - 1]
     found = _address(init, atoms)
@@ -364,16 +365,22 @@ def _spec_form(form: dict, fn, params: dict) -> list:
     return [[None if k == 1 else fn.arg_names[params[k]], int(c)] for k, c in sorted(form.items(), key=lambda kc: str(kc[0]))]
 
 
-def rewrite(fn: ir.Function) -> list[dict]:
+def rewrite(fn: ir.Function, num_stages: int) -> list[dict]:
     """Turn the provable pointer tiles of `fn`'s dot loops into `tma_load`s of hidden tensor-map
-    parameters (appended to the function's arguments); returns their launch specs."""
+    parameters (appended to the function's arguments, in place); returns their launch specs. Only
+    loops the pipeline takes (num_stages ≥ 2, a constant positive step) and 16-bit dots: there the
+    copies run ahead of the wgmma (a tma_load outside a pipeline waits for its tile)."""
     specs: list[dict] = []
     for for_op in [op for op in fn.walk() if op.name == "for"]:
         body = for_op.regions[0]
         dots = [op for op in body.ops if op.name == "dot"]
-        if len(dots) != 1:
+        step = for_op.operands[2].owner
+        if len(dots) != 1 or (for_op.attrs.get("num_stages") or num_stages or 1) < 2 or step is None \
+                or step.name != "const" or not isinstance(step.attrs.get("value"), int) or step.attrs["value"] <= 0:
             continue
         d = dots[0]
+        if any(o is None or o.dtype.name not in ("fp16", "bf16") for o in d.operands[:2]):
+            continue
         use_table = _uses(fn)
         atoms: dict = {}
         cands = []

@@ -36,12 +36,12 @@ def address(spec: dict, values: dict) -> int:
     base = _address_of(values[spec["base"]])
     dims = tuple(_value(f, values) for f in spec["dims"])
     stride = _value(spec["row_stride"], values)
-    if min(dims) <= 0:
-        base, dims, stride = _zeros(values[spec["base"]]), (1,) * len(dims), 16
-    key = (base, dims, stride, spec["dtype"], tuple(spec["block"]))
+    key = (base, dims, stride, spec["dtype"], tuple(spec["block"]))   # as wrap_launcher's
     hit = _cache.get(key)
     if hit is not None:
         return hit[1]
+    if min(dims) <= 0:
+        base, dims, stride = _zeros(values[spec["base"]]), (1,) * len(dims), 16
     tmap = tensor_maps.encode_raw(base, T.from_signature(spec["dtype"]), dims, (stride, 1), spec["block"], "zero")
     with _lock:
         if len(_cache) >= _CACHE_LIMIT:
@@ -69,10 +69,26 @@ def names(metadata) -> list[str]:
 
 
 def wrap_launcher(launch, call_names: list[str], specs: list[dict]):
-    """`launch` takes values for `call_names` and then the maps; the wrapper takes the former."""
-    call_names = list(call_names)
+    """`launch` takes values for `call_names` and then the maps; the wrapper takes the former. The
+    forms are resolved to argument positions once, so a launch evaluates them off the tuple."""
+    pos = {n: i for i, n in enumerate(call_names)}
+
+    def resolve(form):
+        return tuple((None if n is None else pos[n], c) for n, c in form)
+
+    plans = [(s, pos[s["base"]], tuple(resolve(f) for f in s["dims"]), resolve(s["row_stride"]),
+              (s["dtype"], tuple(s["block"]))) for s in specs]
+
+    def at(form, values):
+        return sum(c if i is None else c * values[i] for i, c in form)
 
     def launch_pointer_maps(g0, g1, g2, stream, *values):
-        named = dict(zip(call_names, values))
-        return launch(g0, g1, g2, stream, *values, *[address(s, named) for s in specs])
+        maps = []
+        for spec, base, dims, stride, rest in plans:
+            ptr = values[base]
+            key = (ptr.data_ptr() if hasattr(ptr, "data_ptr") else ptr, tuple(at(f, values) for f in dims),
+                   at(stride, values)) + rest
+            hit = _cache.get(key)
+            maps.append(hit[1] if hit is not None else address(spec, dict(zip(call_names, values))))
+        return launch(g0, g1, g2, stream, *values, *maps)
     return launch_pointer_maps
