@@ -144,7 +144,7 @@ def compile_ir(fn: ir.Function, *, num_warps: int, num_stages: int = 3, target: 
                enable_reflect_ftz: bool | None = None) -> dict:
     """Compile block IR to PTX. Returns {name, llir, ptx, shared, num_warps, params}."""
     cpu = cpu_for(target)
-    pointer_maps = _pointer_tma(fn, target, num_stages)
+    pointer_maps = _pointer_tma(fn, target, num_warps, num_stages)
     lw = lower_to_llvm(fn, num_warps=num_warps, num_stages=num_stages, target=target, debug=debug,
                        enable_fp_fusion=enable_fp_fusion, maxnreg=maxnreg, enable_reflect_ftz=enable_reflect_ftz)
     if lw.needs_sm90a:  # wgmma (wgmma.py)
@@ -163,10 +163,10 @@ def compile_ir(fn: ir.Function, *, num_warps: int, num_stages: int = 3, target: 
     return out
 
 
-def _pointer_tma(fn: ir.Function, target: str, num_stages: int) -> list:
+def _pointer_tma(fn: ir.Function, target: str, num_warps: int, num_stages: int) -> list:
     """knobs.codegen.pointer_tma: pointer tiles of wgmma K loops through TMA (pointer_tma.py)."""
-    opts = LoweringOptions.from_knobs(num_warps=4, target=target)
+    opts = LoweringOptions.from_knobs(num_warps=num_warps, num_stages=num_stages, target=target)
     if not (opts.pointer_tma and opts.pipeline and opts.wgmma == "async" and opts.wgmma_target
             and tensor_map.eligible((8, 8), 2, target)):
         return []
-    return pointer_tma.rewrite(fn, num_stages)
+    return pointer_tma.rewrite(fn, opts)

@@ -30,6 +30,7 @@ from fractions import Fraction
 
 from .. import ir, tensor_map
 from ..language import dtypes as T
+from .dot_layouts import uses_wgmma
 
 MAP_SUFFIX = ".tmap"
 
@@ -194,7 +195,7 @@ def _uses(fn):
     return ir.uses(fn)
 
 
-ELEMENTWISE = {"cast", "bitcast", "add", "sub", "mul", "fdiv", "div", "rem", "maximum", "minimum", "maximum_nan",
+ELEMENTWISE = {"cast", "bitcast", "cmp", "and", "or", "xor", "not", "shl", "shr", "add", "sub", "mul", "fdiv", "div", "rem", "maximum", "minimum", "maximum_nan",
                "minimum_nan", "neg", "abs", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh",
                "erf", "floor", "ceil", "fma", "select", "extern_elementwise"}
 
@@ -365,21 +366,23 @@ def _spec_form(form: dict, fn, params: dict) -> list:
     return [[None if k == 1 else fn.arg_names[params[k]], int(c)] for k, c in sorted(form.items(), key=lambda kc: str(kc[0]))]
 
 
-def rewrite(fn: ir.Function, num_stages: int) -> list[dict]:
+def rewrite(fn: ir.Function, options) -> list[dict]:
     """Turn the provable pointer tiles of `fn`'s dot loops into `tma_load`s of hidden tensor-map
     parameters (appended to the function's arguments, in place); returns their launch specs. Only
-    loops the pipeline takes (num_stages ≥ 2, a constant positive step) and 16-bit dots: there the
-    copies run ahead of the wgmma (a tma_load outside a pipeline waits for its tile)."""
+    loops the pipeline takes (num_stages ≥ 2, a constant positive step) and 16-bit wgmma dots
+    (`options`: the compile's LoweringOptions): there the copies run ahead of the wgmma (a tma_load
+    outside a pipeline waits for its tile)."""
     specs: list[dict] = []
     for for_op in [op for op in fn.walk() if op.name == "for"]:
         body = for_op.regions[0]
         dots = [op for op in body.ops if op.name == "dot"]
         step = for_op.operands[2].owner
-        if len(dots) != 1 or (for_op.attrs.get("num_stages") or num_stages or 1) < 2 or step is None \
+        if len(dots) != 1 or (for_op.attrs.get("num_stages") or options.num_stages or 1) < 2 or step is None \
                 or step.name != "const" or not isinstance(step.attrs.get("value"), int) or step.attrs["value"] <= 0:
             continue
         d = dots[0]
-        if any(o is None or o.dtype.name not in ("fp16", "bf16") for o in d.operands[:2]):
+        if any(o is None or o.dtype.name not in ("fp16", "bf16") for o in d.operands[:2]) \
+                or not uses_wgmma(d, options):
             continue
         use_table = _uses(fn)
         atoms: dict = {}

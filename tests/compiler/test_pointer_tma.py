@@ -28,8 +28,8 @@ def pointer_tma(monkeypatch):
     monkeypatch.setenv("BLOCKTUNE_POINTER_TMA", "1")
 
 
-def _tutorial(bm=128, bn=256, bk=64, nw=8, ns=3, div=TUT_DIV, ones=TUT_ONES):
-    cx = dict(BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, GROUP_SIZE_M=8, ACTIVATION="")
+def _tutorial(bm=128, bn=256, bk=64, nw=8, ns=3, div=TUT_DIV, ones=TUT_ONES, activation=""):
+    cx = dict(BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, GROUP_SIZE_M=8, ACTIVATION=activation)
     return triton.compile(load_tutorial().matmul_kernel.fn, signature=TUT_SIG, constexprs=cx, num_warps=nw,
                           num_stages=ns, target="sm_90", divisible_by_16=div, equal_to_1=ones)
 
@@ -43,7 +43,7 @@ def _copies(ptx: str) -> tuple[int, int]:
 
 
 @pytest.mark.parametrize("bm,bn,bk,nw,ns", [(128, 256, 64, 8, 3), (64, 128, 32, 4, 4), (128, 128, 64, 4, 4),
-                                            (64, 256, 32, 4, 4), (32, 64, 32, 2, 5)])
+                                            (64, 256, 32, 4, 4), (64, 64, 64, 4, 4)])
 def test_tutorial_tiles_through_tma(pointer_tma, bm, bn, bk, nw, ns):
     """Both operands: A's `% M` rows (only masked-off output rows see them), B's `% N` columns, the K
     mask the maps' K bound; the pointer tiles are no longer carried through the loop."""
@@ -57,6 +57,14 @@ def test_tutorial_tiles_through_tma(pointer_tma, bm, bn, bk, nw, ns):
     assert ".param .align 64 .b8" in ptx or "grid_constant" in ck.asm["llir"]
     rep = ptxas.report(ptx)
     assert " 0 bytes spill stores" in rep, rep
+
+
+def test_elementwise_epilogue_and_where_it_stops(pointer_tma):
+    """The tutorial's leaky_relu (a compare and a select on the accumulator) keeps the rows apart;
+    2 warps (mma.sync, not wgmma) and num_stages=1 (no pipeline) keep the pointer loads."""
+    assert _maps(_tutorial(activation="leaky_relu")) == [MAP_B, MAP_A]
+    assert _maps(_tutorial(64, 32, 32, 2, 5)) == []
+    assert _maps(_tutorial(ns=1)) == []
 
 
 def test_off_by_default_and_escape_hatch(monkeypatch):
@@ -143,3 +151,16 @@ def test_launch_forms_and_order():
           "pointer_maps": [{"name": "a_ptr.tmap"}]}
     ck = CompiledKernel("k", {"ptx": ""}, md)
     assert ck._launch_order() == ["a_ptr", "M", "a_ptr.tmap", GLOBAL_SCRATCH]
+
+
+def test_persistent_tile_loop(pointer_tma):
+    """bench/matmul_persistent_kernels.py: the K loop inside a tile loop (the tiles' `% M` rows,
+    the coordinates computed per tile before the K loop); both operands through TMA."""
+    from tests.compiler.kernels import bench_kernels
+    kern = bench_kernels("matmul_persistent_kernels.py").matmul_kernel_persistent
+    sig = dict(SIG, stride_cm="i32", stride_cn="i32")
+    ck = _compile(kern, sig, dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=256, BLOCK_SIZE_K=64, GROUP_SIZE_M=8, NUM_SMS=132),
+                  TUT_DIV, TUT_ONES, nw=8, ns=3)
+    assert _maps(ck) == [MAP_B, MAP_A]
+    assert _copies(ck.asm["ptx"])[1] == 0
+    assert " 0 bytes spill stores" in ptxas.report(ck.asm["ptx"])
