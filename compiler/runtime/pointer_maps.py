@@ -69,26 +69,25 @@ def names(metadata) -> list[str]:
 
 
 def wrap_launcher(launch, call_names: list[str], specs: list[dict]):
-    """`launch` takes values for `call_names` and then the maps; the wrapper takes the former. The
-    forms are resolved to argument positions once, so a launch evaluates them off the tuple."""
+    """`launch` takes values for `call_names` and then the maps; the wrapper takes the former. It
+    is generated Python (as launcher.py's): the forms become expressions over the arguments'
+    positions, so a launch whose maps are cached costs one tuple and one look-up per map."""
     pos = {n: i for i, n in enumerate(call_names)}
 
-    def resolve(form):
-        return tuple((None if n is None else pos[n], c) for n, c in form)
+    def expr(form) -> str:
+        terms = [str(c) if n is None else (f"v[{pos[n]}]" if c == 1 else f"{c} * v[{pos[n]}]") for n, c in form]
+        return " + ".join(terms) or "0"
 
-    plans = [(s, pos[s["base"]], tuple(resolve(f) for f in s["dims"]), resolve(s["row_stride"]),
-              (s["dtype"], tuple(s["block"]))) for s in specs]
-
-    def at(form, values):
-        return sum(c if i is None else c * values[i] for i, c in form)
-
-    def launch_pointer_maps(g0, g1, g2, stream, *values):
-        maps = []
-        for spec, base, dims, stride, rest in plans:
-            ptr = values[base]
-            key = (ptr.data_ptr() if hasattr(ptr, "data_ptr") else ptr, tuple(at(f, values) for f in dims),
-                   at(stride, values)) + rest
-            hit = _cache.get(key)
-            maps.append(hit[1] if hit is not None else address(spec, dict(zip(call_names, values))))
-        return launch(g0, g1, g2, stream, *values, *maps)
-    return launch_pointer_maps
+    lines = ["def launch_pointer_maps(g0, g1, g2, stream, *v):"]
+    for k, spec in enumerate(specs):
+        dims = ", ".join(expr(f) for f in spec["dims"])
+        lines += [f"    b = v[{pos[spec['base']]}]",
+                  f"    h{k} = _get((b if type(b) is int else b.data_ptr(), ({dims},), {expr(spec['row_stride'])}, "
+                  f"{spec['dtype']!r}, {tuple(spec['block'])!r}))"]
+    missing = " or ".join(f"h{k} is None" for k in range(len(specs)))
+    lines += [f"    if {missing}:",
+              "        return launch(g0, g1, g2, stream, *v, *[address(s, dict(zip(names, v))) for s in specs])",
+              "    return launch(g0, g1, g2, stream, *v, " + ", ".join(f"h{k}[1]" for k in range(len(specs))) + ")"]
+    scope = {"_get": _cache.get, "launch": launch, "address": address, "names": list(call_names), "specs": specs}
+    exec("\n".join(lines), scope)   # noqa: S102 - text built here from the compiled kernel's own metadata
+    return scope["launch_pointer_maps"]

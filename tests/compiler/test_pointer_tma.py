@@ -141,6 +141,42 @@ def test_fixture_kernels_interpret(monkeypatch):
     assert np.abs(s - ref).max() < 0.05 * np.abs(ref).max()
 
 
+class _FakeMap:
+    def __init__(self, *args):
+        self.args = args
+
+    def getPtr(self):
+        return 1000 + len(ENCODED)
+
+
+ENCODED: list = []
+
+
+def test_launch_wrapper_encodes_once(monkeypatch):
+    """The generated wrapper evaluates the forms on the call's values, encodes a map on a miss (the
+    driver's arguments: address, dims, strides in elements, block, zero fill) and takes it from the
+    cache after that; a new address is a new map."""
+    from compiler.runtime import tensor_maps
+
+    def fake(*args):
+        ENCODED.append(args)
+        return _FakeMap(*args)
+    monkeypatch.setattr(tensor_maps, "encode_raw", fake)
+    ENCODED.clear()
+    specs = [dict(MAP_B, block=[64, 256]), dict(MAP_A, block=[128, 64])]
+    names = ["a_ptr", "b_ptr", "c_ptr", "M", "N", "K", "stride_am", "stride_bk", "stride_cm"]
+    calls = []
+    launch = pointer_maps.wrap_launcher(lambda *a: calls.append(a), names, specs)
+    values = (0x10000, 0x20000, 0x30000, 1000, 1008, 72, 80, 1008, 1008)
+    launch(4, 1, 1, 0, *values)
+    launch(4, 1, 1, 0, *values)
+    assert [(e[0], e[2], e[3], e[4], e[5]) for e in ENCODED] == [
+        (0x20000, (72, 1008), (1008, 1), [64, 256], "zero"), (0x10000, (1000, 72), (80, 1), [128, 64], "zero")]
+    assert calls[0] == calls[1] == (4, 1, 1, 0, *values, 1001, 1002)
+    launch(4, 1, 1, 0, 0x40000, *values[1:])
+    assert len(ENCODED) == 3 and ENCODED[-1][0] == 0x40000 and calls[-1][-2:] == (1001, 1003)
+
+
 def test_launch_forms_and_order():
     """The launch evaluates the dims' linear forms on the arguments; the launcher takes the maps
     after the arguments and before the global scratch."""
