@@ -165,7 +165,7 @@ class CompiledKernel:
         plan = self._plans.get(len(args))
         if plan is None:
             plan = self._plan(len(args))
-        convs, div_pos, eq1_pos, passed_pos = plan
+        convs, div_pos, eq1_pos, passed_pos, passed_names = plan
         values = [conv(v) for conv, v in zip(convs, args)]
         for i, n in div_pos:
             if values[i] % 16:
@@ -192,7 +192,7 @@ class CompiledKernel:
         scratch = self.metadata.get("global_scratch_size")
         args = [values[i] for i in passed_pos]
         if self.metadata.get("pointer_maps"):   # tensor maps of pointer tiles, from the arguments
-            named = dict(zip(self._plans["passed_names"], args))
+            named = dict(zip(passed_names, args))
             args += [pointer_maps.address(s, named) for s in self.metadata["pointer_maps"]]
         if scratch:   # the launcher takes the scratch last; allocated per launch
             with_global_scratch(fn, scratch)(g0, g1, g2, stream or 0, *args)
@@ -206,7 +206,6 @@ class CompiledKernel:
         hidden = {GLOBAL_SCRATCH, *pointer_maps.names(m)}   # made by the launch, not arguments
         passed = [n for n in m["passed"] if n not in hidden]
         names = [n for n in names if n not in hidden]
-        self._plans["passed_names"] = passed
         parameters = m.get("parameters") or names
         if nargs == len(names):
             order = list(names)
@@ -223,7 +222,7 @@ class CompiledKernel:
         div_pos = [(order.index(n), n) for n in m.get("divisible_by_16", ()) if n in order]
         eq1_pos = [(order.index(n), n) for n in m.get("equal_to_1", ()) if n in order]
         passed_pos = [order.index(n) for n in passed]
-        plan = (convs, div_pos, eq1_pos, passed_pos)
+        plan = (convs, div_pos, eq1_pos, passed_pos, passed)
         self._plans[nargs] = plan
         return plan
 

@@ -187,6 +187,11 @@ def test_launch_forms_and_order():
           "pointer_maps": [{"name": "a_ptr.tmap"}]}
     ck = CompiledKernel("k", {"ptx": ""}, md)
     assert ck._launch_order() == ["a_ptr", "M", "a_ptr.tmap", GLOBAL_SCRATCH]
+    md = {"passed": ["a_ptr", "M", "a_ptr.tmap"], "arg_names": ["a_ptr", "M", "a_ptr.tmap"],
+          "arg_types": ["*fp16", "i32", "tmap"], "pointer_maps": [{"name": "a_ptr.tmap"}]}
+    ck = CompiledKernel("k", {"ptx": ""}, md)
+    convs, _, _, passed_pos, passed = ck._plan(2)   # compiled[grid](a, M): the map is not an argument
+    assert passed == ["a_ptr", "M"] and passed_pos == [0, 1]
 
 
 def test_persistent_tile_loop(pointer_tma):
