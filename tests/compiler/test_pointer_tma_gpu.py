@@ -25,7 +25,9 @@ OUT_RTOL = 2e-3
 
 TILES = [(128, 256, 64, 8, 3), (64, 128, 32, 4, 4), (128, 128, 64, 4, 4), (64, 256, 32, 4, 4), (64, 64, 64, 4, 4),
          (32, 64, 32, 2, 5)]   # the last on mma.sync: the rule does not apply, the answer must not change
-SHAPES = [(1000, 1000, 1000), (333, 517, 200), (16, 4096, 512), (1024, 1024, 512), (129, 257, 72)]
+# M odd or not a multiple of BLOCK_M, N and K multiples of 16 (the row strides the specialization
+# must know are 16-byte multiples for a map) but not of the tiles; 1000³ and M = 1 as bench shapes
+SHAPES = [(1000, 1008, 1008), (333, 528, 208), (16, 4096, 512), (129, 272, 80), (1, 1024, 1024), (1000, 1000, 1000)]
 
 
 @pytest.fixture(autouse=True)
@@ -40,38 +42,51 @@ def _padded(rows, cols, pad, g, dtype):
 
 
 def _tutorial(a, b, bm, bn, bk, nw, ns, activation=""):
+    """C = A @ B by tutorial 03's kernel into a NaN-poisoned buffer one row and column wider than C;
+    also returns the names of the tensor maps the launched kernel took."""
     M, K = a.shape
     N = b.shape[1]
     pad = torch.full((M + 1, N + 1), float("nan"), device=DEV, dtype=torch.float16)
     c = pad[:M, :N]
     grid = (math.ceil(M / bm) * math.ceil(N / bn),)
     kern = load_tutorial().matmul_kernel.fn
-    kern[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-               BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, GROUP_SIZE_M=8, ACTIVATION=activation,
-               num_warps=nw, num_stages=ns)
-    return pad, c
+    args = (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+    meta = dict(BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, GROUP_SIZE_M=8, ACTIVATION=activation,
+                num_warps=nw, num_stages=ns)
+    kern[grid](*args, **meta)
+    ck = kern.warmup(*args, grid=grid, **meta)
+    return pad, c, [s["name"] for s in ck.metadata.get("pointer_maps") or ()]
+
+
+def _expected_maps(a, b, nw) -> list:
+    """The maps the rule must take: wgmma (4 warps or more), 16-byte row strides (the inner 1)."""
+    if nw < 4:
+        return []
+    return [n for n, t in (("b_ptr.tmap", b), ("a_ptr.tmap", a)) if t.stride(1) == 1 and t.stride(0) % 16 == 0]
 
 
 @pytest.mark.parametrize("bm,bn,bk,nw,ns", TILES)
 @pytest.mark.parametrize("M,N,K", SHAPES)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_tutorial_pointer_tma_gpu(g, bm, bn, bk, nw, ns, M, N, K, dtype):
-    for pad_cols in (0, 8):   # contiguous, then row strides padded by 16 bytes (new addresses too)
+    for pad_cols in (0, 16):   # contiguous, then row strides padded by 32 bytes (new addresses too)
         a = _padded(M, K, pad_cols, g, dtype)
         b = _padded(K, N, pad_cols, g, dtype)
-        pad, c = _tutorial(a, b, bm, bn, bk, nw, ns)
+        pad, c, maps = _tutorial(a, b, bm, bn, bk, nw, ns)
+        assert maps == _expected_maps(a, b, nw)
         rtol = RTOL["fp16" if dtype == torch.float16 else "bf16"] + OUT_RTOL
         assert rel_err(c, a.double() @ b.double()) < rtol
         assert torch.isnan(pad[M, :]).all() and torch.isnan(pad[:, N]).all(), "a store outside the mask"
 
 
-@pytest.mark.parametrize("M,N,K", [(1000, 1000, 1000), (77, 300, 1001), (256, 256, 0)])
+@pytest.mark.parametrize("M,N,K", [(77, 304, 1001), (256, 256, 0)])
 def test_tutorial_pointer_tma_unaligned_gpu(g, M, N, K):
-    """K odd: A's row stride is not a multiple of 16 bytes (no map for A, the cp.async path); K = 0:
-    the loop never runs (maps over the zero buffer), C is zeros."""
+    """K odd: A's row stride is not a multiple of 16 bytes (no map for A: cp.async beside B's
+    copies); K = 0: the loop never runs (the maps over the zero buffer), C is zeros."""
     a = torch.randn(M, K, generator=g, device=DEV).half()
     b = torch.randn(K, N, generator=g, device=DEV).half()
-    pad, c = _tutorial(a, b, 128, 128, 64, 4, 4)
+    pad, c, maps = _tutorial(a, b, 128, 128, 64, 4, 4)
+    assert maps == _expected_maps(a, b, 4)
     if K == 0:
         assert (c == 0).all()
     else:
@@ -81,10 +96,11 @@ def test_tutorial_pointer_tma_unaligned_gpu(g, M, N, K):
 
 def test_tutorial_leaky_relu_gpu(g):
     """The tutorial's fused activation: an elementwise epilogue between the loop and the store."""
-    M, N, K = 1000, 1000, 1000
+    M, N, K = 1000, 1008, 1008
     a = torch.randn(M, K, generator=g, device=DEV).half()
     b = torch.randn(K, N, generator=g, device=DEV).half()
-    pad, c = _tutorial(a, b, 128, 256, 64, 8, 3, activation="leaky_relu")
+    pad, c, maps = _tutorial(a, b, 128, 256, 64, 8, 3, activation="leaky_relu")
+    assert maps == ["b_ptr.tmap", "a_ptr.tmap"]
     ref = a.double() @ b.double()
     assert rel_err(c, torch.where(ref >= 0, ref, 0.01 * ref)) < RTOL["fp16"] + OUT_RTOL
     assert torch.isnan(pad[M, :]).all() and torch.isnan(pad[:, N]).all()
@@ -95,11 +111,12 @@ def test_tutorial_transposed_b_gpu(g):
     M, N, K = 500, 300, 256
     a = torch.randn(M, K, generator=g, device=DEV).half()
     b = torch.randn(N, K, generator=g, device=DEV).half().t()
-    pad, c = _tutorial(a, b, 128, 128, 64, 4, 4)
+    pad, c, maps = _tutorial(a, b, 128, 128, 64, 4, 4)
+    assert maps == ["a_ptr.tmap"]
     assert rel_err(c, a.double() @ b.double()) < RTOL["fp16"] + OUT_RTOL
 
 
-@pytest.mark.parametrize("M,N,K", [(1000, 1000, 1000), (333, 517, 200)])
+@pytest.mark.parametrize("M,N,K", [(1000, 1008, 1008), (333, 528, 208)])
 def test_masked_rows_pointer_tma_gpu(g, M, N, K):
     a = torch.randn(M, K, generator=g, device=DEV).half()
     b = torch.randn(K, N, generator=g, device=DEV).half()
@@ -129,15 +146,16 @@ def test_colsum_sees_wrapped_rows_gpu(g):
 def test_compiled_kernel_launch_gpu(g):
     """compiler.compile(...)[grid](...): the CompiledKernel's own launch builds the maps too."""
     import compiler as triton
-    from test_dot_mma import TUT_DIV, TUT_SIG
-    M, N, K = 1000, 1000, 1000
+    from test_dot_mma import TUT_SIG
+    M, N, K = 1000, 1008, 1008
     a = torch.randn(M, K, generator=g, device=DEV).half()
     b = torch.randn(K, N, generator=g, device=DEV).half()
     c = torch.full((M, N), float("nan"), device=DEV, dtype=torch.float16)
     ck = triton.compile(load_tutorial().matmul_kernel.fn, signature=TUT_SIG,
                         constexprs=dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=256, BLOCK_SIZE_K=64, GROUP_SIZE_M=8,
                                         ACTIVATION=""),
-                        num_warps=8, num_stages=3, target="sm_90", divisible_by_16=TUT_DIV,
+                        num_warps=8, num_stages=3, target="sm_90",
+                        divisible_by_16=("a_ptr", "b_ptr", "c_ptr", "N", "K", "stride_am", "stride_bk", "stride_cm"),
                         equal_to_1=("stride_ak", "stride_bn", "stride_cn"))
     assert [s["name"] for s in ck.metadata["pointer_maps"]] == ["b_ptr.tmap", "a_ptr.tmap"]
     ck[(math.ceil(M / 128) * math.ceil(N / 256),)](a, b, c, M, N, K, a.stride(0), b.stride(0), c.stride(0))
@@ -145,7 +163,7 @@ def test_compiled_kernel_launch_gpu(g):
 
 
 @pytest.mark.parametrize("bm,bn,bk,nw,ns", [(128, 256, 64, 8, 3), (128, 128, 64, 4, 4)])
-@pytest.mark.parametrize("M,N,K", [(1000, 1000, 1000), (333, 517, 200)])
+@pytest.mark.parametrize("M,N,K", [(1000, 1008, 1008), (333, 528, 208)])
 def test_persistent_pointer_tma_gpu(g, bm, bn, bk, nw, ns, M, N, K):
     """bench/matmul_persistent_kernels.py (a tile loop around the K loop), fewer programs than tiles."""
     from tests.compiler.kernels import bench_kernels
