@@ -26,6 +26,7 @@ Loads the rule does not prove stay as they are (the cp.async pipeline). knobs.co
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from fractions import Fraction
 
 from .. import ir, tensor_map
@@ -115,8 +116,9 @@ def _bound_terms(mask, atoms: dict) -> list | None:
     terms = []
     for t in ([] if mask is None else _conjuncts(mask)):
         op = t.owner
-        if op is None or op.name != "cmp" or op.attrs.get("pred") != "lt":
-            return None
+        if op is None or op.name != "cmp" or op.attrs.get("pred") != "lt" \
+                or not op.operands[0].dtype.is_int_signed():
+            return None   # a signed `<` (an unsigned one would take a negative bound as huge)
         for dim, axis in ((0, 1), (1, 0)):
             x = _expanded(op.operands[0], axis)
             if x is not None:
@@ -191,13 +193,10 @@ def _addends(v) -> list:
 
 # ---------------------------------------------------------------------------------------------
 
-def _uses(fn):
-    return ir.uses(fn)
-
-
-ELEMENTWISE = {"cast", "bitcast", "cmp", "and", "or", "xor", "not", "shl", "shr", "add", "sub", "mul", "fdiv", "div", "rem", "maximum", "minimum", "maximum_nan",
-               "minimum_nan", "neg", "abs", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh",
-               "erf", "floor", "ceil", "fma", "select", "extern_elementwise"}
+# ops whose element [i, j] depends only on their operands' elements [i, j]
+ELEMENTWISE = {"cast", "bitcast", "cmp", "and", "or", "xor", "not", "shl", "shr", "add", "sub", "mul", "fdiv", "div",
+               "rem", "maximum", "minimum", "maximum_nan", "minimum_nan", "neg", "abs", "exp", "exp2", "log", "log2",
+               "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "floor", "ceil", "fma", "select", "extern_elementwise"}
 
 
 def _stores_mask_off(fn, use_table, v, dim: int, x0: dict, d: dict, atoms: dict, depth: int = 0) -> bool:
@@ -220,8 +219,21 @@ def _stores_mask_off(fn, use_table, v, dim: int, x0: dict, d: dict, atoms: dict,
     return True
 
 
+@dataclass
 class _Candidate:
-    pass
+    """A load the rule takes: its loop-carried pointer (body arg j), the map's parts, and per dim
+    (kind "wrap" | "mask", the copy's coordinate as a linear form, the map's bound)."""
+    load: ir.Op
+    j: int
+    base: ir.Value
+    stride: dict
+    dims: list
+    block: tuple
+    params: dict
+
+    @property
+    def wrapped(self) -> list:
+        return [(dim, at, d) for dim, (kind, at, d) in enumerate(self.dims) if kind == "wrap"]
 
 
 def _match(fn, for_op, load, dot_op, operand: int, use_table, atoms):
@@ -305,11 +317,7 @@ def _match(fn, for_op, load, dot_op, operand: int, use_table, atoms):
         return None
     if not tensor_map.eligible(block, es, "sm_90"):
         return None
-    c = _Candidate()
-    c.load, c.j, c.base, c.stride, c.dims, c.block, c.es = load, j, base, stride, dims, block, es
-    c.shift_dim, c.moved, c.params = shift_dim, moved, params
-    c.wrapped = [(dim, x0, d) for dim, (kind, x0, d) in enumerate(dims) if kind == "wrap"]
-    return c
+    return _Candidate(load, j, base, stride, dims, block, params)
 
 
 def _stride_aligned(stride: dict, div: dict, es: int) -> bool:
@@ -384,7 +392,7 @@ def rewrite(fn: ir.Function, options) -> list[dict]:
         if any(o is None or o.dtype.name not in ("fp16", "bf16") for o in d.operands[:2]) \
                 or not uses_wgmma(d, options):
             continue
-        use_table = _uses(fn)
+        use_table = ir.uses(fn)
         atoms: dict = {}
         cands = []
         for operand in (0, 1):
