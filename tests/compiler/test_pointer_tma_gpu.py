@@ -35,6 +35,20 @@ def pointer_tma(monkeypatch):
     monkeypatch.setenv("BLOCKTUNE_POINTER_TMA", "1")
 
 
+def _operands(g, M, N, K):
+    return (torch.randn(M, K, generator=g, device=DEV).half(), torch.randn(K, N, generator=g, device=DEV).half())
+
+
+def _poisoned(M, N):
+    """C as a [M, N] view of a NaN buffer one row and column wider (a store outside the mask shows)."""
+    pad = torch.full((M + 1, N + 1), float("nan"), device=DEV, dtype=torch.float16)
+    return pad, pad[:M, :N]
+
+
+def _border_untouched(pad, M, N) -> bool:
+    return bool(torch.isnan(pad[M, :]).all() and torch.isnan(pad[:, N]).all())
+
+
 def _padded(rows, cols, pad, g, dtype):
     """A [rows, cols] random view of a [rows, cols + pad] buffer (row stride cols + pad)."""
     buf = torch.randn(rows, cols + pad, generator=g, device=DEV).to(dtype)
@@ -46,8 +60,7 @@ def _tutorial(a, b, bm, bn, bk, nw, ns, activation=""):
     also returns the names of the tensor maps the launched kernel took."""
     M, K = a.shape
     N = b.shape[1]
-    pad = torch.full((M + 1, N + 1), float("nan"), device=DEV, dtype=torch.float16)
-    c = pad[:M, :N]
+    pad, c = _poisoned(M, N)
     grid = (math.ceil(M / bm) * math.ceil(N / bn),)
     kern = load_tutorial().matmul_kernel.fn
     args = (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
@@ -76,34 +89,32 @@ def test_tutorial_pointer_tma_gpu(g, bm, bn, bk, nw, ns, M, N, K, dtype):
         assert maps == _expected_maps(a, b, nw)
         rtol = RTOL["fp16" if dtype == torch.float16 else "bf16"] + OUT_RTOL
         assert rel_err(c, a.double() @ b.double()) < rtol
-        assert torch.isnan(pad[M, :]).all() and torch.isnan(pad[:, N]).all(), "a store outside the mask"
+        assert _border_untouched(pad, M, N), "a store outside the mask"
 
 
 @pytest.mark.parametrize("M,N,K", [(77, 304, 1001), (256, 256, 0)])
 def test_tutorial_pointer_tma_unaligned_gpu(g, M, N, K):
     """K odd: A's row stride is not a multiple of 16 bytes (no map for A: cp.async beside B's
     copies); K = 0: the loop never runs (the maps over the zero buffer), C is zeros."""
-    a = torch.randn(M, K, generator=g, device=DEV).half()
-    b = torch.randn(K, N, generator=g, device=DEV).half()
+    a, b = _operands(g, M, N, K)
     pad, c, maps = _tutorial(a, b, 128, 128, 64, 4, 4)
     assert maps == _expected_maps(a, b, 4)
     if K == 0:
         assert (c == 0).all()
     else:
         assert rel_err(c, a.double() @ b.double()) < RTOL["fp16"] + OUT_RTOL
-    assert torch.isnan(pad[M, :]).all() and torch.isnan(pad[:, N]).all()
+    assert _border_untouched(pad, M, N)
 
 
 def test_tutorial_leaky_relu_gpu(g):
     """The tutorial's fused activation: an elementwise epilogue between the loop and the store."""
     M, N, K = 1000, 1008, 1008
-    a = torch.randn(M, K, generator=g, device=DEV).half()
-    b = torch.randn(K, N, generator=g, device=DEV).half()
+    a, b = _operands(g, M, N, K)
     pad, c, maps = _tutorial(a, b, 128, 256, 64, 8, 3, activation="leaky_relu")
     assert maps == ["b_ptr.tmap", "a_ptr.tmap"]
     ref = a.double() @ b.double()
     assert rel_err(c, torch.where(ref >= 0, ref, 0.01 * ref)) < RTOL["fp16"] + OUT_RTOL
-    assert torch.isnan(pad[M, :]).all() and torch.isnan(pad[:, N]).all()
+    assert _border_untouched(pad, M, N)
 
 
 def test_tutorial_transposed_b_gpu(g):
@@ -118,22 +129,19 @@ def test_tutorial_transposed_b_gpu(g):
 
 @pytest.mark.parametrize("M,N,K", [(1000, 1008, 1008), (333, 528, 208)])
 def test_masked_rows_pointer_tma_gpu(g, M, N, K):
-    a = torch.randn(M, K, generator=g, device=DEV).half()
-    b = torch.randn(K, N, generator=g, device=DEV).half()
-    pad = torch.full((M + 1, N + 1), float("nan"), device=DEV, dtype=torch.float16)
-    c = pad[:M, :N]
+    a, b = _operands(g, M, N, K)
+    pad, c = _poisoned(M, N)
     grid = (math.ceil(M / 128), math.ceil(N / 128))
     PK.matmul_masked_rows_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                                        c.stride(0), c.stride(1), BM=128, BN=128, BK=64, num_warps=4, num_stages=4)
     assert rel_err(c, a.double() @ b.double()) < RTOL["fp16"] + OUT_RTOL
-    assert torch.isnan(pad[M, :]).all() and torch.isnan(pad[:, N]).all()
+    assert _border_untouched(pad, M, N)
 
 
 def test_colsum_sees_wrapped_rows_gpu(g):
     """M < BM: the tile's rows wrap over A's M rows and the column sums see every one of them."""
     M, N, K = 48, 300, 200
-    a = torch.randn(M, K, generator=g, device=DEV).half()
-    b = torch.randn(K, N, generator=g, device=DEV).half()
+    a, b = _operands(g, M, N, K)
     c = torch.full((N,), float("nan"), device=DEV, dtype=torch.float32)
     BM = 64
     PK.matmul_colsum_kernel[(math.ceil(N / 128),)](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0),
@@ -148,8 +156,7 @@ def test_compiled_kernel_launch_gpu(g):
     import compiler as triton
     from test_dot_mma import TUT_SIG
     M, N, K = 1000, 1008, 1008
-    a = torch.randn(M, K, generator=g, device=DEV).half()
-    b = torch.randn(K, N, generator=g, device=DEV).half()
+    a, b = _operands(g, M, N, K)
     c = torch.full((M, N), float("nan"), device=DEV, dtype=torch.float16)
     ck = triton.compile(load_tutorial().matmul_kernel.fn, signature=TUT_SIG,
                         constexprs=dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=256, BLOCK_SIZE_K=64, GROUP_SIZE_M=8,
@@ -168,13 +175,11 @@ def test_persistent_pointer_tma_gpu(g, bm, bn, bk, nw, ns, M, N, K):
     """bench/matmul_persistent_kernels.py (a tile loop around the K loop), fewer programs than tiles."""
     from tests.compiler.kernels import bench_kernels
     kern = bench_kernels("matmul_persistent_kernels.py").matmul_kernel_persistent
-    a = torch.randn(M, K, generator=g, device=DEV).half()
-    b = torch.randn(K, N, generator=g, device=DEV).half()
-    pad = torch.full((M + 1, N + 1), float("nan"), device=DEV, dtype=torch.float16)
-    c = pad[:M, :N]
+    a, b = _operands(g, M, N, K)
+    pad, c = _poisoned(M, N)
     programs = 7
     kern[(programs,)](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
                       BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, GROUP_SIZE_M=8, NUM_SMS=programs,
                       num_warps=nw, num_stages=ns)
     assert rel_err(c, a.double() @ b.double()) < RTOL["fp16"] + OUT_RTOL
-    assert torch.isnan(pad[M, :]).all() and torch.isnan(pad[:, N]).all()
+    assert _border_untouched(pad, M, N)
