@@ -13,6 +13,9 @@ Kernel ABI (what the launcher passes, in order, one per `fn.args` that is not `e
   fp16 / bf16         → 16-bit raw bits (`.b16`, pass the value's bit pattern as uint16)
   fp32 / fp64         → float / double
   tensor maps (`tmap`, a TMA descriptor's CUtensorMap, tma.py) → 128 bytes by value
+  pointer tiles' tensor maps (knobs.codegen.pointer_tma, pointer_tma.py: appended to `fn`'s
+  arguments by compile_ir, listed in `compile_ir(...)["pointer_maps"]`; the launch builds them from
+  the other arguments, runtime/pointer_maps.py) → 128 bytes by value, after every argument
 Arguments specialized as `equal_to_1` are not kernel parameters (the kernel uses the constant 1).
 `compile_ir(...)["params"]` lists the ABI of each passed parameter.
 Block dims: (32 * num_warps, 1, 1), or (32 * launch_warps, 1, 1) when `compile_ir(...)` reports
@@ -142,7 +145,8 @@ def _has_module_flag(module, name: str) -> bool:
 def compile_ir(fn: ir.Function, *, num_warps: int, num_stages: int = 3, target: str = "sm_90",
                debug: bool = False, enable_fp_fusion: bool | None = None, maxnreg: int | None = None,
                enable_reflect_ftz: bool | None = None) -> dict:
-    """Compile block IR to PTX. Returns {name, llir, ptx, shared, num_warps, params}."""
+    """Compile block IR to PTX. Returns {name, llir, ptx, shared, num_warps, params} (and
+    pointer_maps where knobs.codegen.pointer_tma rewrote loads of `fn`, in place)."""
     cpu = cpu_for(target)
     pointer_maps = _pointer_tma(fn, target, num_warps, num_stages)
     lw = lower_to_llvm(fn, num_warps=num_warps, num_stages=num_stages, target=target, debug=debug,
