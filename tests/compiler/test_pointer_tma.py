@@ -176,6 +176,12 @@ def test_launch_wrapper_encodes_once(monkeypatch):
     launch(4, 1, 1, 0, 0x40000, *values[1:])
     assert len(ENCODED) == 3 and ENCODED[-1][0] == 0x40000 and calls[-1][-2:] == (1001, 1003)
 
+    def refuse(*args):
+        raise ValueError("cuTensorMapEncodeTiled failed (CUDA_ERROR_INVALID_VALUE)")
+    monkeypatch.setattr(tensor_maps, "encode_raw", refuse)
+    with pytest.raises(ValueError, match="loads 'a_ptr' through TMA .* BLOCKTUNE_POINTER_TMA=0"):
+        launch(4, 1, 1, 0, 0x50000, *values[1:])
+
 
 def test_launch_forms_and_order():
     """The launch evaluates the dims' linear forms on the arguments; the launcher takes the maps
