@@ -162,6 +162,7 @@ def test_launch_wrapper_encodes_once(monkeypatch):
         ENCODED.append(args)
         return _FakeMap(*args)
     monkeypatch.setattr(tensor_maps, "encode_raw", fake)
+    monkeypatch.setattr(pointer_maps, "_cache", {})   # the stand-in maps stay out of the real cache
     ENCODED.clear()
     specs = [dict(MAP_B, block=[64, 256]), dict(MAP_A, block=[128, 64])]
     names = ["a_ptr", "b_ptr", "c_ptr", "M", "N", "K", "stride_am", "stride_bk", "stride_cm"]
