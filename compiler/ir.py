@@ -203,6 +203,9 @@ class Function:
     # ops dead-code elimination dropped: the backend still refuses what it cannot compile among
     # them (an unused `tl.dot` of fp8e4b8 is an error on the GPU, as in Triton)
     dropped_ops: list = field(default_factory=list)
+    # CompilationErrors of what the front end accepts for interpret mode but Triton's compiler
+    # refuses (a noinline @jit function called with a block): the backend raises the first
+    gpu_refusals: list = field(default_factory=list)
 
     def walk_with_dropped(self) -> Iterator[Op]:
         """walk(), then the dropped ops and their regions."""

@@ -335,6 +335,14 @@ class language_knobs(base_knobs):
                               doc="Triton's name for codegen.fp_fusion (the same variable)")
 
 
+class compilation_knobs(base_knobs):
+    """Triton's `knobs.compilation`: what the front end accepts."""
+    allow_non_constexpr_globals = _Knob(
+        "TRITON_ALLOW_NON_CONSTEXPR_GLOBALS", parse=flag,
+        doc="let kernels read module-level variables that are not tl.constexpr(...) (Triton refuses them: "
+            "their value is read once, at compile time, and a later change would not be seen)")
+
+
 class HookChain:
     """Listeners of one event, called in the order they were added (`reversed`: last added first,
     as Triton calls its launch-exit hooks so that nested tools unwind in order)."""
@@ -406,6 +414,7 @@ tools = tools_knobs()
 autotuning = autotuning_knobs()
 nvidia = nvidia_knobs()
 language = language_knobs()
+compilation = compilation_knobs()
 
-__all__ = ["codegen", "cache", "runtime", "tools", "autotuning", "nvidia", "language", "base_knobs", "propagate_env",
+__all__ = ["codegen", "cache", "runtime", "tools", "autotuning", "nvidia", "language", "compilation", "base_knobs", "propagate_env",
            "NvidiaTool", "nvidia_tool_paths", "HookChain", "flag", "any_flag"]

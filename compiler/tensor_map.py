@@ -7,7 +7,9 @@ A block [b0, …, b(n-1)] of e-byte elements lands in shared memory as the 2-D t
 `swizzle` bytes (128, or the whole row when shorter), each panel the rows one after the other,
 16-byte chunks swizzled by the hardware's pattern of that width — exactly what wgmma's descriptors
 read. One TMA copy fills one panel, so the tensor map's box is [panel_cols, b(n-2), …, b0]
-(innermost first) with that swizzle, and a load or store issues b(n-1) / panel_cols copies.
+(innermost first) with that swizzle, and a load or store issues b(n-1) / panel_cols copies — and
+b0 / 256 times that where b0 exceeds a box dim's 256: the box then holds 256 of it (row chunks,
+as Triton splits such blocks).
 Rows shorter than 32 bytes (16) are copied unswizzled.
 """
 from __future__ import annotations
@@ -30,8 +32,14 @@ def panel_cols(block: tuple, elt_bytes: int) -> int:
 
 
 def box(block: tuple, elt_bytes: int) -> tuple:
-    """The tensor map's box, innermost dim first."""
-    return (panel_cols(block, elt_bytes),) + tuple(reversed(block[:-1]))
+    """The tensor map's box, innermost dim first: a panel of the last dim, the leading dims whole
+    but the first, which is cut to MAX_BOX (row_chunks copies)."""
+    return (panel_cols(block, elt_bytes),) + tuple(reversed(block[1:-1])) + (min(block[0], MAX_BOX),)
+
+
+def row_chunks(block: tuple) -> int:
+    """Copies along the first dim per panel (the box holds at most MAX_BOX of it)."""
+    return -(-block[0] // MAX_BOX)
 
 
 def eligible(block: tuple, elt_bytes: int, target: str) -> bool:
@@ -41,7 +49,8 @@ def eligible(block: tuple, elt_bytes: int, target: str) -> bool:
         return False
     if not MIN_RANK <= len(block) <= MAX_RANK or elt_bytes not in (1, 2, 4, 8):
         return False
-    if any(b > MAX_BOX or b < 1 for b in block):
+    # the box's dims are capped, not the block's: its last dim is copied a panel at a time
+    if any(b < 1 for b in block) or any(d > MAX_BOX for d in box(block, elt_bytes)):
         return False
     inner = block[-1] * elt_bytes
     rows = 1

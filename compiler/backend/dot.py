@@ -12,25 +12,37 @@ import copy
 from llvmlite import ir as ll
 
 from ..language import dtypes as T
-from . import fp8, mma, wgmma
+from . import fp8, mma, pinned_tma, wgmma
 from .errors import BackendError
-from .dot_layouts import SmemTile, contiguous_dim, mma_kind, operand_tiles, uses_wgmma
+from .dot_layouts import SmemTile, mma_kind, operand_cdim, operand_tiles, uses_wgmma
 from .layouts import dot_operand
 from .llvm_types import F32, F64, I32, esize, is_signed, lty, mty
 from .smem_tiles import write_tile
+from . import split_precision
 
 
 def check_dot_shapes(fn) -> None:
-    """NVIDIA's dots need every dim ≥ 16 (Triton's min_dot_size on CUDA); the front end accepts
-    smaller ones because interpret mode runs them."""
+    """Triton's min_dot_size on CUDA: K >= 32 for 8-bit operands, K >= 16 for the others; blocktune's
+    NVIDIA backend also needs M >= 16 and N >= 16 (Triton pads smaller ones). The front end accepts
+    smaller dots because interpret mode runs them."""
     for op in fn.walk_with_dropped():    # an unused dot too, as Triton checks it when it is written
         if op.name == "dot":
-            (m, k), n = op.operands[0].shape, op.result.shape[1]
-            if min(m, n, k) < 16:
-                why = (f"tl.dot: every dimension must be at least 16 on NVIDIA GPUs (Triton's rule: Input shapes should "
-                       f"have M >= 1, N >= 1 and K >= 16), got M={m}, N={n}, K={k} (smaller dots run in interpret "
-                       "mode only)")
+            a = op.operands[0]
+            why = dot_shape_problem(a.shape[-2:], op.result.shape[-1], a.dtype.primitive_bitwidth)
+            if why:
                 raise BackendError(why, op.loc) from ValueError(why)
+
+
+def dot_shape_problem(a_shape, n: int, bitwidth: int) -> str | None:
+    """Why a dot of A (`a_shape`, M x K) and B (K x `n`) of `bitwidth`-bit elements cannot run on an
+    NVIDIA GPU, or None."""
+    (m, k), k_min = a_shape, (32 if bitwidth == 8 else 16)
+    got = f"got M={m}, N={n}, K={k} (smaller dots run in interpret mode only)"
+    if k < k_min:   # Triton's words
+        return f"Input shapes should have M >= 1, N >= 1 and K >= {k_min} for tl.dot of {bitwidth}-bit inputs, {got}"
+    if min(m, n) < 16:
+        return f"tl.dot on NVIDIA GPUs needs M >= 16 and N >= 16 in blocktune (Triton pads smaller ones), {got}"
+    return None
 
 
 # at most this much shared memory is held by pinned tiles, leaving the rest (of 227 KiB) to the
@@ -42,7 +54,10 @@ def lower_dot(lw, op):
     """FMA dot: A and B go to shared memory (row-major), then for each k every thread loads the
     A values of its C rows and the B values of its C columns (vectorized along k for A and along n
     for B) and does the outer-product FMAs. Register use stays at acc + a few operands.
-    fp16/bf16/fp8 (and fp32 as tf32) dots go to tensor cores instead (mma.py, wgmma.py)."""
+    fp16/bf16/fp8/int8 (and fp32 as tf32) dots go to tensor cores instead (mma.py, wgmma.py), fp32
+    as tf32x3/bf16x3/bf16x6 to several tf32 or bf16 ones (split_precision.py)."""
+    if split_precision.is_split_kind(mma_kind(op)):
+        return split_precision.lower_split_dot(lw, op, mma_kind(op))
     if mma_kind(op) is not None:
         return lower_tensor_core_dot(lw, op)
     a, bv, c = op.operands
@@ -180,18 +195,20 @@ def _rebased(lw, tile: SmemTile) -> SmemTile:
     return t
 
 
-def pin_loop_invariant_operands(lw, loop) -> list:
+def pin_loop_invariant_operands(lw, loop, defer_tma_waits: bool = False) -> list:
     """Tensor-core dots in `loop`'s body whose operand is defined before the loop (attention's Q,
     the backward's K and V): write that operand into its own shared-memory tile once, before the
     loop, and keep the tile for the loop's duration — instead of keeping the block in registers and
     writing it again on every trip (a kernel-level value's tile stays for the rest of the kernel).
+    A tile whose copy is still landing (pinned_tma.py) is waited for here, or by the caller
+    (defer_tma_waits: pipeline.pipelined_loop, after its prologue's copies).
     Returns the keys to release with unpin()."""
     body = loop.regions[0]
     inside = {a.id for a in body.args}
     dots = []
     for o in body.walk():
         inside.update(r.id for r in o.results)
-        if o.name == "dot" and mma_kind(o) is not None:
+        if o.name == "dot" and mma_kind(o) is not None and not split_precision.is_split_kind(mma_kind(o)):
             dots.append(o)
     keys = []
     top = set(lw.fn.body.ops)
@@ -201,7 +218,8 @@ def pin_loop_invariant_operands(lw, loop) -> list:
             x = o.operands[i]
             if x.id in inside or (id(o), i) in lw.pinned_tiles:
                 continue
-            lay = lw.layout_of(x)
+            # a block landing straight in its pinned tile (pinned_tma.py) has no registers
+            lay = lw.layout_of(x) if x.id in lw.vals else lw.want(x)
             if i == 0 and on_wgmma and wgmma.a_from_registers(o, lay, lw.options):
                 continue
             # a value of the kernel's top level holds one block per program: pinned by a loop of
@@ -216,7 +234,7 @@ def pin_loop_invariant_operands(lw, loop) -> list:
             kind = mma_kind(o)
             es = 4 if kind == "tf32" else x.dtype.itemsize
             start = lw.smem_reserved
-            tile = SmemTile(x.shape, contiguous_dim(lay), es, base=start, panels=on_wgmma)
+            tile = SmemTile(x.shape, operand_cdim(o, i, lay), es, base=start, panels=on_wgmma)
             if start + tile.nbytes > PINNED_LIMIT:
                 continue
             lw.smem_bytes = max(lw.smem_bytes, start - lw.smem_reserved + tile.nbytes)
@@ -232,6 +250,8 @@ def pin_loop_invariant_operands(lw, loop) -> list:
                 lw.kernel_pins[x.id] = tile
                 lw.kernel_pins_end = lw.smem_reserved
             keys.append((id(o), i))
+    if not defer_tma_waits:
+        pinned_tma.wait_pending(lw)
     return keys
 
 

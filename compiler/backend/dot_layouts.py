@@ -1,7 +1,7 @@
 """Tensor-core dots: which instruction a `tl.dot` lowers to, and the layouts that choice implies.
 
-  mma_kind(op)          'f16' | 'bf16' | 'tf32' | 'e4m3.e5m2' (fp8, A's and B's kind) when the dot can
-                        use tensor cores, else None (FMA)
+  mma_kind(op)          'f16' | 'bf16' | 'tf32' | 'tf32x3' | 'bf16x3' | 'bf16x6' | 'e4m3.e5m2' (fp8, A's
+                        and B's kind) | 's8' (int8 → int32) when the dot can use tensor cores, else None (FMA)
   uses_wgmma(op, opts)  Hopper's warpgroup MMA (wgmma.py) rather than mma.sync (mma.py)
   acc_layout_for(op, opts)   the accumulator layout the layout assignment anchors the dot to
   SmemTile, operand_tiles    the swizzled shared-memory tiles both instructions read operands from
@@ -27,17 +27,30 @@ def is_fp8_kind(kind) -> bool:
     return kind is not None and "." in kind
 
 
+def is_8bit_kind(kind) -> bool:
+    """fp8 and int8 operands: k32 per instruction, K-major tiles only (no transposed 8-bit wgmma,
+    no 8-bit ldmatrix.trans)."""
+    return is_fp8_kind(kind) or kind == "s8"
+
+
+def is_int_kind(kind) -> bool:
+    """An integer dot: int32 accumulators (b32 registers, not f32)."""
+    return kind == "s8"
+
+
 def mma_kind(op) -> str | None:
-    """'f16' | 'bf16' | 'tf32' | '<a>.<b>' (fp8: e4m3/e5m2, K ≥ 32) when this dot can run on
-    tensor cores, else None (FMA path)."""
+    """'f16' | 'bf16' | 'tf32' | 'tf32x3' | 'bf16x3' | 'bf16x6' | '<a>.<b>' (fp8: e4m3/e5m2, K ≥ 32) | 's8'
+    (int8 × int8 → int32, K ≥ 32) when this dot can run on tensor cores, else None (FMA path)."""
     a, b, c = op.operands
     res = op.result
     adt = a.dtype.name
-    if res.dtype.name not in ("fp32", "fp16", "bf16"):
-        return None
     m, n = res.shape
     k = a.shape[1]
     if min(m, n, k) < 16:
+        return None
+    if adt == "int8" and b.dtype.name == "int8" and res.dtype.name == "int32":
+        return "s8" if k % 32 == 0 else None
+    if res.dtype.name not in ("fp32", "fp16", "bf16"):
         return None
     if adt in FP8_KINDS and b.dtype.name in FP8_KINDS:
         return f"{FP8_KINDS[adt]}.{FP8_KINDS[b.dtype.name]}" if k % 32 == 0 else None
@@ -45,8 +58,8 @@ def mma_kind(op) -> str | None:
         return None
     if adt in KINDS:
         return KINDS[adt]
-    if adt == "fp32" and op.attrs.get("input_precision", "ieee") == "tf32":
-        return "tf32"
+    if adt == "fp32" and op.attrs.get("input_precision", "ieee") in ("tf32", "tf32x3", "bf16x3", "bf16x6"):
+        return op.attrs["input_precision"]   # (the last three: split_precision.py)
     return None
 
 
@@ -99,10 +112,14 @@ def wgmma_config(m: int, n: int, num_warps: int):
 
 def wgmma_eligible(op, num_warps: int) -> bool:
     kind = mma_kind(op)
-    if kind not in ("f16", "bf16") and not is_fp8_kind(kind):
+    if kind not in ("f16", "bf16") and not is_8bit_kind(kind):
         return False
     m, n = op.result.shape
-    return wgmma_config(m, n, num_warps) is not None
+    cfg = wgmma_config(m, n, num_warps)
+    if cfg is not None and is_int_kind(kind):
+        # the integer wgmma's N: 8, 16, 24, then multiples of 16 (PTX ISA, "wgmma.mma_async" shapes)
+        return cfg[2] <= 24 or cfg[2] % 16 == 0
+    return cfg is not None
 
 
 def wgmma_acc_layout(m: int, n: int, num_warps: int) -> Layout:
@@ -211,11 +228,17 @@ def operand_tiles(op, a_lay: Layout, b_lay: Layout, options, base: int = 0) -> t
     n = bv.shape[1]
     es = a.dtype.itemsize
     panels = uses_wgmma(op, options)
-    # fp8 tensor-core operands are K-major only (no transposed wgmma, no 8-bit ldmatrix.trans)
-    a_cdim, b_cdim = (1, 0) if is_fp8_kind(mma_kind(op)) else (contiguous_dim(a_lay), contiguous_dim(b_lay))
-    ta = SmemTile((m, k), a_cdim, es, base=base, panels=panels)
-    tb = SmemTile((k, n), b_cdim, es, base=base + (ta.nbytes + 1023) // 1024 * 1024, panels=panels)
+    ta = SmemTile((m, k), operand_cdim(op, 0, a_lay), es, base=base, panels=panels)
+    tb = SmemTile((k, n), operand_cdim(op, 1, b_lay), es, base=base + (ta.nbytes + 1023) // 1024 * 1024, panels=panels)
     return ta, tb
+
+
+def operand_cdim(op, i: int, lay: Layout) -> int:
+    """The contiguous dim of operand i's tile: K for 8-bit operands (fp8, int8: no transposed wgmma,
+    no 8-bit ldmatrix.trans), else the one its layout arrives in."""
+    if is_8bit_kind(mma_kind(op)):
+        return 1 - i
+    return contiguous_dim(lay)
 
 
 def tiles_end(ta: SmemTile, tb: SmemTile) -> int:

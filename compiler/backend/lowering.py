@@ -118,6 +118,8 @@ class Lowering:
         self.kernel_pins: dict = {}             # value id → SmemTile of a pinned kernel-level value
         self.kernel_pins_end = 0                # those stay reserved up to here until the kernel ends
         self.needs_sm90a = False                # wgmma (wgmma.py)
+        self.stages_past_margin = False         # a loop took stages options.smem_margin kept free (multi_dot.py)
+        self.pending_tma_waits: list = []       # mbarriers of pinned blocks still landing (pinned_tma.py)
         self.ws = None                          # warp_specialize.State: a producer warpgroup runs beside
         self.defer_store_wait = False           # TMA stores leave their read in flight (persistent.py)
         self.params = []                        # the ABI of each passed parameter

@@ -29,9 +29,9 @@ from __future__ import annotations
 
 from llvmlite import ir as ll
 
-from .dot_layouts import SmemTile, is_fp8_kind, mma_acc_layout, mma_kind, warps_per_tile
+from .dot_layouts import SmemTile, is_8bit_kind, is_int_kind, mma_acc_layout, mma_kind, warps_per_tile
 from .layouts import log2
-from .llvm_types import F16, F32, I32, esize, lty
+from .llvm_types import F16, F32, I32, lty
 
 
 # ---- lane address patterns (coordinates per lane bit) ----------------------------------------
@@ -82,13 +82,18 @@ def _addr(lw, tile: SmemTile, tv, tm, coord, dyn=None):
 
 # ---- lowering --------------------------------------------------------------------------------
 
-def _fp8_mma_asm(kind: str):
-    """mma.sync m16n8k32 on fp8 operands (sm_89+), fp32 accumulate: LLVM's NVPTX has no intrinsic
-    for it that llvmlite can name, so inline asm with the intrinsic's operand order."""
-    text = (f"mma.sync.aligned.m16n8k32.row.col.f32.{kind}.f32 "
+def _k32_mma_asm(kind: str):
+    """mma.sync m16n8k32 on 8-bit operands: fp8 (sm_89+) with fp32 accumulators, or s8 with int32
+    ones (saturating on overflow, as Triton's). LLVM's NVPTX has no intrinsic for the fp8 form
+    that llvmlite can name, so inline asm with the intrinsic's operand order, for both."""
+    if is_int_kind(kind):
+        types, acc_t, out = f"satfinite.s32.{kind}.{kind}.s32", I32, "=r"
+    else:
+        types, acc_t, out = f"f32.{kind}.f32", F32, "=f"
+    text = (f"mma.sync.aligned.m16n8k32.row.col.{types} "
             "{$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};")
-    cons = ",".join(["=f"] * 4 + ["r"] * 6 + ["0", "1", "2", "3"])
-    fty = ll.FunctionType(ll.LiteralStructType([F32] * 4), [I32] * 6 + [F32] * 4)
+    cons = ",".join([out] * 4 + ["r"] * 6 + ["0", "1", "2", "3"])
+    fty = ll.FunctionType(ll.LiteralStructType([acc_t] * 4), [I32] * 6 + [acc_t] * 4)
     return ll.InlineAsm(fty, text, cons)
 
 
@@ -96,9 +101,23 @@ def dot_from_tiles(lw, op, ta: SmemTile, tb: SmemTile, dyn_base=None):
     """mma.sync over operands already in shared memory (`dyn_base`: an i32 byte offset added to
     both tiles' bases, e.g. the pipeline stage). Sets the dot's result in the MMA layout."""
     kind = mma_kind(op)
-    a, bv, c = op.operands
     res = op.result
-    m, n = res.shape
+    cl = mma_acc_layout(*res.shape, lw.num_warps)
+    # accumulator in fp32 (int32 for an integer dot)
+    acc_t = I32 if is_int_kind(kind) else F32
+    acc = [x if x.type == acc_t else lw.b.fpext(x, F32) for x in lw.block(op.operands[2], cl)]
+    acc = accumulate(lw, op, kind, ta, tb, acc, dyn_base)
+    odt = lty(res.dtype)
+    if odt != acc_t:
+        acc = [lw.b.fptrunc(x, odt) for x in acc]
+    lw.set_block(res, cl, acc)
+
+
+def accumulate(lw, op, kind: str, ta: SmemTile, tb: SmemTile, acc: list, dyn_base=None) -> list:
+    """`acc` (the registers of the MMA layout, fp32 or int32) plus the product of the `kind` operand
+    tiles of the dot `op`'s shape: the mma.sync instructions over K."""
+    a = op.operands[0]
+    m, n = op.result.shape
     k = a.shape[1]
     nw = lw.num_warps
     cl = mma_acc_layout(m, n, nw)
@@ -106,13 +125,10 @@ def dot_from_tiles(lw, op, ta: SmemTile, tb: SmemTile, dyn_base=None):
     tm, tn = m // wm, n // wn
     mt_count, nt_count = tm // 16, tn // 8
     b = lw.b
-    es = esize(a.dtype)
+    acc = list(acc)
+    es = ta.es                     # the kind's: an fp32 dot's bf16 parts are 2 bytes
     kc = 16 // es                  # elements of one 16-byte fragment row
-    kinstr = 2 * kc                # 16 (f16/bf16) or 8 (tf32)
-
-    # accumulator in fp32
-    C = lw.block(c, cl)
-    acc = [x if x.type == F32 else b.fpext(x, F32) for x in C]
+    kinstr = 2 * kc                # 16 (f16/bf16), 8 (tf32) or 32 (8-bit)
 
     a_trans = ta.cdim != 1      # A stored with M contiguous
     b_trans = tb.cdim != 0      # B stored with N contiguous
@@ -172,9 +188,9 @@ def dot_from_tiles(lw, op, ta: SmemTile, tb: SmemTile, dyn_base=None):
         conv = (lambda x: x)  # noqa: E731
         tys = [I32] * 6 + [F32] * 4
     ret = ll.LiteralStructType([F32] * 4)
-    if is_fp8_kind(kind):  # K-major tiles (dot_layouts.operand_tiles): the f16 ldmatrix pattern, 4 fp8 per b32
+    if is_8bit_kind(kind):  # K-major tiles (dot_layouts.operand_tiles): the f16 ldmatrix pattern, 4 bytes per b32
         conv = (lambda x: x)  # noqa: E731
-        fn = _fp8_mma_asm(kind)
+        fn = _k32_mma_asm(kind)
     else:
         fn = lw.intrinsic(name, ret, tys)
 
@@ -193,7 +209,4 @@ def dot_from_tiles(lw, op, ta: SmemTile, tb: SmemTile, dyn_base=None):
                 r = b.call(fn, afr[mi] + bfr[ni] + acc[base:base + 4])
                 for e in range(4):
                     acc[base + e] = b.extract_value(r, e)
-    odt = lty(res.dtype)
-    if odt != F32:
-        acc = [b.fptrunc(x, odt) for x in acc]
-    lw.set_block(res, cl, acc)
+    return acc

@@ -18,9 +18,9 @@ other shared-memory uses (reductions, layout changes) above them (Lowering.smem_
 nothing the copies are still writing is touched. Each dot waits for its wgmma at once (the softmax
 reads QKᵀ right away), except the last one when it only accumulates across iterations (P·V):
 it stays in flight over the back edge and the next iteration's first dot waits for it
-(_plan_async_accumulator). Iteration i: cp.async.wait_group(S-2); bar.sync; the body, its dots
-reading buffer i % S; then bar.sync and the copies of iteration i+S-1 into the buffer iteration
-i-1 used (before the body when no dot stays in flight).
+(_plan_async_accumulator). Iteration i: cp.async.wait_group((S-2)·L, L loads, a group each);
+bar.sync; the body, its dots reading buffer i % S; then bar.sync and the copies of iteration i+S-1
+into the buffer iteration i-1 used (before the body when no dot stays in flight).
 """
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ from .dot_layouts import SmemTile, contiguous_dim, is_fp8_kind, mma_kind, uses_w
 from .llvm_types import esize
 from .memory import access_width
 
-# shared memory left above the stages for the loop body's own uses
+# shared memory left above the stages for the loop body's own uses when the first lowering, which
+# leaves none (options.smem_margin), needed more than the device has (nvptx.lower_to_llvm)
 TRANSIENT_MARGIN = 16 * 1024
 
 
@@ -147,7 +148,10 @@ def make_plan(lw, op):
     off = _align(off)
     loads = loads + side
     barriers = 1024 if any(lo.name == "tma_load" for lo in loads) else 0   # one mbarrier per stage
-    stages = min(stages, (pipeline.SMEM_LIMIT - TRANSIENT_MARGIN - pinned_end - barriers) // off)
+    room = pipeline.SMEM_LIMIT - pinned_end - barriers
+    if (room - TRANSIENT_MARGIN) // off < min(stages, (room - lw.options.smem_margin) // off):
+        lw.stages_past_margin = True   # if the body's scratch does not fit above them, lower_to_llvm retries
+    stages = min(stages, (room - lw.options.smem_margin) // off)
     if stages < 2:
         return None
     p = pipeline.Plan()
@@ -323,6 +327,8 @@ def _emit_dot(lw, plan, d, read_tiles, read_base):
     for v, lay, r in zip(running, lays, regs):
         lw.set_block(v, lay, waited[:len(r)])
         waited = waited[len(r):]
+    if d is getattr(plan, "first_dot", None) and getattr(plan, "after_first_wait", None) is not None:
+        plan.after_first_wait()   # the previous iteration's buffer is free: its next copies (pipelined_loop)
 
 
 def lower_for(lw, op) -> bool:
@@ -331,10 +337,10 @@ def lower_for(lw, op) -> bool:
     if plan is None:
         return False
     reserved_before = lw.smem_reserved
-    pinned = dot.pin_loop_invariant_operands(lw, op)
+    loop = warp_specialize.lower_loop if warp_specialize.applies(lw, op, plan) else pipeline.pipelined_loop
+    pinned = dot.pin_loop_invariant_operands(lw, op, defer_tma_waits=loop is pipeline.pipelined_loop)
     assert len(pinned) == plan.n_pinned, "multi_dot.make_plan and dot.pin_loop_invariant_operands disagree"
     emit_dot = place_stages(lw, plan)
-    loop = warp_specialize.lower_loop if warp_specialize.applies(lw, op, plan) else pipeline.pipelined_loop
     loop(lw, op, plan, emit_dot)
     dot.unpin(lw, pinned, reserved_before, barrier=False)   # the loop ended with a bar.sync
     return True

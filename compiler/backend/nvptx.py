@@ -24,9 +24,11 @@ memory: `compile_ir(...)["shared"]` bytes.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from .. import ir, tensor_map
 from . import control_flow, debug_ops, dot, elementwise as ew, fp8, histogram, memory, reduction, shape_ops, tma
-from . import loop_metadata, pointer_tma, warp_specialize
+from . import loop_metadata, multi_dot, pipeline, pointer_tma, warp_specialize
 from .errors import BackendError
 from .llvm_target import cpu_for, libdevice_defs, llir_to_ptx
 from .llvm_types import I32
@@ -84,8 +86,18 @@ def lower_to_llvm(fn: ir.Function, *, num_warps: int, num_stages: int = 1, targe
     options = LoweringOptions.from_knobs(num_warps=num_warps, num_stages=num_stages, target=target, debug=debug,
                                          enable_fp_fusion=enable_fp_fusion, maxnreg=maxnreg,
                                          enable_reflect_ftz=enable_reflect_ftz)
+    if fn.gpu_refusals:
+        raise fn.gpu_refusals[0]
     fp8.check_types(fn, options.target)
     dot.check_dot_shapes(fn)
+    lw = _lower(fn, options)
+    if lw.stages_past_margin and lw.smem_total > pipeline.SMEM_LIMIT:
+        # a loop's stages left its body's own scratch no room: again, with room kept above the stages
+        lw = _lower(fn, dataclasses.replace(options, smem_margin=multi_dot.TRANSIENT_MARGIN))
+    return lw
+
+
+def _lower(fn: ir.Function, options: LoweringOptions) -> Lowering:
     lw = Lowering(fn, options, RULES)
     warp_specialize.prepare(lw)
     lw.run()

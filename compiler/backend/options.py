@@ -26,6 +26,10 @@ class LoweringOptions:
     # the launch's enable_reflect_ftz (Triton's): True flushes denormals in libdevice and exp2,
     # False keeps them in both; None (not given): exp2 flushes, libdevice keeps them
     reflect_ftz: bool | None = None
+    # shared memory multi_dot.py leaves free above a loop's stages for the body's own scratch
+    # (reductions, layout changes): none at first, as Triton, whose stages fill what the tiles
+    # allow; nvptx.lower_to_llvm lowers again with multi_dot.TRANSIENT_MARGIN when that did not fit
+    smem_margin: int = 0
 
     @classmethod
     def from_knobs(cls, *, num_warps: int, num_stages: int = 1, target: str | None = None,

@@ -1,6 +1,6 @@
 """Software pipelining of `for` loops that feed a tensor-core dot (Triton's num_stages).
 
-A loop qualifies when its body holds one mma dot (fp16/bf16) whose two operands are loads made in
+A loop qualifies when its body holds one mma dot (fp16/bf16, fp8, int8) whose two operands are loads made in
 the body, used by nothing else, masked with `other` = 0 (or unmasked), whose pointer and mask
 depend only on the induction variable, loop invariants and iter args whose own updates (the
 yield) are pure index arithmetic — Triton's tutorial loop `a = tl.load(a_ptrs, mask=…, other=0.0);
@@ -8,13 +8,13 @@ yield) are pure index arithmetic — Triton's tutorial loop `a = tl.load(a_ptrs,
 
 Such loads are not lowered to registers. Instead, with S = num_stages buffers of (A tile, B tile)
 in swizzled shared memory (dot_layouts.SmemTile):
-  prologue   for s in 0 … D-1: cp.async the tiles of iteration s into buffer s; commit
-  iteration i: cp.async.wait_group(D-1); bar.sync           (tiles of i have landed)
-             cp.async the tiles of iteration i+D into buffer (i+D) % S; commit
+  prologue   for s in 0 … D-1: cp.async the tiles of iteration s into buffer s; commit (after each tile)
+  iteration i: cp.async.wait_group((D-1)·L); bar.sync       (tiles of i have landed; L loads)
+             cp.async the tiles of iteration i+D into buffer (i+D) % S; commit (after each tile)
              ldmatrix + mma.sync (or wgmma) from buffer i % S
   exit       cp.async.wait_group(0); bar.sync
 with D = S-1. With wgmma kept asynchronous (the accumulator only carried), the order is Triton's:
-  iteration i: cp.async.wait_group(D-1); bar.sync
+  iteration i: cp.async.wait_group((D-1)·L); bar.sync
              wgmma from buffer i % S; commit; wgmma.wait_group(1)   (wgmma(i-1) is done, i runs on)
              bar.sync                          (every warpgroup is past its wgmma(i-1))
              cp.async the tiles of iteration i+S-1 into buffer (i-1) % S; commit
@@ -42,7 +42,7 @@ from __future__ import annotations
 from llvmlite import ir as ll
 
 from .. import ir
-from . import dot, tma, wgmma
+from . import dot, pinned_tma, tma, wgmma
 from .dot_layouts import is_fp8_kind, mma_kind, operand_tiles, register_groups, tiles_end, uses_wgmma
 from .layouts import log2
 from .llvm_types import esize, is_signed
@@ -122,7 +122,7 @@ def make_plan(lw, op) -> Plan | None:
     body = op.regions[0]
     y = body.terminator
     dots = [o for o in body.ops if o.name == "dot"]
-    if len(dots) != 1 or (mma_kind(dots[0]) not in ("f16", "bf16") and not is_fp8_kind(mma_kind(dots[0]))):
+    if len(dots) != 1 or (mma_kind(dots[0]) not in ("f16", "bf16", "s8") and not is_fp8_kind(mma_kind(dots[0]))):
         return None
     d = dots[0]
     top = set(body.ops)
@@ -165,7 +165,7 @@ def make_plan(lw, op) -> Plan | None:
     # own iter arg, yielded and used by nothing else, and one more buffer (the one it still reads)
     p.async_dot = False
     if (uses_wgmma(d, lw.options) and lw.options.wgmma == "async"
-            and d.result.dtype.name == "fp32" and d.operands[2].dtype.name == "fp32"):
+            and d.result.dtype.name in ("fp32", "int32") and d.operands[2].dtype == d.result.dtype):
         c = d.operands[2]
         if c.owner is None and c in body.args[1:]:
             i = body.args.index(c) - 1
@@ -324,12 +324,25 @@ def _issue(lw, plan: Plan, body, iv_val, state: dict, slot, slot_base, ub, signe
             pred = live if masks is None else b.and_(live, masks[g])
             size = b.select(pred, ll.Constant(I32, nbytes), ll.Constant(I32, 0))
             b.call(fn, [dst, ptrs[g], size])
-    if copies:   # thread 0 arms each tile's mbarrier and starts its copies (none past the end)
+        lw.call("llvm.nvvm.cp.async.commit.group", ll.VoidType(), [])   # one group a load (see cp_async_groups)
+    if copies and len(plan.dots) > 1:
+        # attention's copies sit between or after its dots: one lane of warp 0 (elect.sync) arms each
+        # tile's mbarrier and starts its copies, each instruction predicated — no branch, and no
+        # loop of ptxas's over the lanes around each copy (D128 128x64 w4: 612 → 599 SASS an iteration)
+        go = b.and_(live, tma.elected_by_warp0(lw))
+        for j, copy in enumerate(copies):
+            tma.issue_copies(lw, [copy], stage_barrier(lw, plan, slot, j), pred=go)
+    elif copies:   # thread 0 arms each tile's mbarrier and starts its copies (none past the end)
         with b.if_then(b.and_(live, tma.elected(lw))):
             for j, copy in enumerate(copies):
                 tma.issue_copies(lw, [copy], stage_barrier(lw, plan, slot, j))
-    if plan.cp_async:
-        lw.call("llvm.nvvm.cp.async.commit.group", ll.VoidType(), [])
+
+
+def cp_async_groups(plan: Plan) -> int:
+    """cp.async groups an iteration commits: one a load, as Triton's pipeliner does, so that
+    `cp.async.wait_group` counts what Triton's does (its test_tl_range_num_stages reads the count:
+    6 for num_stages=5 and two loads). Waiting for iteration i's tiles is the same point either way."""
+    return sum(lo.name == "load" for lo in plan.loads)
 
 
 def stage_barrier(lw, plan: Plan, slot, j: int):
@@ -468,6 +481,7 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot, chain: Chain | None = None) -> 
         _issue(lw, plan, body, iv_s, state, s, s * plan.stage_bytes, ub, signed)
         state = _advance(lw, plan, body, iv_s, state, lays)
         iv_s = b.add(iv_s, step)
+    pinned_tma.wait_pending(lw)   # a pinned operand's own copy (attention's Q), after these started
 
     ahead_init = []
     for i in plan.needed:
@@ -485,8 +499,8 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot, chain: Chain | None = None) -> 
     for a, l, ps in zip(body.args[1:], lays, phis):
         lw.bind(a, l, ps)
     sconst = ll.Constant(I32, S)
-    if plan.cp_async:
-        lw.call("llvm.nvvm.cp.async.wait.group", ll.VoidType(), [ll.Constant(I32, D - 1)])
+    if plan.cp_async:   # the tiles of iteration i landed: those of the D-1 iterations after it may still be in flight
+        lw.call("llvm.nvvm.cp.async.wait.group", ll.VoidType(), [ll.Constant(I32, (D - 1) * cp_async_groups(plan))])
     # TMA: the k-th use of a stage (k = it / S) completes its barriers' phase k; each tile is
     # waited for where it is first read (wait_tile), else here
     if plan.tma:
@@ -519,8 +533,24 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot, chain: Chain | None = None) -> 
     if not plan.async_dot:
         ahead_next = issue_ahead()
 
+    # TMA tiles of several dots (attention: QKᵀ, then P·V in flight over the back edge) in two
+    # stages: the first dot's wait completes the previous iteration's last dot, the last reader of
+    # buffer (i-1) % S, so its copies go out there (multi_dot calls plan.after_first_wait) — the
+    # softmax's time for them to land, where after the body they had none. With more stages they
+    # have an iteration already, and issuing them there would hold the softmax up (measured: three
+    # stages at one program an SM 0.88-0.91x Triton that way): after the body, under P·V, as Triton
+    early = {}
+    if (plan.async_dot and plan.tma and not plan.cp_async and getattr(plan, "first_dot", None) is not None
+            and S == 2):
+        def issue_after_first_wait():
+            lw.barrier()   # every warpgroup past its wait
+            early["next"] = issue_ahead()
+        plan.after_first_wait = issue_after_first_wait
     nxt = lower_body(lw, plan, body, lays, emit_dot, read_base)
-    if plan.async_dot:
+    plan.after_first_wait = None
+    if early:
+        ahead_next = early["next"]
+    elif plan.async_dot:
         # wgmma(i-1) is done in this warpgroup (wait_group 1 in the dot); once every warpgroup is
         # past that point its buffer, (i-1) % S = (i+S-1) % S, takes the tiles of iteration i+S-1
         lw.barrier()

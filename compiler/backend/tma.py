@@ -72,6 +72,14 @@ class BoxTile(SmemTile):
     def panels(self) -> int:
         return self.cols // self.panel_cols
 
+    def copies(self):
+        """(panel, row chunk, byte offset in the tile) of each copy of the box: a panel holds the
+        rows one after the other, a chunk tensor_map.MAX_BOX of the first dim's."""
+        chunk_rows = min(self.block[0], tensor_map.MAX_BOX) * math.prod(self.block[1:-1])
+        for p in range(self.panels):
+            for j in range(tensor_map.row_chunks(self.block)):
+                yield p, j, (p * self.rows + j * chunk_rows) * self.panel_cols * self.es
+
 
 def tile_for(v, base: int = 0) -> BoxTile:
     """The tile a tma_load's result (or a tma_store's value) occupies."""
@@ -125,13 +133,24 @@ def elected(lw):
     return lw.b.icmp_unsigned("==", lw.tid, ll.Constant(I32, 0))
 
 
-def _coordinates(lw, offsets: list, tile: BoxTile, panel: int) -> list:
-    """The copy's coordinates, innermost dim first, of panel `panel` of the block at `offsets`."""
+def elected_by_warp0(lw):
+    """i1: the one lane `elect.sync` picks in warp 0 (every lane of the warp must run it): as a
+    predicate of issue_copies, ptxas knows a single lane issues and needs no loop over the lanes."""
+    one = _asm(lw, "{\n\t.reg .pred e;\n\telect.sync _|e, 0xffffffff;\n\tselp.u32 $0, 1, 0, e;\n\t}", "=r", [], ret=I32)
+    return lw.b.and_(lw.b.icmp_unsigned("<", lw.tid, ll.Constant(I32, 32)), lw.b.icmp_unsigned("!=", one, ll.Constant(I32, 0)))
+
+
+def _coordinates(lw, offsets: list, tile: BoxTile, panel: int, chunk: int = 0) -> list:
+    """The copy's coordinates, innermost dim first, of panel `panel`, row chunk `chunk` of the
+    block at `offsets`."""
     b = lw.b
     inner = offsets[-1]
     if panel:
         inner = b.add(inner, ll.Constant(I32, panel * tile.panel_cols))
-    return [inner] + list(reversed(offsets[:-1]))
+    outer = list(reversed(offsets[:-1]))
+    if chunk:
+        outer[-1] = b.add(outer[-1], ll.Constant(I32, chunk * tensor_map.MAX_BOX))
+    return [inner] + outer
 
 
 def _copy_text(rank: int, direction: str) -> str:
@@ -142,19 +161,27 @@ def _copy_text(rank: int, direction: str) -> str:
     return f"cp.async.bulk.tensor.{rank}d.global.shared::cta.tile.bulk_group [$1, {{{coords}}}], [$0];"
 
 
-def issue_copies(lw, loads: list, bar) -> None:
-    """From the elected thread (the caller's branch): arm mbarrier `bar` (i32 address) with the
-    bytes of every tile and start each copy. `loads`: (tensor map, i32 offsets, tile, i32 address
-    of the tile's first byte)."""
+def issue_copies(lw, loads: list, bar, pred=None) -> None:
+    """From the elected thread (the caller's branch, or every thread with `pred`, an i1 true in the
+    elected one: each instruction predicated, no branch — ptxas then issues the copies once from the
+    warp, without its per-lane loops around them): arm mbarrier `bar` (i32 address) with the bytes
+    of every tile and start each copy. `loads`: (tensor map, i32 offsets, tile, i32 address of the
+    tile's first byte)."""
     nbytes = sum(tile.nbytes for _, _, tile, _ in loads)
-    _asm(lw, "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r", [bar, ll.Constant(I32, nbytes)])
+
+    def emit(text, cons, args):
+        if pred is None:
+            return _asm(lw, text, cons, args)
+        return _asm(lw, f"{{\n\t.reg .pred q;\n\tsetp.ne.b32 q, ${len(args)}, 0;\n\t@q {text}\n\t}}", cons + ",r",
+                    args + [lw.b.zext(pred, I32)])
+    emit("mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r", [bar, ll.Constant(I32, nbytes)])
     for tmap, offsets, tile, dst in loads:
         rank = len(tile.block)
         addr = map_address(lw, tmap)
-        for p in range(tile.panels):
-            d = lw.b.add(dst, ll.Constant(I32, p * tile.rows * tile.panel_cols * tile.es)) if p else dst
-            coords = _coordinates(lw, offsets, tile, p)
-            _asm(lw, _copy_text(rank, "load"), ",".join(["r", "l"] + ["r"] * rank + ["r"]), [d, addr] + coords + [bar])
+        for p, j, at in tile.copies():
+            d = lw.b.add(dst, ll.Constant(I32, at)) if at else dst
+            coords = _coordinates(lw, offsets, tile, p, j)
+            emit(_copy_text(rank, "load"), ",".join(["r", "l"] + ["r"] * rank + ["r"]), [d, addr] + coords + [bar])
 
 
 def wait(lw, bar, parity) -> None:
@@ -178,6 +205,10 @@ def _end(tile: BoxTile) -> int:
 
 
 def lower_tma_load(lw, op) -> None:
+    from . import pinned_tma  # noqa: PLC0415 - it builds on this module
+    if pinned_tma.applies(lw, op):   # attention's Q: straight into the tile its loops pin
+        pinned_tma.lower(lw, op)
+        return
     res = op.result
     tile = tile_for(res)
     bar_rel = _end(tile)
@@ -217,10 +248,10 @@ def lower_tma_store(lw, op) -> None:
     with lw.b.if_then(elected(lw)):
         addr = map_address(lw, lw.scalar(op.operands[0]))
         src = smem_address(lw, lw.smem_reserved + tile.base)
-        for p in range(tile.panels):
-            s = lw.b.add(src, ll.Constant(I32, p * tile.rows * tile.panel_cols * tile.es)) if p else src
+        for p, j, at in tile.copies():
+            s = lw.b.add(src, ll.Constant(I32, at)) if at else src
             _asm(lw, _copy_text(rank, "store"), ",".join(["r", "l"] + ["r"] * rank),
-                 [s, addr] + _coordinates(lw, offsets, tile, p))
+                 [s, addr] + _coordinates(lw, offsets, tile, p, j))
         _asm(lw, "cp.async.bulk.commit_group;", "", [])
         if not deferred:
             _asm(lw, "cp.async.bulk.wait_group.read 0;", "", [])
@@ -252,9 +283,33 @@ def _elemtype(dt) -> int:
 
 
 def tensor_maps_per_program(fn) -> int:
-    """Maps a program of `fn` writes into its global scratch (one slot per make_tensor_map)."""
-    slots = [op.attrs["slot"] for op in fn.walk() if op.name == "make_tensor_map"]
-    return max(slots) + 1 if slots else 0
+    """Maps a program of `fn` writes into its global scratch (Triton's metadata: global_scratch_size
+    is 128 bytes a map)."""
+    slots = tensor_map_slots(fn)
+    return max(slots.values()) + 1 if slots else 0
+
+
+def tensor_map_slots(fn) -> dict:
+    """The scratch slot of each make_tensor_map (by op id): one a distinct map. Creations of the same
+    map (the same base, shape, strides, block and padding — a descriptor made again in a loop) share
+    their slot, as Triton's CSE and loop-invariant code motion leave one creation of it; re-writing
+    a slot writes the bytes it holds."""
+    slots, keys = {}, {}
+    for op in fn.walk():
+        if op.name == "make_tensor_map":
+            key = (tuple(_value_key(v) for v in op.operands[1:]), tuple(op.attrs["block"]), op.attrs.get("padding"))
+            slots[id(op)] = keys.setdefault(key, len(keys))
+    return slots
+
+
+def _value_key(v) -> tuple:
+    """What `v` is, structurally: a constant by its value, a cast by what it casts, else itself."""
+    op = v.owner
+    if op is not None and op.name == "const" and not v.is_block:
+        return ("const", v.dtype.name, repr(op.attrs.get("value")))
+    if op is not None and op.name == "cast" and len(op.operands) == 1:
+        return ("cast", v.dtype.name, _value_key(op.operands[0]))
+    return ("value", v.id)
 
 
 def _program_index(lw):
@@ -277,7 +332,7 @@ def lower_make_tensor_map(lw, op) -> None:
     elt = base.dtype.element_ty
     es = elt.primitive_bitwidth // 8
     slot = b.add(b.mul(_program_index(lw), ll.Constant(I64, tensor_maps_per_program(lw.fn))),
-                 ll.Constant(I64, op.attrs["slot"]))
+                 ll.Constant(I64, tensor_map_slots(lw.fn)[id(op)]))
     gaddr = b.add(b.ptrtoint(lw.scalar(scratch), I64), b.mul(slot, ll.Constant(I64, MAP_BYTES)))
     lw.smem_bytes = max(lw.smem_bytes, MAP_BYTES)
     tmpl = smem_address(lw, lw.smem_reserved)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from llvmlite import ir as ll
 
-from .dot_layouts import is_fp8_kind, mma_kind, wgmma_acc_layout, wgmma_config
+from .dot_layouts import is_8bit_kind, is_fp8_kind, is_int_kind, mma_kind, wgmma_acc_layout, wgmma_config
 from .layouts import log2
 from .llvm_types import CONTRACT, F32, I32, I64, lty
 
@@ -48,27 +48,35 @@ def _scale_d(index: int, from_zero: bool) -> tuple[str, str]:
     return "\n\t.reg .pred p;\n\tsetp.ne.b32 p, $" + str(index) + ", 0;", "p"
 
 
-def _accumulator_constraints(n_out: int, from_zero: bool) -> tuple[list[str], list]:
+def _accumulator_constraints(n_out: int, from_zero: bool, acc_t=F32) -> tuple[list[str], list]:
     """The accumulators in: tied to the outputs, or nothing when the dot starts from zero."""
     if from_zero:
         return [], []
-    return [str(i) for i in range(n_out)], [F32] * n_out
+    return [str(i) for i in range(n_out)], [acc_t] * n_out
+
+
+def accumulator_type(kind):
+    """fp32 accumulators, or int32 (b32 registers) for an integer dot."""
+    return I32 if is_int_kind(kind) else F32
 
 
 def _wgmma_asm(n_out: int, shape_n: int, ty: str, trans_a: int, trans_b: int, from_zero: bool = False):
     outs = ", ".join(f"${i}" for i in range(n_out))
-    if is_fp8_kind(ty):  # k32, K-major operands only: no transpose immediates
-        shape, types, tail = f"m64n{shape_n}k32", ty, ""
+    if is_int_kind(ty):  # s8 × s8 → s32, k32, K-major operands: no scale or transpose immediates
+        shape, types, tail = f"m64n{shape_n}k32", f"s32.{ty}.{ty}", ""
+    elif is_fp8_kind(ty):  # k32, K-major operands only: no transpose immediates
+        shape, types, tail = f"m64n{shape_n}k32", f"f32.{ty}", ", 1, 1"
     else:
-        shape, types, tail = f"m64n{shape_n}k16", f"{ty}.{ty}", f", {trans_a}, {trans_b}"
+        shape, types, tail = f"m64n{shape_n}k16", f"f32.{ty}.{ty}", f", 1, 1, {trans_a}, {trans_b}"
     setp, scale_d = _scale_d(n_out + 2, from_zero)
     text = ("{" + setp + "\n\t"
-            f"wgmma.mma_async.sync.aligned.{shape}.f32.{types} "
-            f"{{{outs}}}, ${n_out}, ${n_out + 1}, {scale_d}, 1, 1{tail};\n\t}}")
-    tied, acc_types = _accumulator_constraints(n_out, from_zero)
-    cons = ",".join(["=f"] * n_out + ["l", "l"] + ([] if from_zero else ["r"]) + tied)
+            f"wgmma.mma_async.sync.aligned.{shape}.{types} "
+            f"{{{outs}}}, ${n_out}, ${n_out + 1}, {scale_d}{tail};\n\t}}")
+    acc_t = accumulator_type(ty)
+    tied, acc_types = _accumulator_constraints(n_out, from_zero, acc_t)
+    cons = ",".join(["=r" if acc_t == I32 else "=f"] * n_out + ["l", "l"] + ([] if from_zero else ["r"]) + tied)
     args = [I64, I64] + ([] if from_zero else [I32]) + acc_types
-    fty = ll.FunctionType(ll.LiteralStructType([F32] * n_out), args)
+    fty = ll.FunctionType(ll.LiteralStructType([acc_t] * n_out), args)
     return ll.InlineAsm(fty, text, cons, side_effect=True)
 
 
@@ -131,12 +139,13 @@ def wait_pass_through(lw, regs, pending: int):
     return _routed_through(lw, regs, f"wgmma.wait_group.sync.aligned {pending};")
 
 
-def _routed_through(lw, regs, text: str, ty=F32):
-    """fp32 (or b32: ty I32) registers passed through the inline asm `text`, tied in and out: the
-    values after it."""
+def _routed_through(lw, regs, text: str):
+    """fp32 or b32 registers (each its own type: a float and an integer dot's accumulators may
+    pass together) through the inline asm `text`, tied in and out: the values after it."""
     b = lw.b
-    cons = ",".join(["=f" if ty == F32 else "=r"] * len(regs) + [str(i) for i in range(len(regs))])
-    fty = ll.FunctionType(ll.LiteralStructType([ty] * len(regs)), [ty] * len(regs))
+    types = [r.type for r in regs]
+    cons = ",".join(["=f" if t == F32 else "=r" for t in types] + [str(i) for i in range(len(regs))])
+    fty = ll.FunctionType(ll.LiteralStructType(types), types)
     r = b.call(ll.InlineAsm(fty, text, cons, side_effect=True), list(regs))
     return [b.extract_value(r, i) for i in range(len(regs))]
 
@@ -169,7 +178,8 @@ def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int | None = 0, a_reg
     lw.needs_sm90a = True
     ty = mma_kind(op)
     C = lw.block(c, cl)
-    acc = [x if x.type == F32 else b.fpext(x, F32) for x in C]
+    acc_t = accumulator_type(ty)
+    acc = [x if x.type == acc_t else b.fpext(x, F32) for x in C]
 
     # warpgroup part of the start coordinates (warp bits 2.. of the accumulator layout)
     wa = tuple((0, 0) if i < 2 else (cw[0], 0) for i, cw in enumerate(cl.warp))
@@ -211,7 +221,7 @@ def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int | None = 0, a_reg
     db = descriptor_const(tb)
     trans_b = 1 if tb.cdim == 1 else 0   # B stored N-major
     per = tn // 2
-    kstep = 32 if is_fp8_kind(ty) else 16
+    kstep = 32 if is_8bit_kind(ty) else 16
     if a_regs is None:
         da = descriptor_const(ta)
         trans_a = 1 if ta.cdim == 0 else 0   # A stored M-major
@@ -230,7 +240,7 @@ def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int | None = 0, a_reg
         for rep, k0 in keys:
             f = a_fragment_registers(k, rep, k0)
             frags += [packed(f[i], f[i + 1]) for i in range(0, 8, 2)]
-        frags = _routed_through(lw, frags, "wgmma.fence.sync.aligned;", I32)
+        frags = _routed_through(lw, frags, "wgmma.fence.sync.aligned;")
         a_packed = {key: frags[4 * i:4 * i + 4] for i, key in enumerate(keys)}
 
     def mma(regs, rep, k0, dB, scale_d):
@@ -278,7 +288,7 @@ def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int | None = 0, a_reg
             part = wait_pass_through(lw, part, 0)
             acc = [b.fadd(x, y, flags=CONTRACT) for x, y in zip(acc, part)]
     odt = lty(res.dtype)
-    if odt != F32:
+    if odt != acc_t:
         acc = [b.fptrunc(x, odt) for x in acc]
     lw.set_block(res, cl, acc)
     return waited

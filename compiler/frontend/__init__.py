@@ -94,13 +94,14 @@ def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | Non
     try:
         gen.visit_stmts(kernel.fn_ast.body)
     except SemanticError as exc:  # raised outside any node: attach the def line
-        raise CompilationError(str(exc), _def_loc(kernel), _def_line(kernel)) from None
+        raise CompilationError(exc.described(), _def_loc(kernel), _def_line(kernel)) from None
     except RecursionError:        # the visitor names the node when it has room to; else the def line
         raise CompilationError("the kernel nests too deeply (nested expressions, blocks and @jit calls add up); "
                                "simplify it", _def_loc(kernel), _def_line(kernel)) from None
     body.ops.append(ir.Op("return", [], [], loc=b.loc))
     fold_dot_accumulate(fn)
     fn.dropped_ops = ir.eliminate_dead_code(fn)
+    fn.gpu_refusals = b.gpu_refusals
     if b.global_scratch is not None:   # device-side descriptors' tensor maps live there
         if any(op.name == "make_tensor_map" for op in fn.walk()):
             fn.arg_names.append(DT.GLOBAL_SCRATCH)

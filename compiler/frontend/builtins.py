@@ -39,9 +39,12 @@ def _shape(gen, node, shape, what="shape"):
     if isinstance(shape, int):
         shape = (shape,)
     shape = tuple(_const(gen, node, s, what) for s in shape)
-    for s in shape:
-        if not isinstance(s, int) or s <= 0 or s & (s - 1):
-            raise SemanticError(f"block dimensions must be powers of two, got {list(shape)}")
+    for i, s in enumerate(shape):
+        if not isinstance(s, int):
+            raise SemanticError(f"Shape element {i} must have type `constexpr[int]`, got `constexpr[{type(s)}]`",
+                                f"{what} {list(shape)}")
+        if s <= 0 or s & (s - 1):
+            raise SemanticError(f"Shape element {i} must be a power of 2", f"{what} {list(shape)}")
     return shape
 
 
@@ -70,8 +73,11 @@ def num_programs(gen, node, axis=0):
 def arange(gen, node, start, end):
     start, end = _const(gen, node, start, "tl.arange's start"), _const(gen, node, end, "tl.arange's end")
     n = end - start
-    if n <= 0 or n & (n - 1):
-        raise SemanticError(f"tl.arange's range must be a power of two, got {start}..{end} ({n} elements)")
+    if n <= 0:
+        raise SemanticError("arange's end argument must be greater than the start argument",
+                            f"tl.arange({start}, {end})")
+    if n & (n - 1):
+        raise SemanticError("arange's range must be a power of 2", f"tl.arange({start}, {end}) has {n} elements")
     return gen.b.value("arange", [], block_type(T.int32, (n,)), start=start, end=end)
 
 
@@ -116,8 +122,7 @@ def static_assert(gen, node, cond, msg=""):
     if is_value(cond):
         raise SemanticError("tl.static_assert needs a compile-time condition")
     if not cond:
-        raise CompileTimeAssertionFailure(f"static assertion failed: {gen.text(node, msg)}", gen.loc(node),
-                                          gen.source_line(node))
+        raise gen.error(node, f"static assertion failed: {gen.text(node, msg)}", CompileTimeAssertionFailure)
 
 
 @rule("static_print")

@@ -13,11 +13,12 @@ import builtins
 import inspect
 import math
 import operator
+import os
 import types
 from typing import Any
 
 from .. import ir
-from ..errors import CompilationError, CompileTimeAssertionFailure
+from ..errors import CompilationError, CompileTimeAssertionFailure, SourceNode
 from ..language import core as tl_core
 from ..language import dtypes as T
 from ..language.core import constexpr
@@ -28,6 +29,8 @@ from .block_pointers import Composite, TensorDescriptor
 from .compile_time import AggregatePythonFunction, CompileTimeSemantic, is_compiler_builtin
 from .builtins import (BUILTINS, DescriptorMethod, TensorMethod, composite_attribute, tensor_attribute,
                        tensor_has_attribute)
+from .global_names import global_problem
+from .lifted import is_lifted, lift, unlift
 from .limits import (MAX_FRONTEND_STEPS, MAX_INLINE_DEPTH, MAX_STATIC_RANGE_TRIPS, binop_problem,
                      format_spec_problem, text_problem, value_problem)
 from .semantic import SemanticError, is_value
@@ -46,6 +49,7 @@ class FunctionScope:
         self.jit_fn = jit_fn
         self.local = local
         self.returned = _MISSING
+        self.return_node = None     # the `return` statement that set `returned`
 
     def lookup_global(self, name):
         g = self.jit_fn.globals
@@ -57,6 +61,8 @@ class FunctionScope:
 
 
 class CodeGenerator(ast.NodeVisitor):
+    builtin_rules = BUILTINS    # tl builtin name → its rule (builtins.py); compiler/language calls them
+
     def __init__(self, jit_fn, builder: S.Builder, local: dict, depth: int = 0):
         self.fn = jit_fn
         self.b = builder
@@ -80,8 +86,13 @@ class CodeGenerator(ast.NodeVisitor):
             return " " * shift + self._source_lines[idx]
         return None
 
-    def error(self, node, message) -> CompilationError:
-        return CompilationError(message, self.loc(node), self.source_line(node))
+    def error(self, node, message, cls=CompilationError, within=None) -> CompilationError:
+        return cls(message, self.loc(node), self.source_line(node), self.fn.src, self.source_node(node), within)
+
+    def source_node(self, node) -> SourceNode:
+        """Triton's `CompilationError.node`: the position in the function's own source."""
+        return SourceNode(getattr(node, "lineno", self.fn.first_lineno) - self.fn.first_lineno + 1,
+                          getattr(node, "col_offset", 0))
 
     def visit(self, node):
         saved = self.b.loc
@@ -102,11 +113,11 @@ class CodeGenerator(ast.NodeVisitor):
             return result
         except (CompilationError, _Return):
             raise
-        except SemanticError as exc:  # the cause is the bare message (as in Triton), without our frames
-            raise self.error(node, str(exc)) from exc.with_traceback(None)
+        except SemanticError as exc:  # the cause is the bare message (as in Triton)
+            raise self.error(node, exc.described()) from _surface_cause(exc)
         except (TypeError, ValueError, IndexError, KeyError, ZeroDivisionError, AttributeError, AssertionError,
                 OverflowError) as exc:
-            raise self.error(node, f"{type(exc).__name__}: {exc}") from None
+            raise self.error(node, f"{type(exc).__name__}: {exc}") from _surface_cause(exc, bare=False)
         except RecursionError:
             # nested expressions and @jit calls (inlined here) add up on the Python stack: refuse at
             # the deepest node that still has room to say so
@@ -167,11 +178,12 @@ class CodeGenerator(ast.NodeVisitor):
         if self.depth == 0 and value is not None:
             raise self.error(node, "a kernel cannot return a value; store results through a pointer")
         self.scope.returned = value
+        self.scope.return_node = node
 
     def visit_Assign(self, node):
         value = self.visit(node.value)
         for target in node.targets:
-            self.assign(target, value)
+            self.assign(target, lift(value.value if isinstance(value, constexpr) else value))
 
     def visit_AnnAssign(self, node):
         if node.value is None:
@@ -181,6 +193,9 @@ class CodeGenerator(ast.NodeVisitor):
         if ann is constexpr or ann == "constexpr":
             if is_value(value):
                 raise self.error(node, "a tl.constexpr variable needs a compile-time value")
+            value = unlift(value.value if isinstance(value, constexpr) else value)
+        else:
+            value = lift(value.value if isinstance(value, constexpr) else value)
         self.assign(node.target, value)
 
     def visit_AugAssign(self, node):
@@ -188,7 +203,7 @@ class CodeGenerator(ast.NodeVisitor):
             raise self.error(node, "augmented assignment works on names only")
         current = self.visit(ast.copy_location(ast.Name(id=node.target.id, ctx=ast.Load()), node.target))
         value = self.binop(node, node.op, current, self.visit(node.value))
-        self.assign(node.target, value)
+        self.assign(node.target, lift(value))
 
     def assign(self, target, value):
         if isinstance(target, ast.Name):
@@ -222,7 +237,7 @@ class CodeGenerator(ast.NodeVisitor):
         if is_value(cond):
             self.b.create("assert", [S.to_bool(self.b, cond)], [], {"message": msg})
         elif not cond:
-            raise CompileTimeAssertionFailure(f"static assertion failed: {msg}", self.loc(node), self.source_line(node))
+            raise self.error(node, f"static assertion failed: {msg}", CompileTimeAssertionFailure)
 
     def visit_If(self, node):
         cond = self.visit(node.test)
@@ -245,12 +260,12 @@ class CodeGenerator(ast.NodeVisitor):
             block = ir.Block()
             self.b.block = block
             self.visit_stmts(stmts)
-            result = (block, self.scope.local, self.scope.returned)
+            result = (block, self.scope.local, self.scope.returned, self.scope.return_node)
             self.b.block = outer_block
             return result
 
-        then_block, then_scope, then_ret = run_branch(node.body)
-        else_block, else_scope, else_ret = run_branch(node.orelse)
+        then_block, then_scope, then_ret, _ = run_branch(node.body)
+        else_block, else_scope, else_ret, else_return = run_branch(node.orelse)
         self.scope.local = dict(before)
         self.scope.returned = _MISSING
         composites = self._spread_composites(node, then_scope, else_scope, before)
@@ -288,7 +303,9 @@ class CodeGenerator(ast.NodeVisitor):
             if tv is None and ev is None:
                 types_.append(None)
                 continue
-            tv, ev = self._unify_branch_values(node, what, tv, ev, then_block, else_block)
+            # a return value that does not match is the later `return`'s fault (where Triton reports it)
+            at = else_return if what == "the return value" and else_return is not None else node
+            tv, ev = self._unify_branch_values(at, what, tv, ev, then_block, else_block)
             yielded_then.append(tv)
             yielded_else.append(ev)
             types_.append(tv.type)
@@ -362,6 +379,8 @@ class CodeGenerator(ast.NodeVisitor):
             if tv.shape == ev.shape:
                 ty = S.computation_type(tv.dtype, False, ev.dtype, False, False)
                 return materialize(tv, then_block, S._with_shape(ty, tv.shape)), materialize(ev, else_block, S._with_shape(ty, ev.shape))
+            if what == "the return value":
+                raise self.error(node, _branch_type_mismatch(what, tv.type, ev.type))
             raise self.error(node, f"`{what}` has type {tv.type} in the then-branch and {ev.type} in the else-branch")
         return tv, ev
 
@@ -653,6 +672,9 @@ class CodeGenerator(ast.NodeVisitor):
         v = self.scope.lookup_global(node.id)
         if v is _MISSING:
             raise self.error(node, f"name '{node.id}' is not defined")
+        problem = global_problem(node.id, v)
+        if problem:
+            raise self.error(node, problem)
         if isinstance(v, constexpr):
             return v.value
         return v
@@ -727,6 +749,8 @@ class CodeGenerator(ast.NodeVisitor):
             return getattr(base, attr)       # a NamedTuple's field
         if _is_jit(base):
             return getattr(base, attr)
+        if attr == "type" and is_lifted(base):
+            return S.literal_type(base)              # Triton's scalar tensor's type (lifted.py)
         if attr == "type" and _compile_time(base):
             return tl_core.constexpr_type(base)      # Triton's type of a compile-time value
         if isinstance(base, (bool, int, float)) and attr == "dtype":
@@ -787,13 +811,17 @@ class CodeGenerator(ast.NodeVisitor):
             problem = growing and binop_problem(growing, left, right)
             if problem:
                 raise self.error(node, problem)
-            return self._PYOPS[type(op)](left, right)
+            return self._PYOPS[type(op)](unlift(left), unlift(right))     # Python's errors name int, float
         if type(op) not in self._BINOPS:
             raise self.error(node, f"operator {type(op).__name__} is not supported on runtime values")
         return self._BINOPS[type(op)](self.b, left, right)
 
     def visit_UnaryOp(self, node):
         v = self.visit(node.operand)
+        if isinstance(v, (tuple, list)) or tl_core.is_aggregate(v):
+            # as Triton, which has no unary operators on its tuples (`not (0, 0)` is a mistake)
+            op = {ast.USub: "-", ast.UAdd: "+", ast.Not: "not", ast.Invert: "~"}[type(node.op)]
+            raise self.error(node, f"unary operator `{op}` is not supported on {self._describe(v)} in a kernel")
         if not is_value(v):
             return {ast.USub: lambda x: -x, ast.UAdd: lambda x: +x, ast.Not: lambda x: not x,
                     ast.Invert: lambda x: ~x}[type(node.op)](v)
@@ -948,6 +976,9 @@ class CodeGenerator(ast.NodeVisitor):
             kwargs = {k: v for k, v in kwargs.items() if k != "_semantic"}
             if not is_compiler_builtin(fn):
                 return self._call_python(node, fn.__wrapped__, args, kwargs)
+            lower = getattr(fn, "__blocktune_lower__", None)
+            if lower is not None:
+                return lower(self, node, *args, **kwargs)
             return BUILTINS[name](self, node, *args, **kwargs)
         if isinstance(fn, (TensorMethod, DescriptorMethod)):
             return fn(self, node, *args, **kwargs)
@@ -1009,13 +1040,31 @@ class CodeGenerator(ast.NodeVisitor):
                 if default is _MISSING:
                     raise self.error(node, f"{callee.__name__}() missing argument '{p}'")
                 local[p] = default.value if isinstance(default, constexpr) else default
+        if getattr(callee, "noinline", False):
+            self._check_noinline_arguments(node, callee, local)
         # A tl.constexpr annotation on a called @jit function's parameter does not force a
         # compile-time value: Triton passes runtime values through (tutorial 06 hands its block
         # `offs_m` to `offs_m: tl.constexpr`); only kernel parameters are specialized.
         sub = CodeGenerator(callee, self.b, local, self.depth + 1)
-        sub.visit_stmts(callee.fn_ast.body)
+        try:
+            sub.visit_stmts(callee.fn_ast.body)
+        except CompilationError as e:
+            # Triton's shape: the error at the call, the callee's error as its cause (and in its text)
+            raise self.error(node, e.message, type(e), within=e) from e
         ret = sub.scope.returned
         return None if ret is _MISSING else ret
+
+    def _check_noinline_arguments(self, node, callee, local: dict) -> None:
+        """Triton compiles a noinline function as a function of its own, which takes scalars only:
+        a block argument is its compile error. blocktune inlines the call, and interpret mode runs
+        it (as Triton's interpreter does); the GPU compile refuses it with Triton's words."""
+        for p in callee.arg_names:
+            v = local.get(p)
+            if is_value(v) and v.is_block:
+                self.b.gpu_refusals.append(self.error(
+                    node, f"Function {callee.__name__} is marked noinline, but was called with non-scalar argument "
+                          f"{p}:{v.type}"))
+                return
 
     # -- Triton's aggregates (tl.core._aggregate) -------------------------------------------------
     def _make_aggregate(self, node, cls, args, kwargs):
@@ -1073,8 +1122,22 @@ class CodeGenerator(ast.NodeVisitor):
             return f"module {v.__name__}"
         if callable(v):
             return f"{getattr(v, '__module__', '')}.{getattr(v, '__qualname__', getattr(v, '__name__', repr(v)))}".lstrip(".")
-        return f"{type(v).__name__} {v!r}"
+        return f"{type(unlift(v)).__name__} {v!r}"
 
+
+def _surface_cause(exc: BaseException, bare: bool = True) -> BaseException | None:
+    """The cause to chain to a CompilationError: an error raised while lowering a `tl` builtin keeps
+    its traceback from the builtin's frame in compiler/language (core.py, as Triton's points into its
+    core.py) on, which shows the rule that refused; any other is the bare message (`bare`) or none."""
+    tb = exc.__traceback__
+    while tb is not None and _LANGUAGE_DIR not in tb.tb_frame.f_code.co_filename:
+        tb = tb.tb_next
+    if tb is not None:
+        return exc.with_traceback(tb)
+    return exc.with_traceback(None) if bare else None
+
+
+_LANGUAGE_DIR = os.path.dirname(tl_core.__file__) + os.sep
 
 _PY_CMP = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge}
 

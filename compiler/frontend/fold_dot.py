@@ -3,7 +3,8 @@
 Tutorial 08 and many user kernels accumulate with `+=`: lowered as written, that is a dot into a
 fresh zero accumulator plus a block add, which doubles the accumulator's registers (spills at
 128×128 tiles) and hides the loop from the dot pipelining. The fold makes the sum the dot's own
-accumulator when the dot's zero-accumulator result has no other use, as Triton does.
+accumulator when the dot's zero-accumulator result has no other use, as Triton does — integer
+(int8 → int32) dots too.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def _fold_block(block: ir.Block, uses: dict) -> dict:
             dot = d.owner if d is not None else None
             if dot is None or dot.name != "dot" or id(dot) not in position or not _zero_const(dot.operands[2]):
                 continue
-            if len(uses.get(d.id, ())) != 1 or acc is None or acc.type != d.type or not d.dtype.is_floating():
+            if len(uses.get(d.id, ())) != 1 or acc is None or acc.type != d.type:
                 continue
             owner = acc.owner
             if owner is not None and id(owner) in position and position[id(owner)] > position[id(dot)]:

@@ -12,11 +12,21 @@ import warnings
 from .. import ir, knobs
 from ..language import dtypes as T
 from ..language.dtypes import block_type, dtype, pointer_type, scalar_of, shape_of
+from .lifted import unlift
 from .limits import MAX_IR_OPS, TRITON_MAX_TENSOR_NUMEL
 
 
 class SemanticError(Exception):
-    """A typing or shape error; the code generator attaches the source location."""
+    """A typing or shape error; the code generator attaches the source location. `str()` is the
+    message alone (Triton's words where Triton has them: its tests compare them); `detail` says
+    what was found, for the CompilationError's message."""
+
+    def __init__(self, message: str, detail: str = ""):
+        super().__init__(message)
+        self.detail = detail
+
+    def described(self) -> str:
+        return f"{self}: {self.detail}" if self.detail else str(self)
 
 
 class Builder:
@@ -40,6 +50,7 @@ class Builder:
         self.global_scratch: ir.Value | None = None
         self.function_body: ir.Block | None = None
         self.tensor_maps = 0
+        self.gpu_refusals: list = []    # ir.Function.gpu_refusals
 
     def create(self, name, operands=(), result_types=(), attrs=None, regions=()) -> ir.Op:
         if name in _NO_FP8_OPERANDS:
@@ -941,8 +952,9 @@ def dot(b, a, c, acc=None, input_precision=None, allow_tf32=None, max_num_imprec
         else:
             input_precision = knobs.codegen.fp32_default
     input_precision = str(input_precision).lower()
-    if input_precision not in ("tf32", "tf32x3", "ieee"):
-        raise SemanticError(f"tl.dot: input_precision must be 'tf32', 'tf32x3' or 'ieee', got {input_precision!r}")
+    if input_precision not in ("tf32", "tf32x3", "ieee", "bf16x3", "bf16x6"):
+        raise SemanticError("tl.dot: input_precision must be one of 'tf32', 'tf32x3', 'ieee', 'bf16x3', 'bf16x6', "
+                            f"got {input_precision!r}")
     if not a.dtype.is_fp32():
         input_precision = "ieee"
     rt = block_type(out, (m, n))
@@ -1012,4 +1024,4 @@ def _stack_last_dim(b, tiles: list) -> ir.Value:
 def _describe(x) -> str:
     if is_value(x):
         return f"a value of type {x.type}"
-    return f"{type(x).__name__} {x!r}"
+    return f"{type(unlift(x)).__name__} {x!r}"

@@ -119,7 +119,13 @@ def builtin(fn):
             f"tl.{name} can only be called inside a @jit kernel (it is compiled, not run as Python); "
             "set BLOCKTUNE_INTERPRET=1 to run kernels on the CPU")
 
+    def lower(gen, node, *args, **kwargs):
+        # inside a kernel: the compiler's rule for this builtin. A rule that refuses its arguments
+        # shows this frame in its traceback, as Triton's builtins (in its core.py) do.
+        return gen.builtin_rules[outside_kernel.__blocktune_builtin__](gen, node, *args, **kwargs)
+
     outside_kernel.__blocktune_builtin__ = name
+    outside_kernel.__blocktune_lower__ = lower
     return outside_kernel
 
 

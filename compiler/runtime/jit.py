@@ -839,7 +839,7 @@ def _build_interpreted(jf, sig, constexprs, div16, eq1, num_warps):
         if type(e) is not CompilationError:  # a CompileTimeAssertionFailure & co. stays what it is
             raise
         from ..interpreter.values import InterpretedCompilationError  # noqa: PLC0415 - see _run_interpreted
-        raise InterpretedCompilationError(e.message, e.loc, e.source_line).with_traceback(e.__traceback__) from e.__cause__
+        raise e.recast(InterpretedCompilationError).with_traceback(e.__traceback__) from e.__cause__
 
 
 def _grid3(grid) -> tuple:

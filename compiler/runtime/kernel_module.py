@@ -119,8 +119,7 @@ class _Writer:
                 text = _literal_text(obj.value)
                 if text is None:
                     raise NotSelfContained(f"the constant '{root}' read by {jf.__name__} is not a literal")
-                # the annotation is only read as text ("constexpr" in it): nothing needs binding
-                self.bind(root, obj, f"{root}: constexpr = {text}")
+                self.bind(root, obj, f"{root} = compiler.language.constexpr({text})")
                 continue
             if isinstance(obj, _LITERALS):
                 text = _literal_text(obj)

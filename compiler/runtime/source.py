@@ -11,7 +11,8 @@ contain, at top level, only:
   * `@jit` / `@triton.jit` / `@triton.jit(do_not_specialize=[...], ...)` function definitions
     (decorator arguments must be literals);
   * constants: `NAME = <literal>` (anything `ast.literal_eval` accepts) or
-    `NAME = tl.constexpr(<literal>)` (also `NAME: tl.constexpr = <literal>`).
+    `NAME = tl.constexpr(<literal>)` (`NAME: tl.constexpr = <literal>` binds the plain literal, as
+    Python does; kernels read only constexpr globals, as in Triton: frontend/global_names.py).
 
 Anything else (other imports, calls, classes, plain functions, `if __name__ == ...`, ...) raises
 `CompilationError` naming the line. Inside kernels, names and attributes with leading
@@ -327,14 +328,9 @@ class _Module:
         elif isinstance(node, ast.AnnAssign):
             if not isinstance(node.target, ast.Name) or node.value is None:
                 raise self.error(node, "only `NAME: type = <literal>` annotated assignments are allowed")
-            value = self.literal(node.value, f"module-level constant '{node.target.id}'")
-            try:
-                is_cx = "constexpr" in ast.unparse(node.annotation)
-            except Exception:
-                is_cx = False
-            if is_cx and not isinstance(value, self.tl.constexpr):
-                value = self.tl.constexpr(value)
-            self._bind_const(node.target, value)
+            # as in Python (and Triton), the annotation does not change the value: `N: tl.constexpr = 4`
+            # binds a plain 4, which kernels may not read (write `N = tl.constexpr(4)`)
+            self._bind_const(node.target, self.literal(node.value, f"module-level constant '{node.target.id}'"))
         else:
             kind = type(node).__name__
             what = {"Expr": "expression statements (calls)", "ClassDef": "classes", "If": "if statements",

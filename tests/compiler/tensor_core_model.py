@@ -22,7 +22,7 @@ def mma_sim(A, B, Cin, num_warps: int, kind: str, a_cdim: int, b_cdim: int):
     number of ldmatrix bank-conflict wavefronts beyond the minimum (0 when the swizzle works)."""
     M, K = A.shape
     N = B.shape[1]
-    es = 4 if kind == "tf32" else 2
+    es = {"tf32": 4, "s8": 1}.get(kind, 2)   # s8: m16n8k32, 4 elements a b32 (K-major tiles only)
     kc = 16 // es
     kinstr = 2 * kc
     cl = mma_acc_layout(M, N, num_warps)
@@ -57,7 +57,7 @@ def mma_sim(A, B, Cin, num_warps: int, kind: str, a_cdim: int, b_cdim: int):
 
     def ldmatrix(smem, tile, addrs, count, trans):
         """addrs[L] = element offset of the row lane L points at; returns regs[L][j] = 2 elements
-        (a b16 pair; for 32-bit types 1 element, as a 1-list)."""
+        (a b16 pair; for 32-bit types 1 element, as a 1-list; for 8-bit types 4)."""
         nonlocal conflicts
         per = 16 // es  # elements per row
         regs = [[None] * count for _ in range(32)]
@@ -71,7 +71,10 @@ def mma_sim(A, B, Cin, num_warps: int, kind: str, a_cdim: int, b_cdim: int):
             conflicts += max(len(v) for v in banks.values()) - 1
             for L in range(32):
                 g, t = L // 4, L % 4
-                if es == 2:
+                if es == 1:
+                    assert not trans
+                    regs[L][j] = list(rows[g][4 * t:4 * t + 4])
+                elif es == 2:
                     if not trans:
                         regs[L][j] = [rows[g][2 * t], rows[g][2 * t + 1]]
                     else:
@@ -130,7 +133,12 @@ def mma_sim(A, B, Cin, num_warps: int, kind: str, a_cdim: int, b_cdim: int):
                     for L in range(32):
                         g, t = L // 4, L % 4
                         ar, br = afr[(mi, L)], bfr[(ni, L)]
-                        if es == 2:
+                        if es == 1:   # PTX ISA "Matrix fragments for mma.m16n8k32" (.s8)
+                            for q in range(4):
+                                Af[g + 8 * (q & 1), 16 * (q >> 1) + 4 * t:16 * (q >> 1) + 4 * t + 4] = ar[q]
+                            for q in range(2):
+                                Bf[16 * q + 4 * t:16 * q + 4 * t + 4, g] = br[q]
+                        elif es == 2:
                             for q in range(4):
                                 rr, cc = g + 8 * (q & 1), 8 * (q >> 1) + 2 * t
                                 Af[rr, cc], Af[rr, cc + 1] = ar[q]

@@ -101,15 +101,19 @@ def test_warp_specialize_is_accepted_as_a_hint(interpret, gen):
 
 # -- PTX ------------------------------------------------------------------------------------------
 
-def _fwd_ptx(head_dim, block_m, block_n, num_warps, causal, host_descriptors=True, warp_specialize=False):
+def _fwd_args(head_dim, block_m, block_n, causal=False, host_descriptors=True, warp_specialize=False):
     desc = (lambda rows: f"tensordesc<fp16[{rows}, {head_dim}]|zero|11>") if host_descriptors else (lambda rows: "*fp16")
     sig = dict(sm_scale="fp32", M="*fp32", Z="i32", H="i32", desc_q=desc(block_m), desc_k=desc(block_n),
                desc_v=desc(block_n), desc_o=desc(block_m), N_CTX="i32")
     cx = dict(HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n, FP8_OUTPUT=False, STAGE=3 if causal else 1,
               warp_specialize=warp_specialize, IS_HOPPER=True)
     div = ("M", "N_CTX") + (() if host_descriptors else ("desc_q", "desc_k", "desc_v", "desc_o"))
-    return triton.compile(A._attn_fwd.fn, signature=sig, constexprs=cx, num_warps=num_warps, num_stages=3,
-                          target="sm_90", divisible_by_16=div)
+    return dict(signature=sig, constexprs=cx, target="sm_90", divisible_by_16=div)
+
+
+def _fwd_ptx(head_dim, block_m, block_n, num_warps, causal, host_descriptors=True, warp_specialize=False):
+    return triton.compile(A._attn_fwd.fn, **_fwd_args(head_dim, block_m, block_n, causal, host_descriptors, warp_specialize),
+                          num_warps=num_warps, num_stages=3)
 
 
 @pytest.mark.parametrize("head_dim,block_m,block_n,num_warps,causal,host", [
@@ -140,6 +144,65 @@ def test_attention_forward_ptx(head_dim, block_m, block_n, num_warps, causal, ho
     assert "C7517" not in rep["text"], rep["text"]  # "wgmma.wait_group is injected … by compiler"
     # the softmax's exp2 is one MUFU.EX2 each (ftz, as Triton's)
     assert "ex2.approx.ftz.f32" in ptx and "ex2.approx.f32" not in ptx
+
+
+def test_attention_forward_takes_tritons_stages_at_head_dim_128():
+    """HEAD_DIM 128, BLOCK_N 128, num_stages 3: Q's tile and its mbarrier, the stages' mbarriers and
+    three stages of K and V tiles, 231424 bytes (Triton's kernel: 230400; a margin kept free above
+    the stages for a body that needs none left two: each K/V copy then issued just before the
+    iteration that reads it)."""
+    for causal in (False, True):
+        ck = _fwd_ptx(128, 128, 128, 8, causal)
+        assert ck.shared == 128 * 128 * 2 + 1024 + 1024 + 3 * 2 * 128 * 128 * 2
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_forward_q_lands_in_its_pinned_tile(causal):
+    """Q's copy goes straight into the tile the loops' QKᵀ reads (compiler/backend/pinned_tma.py):
+    issued before the first loop's K/V prologue copies and waited for after them, so the latencies
+    overlap; no registers carry Q out of shared memory and back before the loop."""
+    ptx = _fwd_ptx(64, 128, 64, 4, causal).asm["ptx"]
+    head = ptx[:ptx.index("wgmma.fence")]
+    copies = [m.start() for m in re.finditer(r"cp\.async\.bulk\.tensor\.2d\.shared", head)]
+    waits = [m.start() for m in re.finditer(r"mbarrier\.try_wait", head)]
+    # Q, then K and V of the prologue's two stages; the first wait (Q's, then the loop's for K) after them
+    assert len(copies) == 5 and waits and waits[0] > copies[-1]
+    assert "ld.shared" not in head and "st.shared" not in head
+    # Q's mbarrier stays for the whole kernel: only the stages' six are invalidated (two loops when causal)
+    assert ptx.count("mbarrier.inval") == 6 * (2 if causal else 1)
+
+
+@pytest.mark.parametrize("head_dim,block_n,num_warps,num_stages", [(64, 64, 4, 2), (128, 128, 8, 2), (128, 64, 4, 2)])
+def test_attention_forward_copies_go_out_after_the_first_wait(head_dim, block_n, num_warps, num_stages):
+    """With two stages the K/V copies of iteration i+1 are issued once QKᵀ's wait has completed the
+    previous iteration's P·V (the last reader of their buffer), before the softmax, not after the
+    body: the tiles then have the softmax's time to land instead of none (GPU, 14:15: two-stage
+    configs went to 1.03-1.17x Triton)."""
+    ck = triton.compile(A._attn_fwd.fn, **{**_fwd_args(head_dim, 128, block_n), "num_warps": num_warps,
+                                           "num_stages": num_stages})
+    loops = [loop for loop in _wgmma_loops(ck.asm["ptx"]) if "cp.async.bulk.tensor" in loop]
+    assert loops
+    for loop in loops:
+        first_wait = loop.index("wgmma.wait_group")
+        second_fence = loop.index("wgmma.fence", first_wait)
+        copies = [m.start() for m in re.finditer(r"cp\.async\.bulk\.tensor", loop)]
+        assert copies and all(first_wait < c < second_fence for c in copies), loop
+        assert loop.count("bar.sync") == 1
+
+
+@pytest.mark.parametrize("head_dim,block_n,num_warps", [(64, 64, 4), (128, 64, 4), (128, 128, 8)])
+def test_attention_forward_copies_go_out_under_pv_with_three_stages(head_dim, block_n, num_warps):
+    """With three stages the copies have an iteration to land already: they go out after P·V is
+    issued (while it runs), as Triton's, not between QKᵀ's wait and the softmax, where they held the
+    softmax up (GPU, 14:15: 128x64 w4 s3 at HEAD_DIM 128, one program an SM, 0.88-0.91x Triton)."""
+    ck = triton.compile(A._attn_fwd.fn, **{**_fwd_args(head_dim, 128, block_n), "num_warps": num_warps, "num_stages": 3})
+    loops = [loop for loop in _wgmma_loops(ck.asm["ptx"]) if "cp.async.bulk.tensor" in loop]
+    assert loops
+    for loop in loops:
+        last_commit = loop.rindex("wgmma.commit_group")
+        copies = [m.start() for m in re.finditer(r"cp\.async\.bulk\.tensor", loop)]
+        assert copies and all(c > last_commit for c in copies), loop
+        assert loop.count("bar.sync") == 1
 
 
 def _bwd_ptx(head_dim, causal):
@@ -214,6 +277,28 @@ def test_attention_wgmma_fences_are_the_ptxs(kernel, head_dim, causal, tmp_path)
     assert sass.count("WARPGROUP.DEPBAR") == ptx.count("wgmma.wait_group")
 
 
+@pytest.mark.skipif(_nvdisasm() is None, reason="nvdisasm not found (pip install nvidia-cuda-nvdisasm)")
+@pytest.mark.parametrize("head_dim,block_n,num_warps,num_stages", [(128, 64, 4, 2), (64, 64, 4, 3)])
+def test_attention_forward_copies_are_issued_without_branches(head_dim, block_n, num_warps, num_stages, tmp_path):
+    """Q's and the loop's K/V copies are predicated on the lane elect.sync picks in warp 0, not a
+    branch around thread 0's copies: ptxas issues each once from the warp (`@UPx UTMALDG`), without
+    the reconvergence (BSSY/BSYNC) and the per-lane loop (BRA.U.ANY) it put around each copy before."""
+    import subprocess
+
+    from compiler.ptxas import require as find_ptxas
+    ck = triton.compile(A._attn_fwd.fn, **{**_fwd_args(head_dim, 128, block_n), "num_warps": num_warps,
+                                           "num_stages": num_stages})
+    ptx = ck.asm["ptx"]
+    assert "elect.sync" in ptx
+    (tmp_path / "k.ptx").write_text(ptx)
+    subprocess.run([find_ptxas(), "-arch=sm_90a", str(tmp_path / "k.ptx"), "-o", str(tmp_path / "k.cubin")], check=True)
+    sass = subprocess.run([_nvdisasm(), "-c", str(tmp_path / "k.cubin")], check=True, capture_output=True, text=True).stdout
+    loads = [ln for ln in sass.splitlines() if "UTMALDG" in ln]
+    # Q once, the prologue's and the loop's K and V (two panels each at HEAD_DIM 128)
+    assert len(loads) == (1 + 2 * (num_stages - 1) + 2) * (head_dim // 64)
+    assert "BRA.U.ANY" not in sass and all("@UP" in ln for ln in loads)
+
+
 # -- GPU ------------------------------------------------------------------------------------------
 
 @pytest.fixture
@@ -247,6 +332,27 @@ def test_attention_forward_gpu(cuda_gen, dtype, causal, HEAD_DIM, host_descripto
     tol = 1e-2 if dtype == torch.float16 else 3e-2
     torch.testing.assert_close(got.float(), ref, atol=tol, rtol=0)
     torch.testing.assert_close(got, sdpa, atol=tol, rtol=0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("HEAD_DIM,BLOCK_M,BLOCK_N,num_warps,num_stages", [
+    (128, 128, 128, 8, 3), (128, 128, 128, 8, 2), (64, 128, 64, 4, 3), (64, 64, 32, 4, 4)])
+def test_attention_forward_gpu_at_benchmark_configs(cuda_gen, monkeypatch, causal, HEAD_DIM, BLOCK_M, BLOCK_N,
+                                                    num_warps, num_stages):
+    """The benchmark's configs beside the one the tests tune with: three K/V stages filling shared
+    memory at HEAD_DIM 128, two stages (the next copies issued right after QKᵀ's wait), more
+    stages than the causal diagonal loop has iterations; Q landing in its pinned tile in each."""
+    cfg = next(c for c in A._all_configs() if (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages)
+               == (BLOCK_M, BLOCK_N, num_warps, num_stages))
+    monkeypatch.setattr(A._attn_fwd, "configs", [cfg])
+    monkeypatch.setattr(A._attn_fwd, "cache", {})
+    q, k, v = _inputs(cuda_gen, (2, 3, 1024, HEAD_DIM), torch.float16, "cuda")
+    _poison_next_allocations(q, 1)
+    got = A.attention(q, k, v, causal, 0.5, False, True)
+    ref = _reference(q, k, v, causal, 0.5, torch.zeros_like(q))[0]
+    assert not got.isnan().any()
+    torch.testing.assert_close(got.float(), ref, atol=1e-2, rtol=0)
 
 
 @pytest.mark.gpu

@@ -78,7 +78,7 @@ def test_compilation_error_exit_1(kfile, capsys):
     out = capsys.readouterr()
     assert rc == 1 and out.out == ""
     first = out.err.splitlines()[0]
-    assert first.startswith(f"{kfile}:8:") and "error:" in first and "power of two" in first
+    assert first.startswith(f"{kfile}:8:") and "error:" in first and "power of 2" in first
     assert "tl.arange(0, BLOCK_SIZE)" in out.err
 
 

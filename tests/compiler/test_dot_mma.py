@@ -213,9 +213,10 @@ def test_tutorial_pipelined(stages, monkeypatch):
     if stages == 1:
         assert "cp.async" not in ptx and "ld.global.v4.b32" in ptx
     else:
-        # S-1 groups in the prologue, one per iteration; wait until one stage has landed
-        assert ptx.count("cp.async.commit_group") == stages
-        assert re.search(rf"cp\.async\.wait_group\s+{stages - 2};", ptx)
+        # a group per tile (A, B), as Triton's: S-1 stages in the prologue, one per iteration; wait
+        # until one stage has landed (Triton's count: 2 (S-2), e.g. 6 for num_stages=5)
+        assert ptx.count("cp.async.commit_group") == 2 * stages
+        assert re.search(rf"cp\.async\.wait_group\s+{2 * (stages - 2)};", ptx)
         assert re.search(r"cp\.async\.wait_group\s+0;", ptx)
         assert "cp.async.cg.shared.global" in ptx and "ld.global" not in ptx.split("cp.async.commit_group")[0].split(".entry")[1]
         assert out["shared"] == stages * (128 * 32 * 2 * 2)
@@ -464,8 +465,8 @@ def test_wgmma_async_pipeline(monkeypatch, mode, stages):
     ptx = backend_ptx(mod.matmul_kernel.fn, TUT_SIG, cx, 4, stages, TUT_DIV, TUT_ONES)["ptx"]
     async_ = mode == "1"
     dist = stages - 1
-    assert ptx.count("cp.async.commit_group") == dist + 1
-    assert re.search(rf"cp\.async\.wait_group\s+{dist - 1};", ptx)
+    assert ptx.count("cp.async.commit_group") == 2 * (dist + 1)   # a group per tile
+    assert re.search(rf"cp\.async\.wait_group\s+{2 * (dist - 1)};", ptx)
     assert ("wgmma.wait_group.sync.aligned 1;" in ptx) == async_
     assert "wgmma.wait_group.sync.aligned 0;" in ptx
     loop = ptx[ptx.index("wgmma.fence.sync.aligned"):]

@@ -100,7 +100,7 @@ def _helper_with_error(x):
 
 @triton.jit
 def error_in_callee_kernel(x_ptr):
-    tl.store(x_ptr, _helper_with_error(tl.load(x_ptr)))
+    tl.store(x_ptr, _helper_with_error(tl.load(x_ptr)))  # CALL
 
 
 @triton.jit
@@ -128,12 +128,15 @@ def narrow_atomic_kernel(x_ptr, DT: tl.constexpr):
 
 def _err_line(kernel_or_src) -> tuple[int, str]:
     """(1-based line number in this file, source text) of the `# ERR` line of a kernel."""
-    fn = kernel_or_src
+    return _marked_line(kernel_or_src, "# ERR")
+
+
+def _marked_line(fn, marker: str) -> tuple[int, str]:
     src_lines, start = inspect.getsourcelines(getattr(fn, "fn", None) or _pyfn(fn))
     for i, line in enumerate(src_lines):
-        if line.rstrip().endswith("# ERR"):
+        if line.rstrip().endswith(marker):
             return start + i, line
-    raise AssertionError("no # ERR marker")
+    raise AssertionError(f"no {marker} marker")
 
 
 def _pyfn(kernel):
@@ -157,7 +160,7 @@ def _check(err: triton.CompilationError, lineno: int, line: str, col_of: str | N
         assert col == line.index(col_of) + 1, f"expected the column of {col_of!r} ({line.index(col_of) + 1}):\n{text}"
     if message:
         assert re.search(message, text, re.I), f"{message!r} not in:\n{text}"
-    loc = err.loc
+    loc = err.root.loc   # an error inside a called @jit function: the callee's line
     assert str(loc).startswith(f"{THIS_FILE}:{lineno}:"), loc
 
 
@@ -193,19 +196,31 @@ def test_compilation_error_points_at_source(kernel, args, kwargs, col_of, messag
 
 
 def test_error_message_is_the_message_without_the_location():
-    """Triton's CompilationError.error_message, which its tests read."""
+    """Triton's CompilationError.error_message, which its tests read; it is also the last line."""
     with pytest.raises(triton.CompilationError) as info:
         error_in_callee_kernel[(1,)](_x())
     err = info.value
     assert err.error_message == err.message and "missing_in_helper" in err.error_message
     assert ": error: " in str(err) and ": error: " not in err.error_message
+    assert str(err).splitlines()[-1] == err.error_message
 
 
 def test_error_inside_called_jit_function():
+    """Triton's shape: the error is raised at the call, the callee's error is its cause; the text
+    names the callee's line first (a diagnostic), then each call on the way, outermost first."""
     lineno, line = _err_line(_helper_with_error)
     with pytest.raises(triton.CompilationError) as info:
         error_in_callee_kernel[(1,)](_x())
-    _check(info.value, lineno, line, "missing_in_helper", "missing_in_helper")
+    err = info.value
+    _check(err, lineno, line, "missing_in_helper", "missing_in_helper")
+    call_line, call_text = _marked_line(error_in_callee_kernel, "# CALL")
+    assert err.loc.line == call_line and err.loc.col == call_text.index("_helper_with_error")
+    assert isinstance(err.__cause__, triton.CompilationError) and err.within is err.__cause__
+    assert err.__cause__.loc.line == lineno and err.__cause__.within is None
+    text = str(err)
+    assert text.index(f"in error_in_callee_kernel(), calling _helper_with_error() at 2:20:") \
+        < text.index("in _helper_with_error() at 2:15:"), text
+    assert "tl.store(x_ptr, _helper_with_error(tl.load(x_ptr)))" in text
 
 
 def test_jit_from_source_errors_name_the_submitted_file():
@@ -230,7 +245,7 @@ def test_jit_from_source_runs_a_good_kernel():
     src = (
         "import triton\n"
         "import triton.language as tl\n"
-        "SCALE = 3\n"
+        "SCALE = tl.constexpr(3)\n"
         "\n"
         "@triton.jit\n"
         "def _twice(x):\n"

@@ -41,7 +41,7 @@ def test_helpers_constants_and_aliases_are_written_and_the_fingerprint_kept():
     back = compiler.jit_from_source(text, "uses_helpers")          # strict mode, as the service
     assert back.fingerprint == uses_helpers.fingerprint
     assert "from compiler.language import float32 as f32" in text and "SCALE = 3" in text
-    assert "OFFSET: constexpr = 7" in text and "@compiler.jit(do_not_specialize=['n'])" in text
+    assert "OFFSET = compiler.language.constexpr(7)" in text and "@compiler.jit(do_not_specialize=['n'])" in text
     assert text.index("def times_scale") < text.index("def shifted") < text.index("def uses_helpers")
     assert "UNRELATED" not in text and "pytest" not in text and "NOT_A_LITERAL" not in text
     assert back.do_not_specialize == ["n"]

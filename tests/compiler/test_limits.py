@@ -89,7 +89,7 @@ def test_static_range_is_bounded():
             message="tl.static_range of 10000000 iterations is over the limit of 4096 unrolled iterations; use tl.range",
             within_s=5)
     # over a huge module-level constant
-    src = "import triton\nimport triton.language as tl\nN = 1099511627776\n\n@triton.jit\ndef k(x_ptr, BLOCK: tl.constexpr):\n" \
+    src = "import triton\nimport triton.language as tl\nN = tl.constexpr(1099511627776)\n\n@triton.jit\ndef k(x_ptr, BLOCK: tl.constexpr):\n" \
           "    for i in tl.static_range(0, N, 2):\n        x = i\n" + TAIL
     refused(src, line=7, col_of="tl.static_range", message="of 549755813888 iterations is over the limit of 4096")
 

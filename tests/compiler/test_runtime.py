@@ -333,7 +333,7 @@ def test_compile_equal_to_one_and_errors(cache_dir):
         compiler.compile(add_kernel, ADD_SIG, {"BLOCK_SIZE": 128}, target="sm_90", equal_to_1=("x_ptr",))
     with pytest.raises(ValueError, match="no parameter"):
         compiler.compile(add_kernel, dict(ADD_SIG, bogus="i32"), {"BLOCK_SIZE": 128}, target="sm_90")
-    with pytest.raises(compiler.CompilationError, match="power of two"):
+    with pytest.raises(compiler.CompilationError, match="range must be a power of 2"):
         compiler.compile(add_kernel, ADD_SIG, {"BLOCK_SIZE": 100}, target="sm_90")
 
 
@@ -739,8 +739,9 @@ from triton.language import constexpr
 from triton import cdiv
 
 BLOCK_DEFAULT = 128
-SCALE: tl.constexpr = 2
+SCALE = tl.constexpr(2)
 HALF = tl.constexpr(0.5)
+ANNOTATED: tl.constexpr = 3
 
 
 @triton.jit
@@ -767,6 +768,17 @@ def test_jit_from_source_good(interpret):
     np.testing.assert_allclose(x, np.arange(200, dtype=np.float32))   # * 2 * 0.5
     with pytest.raises(compiler.CompilationError, match="no @jit function named 'nope'"):
         compiler.jit_from_source(GOOD_SOURCE, "nope")
+
+
+def test_jit_from_source_binds_annotated_constants_as_python_does(interpret):
+    """`N: tl.constexpr = 3` binds a plain 3 (the annotation changes nothing, as in Python), which a
+    kernel may not read (Triton's rule); `N = tl.constexpr(3)` is the constant kernels read."""
+    src = GOOD_SOURCE + "\n\n@triton.jit\ndef reads_annotated(x_ptr):\n    tl.store(x_ptr, ANNOTATED)\n"
+    k = compiler.jit_from_source(src, "reads_annotated", filename="user.py")
+    assert k.globals["ANNOTATED"] == 3 and not isinstance(k.globals["ANNOTATED"], tl.constexpr)
+    with pytest.raises(compiler.CompilationError, match="Cannot access global variable ANNOTATED") as info:
+        k[(1,)](np.zeros(1, dtype=np.float32))
+    assert "user.py:" in str(info.value) and "tl.store(x_ptr, ANNOTATED)" in str(info.value)
 
 
 HOSTILE = {

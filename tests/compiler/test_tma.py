@@ -45,7 +45,9 @@ def _compile(kernel, sig, constexprs=None, num_warps=4, num_stages=3):
     ((4, 8), 4, "sm_90", True),        # 32-byte rows
     ((4, 4), 4, "sm_90", True),        # 16-byte rows, unswizzled
     ((8, 4), 2, "sm_90", False),       # 8-byte rows: below TMA's 16-byte minimum
-    ((512, 64), 2, "sm_90", False),    # a box dim over 256
+    ((512, 64), 2, "sm_90", True),     # a first dim over 256: copied in row chunks of 256
+    ((64, 512), 2, "sm_90", True),     # a last dim over 256: eight 128-byte panels
+    ((2, 512, 16), 2, "sm_90", False),  # another dim over 256
     ((4, 128), 2, "sm_90", False),     # two panels of 4 rows: the second not 1024-byte aligned
     ((2, 2, 2, 2, 2, 16), 2, "sm_90", False),   # rank 6
     ((2, 8, 64), 2, "sm_90", True),
@@ -59,6 +61,7 @@ def test_eligible(block, es, target, ok):
 def test_box_and_swizzle():
     assert tensor_map.box((128, 64), 2) == (64, 128) and tensor_map.swizzle_bytes((128, 64), 2) == 128
     assert tensor_map.box((64, 256), 2) == (64, 64)            # one 128-byte panel a copy
+    assert tensor_map.box((512, 32), 2) == (32, 256) and tensor_map.row_chunks((512, 32)) == 2
     assert tensor_map.box((4, 16, 32), 2) == (32, 16, 4) and tensor_map.swizzle_bytes((4, 16, 32), 2) == 64
     assert tensor_map.swizzle_bytes((8, 4), 4) == 16
 
@@ -66,14 +69,15 @@ def test_box_and_swizzle():
 # -- PTX ------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype,block", [("fp16", (64, 64)), ("bf16", (128, 128)), ("fp32", (32, 64)),
-                                         ("fp32", (16, 4)), ("fp16", (2, 16, 64))])
+                                         ("fp32", (16, 4)), ("fp16", (2, 16, 64)), ("fp16", (512, 32)),
+                                         ("fp16", (32, 512))])
 def test_copy_ptx(dtype, block):
     sig = {"in_desc": _desc_type(dtype, block), "out_desc": _desc_type(dtype, block), "scale": "fp32"}
     ck, ptx = _compile(K.scaled_copy_kernel, sig)
     rank = len(block)
     es = {"fp16": 2, "bf16": 2, "fp32": 4}[dtype]
-    panels = block[-1] * es // min(block[-1] * es, 128)
-    assert ptx.count(LOAD.format(rank)) == panels and ptx.count(STORE.format(rank)) == panels
+    copies = block[-1] * es // min(block[-1] * es, 128) * tensor_map.row_chunks(block)
+    assert ptx.count(LOAD.format(rank)) == copies and ptx.count(STORE.format(rank)) == copies
     assert "ld.global" not in ptx and "st.global" not in ptx
     # one barrier, armed once with the tile's bytes, waited on with parity 0, then invalidated
     assert ptx.count("mbarrier.init.shared::cta.b64") == 1 and ptx.count("mbarrier.inval.shared::cta.b64") == 1
@@ -247,7 +251,7 @@ DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 @pytest.mark.parametrize("dtype,shape,block", [
     ("fp16", (300, 200), (64, 64)), ("bf16", (257, 384), (128, 128)), ("fp32", (100, 72), (32, 64)),
     ("fp32", (33, 20), (16, 4)), ("fp16", (1000,), (64,)), ("fp16", (5, 37, 136), (2, 16, 64)),
-    ("bf16", (3, 64, 64), (1, 64, 64))])
+    ("bf16", (3, 64, 64), (1, 64, 64)), ("fp16", (1100, 80), (512, 32)), ("bf16", (100, 1200), (32, 512))])
 @pytest.mark.gpu
 @pytest.mark.timeout(120, method="thread")
 def test_copy_gpu(gen, dtype, shape, block):
@@ -378,6 +382,31 @@ def test_device_matmul_persistent_ptx():
     assert re.search(r"tensormap\.replace\.tile\.elemtype\.shared::cta\.b1024\.b32 \[%r\d+\], 6;", ptx)
 
 
+@pytest.mark.parametrize("every", [1, 3])
+def test_device_descriptor_made_again_shares_its_slot(every):
+    """The same map made before a loop and again in it: one 128-byte scratch slot a program (Triton's
+    global_scratch_size after its CSE/LICM), each creation writing it."""
+    ck = triton.compile(K.device_remade_descriptor_kernel, signature={"X": "*fp32", "M": "i32", "N": "i32"},
+                        constexprs={"BM": 8, "BN": 128, "EVERY": every}, target="sm_90", divisible_by_16=("X", "M", "N"))
+    ptx = ck.asm["ptx"]
+    assert ck.metadata["global_scratch_size"] == 128 and "tensormap.cp_fenceproxy" in ptx
+    assert ptx.count(LOAD.format(2)) == ptx.count(STORE.format(2)) > 0 and "ld.global" not in ptx
+
+
+@pytest.mark.parametrize("bm,bn,bk", [(64, 512, 32), (512, 64, 32), (128, 128, 16)])
+def test_device_matmul_scratch_is_a_map_per_descriptor(bm, bn, bk):
+    """Blocks over 256 along a dim go through TMA too (panels, row chunks): three descriptors, three
+    maps, as Triton's metadata says (test_make_tensor_descriptor_matmul's allocator checks it)."""
+    ck = triton.compile(K.device_matmul_persistent_kernel, signature=DEVICE_MATMUL_SIG,
+                        constexprs=dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, NUM_PROGRAMS=16), num_warps=8,
+                        num_stages=2, target="sm_90", divisible_by_16=tuple(DEVICE_MATMUL_SIG))
+    ptx = ck.asm["ptx"]
+    assert ck.metadata["global_scratch_size"] == 3 * 128 and ptx.count("tensormap.cp_fenceproxy") == 3
+    assert "ld.global" not in ptx
+    from tests.compiler.test_ptx import ptxas_report
+    assert ptxas_report(ptx)["spills"] == 0
+
+
 @pytest.mark.parametrize("padding", ["zero", "nan"])
 def test_device_padding_ptx(padding):
     ck, ptx = _compile(K.device_padded_copy_kernel, {"X": "*fp32", "Y": "*fp32", "M": "i32", "N": "i32",
@@ -393,6 +422,28 @@ def test_device_padding_ptx(padding):
     assert re.search(r"tensormap\.replace\.tile\.fill_mode\.shared::cta\.b1024\.b32 \[%r\d+\], " +
                      ("1" if padding == "nan" else "0"), ptx)
     assert ptx.count(LOAD.format(2)) == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(120, method="thread")
+def test_device_descriptor_made_again_gpu(gen):
+    M, N = 64, 1000
+    x = torch.randn((M, N), generator=gen).to("cuda")
+    want = x + 1
+    asked = []
+
+    def allocate(size, alignment, stream):
+        asked.append((size, alignment))
+        return torch.empty(size, dtype=torch.int8, device="cuda")
+
+    triton.set_allocator(allocate)
+    try:
+        K.device_remade_descriptor_kernel[(M // 8,)](x, M, N, BM=8, BN=128, EVERY=3)
+        torch.cuda.synchronize()
+    finally:
+        triton.set_allocator(None)
+    assert asked == [(128 * (M // 8), 128)]
+    torch.testing.assert_close(x, want, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("padding", ["zero", "nan"])
@@ -442,6 +493,7 @@ def test_device_matmul_persistent_gpu(gen, M, N, Kd, programs):
     ((100, 72), (32, 64), torch.float32, "zero", (32, 32), "128B"),      # 256-byte rows: 2 panels of 32
     ((33, 20), (16, 4), torch.float32, "zero", (4, 16), "NONE"),
     ((64, 64), (64, 16), torch.bfloat16, "zero", (16, 64), "32B"),
+    ((1000, 64), (512, 32), torch.float16, "zero", (32, 256), "64B"),   # two row chunks a panel
 ])
 def test_tensor_map_encoding(monkeypatch, shape, block, dtype, padding, box, swizzle):
     from cuda.bindings import driver as cu

@@ -122,8 +122,8 @@ def test_05_backward_dx_fits_two_ctas_per_sm_at_n8192():
 def test_08_grouped_gemm_k_loop_is_pipelined_inside_the_tile_loops(bm, bn, bk):
     """The K loop sits in a `while` over this program's tiles inside a `for` over the problems, and its
     A/B pointers come from device arrays loaded per tile: it still gets the tutorial matmul's
-    pipeline — 16-byte cp.async copies of a later iteration in the loop, cp.async.wait_group 1
-    (num_stages 3), asynchronous wgmma with one group left in flight, no operand through registers —
+    pipeline — 16-byte cp.async copies of a later iteration in the loop, cp.async.wait_group 2
+    (num_stages 3, a group per tile), asynchronous wgmma with one group left in flight, no operand through registers —
     while the pointer loads stay in the tile loop around it."""
     ptx = _assemble(G.grouped_matmul_kernel, dict(group_a_ptrs="*i64", group_b_ptrs="*i64", group_c_ptrs="*i64",
                                                   group_gemm_sizes="*i32", g_lds="*i32", group_size="i32"),
@@ -133,8 +133,8 @@ def test_08_grouped_gemm_k_loop_is_pipelined_inside_the_tile_loops(bm, bn, bk):
     assert len(k_loop.parents) == 2, "the K loop is not nested in the tile and problem loops"
     copies = re.findall(r"cp\.async\.cg\.shared\.global \[[^]]+\], \[[^]]+\], 16\b", k_loop.text)
     assert len(copies) == (bm * bk + bk * bn) * 2 // 16 // 128   # one A and one B tile per iteration, 128 threads
-    assert re.search(r"cp\.async\.wait_group\s+1;", k_loop.text)
-    assert k_loop.text.count("cp.async.commit_group") == 1
+    assert re.search(r"cp\.async\.wait_group\s+2;", k_loop.text)
+    assert k_loop.text.count("cp.async.commit_group") == 2
     assert "wgmma.wait_group.sync.aligned 1;" in k_loop.text
     assert "ld.global" not in k_loop.text
     tile_loop = k_loop.parents[0]

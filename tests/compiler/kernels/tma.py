@@ -115,3 +115,15 @@ def loop_carried_descriptor_kernel(a_desc, b_desc, c_ptr, K, BM: tl.constexpr, B
         d = a_desc
     tl.store(c_ptr + tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :], acc)
 
+
+
+@triton.jit
+def device_remade_descriptor_kernel(X, M, N, BM: tl.constexpr, BN: tl.constexpr, EVERY: tl.constexpr):
+    """X[rows of this program] += 1 tile by tile along N, through a descriptor made before the loop
+    and made again (the same map) every EVERY-th tile: one scratch slot serves all of them."""
+    row = tl.program_id(0) * BM
+    desc = tl.make_tensor_descriptor(X, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    for j in range(0, tl.cdiv(N, BN)):
+        if j % EVERY == 0:
+            desc = tl.make_tensor_descriptor(X, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+        desc.store([row, j * BN], desc.load([row, j * BN]) + 1)
