@@ -383,13 +383,13 @@ def rewrite(fn: ir.Function, options) -> list[dict]:
     specs: list[dict] = []
     for for_op in [op for op in fn.walk() if op.name == "for"]:
         body = for_op.regions[0]
-        dots = [op for op in body.ops if op.name == "dot"]
+        dots = [op for op in body.walk() if op.name == "dot"]   # one, at the body's top (as the plans take)
         step = for_op.operands[2].owner
         if len(dots) != 1 or (for_op.attrs.get("num_stages") or options.num_stages or 1) < 2 or step is None \
                 or step.name != "const" or not isinstance(step.attrs.get("value"), int) or step.attrs["value"] <= 0:
             continue
         d = dots[0]
-        if any(o is None or o.dtype.name not in ("fp16", "bf16") for o in d.operands[:2]) \
+        if d not in body.ops or any(o is None or o.dtype.name not in ("fp16", "bf16") for o in d.operands[:2]) \
                 or not uses_wgmma(d, options):
             continue
         use_table = ir.uses(fn)
