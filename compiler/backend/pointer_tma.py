@@ -406,7 +406,7 @@ def rewrite(fn: ir.Function, options) -> list[dict]:
         if not cands:
             continue
         for c in sorted(cands, key=lambda c: -c.j):
-            specs.append(_replace(fn, for_op, c, atoms, len(specs)))
+            specs.append(_replace(fn, for_op, c, atoms))
     if specs:
         fn.dropped_ops += ir.eliminate_dead_code(fn)
     return specs
@@ -426,7 +426,7 @@ def _wrap_invisible(fn, for_op, d, c, use_table, atoms) -> bool:
     return all(_stores_mask_off(fn, use_table, out, dim, x0, dd, atoms) for dim, x0, dd in c.wrapped)
 
 
-def _replace(fn, for_op, c, atoms, index: int) -> dict:
+def _replace(fn, for_op, c, atoms) -> dict:
     body = for_op.regions[0]
     lo = c.load
     loc = lo.loc
