@@ -13,6 +13,9 @@ Kernel ABI (what the launcher passes, in order, one per `fn.args` that is not `e
   fp16 / bf16         → 16-bit raw bits (`.b16`, pass the value's bit pattern as uint16)
   fp32 / fp64         → float / double
   tensor maps (`tmap`, a TMA descriptor's CUtensorMap, tma.py) → 128 bytes by value
+  pointer tiles' tensor maps (knobs.codegen.pointer_tma, pointer_tma.py: appended to `fn`'s
+  arguments by compile_ir, listed in `compile_ir(...)["pointer_maps"]`; the launch builds them from
+  the other arguments, runtime/pointer_maps.py) → 128 bytes by value, after every argument
 Arguments specialized as `equal_to_1` are not kernel parameters (the kernel uses the constant 1).
 `compile_ir(...)["params"]` lists the ABI of each passed parameter.
 Block dims: (32 * num_warps, 1, 1), or (32 * launch_warps, 1, 1) when `compile_ir(...)` reports
@@ -23,9 +26,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from .. import ir
+from .. import ir, tensor_map
 from . import control_flow, debug_ops, dot, elementwise as ew, fp8, histogram, memory, reduction, shape_ops, tma
-from . import loop_metadata, multi_dot, pinned_tma, pipeline, warp_specialize
+from . import loop_metadata, multi_dot, pinned_tma, pipeline, pointer_tma, warp_specialize
 from .errors import BackendError
 from .llvm_target import cpu_for, libdevice_defs, llir_to_ptx
 from .llvm_types import I32
@@ -154,8 +157,10 @@ def _has_module_flag(module, name: str) -> bool:
 def compile_ir(fn: ir.Function, *, num_warps: int, num_stages: int = 3, target: str = "sm_90",
                debug: bool = False, enable_fp_fusion: bool | None = None, maxnreg: int | None = None,
                enable_reflect_ftz: bool | None = None) -> dict:
-    """Compile block IR to PTX. Returns {name, llir, ptx, shared, num_warps, params}."""
+    """Compile block IR to PTX. Returns {name, llir, ptx, shared, num_warps, params} (and
+    pointer_maps where knobs.codegen.pointer_tma rewrote loads of `fn`, in place)."""
     cpu = cpu_for(target)
+    pointer_maps = _pointer_tma(fn, target, num_warps, num_stages)
     lw = lower_to_llvm(fn, num_warps=num_warps, num_stages=num_stages, target=target, debug=debug,
                        enable_fp_fusion=enable_fp_fusion, maxnreg=maxnreg, enable_reflect_ftz=enable_reflect_ftz)
     if lw.needs_sm90a:  # wgmma (wgmma.py)
@@ -166,7 +171,18 @@ def compile_ir(fn: ir.Function, *, num_warps: int, num_stages: int = 3, target: 
            "num_stages": num_stages, "params": lw.params, "target": cpu}
     if lw.ws is not None:   # the launch's block: 32 * launch_warps threads (num_warps stays the user's)
         out["launch_warps"] = launch_warps(lw)
+    if pointer_maps:   # the launch builds these tensor maps from the kernel's arguments
+        out["pointer_maps"] = pointer_maps
     maps = tma.tensor_maps_per_program(fn)
     if maps:   # device-side descriptors: the launch allocates this much global scratch per program
         out["global_scratch_size"] = maps * tma.MAP_BYTES
     return out
+
+
+def _pointer_tma(fn: ir.Function, target: str, num_warps: int, num_stages: int) -> list:
+    """knobs.codegen.pointer_tma: pointer tiles of wgmma K loops through TMA (pointer_tma.py)."""
+    opts = LoweringOptions.from_knobs(num_warps=num_warps, num_stages=num_stages, target=target)
+    if not (opts.pointer_tma and opts.pipeline and opts.wgmma == "async" and opts.wgmma_target
+            and tensor_map.eligible((8, 8), 2, target)):
+        return []
+    return pointer_tma.rewrite(fn, opts)

@@ -22,6 +22,7 @@ class LoweringOptions:
     maxnreg: int | None = None    # the launch's maxnreg: the kernel's .maxnreg (registers per thread)
     warp_specialize: bool = False  # knobs.codegen.warp_specialize: every TMA-fed wgmma loop (warp_specialize.py)
     line_info: bool = True        # knobs.codegen.line_info: .loc source lines in the PTX
+    pointer_tma: bool = False     # knobs.codegen.pointer_tma and knobs.codegen.tma (pointer_tma.py)
     # the launch's enable_reflect_ftz (Triton's): True flushes denormals in libdevice and exp2,
     # False keeps them in both; None (not given): exp2 flushes, libdevice keeps them
     reflect_ftz: bool | None = None
@@ -41,7 +42,8 @@ class LoweringOptions:
                    wgmma=knobs.codegen.wgmma, pipeline=knobs.codegen.pipeline, fp_fusion=fp_fusion,
                    maxnreg=None if maxnreg is None else int(maxnreg), line_info=knobs.codegen.line_info,
                    reflect_ftz=None if enable_reflect_ftz is None else bool(enable_reflect_ftz),
-                   warp_specialize=knobs.codegen.warp_specialize)
+                   warp_specialize=knobs.codegen.warp_specialize,
+                   pointer_tma=knobs.codegen.pointer_tma and knobs.codegen.tma)
 
     @property
     def wgmma_target(self) -> bool:

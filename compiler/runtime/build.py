@@ -166,6 +166,8 @@ def compile_jit(fn, signature, constexprs: dict | None = None, num_warps: int = 
         if isinstance(out.get("cubin"), (bytes, bytearray)):
             asm["cubin"] = bytes(out.pop("cubin"))
         flat = DT.flat_signature(sig)  # host descriptors: the kernel takes their parts
+        for spec in out.get("pointer_maps") or ():   # tensor maps of pointer tiles (pointer_maps.py)
+            flat[spec["name"]] = DT.TENSOR_MAP_TYPE
         if out.get("global_scratch_size"):   # device-side descriptors' maps: scratch, passed last
             flat[DT.GLOBAL_SCRATCH] = "*i8"
         metadata = {

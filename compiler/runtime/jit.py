@@ -37,7 +37,7 @@ from ..language import dtypes as T
 from ..language.core import const as tl_const, constexpr
 from ..language.library import LibraryFunction
 from ..version import __version__
-from . import build, cache, descriptors, driver, jit_hooks, launch_hooks, native
+from . import build, cache, descriptors, driver, jit_hooks, launch_hooks, native, pointer_maps
 from .num_ctas import check_num_ctas
 from .tensor_wrapper import TensorWrapper, reinterpret  # noqa: F401  (triton.runtime.jit's names)
 from ..language.dtypes import type_canonicalisation_dict  # noqa: F401  (as triton.runtime.jit's)
@@ -636,9 +636,12 @@ class JITFunction:
         has_descriptors = any(descriptors.DT.parse(t) for t in sig.values())
         expanded = descriptors.expand_names(call_names, sig, ck.metadata["passed"]) if has_descriptors else call_names
         scratch = ck.metadata.get("global_scratch_size")
-        launch = ck.make_launcher(dev, expanded + [descriptors.DT.GLOBAL_SCRATCH] if scratch else expanded)
+        maps = pointer_maps.names(ck.metadata)   # built at each launch from the arguments (after them)
+        launch = ck.make_launcher(dev, expanded + maps + ([descriptors.DT.GLOBAL_SCRATCH] if scratch else []))
         if scratch:
             launch = descriptors.with_global_scratch(launch, scratch)
+        if maps:
+            launch = pointer_maps.wrap_launcher(launch, expanded, ck.metadata["pointer_maps"])
         if has_descriptors:
             launch = descriptors.wrap_launcher(launch, call_names, expanded)
         entry = (launch, ck)

@@ -14,7 +14,7 @@ import threading
 from typing import Any
 
 from .. import knobs, ptxas
-from . import cache, driver
+from . import cache, driver, pointer_maps
 from ..language.descriptor_type import GLOBAL_SCRATCH
 from .descriptors import with_global_scratch
 from .launcher import make_launcher
@@ -165,7 +165,7 @@ class CompiledKernel:
         plan = self._plans.get(len(args))
         if plan is None:
             plan = self._plan(len(args))
-        convs, div_pos, eq1_pos, passed_pos = plan
+        convs, div_pos, eq1_pos, passed_pos, passed_names = plan
         values = [conv(v) for conv, v in zip(convs, args)]
         for i, n in div_pos:
             if values[i] % 16:
@@ -188,18 +188,24 @@ class CompiledKernel:
         dev = _current_device()
         fn = self._launchers.get((dev, self._passed_key))
         if fn is None:
-            fn = self.make_launcher(dev, self.metadata["passed"])
+            fn = self.make_launcher(dev, self._launch_order())
         scratch = self.metadata.get("global_scratch_size")
+        args = [values[i] for i in passed_pos]
+        if self.metadata.get("pointer_maps"):   # tensor maps of pointer tiles, from the arguments
+            named = dict(zip(passed_names, args))
+            args += [pointer_maps.address(s, named) for s in self.metadata["pointer_maps"]]
         if scratch:   # the launcher takes the scratch last; allocated per launch
-            with_global_scratch(fn, scratch)(g0, g1, g2, stream or 0, *[values[i] for i in passed_pos])
+            with_global_scratch(fn, scratch)(g0, g1, g2, stream or 0, *args)
             return
-        fn(g0, g1, g2, stream or 0, *[values[i] for i in passed_pos])
+        fn(g0, g1, g2, stream or 0, *args)
 
     def _plan(self, nargs: int):
         m = self.metadata
         # the global scratch of device-side descriptors is not an argument: the launch allocates it
         names = [n for n in m["arg_names"] if n != GLOBAL_SCRATCH]
-        passed = [n for n in m["passed"] if n != GLOBAL_SCRATCH]
+        hidden = {GLOBAL_SCRATCH, *pointer_maps.names(m)}   # made by the launch, not arguments
+        passed = [n for n in m["passed"] if n not in hidden]
+        names = [n for n in names if n not in hidden]
         parameters = m.get("parameters") or names
         if nargs == len(names):
             order = list(names)
@@ -216,9 +222,18 @@ class CompiledKernel:
         div_pos = [(order.index(n), n) for n in m.get("divisible_by_16", ()) if n in order]
         eq1_pos = [(order.index(n), n) for n in m.get("equal_to_1", ()) if n in order]
         passed_pos = [order.index(n) for n in passed]
-        plan = (convs, div_pos, eq1_pos, passed_pos)
+        plan = (convs, div_pos, eq1_pos, passed_pos, passed)
         self._plans[nargs] = plan
         return plan
+
+    def _launch_order(self) -> list[str]:
+        """The launcher's parameters: the arguments, then pointer tiles' tensor maps, then the scratch."""
+        passed = self.metadata["passed"]
+        maps = pointer_maps.names(self.metadata)
+        if not maps:
+            return passed
+        rest = [n for n in passed if n != GLOBAL_SCRATCH and n not in maps]
+        return rest + maps + [n for n in passed if n == GLOBAL_SCRATCH]
 
     @property
     def _passed_key(self):

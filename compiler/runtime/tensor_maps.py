@@ -45,27 +45,32 @@ def address(desc) -> int:
 
 def encode(desc):
     """A cuda.bindings CUtensorMap for `desc` (raises ValueError with the driver's reason)."""
+    return encode_raw(desc.base.data_ptr(), T.from_host_dtype(desc.base.dtype), desc.shape, desc.strides,
+                      desc.block_shape, desc.padding)
+
+
+def encode_raw(address: int, elt, shape, strides, block_shape, padding: str = ""):
+    """encode() from the parts: a device address, the element type, shape and strides (elements)."""
     from cuda.bindings import driver as cu  # noqa: PLC0415 - import time: the GPU path only
 
-    elt = T.from_host_dtype(desc.base.dtype)
     es = max(1, elt.primitive_bitwidth // 8)
-    block = tuple(int(b) for b in desc.block_shape)
-    shape = [int(s) for s in desc.shape]
+    block = tuple(int(b) for b in block_shape)
+    shape = [int(s) for s in shape]
     if any(s <= 0 or s > 1 << 32 for s in shape):
         raise ValueError(f"tensor descriptor shape {shape}: TMA needs every dim between 1 and 2**32")
     rank = len(shape)
     dims = [cu.cuuint64_t(s) for s in reversed(shape)]
-    strides = [cu.cuuint64_t(int(s) * es) for s in reversed(list(desc.strides)[:-1])]
+    strides = [cu.cuuint64_t(int(s) * es) for s in reversed(list(strides)[:-1])]
     box = [cu.cuuint32_t(b) for b in tensor_map.box(block, es)]
     ones = [cu.cuuint32_t(1)] * rank
     dtype = getattr(cu.CUtensorMapDataType, "CU_TENSOR_MAP_DATA_TYPE_" + _DATA_TYPES[elt.name])
     swizzle = getattr(cu.CUtensorMapSwizzle, "CU_TENSOR_MAP_SWIZZLE_" + _SWIZZLE[tensor_map.swizzle_bytes(block, es)])
-    fill = cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA if desc.padding == "nan" \
+    fill = cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA if padding == "nan" \
         else cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE
-    err, tmap = cu.cuTensorMapEncodeTiled(dtype, rank, desc.base.data_ptr(), dims, strides, box, ones,
+    err, tmap = cu.cuTensorMapEncodeTiled(dtype, rank, address, dims, strides, box, ones,
                                           cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
                                           cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B, fill)
     if err != cu.CUresult.CUDA_SUCCESS:
         raise ValueError(f"cuTensorMapEncodeTiled failed ({err.name}) for a tensor descriptor of shape {shape}, "
-                         f"strides {list(desc.strides)}, block {list(block)}, {elt.name}")
+                         f"strides {list(strides)}, block {list(block)}, {elt.name}")
     return tmap

@@ -40,8 +40,8 @@ def clean_env(monkeypatch):
 
 
 def test_defaults(clean_env):
-    assert knobs.codegen.knobs == {"wgmma": "async", "pipeline": True, "tma": True, "warp_specialize": False, "debug": False,
-                                   "fp32_default": "tf32", "fp_fusion": True, "line_info": True}
+    assert knobs.codegen.knobs == {"wgmma": "async", "pipeline": True, "tma": True, "warp_specialize": False,
+                                   "pointer_tma": False, "debug": False, "fp32_default": "tf32", "fp_fusion": True, "line_info": True}
     assert knobs.runtime.interpret is False and knobs.runtime.interpret_vectorize is True
     assert knobs.runtime.launcher == "native" and knobs.cache.disabled is False
 
@@ -87,7 +87,8 @@ def test_every_codegen_switch_changes_the_cache_key(clean_env, name, values):
 def test_cache_key_follows_the_codegen_group_by_construction(clean_env):
     """A knob declared in codegen_knobs is in codegen.key() without anything else to change."""
     names = set(knobs.codegen.knob_descriptors)
-    assert names == {"wgmma", "pipeline", "tma", "warp_specialize", "debug", "fp32_default", "fp_fusion", "line_info"}
+    assert names == {"wgmma", "pipeline", "tma", "warp_specialize", "pointer_tma", "debug", "fp32_default", "fp_fusion",
+                     "line_info"}
     assert all(f"{n}=" in knobs.codegen.key() for n in names)
 
 
