@@ -27,7 +27,7 @@ ISSUE_SOURCES = {
     "huge static_range": (with_body("for i in tl.static_range(10**7):", "    mask = mask & mask"),
                           "tl.static_range of 10000000 iterations is over the limit of 4096"),
     "static_range over a huge constant": (with_body("for i in tl.static_range(STEPS):", "    mask = mask & mask",
-                                                    constants="STEPS = 4294967296\n"),
+                                                    constants="STEPS = tl.constexpr(4294967296)\n"),
                                           "of 4294967296 iterations is over the limit of 4096"),
     "huge string": (with_body("s = 'a' * 10**9"), "str * 1000000000 would have 1000000000 characters"),
     "deep nesting": (with_body("x = " + "-" * 30_000 + "1"), "nests too deeply to parse"),
