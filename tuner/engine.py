@@ -38,9 +38,11 @@ compile queue to the child and records what comes back, and the end (re-measurin
 
 Workers sharing a job (service workers, `worker_id` given) take the job's lock (db.job_lock) to
 count the trials recorded and in flight (RUNNING in the study) before asking for one more, so the
-trial budget is exact; they record a result under the same lock, only while its trial is still
-theirs (RUNNING); their in-flight trials carry Optuna heartbeats, and a trial whose heartbeat
-stopped (its worker died) is failed and its config re-queued. Every database call of a run is
+trial budget is exact; they store a result under the same lock, only while its trial is still
+theirs (RUNNING), and tell Optuna after it. Only those two are done holding the lock: the workers
+take turns on it, so what it guards bounds their pace (the timeline's lock_wait / lock_held).
+Their in-flight trials carry Optuna heartbeats, and a trial whose heartbeat stopped (its worker
+died) is failed and its config re-queued. Every database call of a run is
 retried through outages (db.retry): a measured result waits in memory until it is written.
 """
 from __future__ import annotations
@@ -261,18 +263,20 @@ class Tuner:
     def _ask_one(self, pending, inflight: InFlight | None) -> bool:
         """Ask for one config and settle it: recorded as invalid, told as a repeat or as in flight
         elsewhere, or appended to `pending` with its compile submitted. False when the trial
-        budget has no room. A sharing worker does it under the job's lock. Retried after an
-        outage, it goes on with the trial it had asked."""
+        budget has no room. A sharing worker counts the budget and asks under the job's lock, and
+        settles the trial after it (the workers sharing a job take turns on the lock: what is done
+        holding it bounds their pace). Retried after an outage, it goes on with the trial it had
+        asked."""
         with self.ctx.section():
             trial = self.study.ask(len(pending) + (1 if inflight is not None else 0))
-            if trial is None:
-                return False
-            try:
-                self._settle(trial, pending, inflight)
-            except optuna.exceptions.UpdateFinishedTrialError:
-                pass   # finished already: told before an outage cut the answer off, or taken for an orphan
-            self.study.settled(trial, in_flight=trial in [t for t, _, _ in pending])
-            return True
+        if trial is None:
+            return False
+        try:
+            self._settle(trial, pending, inflight)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            pass   # finished already: told before an outage cut the answer off, or taken for an orphan
+        self.study.settled(trial, in_flight=trial in [t for t, _, _ in pending])
+        return True
 
     def _settle(self, trial, pending, inflight: InFlight | None) -> None:
         study = self.study
@@ -284,14 +288,20 @@ class Tuner:
             self._record(r, trial)
             return
         busy = [c for _, c, _ in pending] + ([inflight.config] if inflight is not None else [])
+        # Another worker's trial stays RUNNING in the study until its result, stored before, is
+        # told: read in this order (the configs in flight elsewhere, then the results), a config
+        # another worker is measuring or has measured is one or the other. Two workers that
+        # propose one config at once both store it (suggest) before reading the other's: at least
+        # one sees the other's (both may, and both step back: the config stays untried).
+        elsewhere = study.running_elsewhere(trial.number)
+        if self.ctx.shared:
+            self.recorder.sync()
         if key in self.recorder.seen:
             study.tell_repeat(trial, self.recorder.seen[key], busy)
             return
         study.repeats = 0
         here = [(t, c) for t, c, _ in pending] + ([(inflight.trial, inflight.config)] if inflight is not None else [])
-        twin = next((t.number for t, c in here if config_key(c) == key), None)
-        if twin is None:
-            twin = study.running_elsewhere(trial.number).get(key)
+        twin = next((t.number for t, c in here if config_key(c) == key), elsewhere.get(key))
         if twin is not None:
             study.tell_busy(trial, twin, busy)
             return
@@ -364,9 +374,12 @@ class Tuner:
             if not r.stored:
                 self.recorder.store(r)
                 r.stored = True
-            if trial is not None and not r.told:
-                study.tell(trial, r)
-                r.told = True
+        # told after the lock: the result is stored, so no worker re-queues its config any more
+        # (a stale trial's config is re-queued only without a result, tuner/study.py requeue), and
+        # a trial that is recorded and still RUNNING counts once against the budget
+        if trial is not None and not r.told:
+            study.tell(trial, r)
+            r.told = True
         return True
 
     def _update_job(self) -> None:

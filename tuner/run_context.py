@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from typing import Any, Callable
 
 from db import repo
@@ -78,12 +79,16 @@ class RunContext:
             finally:
                 self._lock_depth -= 1
             return
+        asked = time.monotonic()
         with job_lock(self.engine, self.job_id):
+            taken = time.monotonic()
+            self.timeline.add("lock_wait", taken - asked)
             self._lock_depth += 1
             try:
                 yield
             finally:
                 self._lock_depth -= 1
+                self.timeline.add("lock_held", time.monotonic() - taken)
 
     def close(self) -> None:
         self.engine.dispose()
