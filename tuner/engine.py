@@ -17,7 +17,8 @@ One run of a job:
      as soon as it is compiled and the inputs exist (the rest of the lookahead is asked while it
      runs), and each next config before the previous result is recorded. A hang kills the child
      (timeout), a fault restarts it (runtime-error); every trial is recorded (tuning_trials) and
-     told to Optuna (failures as infeasible, so constraint-aware TPE learns from them);
+     told to Optuna (failures as infeasible, so constraint-aware TPE learns from them) — the tell
+     and the job's progress on a thread of their own (write_behind.py), drained when the search ends;
   4. stops on the budget (evaluated trials and/or seconds), on patience (N evaluated trials without
      improvement), when the space is exhausted, when the job leaves `running` (cancelled), or when
      `should_stop()` is true (the job stays resumable);
@@ -32,15 +33,18 @@ database, the timeline, the job's lock and retries through outages):
   compile_queue.py  configs compiled ahead of the GPU, and the lookahead
   measurement.py    the device and the child that runs and measures configs on it
   recording.py      trials, progress and the winner in the database; the results known so far
+  write_behind.py   Optuna's tell of a stored result and the job's progress, written while the search goes on
   final_rounds.py   the finalists' re-measurement, in rounds the workers sharing the job split
 This module is the run itself: the search loop that feeds configs from the study through the
 compile queue to the child and records what comes back, and the end (re-measuring, the winner).
 
 Workers sharing a job (service workers, `worker_id` given) take the job's lock (db.job_lock) to
 count the trials recorded and in flight (RUNNING in the study) before asking for one more, so the
-trial budget is exact; they record a result under the same lock, only while its trial is still
-theirs (RUNNING); their in-flight trials carry Optuna heartbeats, and a trial whose heartbeat
-stopped (its worker died) is failed and its config re-queued. Every database call of a run is
+trial budget is exact; they store a result under the same lock, only while its trial is still
+theirs (RUNNING), and tell Optuna after it. Only those two are done holding the lock: the workers
+take turns on it, so what it guards bounds their pace (the timeline's lock_wait / lock_held).
+Their in-flight trials carry Optuna heartbeats, and a trial whose heartbeat stopped (its worker
+died) is failed and its config re-queued. Every database call of a run is
 retried through outages (db.retry): a measured result waits in memory until it is written.
 """
 from __future__ import annotations
@@ -66,6 +70,7 @@ from tuner.space import config_key
 from tuner.standby import Standby
 from tuner.study import JobStudy
 from tuner.timeline import Timeline, format_timeline
+from tuner.write_behind import WriteBehind
 
 __all__ = ["Tuner", "run_job"]
 
@@ -87,6 +92,7 @@ class Tuner:
         self.measurement = Measurement(ctx, device=device, interpret=interpret, standby=standby)
         self.queue = CompileQueue(ctx, self.measurement, workers=compile_workers, standby=standby)
         self.final_rounds = FinalRounds(ctx, self.study, self.recorder, self.measurement, self.queue)
+        self.write_behind = WriteBehind(ctx)
         self.stop_reason: str | None = None
         self.timeline_data: dict[str, Any] | None = None
         self.t0 = time.monotonic()
@@ -169,6 +175,7 @@ class Tuner:
                 self.study.use_device(self.measurement.props)
 
     def close(self) -> None:
+        self.write_behind.close()
         self.study.close()
         self.queue.close()
         self.measurement.close()
@@ -197,6 +204,7 @@ class Tuner:
             self._recompile = False
         self.measurement.restore_reference(list(self.recorder.seen.values()), self.queue.compiled_for)
         while True:
+            self.write_behind.check()
             ctx.retry(self.recorder.sync, "reading the recorded trials")
             self.stop_reason = ctx.retry(self._check_stop, "reading the job's state")
             if self.stop_reason:
@@ -232,6 +240,7 @@ class Tuner:
                 pending.appendleft((inflight.trial, inflight.config, None))
             else:
                 self._record(r, inflight.trial)
+        self.write_behind.drain()      # before the elapsed time is saved and the finalists are read
         study.fail_pending(pending)
         ctx.retry(lambda: study.save_elapsed(self._elapsed(), force=True), "saving the elapsed time")
         # kept in the study for the dashboard, which explains why a job ended before its budget
@@ -261,18 +270,20 @@ class Tuner:
     def _ask_one(self, pending, inflight: InFlight | None) -> bool:
         """Ask for one config and settle it: recorded as invalid, told as a repeat or as in flight
         elsewhere, or appended to `pending` with its compile submitted. False when the trial
-        budget has no room. A sharing worker does it under the job's lock. Retried after an
-        outage, it goes on with the trial it had asked."""
+        budget has no room. A sharing worker counts the budget and asks under the job's lock, and
+        settles the trial after it (the workers sharing a job take turns on the lock: what is done
+        holding it bounds their pace). Retried after an outage, it goes on with the trial it had
+        asked."""
         with self.ctx.section():
             trial = self.study.ask(len(pending) + (1 if inflight is not None else 0))
-            if trial is None:
-                return False
-            try:
-                self._settle(trial, pending, inflight)
-            except optuna.exceptions.UpdateFinishedTrialError:
-                pass   # finished already: told before an outage cut the answer off, or taken for an orphan
-            self.study.settled(trial, in_flight=trial in [t for t, _, _ in pending])
-            return True
+        if trial is None:
+            return False
+        try:
+            self._settle(trial, pending, inflight)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            pass   # finished already: told before an outage cut the answer off, or taken for an orphan
+        self.study.settled(trial, in_flight=trial in [t for t, _, _ in pending])
+        return True
 
     def _settle(self, trial, pending, inflight: InFlight | None) -> None:
         study = self.study
@@ -284,14 +295,20 @@ class Tuner:
             self._record(r, trial)
             return
         busy = [c for _, c, _ in pending] + ([inflight.config] if inflight is not None else [])
+        # Another worker's trial stays RUNNING in the study until its result, stored before, is
+        # told: read in this order (the configs in flight elsewhere, then the results), a config
+        # another worker is measuring or has measured is one or the other. Two workers that
+        # propose one config at once both store it (suggest) before reading the other's: at least
+        # one sees the other's (both may, and both step back: the config stays untried).
+        elsewhere = study.running_elsewhere(trial.number)
+        if self.ctx.shared:
+            self.recorder.sync()
         if key in self.recorder.seen:
             study.tell_repeat(trial, self.recorder.seen[key], busy)
             return
         study.repeats = 0
         here = [(t, c) for t, c, _ in pending] + ([(inflight.trial, inflight.config)] if inflight is not None else [])
-        twin = next((t.number for t, c in here if config_key(c) == key), None)
-        if twin is None:
-            twin = study.running_elsewhere(trial.number).get(key)
+        twin = next((t.number for t, c in here if config_key(c) == key), elsewhere.get(key))
         if twin is not None:
             study.tell_busy(trial, twin, busy)
             return
@@ -336,7 +353,11 @@ class Tuner:
             if not self.ctx.retry(lambda: self._store(r, trial), f"recording trial {r.number}"):
                 return
             self.recorder.note(r)
-            self.ctx.retry(self._update_job, "updating the job's progress")
+            self.ctx.retry(self.recorder.count_done, "counting the recorded trials")
+            # Optuna's tell and the job's progress are written behind: the search goes on meanwhile
+            elapsed, progress = self._elapsed(), self._progress()
+            self.write_behind.submit(lambda: self._tell(r, trial), f"telling Optuna trial {r.number}")
+            self.write_behind.submit(lambda: self._update_job(elapsed, progress), "updating the job's progress")
             best = self.recorder.best
             self.ctx.on_event("trial", {"number": r.number, "config": r.config, "status": r.status,
                                         "median_ms": r.median_ms, "error": r.error,
@@ -346,8 +367,8 @@ class Tuner:
                                         "elapsed_s": self._elapsed()})
 
     def _store(self, r: Result, trial: optuna.trial.Trial | None) -> bool:
-        """Write the result to tuning_trials (with the job's trials_done) and tell Optuna; each step
-        once, so that a retry after an outage goes on where the last attempt stopped. False when
+        """Write the result to tuning_trials (with the job's trials_done), once, so that a retry after
+        an outage goes on where the last attempt stopped (`_tell` tells Optuna after). False when
         another worker failed the trial meanwhile (this worker's lease had expired and the job was
         re-claimed, or its heartbeats stopped for study.TRIAL_GRACE_S): its config was re-queued, and
         recording the result too would count it twice."""
@@ -364,15 +385,20 @@ class Tuner:
             if not r.stored:
                 self.recorder.store(r)
                 r.stored = True
-            if trial is not None and not r.told:
-                study.tell(trial, r)
-                r.told = True
         return True
 
-    def _update_job(self) -> None:
-        self.recorder.count_done()
-        self.study.save_elapsed(self._elapsed())
-        self.recorder.update_job(trials_total=self.study.trials_total, progress=self._progress())
+    def _tell(self, r: Result, trial: optuna.trial.Trial | None) -> None:
+        """The stored result, told to Optuna (tuner/write_behind.py; outside the job's lock: the result
+        is stored, so no worker re-queues its config any more — a stale trial's config is re-queued
+        only without a result, tuner/study.py requeue — and a trial that is recorded and still
+        RUNNING counts once against the budget)."""
+        if trial is not None and not r.told:
+            self.study.tell(trial, r)
+            r.told = True
+
+    def _update_job(self, elapsed: float, progress: float) -> None:
+        self.study.save_elapsed(elapsed)
+        self.recorder.update_job(trials_total=self.study.trials_total, progress=progress)
 
     def _elapsed(self) -> float:
         return self.study.elapsed_before + (time.monotonic() - self.t0)

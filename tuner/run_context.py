@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
+import time
 from typing import Any, Callable
 
 from db import repo
@@ -35,7 +37,7 @@ class RunContext:
         self.engine = make_engine(self.db_url)
         self.Session = session_factory(self.engine)
         self.timeline = Timeline()
-        self._lock_depth = 0
+        self._held = threading.local()             # the job's lock, per thread (tuner/write_behind.py)
         # the job, once load() found it unfinished
         self.spec: JobSpec | None = None
         self.fingerprint = self.kernel_name = self.study_name = self.identity = ""
@@ -70,7 +72,7 @@ class RunContext:
 
     @contextlib.contextmanager
     def section(self):
-        """The job's lock (db.job_lock) when other workers may share the job; reentrant."""
+        """The job's lock (db.job_lock) when other workers may share the job; reentrant in one thread."""
         if not self.shared or self._lock_depth > 0:
             self._lock_depth += 1
             try:
@@ -78,12 +80,24 @@ class RunContext:
             finally:
                 self._lock_depth -= 1
             return
+        asked = time.monotonic()
         with job_lock(self.engine, self.job_id):
+            taken = time.monotonic()
+            self.timeline.add("lock_wait", taken - asked)
             self._lock_depth += 1
             try:
                 yield
             finally:
                 self._lock_depth -= 1
+                self.timeline.add("lock_held", time.monotonic() - taken)
+
+    @property
+    def _lock_depth(self) -> int:
+        return getattr(self._held, "depth", 0)
+
+    @_lock_depth.setter
+    def _lock_depth(self, depth: int) -> None:
+        self._held.depth = depth
 
     def close(self) -> None:
         self.engine.dispose()

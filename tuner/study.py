@@ -6,9 +6,9 @@ killed run left are failed and their configs re-queued) and, for a fresh study, 
 configs first: the previous winner, the default config, the spec's list.
 
 Workers sharing a job (service workers) ask for a trial only under the job's lock, after counting
-the trials recorded and in flight anywhere, so the trial budget is exact; their in-flight trials
-carry Optuna heartbeats, and a trial whose heartbeat stopped (its worker died) is failed and its
-config re-queued.
+the trials recorded and in flight anywhere, so the trial budget is exact (the config is suggested
+after the lock); their in-flight trials carry Optuna heartbeats, and a trial whose heartbeat
+stopped (its worker died) is failed and its config re-queued.
 """
 from __future__ import annotations
 
@@ -353,12 +353,10 @@ class JobStudy:
     def ask(self, mine: int) -> optuna.trial.Trial | None:
         """The trial to settle next: the one an outage interrupted, else a new one; None when the
         trial budget has no room (`mine`: trials asked by this run and not recorded). A sharing
-        worker calls it under the job's lock, and reads the other workers' results first (a config
-        one of them has measured is a repeat)."""
+        worker calls it under the job's lock, and does nothing else there: its config is suggested
+        after (`suggest`)."""
         if self.unclassified is not None:
             return self.unclassified
-        if self.ctx.shared:
-            self.recorder.sync()
         if not self.budget_has_room(mine):
             return None
         self.asks += 1
@@ -368,8 +366,6 @@ class JobStudy:
         self.live.add(trial._trial_id)
         if self.queued > 0:
             self.queued -= 1
-        if self.ctx.shared:
-            self.storage.record_heartbeat(trial._trial_id)
         return trial
 
     def settled(self, trial: optuna.trial.Trial, in_flight: bool) -> None:
@@ -379,7 +375,11 @@ class JobStudy:
             self.live.discard(trial._trial_id)
 
     def suggest(self, trial: optuna.trial.Trial) -> dict[str, Any]:
+        """The trial's config, kept in the study with its worker (other workers sharing the job read
+        both: running_elsewhere, and whose a RUNNING trial is when a run resumes)."""
         with self.ctx.timeline.phase("ask"):
+            if self.ctx.shared:
+                self.storage.record_heartbeat(trial._trial_id)
             trial.set_user_attr("worker", self.ctx.run_name)
             config = self.space.suggest(trial)
             trial.set_user_attr("config", config)

@@ -22,7 +22,13 @@ Phases (seconds; "since start" = since Tuner.run began):
     compile_wait     the parent blocked on compile results
     compile_cpu      compile time summed over the pool's workers (front end + LLVM + ptxas)
     ptxas            of which ptxas (PTX → cubin), summed over workers
-    ask / record     Optuna ask + suggest / recording a result (database + Optuna tell)
+    ask / record     Optuna ask + suggest / storing a result (its row in tuning_trials, under the
+                     job's lock when shared; the job's count)
+    record_behind    Optuna's tell of each result and the job's progress, written on a thread of
+                     their own while the search goes on (tuner/write_behind.py)
+    lock_wait        a sharing worker waiting for the job's lock (db.job_lock), held by another worker
+    lock_held        this worker holding it (the budget count + Optuna's ask, storing a result): what
+                     the workers sharing a job do one at a time
     child_wait_run   the parent blocked waiting for the child's answers during the search
     child_busy       the child's own time handling run requests (load + check + measure)
     child_load       of which module loads (cubin: cheap; PTX: the driver's JIT)
@@ -46,7 +52,8 @@ import time
 from typing import Any, Iterator
 
 ORDER = ("total", "child_start", "child_ready", "child_wait", "pool_ready", "launcher_build", "props",
-         "study_open", "first_compile", "first_run", "compile_wait", "compile_cpu", "ptxas", "ask", "record", "child_wait_run",
+         "study_open", "first_compile", "first_run", "compile_wait", "compile_cpu", "ptxas", "ask", "record", "record_behind", "lock_wait",
+         "lock_held", "child_wait_run",
          "child_busy", "child_load", "child_measure", "child_idle", "search", "remeasure_start", "finalists_final",
          "remeasure", "remeasure_wait", "finalize")
 
@@ -123,7 +130,8 @@ def format_timeline(d: dict[str, Any] | None, *, indent: str = "") -> str:
         f"(ptxas {s('ptxas')}), parent waited {s('compile_wait')}; lookahead {d.get('lookahead', '?')}",
         f"child: busy {s('child_busy')} (module load {s('child_load')}, measure {s('child_measure')}), "
         f"idle between requests {s('child_idle')}, parent waited {s('child_wait_run')}",
-        f"parent bookkeeping: ask {s('ask')}, record {s('record')}",
+        f"parent bookkeeping: ask {s('ask')}, record {s('record')} (then written behind {s('record_behind')})"
+        + (f"; the job's lock waited for {s('lock_wait')}, held {s('lock_held')}" if "lock_held_s" in d else ""),
     ]
     if "remeasure_start_s" in d:
         lines.append(
