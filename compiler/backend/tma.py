@@ -327,7 +327,10 @@ def lower_make_tensor_map(lw, op) -> None:
     strides = [lw.scalar(v) for v in op.operands[2 + rank:2 + 2 * rank]]
     elt = base.dtype.element_ty
     es = elt.primitive_bitwidth // 8
-    slot = b.add(b.mul(_program_index(lw), ll.Constant(I64, tensor_maps_per_program(lw.fn))),
+    # Triton's layout: CTA r of program p's cluster owns slot p * num_ctas + r; the one CTA that
+    # runs a program here is its rank 0
+    per_program = tensor_maps_per_program(lw.fn) * lw.options.num_ctas
+    slot = b.add(b.mul(_program_index(lw), ll.Constant(I64, per_program)),
                  ll.Constant(I64, tensor_map_slots(lw.fn)[id(op)]))
     gaddr = b.add(b.ptrtoint(lw.scalar(scratch), I64), b.mul(slot, ll.Constant(I64, MAP_BYTES)))
     lw.smem_bytes = max(lw.smem_bytes, MAP_BYTES)
