@@ -22,6 +22,17 @@ def exp_kernel(X, Y, BLOCK: tl.constexpr):
     tl.store(Y + tl.arange(0, BLOCK), tl.sin(x) + tl.exp(x))  # LINE: libdevice call
 
 
+@triton.jit
+def int8_dot_plus_constant_kernel(Out):
+    """Triton's test_line_info[dot_combine]: `+ c` becomes the dot's accumulator, so its line
+    leaves the code (the dot's stays)."""
+    c = tl.full((32, 32), 4, dtype=tl.int8)
+    a = (tl.arange(0, 32)[:, None] + tl.arange(0, 32)[None, :]).to(tl.int8)
+    d = tl.dot(a, a)  # LINE: int8 dot
+    d = d + c  # LINE: plus constant
+    tl.store(Out + tl.arange(0, 32)[:, None] * 32 + tl.arange(0, 32)[None, :], d)
+
+
 def line_of(tag: str) -> int:
     with open(__file__) as f:
         for i, text in enumerate(f, 1):
