@@ -206,6 +206,9 @@ class Function:
     # CompilationErrors of what the front end accepts for interpret mode but Triton's compiler
     # refuses (a noinline @jit function called with a block): the backend raises the first
     gpu_refusals: list = field(default_factory=list)
+    # the noinline @jit functions its `call` ops name (attrs["callee"]), each compiled as a device
+    # function of its own on the GPU (frontend/device_calls.py)
+    device_functions: dict = field(default_factory=dict)
 
     def walk_with_dropped(self) -> Iterator[Op]:
         """walk(), then the dropped ops and their regions."""
@@ -261,6 +264,8 @@ def print_function(fn: Function) -> str:
     lines = [f"func @{fn.name}({args}) {{"]
     _print_block(fn.body, n, lines, "  ")
     lines.append("}")
+    for callee in fn.device_functions.values():   # the device functions its `call` ops name
+        lines += ["", print_function(callee)]
     return "\n".join(lines)
 
 
@@ -288,7 +293,7 @@ def _print_block(block: Block, n: _Namer, lines: list, indent: str):
 # ---------------------------------------------------------------------------------------------
 # Small helpers used by passes and backends.
 
-SIDE_EFFECTS = {"store", "atomic_rmw", "atomic_cas", "barrier", "print", "assert", "return", "yield",
+SIDE_EFFECTS = {"call", "store", "atomic_rmw", "atomic_cas", "barrier", "print", "assert", "return", "yield",
                 "condition", "for", "if", "while", "load", "tma_store"}
 
 

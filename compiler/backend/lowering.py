@@ -102,13 +102,16 @@ class Lowering:
     (in its layout), the open region scopes, and what the kernel needs (shared memory, sm_90a).
     The rules (the `RuleTable`) read and extend it; `run()` lowers the whole function."""
 
-    def __init__(self, fn: ir.Function, options: LoweringOptions, rules: "RuleTable"):
+    def __init__(self, fn: ir.Function, options: LoweringOptions, rules: "RuleTable", parent: "Lowering | None" = None):
+        """`parent`: the kernel's lowering, when `fn` is one of its device functions (device_calls.py),
+        lowered into the kernel's module as a function of its own."""
         self.fn, self.options, self.rules = fn, options, rules
+        self.parent = parent
         self.num_warps = options.num_warps
         self.axis = AxisAnalysis(fn)
         self.assign = LayoutAssignment(fn, options, self.axis)
         self.uses = ir.uses(fn)
-        self.module = ll.Module(name=fn.name)
+        self.module = ll.Module(name=fn.name) if parent is None else parent.module
         # what the kernel needs, found while lowering
         self._smem_total = 0                    # dynamic shared memory (see smem_bytes)
         # bytes at the start of shared memory held by tiles that live across a loop (dot.py's
@@ -131,7 +134,10 @@ class Lowering:
         # value id → (tile, i32 byte offset): a block that sits in shared memory for as long as it
         # lives (a pipelined loop's stage), read in any layout asked for (bind_smem_block)
         self.smem_backed: dict[int, tuple] = {}
-        self._intrinsics: dict[str, ll.Function] = {}
+        self._intrinsics: dict[str, ll.Function] = {} if parent is None else parent._intrinsics
+        self.device_funcs: dict = {} if parent is None else parent.device_funcs   # (name, smem base) → ll.Function
+        if parent is not None:
+            self.strings = parent.strings
         self._tl_cache: dict = {}
         self._build_signature()
 
@@ -161,7 +167,11 @@ class Lowering:
             self.params.append({"name": fn.arg_names[i] if i < len(fn.arg_names) else f"arg{i}",
                                 "type": "tmap" if abi == "tmap" else T.to_signature(t), "abi": abi})
         self.func = ll.Function(self.module, ll.FunctionType(ll.VoidType(), ptys), name=fn.name)
-        self.func.calling_convention = "ptx_kernel"
+        if self.parent is None:
+            self.func.calling_convention = "ptx_kernel"
+        else:   # a device function: a .func of its own, as Triton's noinline functions
+            self.func.linkage = "internal"
+            self.func.attributes.add("noinline")
         entry = self.func.append_basic_block("entry")
         body = self.func.append_basic_block("body")
         self.pb = ll.IRBuilder(entry)
@@ -169,7 +179,9 @@ class Lowering:
         self.pb.position_before(br)
         self.b = ll.IRBuilder(body)
         # source lines for the PTX's .loc (TRITON_DISABLE_LINE_INFO=1 leaves them out)
-        self.line_info = LineInfo(self.module, self.func, fn) if self.options.line_info else None
+        self.line_info = None
+        if self.options.line_info:
+            self.line_info = LineInfo(self.module, self.func, fn, None if self.parent is None else self.parent.line_info)
         if self.line_info is not None:
             self.pb.debug_metadata = self.b.debug_metadata = self.line_info.entry
         for k, (i, a, t) in enumerate(passed):

@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 
 from .. import ir, tensor_map
-from . import control_flow, debug_ops, dot, elementwise as ew, fp8, histogram, memory, reduction, shape_ops, tma
+from . import control_flow, debug_ops, device_calls, dot, elementwise as ew, fp8, histogram, memory, reduction, shape_ops, tma
 from . import loop_metadata, multi_dot, pinned_tma, pipeline, pointer_tma, warp_specialize
 from .errors import BackendError
 from .llvm_target import cpu_for, libdevice_defs, llir_to_ptx
@@ -74,6 +74,8 @@ RULES = RuleTable(
         "tma_load": pinned_tma.lower_tma_load, "tma_store": tma.lower_tma_store, "make_tensor_map": tma.lower_make_tensor_map,
         "reduce_combine": reduction.lower_reduce_combine, "scan_combine": reduction.lower_scan_combine,
         "gather": shape_ops.lower_gather, "flip": shape_ops.lower_flip, "sort": shape_ops.lower_sort, "histogram": histogram.lower_histogram,
+        # noinline @jit functions: device functions of their own
+        "call": device_calls.lower_call,
     },
 )
 

@@ -15,7 +15,8 @@ from . import tuple_args
 
 
 def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | None = None,
-                tma_target: str | None = None, num_warps: int | None = None) -> ir.Function:
+                tma_target: str | None = None, num_warps: int | None = None,
+                device_functions: bool = False) -> ir.Function:
     """Build the IR of `kernel` specialized on `signature` (runtime argument name → type, in any
     order) and `constexprs` (name → compile-time value; includes integers specialized to 1).
 
@@ -25,6 +26,9 @@ def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | Non
 
     `num_warps`: the launch's, which `tl.extra.cuda.num_warps()`/`num_threads()` read at compile
     time (None: not known, and a kernel that reads it is a compile error).
+
+    `device_functions`: a GPU build, where calls of noinline @jit functions become `call` ops of
+    device functions of their own (device_calls.py) instead of being inlined.
 
     `arg_attrs[name]` may carry {"divisibility": 16}. Every parameter of the kernel must appear in
     exactly one of `signature` and `constexprs`. A tuple parameter's value in `constexprs` is its
@@ -78,6 +82,7 @@ def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | Non
     b.loc = fn.loc
     b.tma_target = tma_target
     b.num_warps = num_warps
+    b.device_functions = {} if device_functions else None
     b.function_body = body
     b.arg_divisibility = {a.id: at.get("divisibility", 1) for a, at in zip(body.args, attrs)}
     for p, (first, block, padding, tma) in descriptors.items():
@@ -102,6 +107,7 @@ def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | Non
     fold_dot_accumulate(fn)
     fn.dropped_ops = ir.eliminate_dead_code(fn)
     fn.gpu_refusals = b.gpu_refusals
+    fn.device_functions = b.device_functions or {}
     if b.global_scratch is not None:   # device-side descriptors' tensor maps live there
         if any(op.name == "make_tensor_map" for op in fn.walk()):
             fn.arg_names.append(DT.GLOBAL_SCRATCH)

@@ -30,6 +30,7 @@ from .compile_time import AggregatePythonFunction, CompileTimeSemantic, is_compi
 from .builtins import (BUILTINS, DescriptorMethod, TensorMethod, composite_attribute, tensor_attribute,
                        tensor_has_attribute)
 from .global_names import global_problem
+from .device_calls import device_call
 from .lifted import is_lifted, lift, unlift
 from .limits import (MAX_FRONTEND_STEPS, MAX_INLINE_DEPTH, MAX_STATIC_RANGE_TRIPS, binop_problem,
                      format_spec_problem, text_problem, value_problem)
@@ -1081,6 +1082,8 @@ class CodeGenerator(ast.NodeVisitor):
                 local[p] = default.value if isinstance(default, constexpr) else default
         if getattr(callee, "noinline", False):
             self._check_noinline_arguments(node, callee, local)
+            if device_call(self, node, callee, local):   # a device function of its own (GPU builds)
+                return None
         # A tl.constexpr annotation on a called @jit function's parameter does not force a
         # compile-time value: Triton passes runtime values through (tutorial 06 hands its block
         # `offs_m` to `offs_m: tl.constexpr`); only kernel parameters are specialized.
