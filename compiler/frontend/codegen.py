@@ -261,11 +261,12 @@ class CodeGenerator(ast.NodeVisitor):
     def _runtime_if_in_triton(self, node, cond) -> bool:
         """Whether Triton generates this `if` at run time although blocktune knows its condition: a
         variable assigned a bool (`a = False`) is an int1 tensor in Triton. That only shows where
-        the branch not taken returns a value: Triton's function then returns one on every path
-        (undefined where the taken path falls through, _poison_like)."""
+        the branch not taken returns and the taken one falls through: Triton's function then
+        returns a value on every path (undefined on the taken one, _poison_like)."""
         if not (isinstance(node.test, ast.Name) and node.test.id in self.scope.assigned_bools):
             return False
-        return _contains_return(ast.Module(body=node.orelse if cond else node.body, type_ignores=[]))
+        taken, dropped = (node.body, node.orelse) if cond else (node.orelse, node.body)
+        return not _always_returns(taken) and _contains_return(ast.Module(body=dropped, type_ignores=[]))
 
     def _poison_like(self, value, block):
         """Triton's `ub.poison`: what a path that falls off the end of a function returns where
