@@ -7,7 +7,7 @@ around a TMA-fed one overlaps the next tile's copies with the epilogue (persiste
 """
 from __future__ import annotations
 
-from . import dot, load_pipeline, loop_metadata, multi_dot, persistent, pipeline
+from . import device_calls, dot, load_pipeline, loop_metadata, multi_dot, persistent, pipeline
 from .llvm_types import is_signed
 
 
@@ -115,7 +115,10 @@ def lower_while(lw, op):
 
 
 def lower_return(lw, op):
-    lw.b.ret_void()
+    if op.operands:   # a device function's values (device_calls.py)
+        device_calls.lower_return(lw, op)
+    else:
+        lw.b.ret_void()
     lw.b.position_at_end(lw.func.append_basic_block("after_return"))
 
 

@@ -4,7 +4,8 @@ that the kernel reaches with `call`, as Triton's), once per module and shared-me
 
 Its shared memory starts where the caller's is free at the call (Lowering.smem_reserved: above
 tiles held across a loop), so the two never meet; the kernel is launched with the larger of the
-two ends. Arguments follow the kernel's parameter ABI (i1 as i32, fp16/bf16 as their bits).
+two ends. Arguments and returned values follow the kernel's parameter ABI (i1 as i32, fp16/bf16
+as their bits); several returned values come back as a struct.
 """
 from __future__ import annotations
 
@@ -13,21 +14,64 @@ import dataclasses
 from llvmlite import ir as ll
 
 from . import dot, fp8
-from .llvm_types import I16, I32
+from .llvm_types import GPTR, I16, I32, lty
 from .lowering import Lowering
 
 
 def lower_call(lw, op) -> None:
     f = _device_function(lw, lw.fn.device_functions[op.attrs["callee"]])
-    lw.b.call(f, [_argument(lw, v) for v in op.operands])
+    out = lw.b.call(f, [to_abi(lw.b, lw.scalar(v), v.dtype) for v in op.operands])
+    if len(op.results) == 1:
+        lw.vals[op.result.id] = from_abi(lw.b, out, op.result.dtype)
+    for i, r in enumerate(op.results if len(op.results) > 1 else ()):
+        lw.vals[r.id] = from_abi(lw.b, lw.b.extract_value(out, i), r.dtype)
 
 
-def _argument(lw, v):
-    x = lw.scalar(v)
-    if v.dtype.name == "int1":
-        return lw.b.zext(x, I32)
-    if v.dtype.name in ("fp16", "bf16"):
-        return lw.b.bitcast(x, I16)
+def lower_return(lw, op) -> None:
+    """A device function's return of its values (packed in a struct when several)."""
+    b = lw.b
+    vals = [to_abi(b, lw.scalar(v), v.dtype) for v in op.operands]
+    if len(vals) == 1:
+        b.ret(vals[0])
+        return
+    agg = ll.Constant(lw.func.function_type.return_type, ll.Undefined)
+    for i, v in enumerate(vals):
+        agg = b.insert_value(agg, v, i)
+    b.ret(agg)
+
+
+def return_type(fn) -> ll.Type:
+    """The LLVM return type of a device function: void, its value's ABI type, or a struct of them."""
+    types = [abi_type(t) for t in fn.result_types]
+    if not types:
+        return ll.VoidType()
+    return types[0] if len(types) == 1 else ll.LiteralStructType(types)
+
+
+def abi_type(t) -> ll.Type:
+    """How a scalar crosses a call, as a kernel parameter does: i1 as i32, fp16/bf16 as their bits."""
+    if t.is_ptr():
+        return GPTR
+    if t.name == "int1":
+        return I32
+    if t.name in ("fp16", "bf16"):
+        return I16
+    return lty(t)
+
+
+def to_abi(b, x, t):
+    if t.name == "int1":
+        return b.zext(x, I32)
+    if t.name in ("fp16", "bf16"):
+        return b.bitcast(x, I16)
+    return x
+
+
+def from_abi(b, x, t):
+    if t.name == "int1":
+        return b.icmp_unsigned("!=", x, ll.Constant(I32, 0))
+    if t.name in ("fp16", "bf16"):
+        return b.bitcast(x, lty(t))
     return x
 
 
@@ -43,7 +87,7 @@ def _device_function(lw, fn) -> ll.Function:
         fn = dataclasses.replace(fn, name=f"{fn.name}__smem{base}")
     if fn.gpu_refusals:
         raise fn.gpu_refusals[0]
-    child = Lowering(fn, lw.options, lw.rules, parent=lw)
+    child = Lowering(fn, lw.options, lw.rules, parent=lw, parent_return_type=return_type)
     child.smem_reserved = base
     child.run()
     lw.smem_bytes = max(lw.smem_bytes, child.smem_total - lw.smem_reserved)

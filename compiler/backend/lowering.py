@@ -102,9 +102,12 @@ class Lowering:
     (in its layout), the open region scopes, and what the kernel needs (shared memory, sm_90a).
     The rules (the `RuleTable`) read and extend it; `run()` lowers the whole function."""
 
-    def __init__(self, fn: ir.Function, options: LoweringOptions, rules: "RuleTable", parent: "Lowering | None" = None):
+    def __init__(self, fn: ir.Function, options: LoweringOptions, rules: "RuleTable", parent: "Lowering | None" = None,
+                 parent_return_type=None):
         """`parent`: the kernel's lowering, when `fn` is one of its device functions (device_calls.py),
-        lowered into the kernel's module as a function of its own."""
+        lowered into the kernel's module as a function of its own; `parent_return_type(fn)`: its
+        LLVM return type."""
+        self.parent_return_type = parent_return_type
         self.fn, self.options, self.rules = fn, options, rules
         self.parent = parent
         self.num_warps = options.num_warps
@@ -166,7 +169,8 @@ class Lowering:
             passed.append((i, a, t))
             self.params.append({"name": fn.arg_names[i] if i < len(fn.arg_names) else f"arg{i}",
                                 "type": "tmap" if abi == "tmap" else T.to_signature(t), "abi": abi})
-        self.func = ll.Function(self.module, ll.FunctionType(ll.VoidType(), ptys), name=fn.name)
+        ret = ll.VoidType() if self.parent is None else self.parent_return_type(fn)
+        self.func = ll.Function(self.module, ll.FunctionType(ret, ptys), name=fn.name)
         if self.parent is None:
             self.func.calling_convention = "ptx_kernel"
         else:   # a device function: a .func of its own, as Triton's noinline functions
@@ -615,7 +619,10 @@ class Lowering:
     def run(self):
         self.lower_block(self.fn.body)
         if self.b.block.terminator is None:
-            self.b.ret_void()
+            if isinstance(self.func.function_type.return_type, ll.VoidType):
+                self.b.ret_void()
+            else:   # past a device function's return of its values
+                self.b.unreachable()
         return self
 
     def lower_block(self, block: ir.Block):

@@ -74,6 +74,10 @@ class CodeGenerator(ast.NodeVisitor):
         self.depth = depth
         self._source_lines = (jit_fn.src or "").splitlines()
 
+    def returned_value(self):
+        """What the function's statements returned (None: nothing)."""
+        return None if self.scope.returned is _MISSING else self.scope.returned
+
     # -- errors and locations -----------------------------------------------------------------
     def loc(self, node) -> ir.Loc:
         line = getattr(node, "lineno", self.fn.first_lineno)
@@ -1083,8 +1087,9 @@ class CodeGenerator(ast.NodeVisitor):
                 local[p] = default.value if isinstance(default, constexpr) else default
         if getattr(callee, "noinline", False):
             self._check_noinline_arguments(node, callee, local)
-            if device_call(self, node, callee, local):   # a device function of its own (GPU builds)
-                return None
+            called, returned = device_call(self, node, callee, local)   # a device function (GPU builds)
+            if called:
+                return returned
         # A tl.constexpr annotation on a called @jit function's parameter does not force a
         # compile-time value: Triton passes runtime values through (tutorial 06 hands its block
         # `offs_m` to `offs_m: tl.constexpr`); only kernel parameters are specialized.

@@ -2,7 +2,7 @@
 arguments only; a block argument is a compile error on the GPU, while its interpreter runs the call.
 blocktune compiles such a call on the GPU as a call of a device function of its own (a `.func`,
 specialized on the arguments' types and compile-time values), runs it inlined in interpret mode, and
-refuses a block argument on the GPU with Triton's words. A noinline function that returns a value
+refuses a block argument on the GPU with Triton's words. A noinline function that returns a block
 is inlined (the same results, its lines in the caller)."""
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def test_gpu_compile_takes_scalar_arguments():
 def _funcs(ptx: str) -> dict:
     """The PTX's device functions' bodies, by the noinline function's name."""
     out = {}
-    for m in re.finditer(r"^\.func (\w+?)__\w+\(\n(.*?)^\}", ptx, re.M | re.S):
+    for m in re.finditer(r"^\.func\s+(?:\([^)]*\)\s*)?(\w+?)__\w+\(\n(.*?)^\}", ptx, re.M | re.S):
         out[m.group(1)] = m.group(2)
     return out
 
@@ -101,9 +101,40 @@ def test_a_device_function_with_a_reduction_assembles():
     assert not re.search(r"[1-9]\d* bytes spill stores", ptxas.report(ck.asm["ptx"]))
 
 
-def test_a_noinline_function_that_returns_a_value_is_inlined():
+def test_a_device_function_returns_scalars():
+    """One value (its `.func` returns it), or several (a struct: here fp16, fp16 and a bool)."""
     ck = triton.compile(K.returned_value_kernel, signature={"X": "*fp32", "v": "fp32"}, constexprs={}, target="sm_90")
+    assert re.search(r"^\.func\s+\(\.param \.b32 func_retval0\) plus_one__", ck.asm["ptx"], re.M)
+    ptxas.report(ck.asm["ptx"])
+    ck = triton.compile(K.ordered_pair_kernel, signature={"X": "*fp16", "Out": "*fp16"}, constexprs={}, target="sm_90")
+    assert "call.uni" in ck.asm["ptx"] and "ordered" in _funcs(ck.asm["ptx"])
+    ptxas.report(ck.asm["ptx"])
+
+
+def test_a_noinline_function_that_returns_a_block_is_inlined():
+    ck = triton.compile(K.returned_block_kernel, signature={"X": "*fp32", "v": "fp32"}, constexprs={"N": 64},
+                        target="sm_90")
     assert ".func" not in ck.asm["ptx"] and "call(" not in ck.asm["ir"]
+
+
+@pytest.mark.parametrize("pair", [(1.5, -2.0), (-2.0, 1.5)])
+def test_returned_values_interpreted(interpret, pair):
+    x = torch.tensor(pair, dtype=torch.float16)
+    out = torch.full((3,), float("nan"), dtype=torch.float16)
+    K.ordered_pair_kernel[(1,)](x, out)
+    assert out.tolist() == [-2.0, 1.5, 1.0 if pair[0] < pair[1] else 0.0]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("pair", [(1.5, -2.0), (-2.0, 1.5)])
+def test_returned_values_gpu(pair):
+    x = torch.tensor(pair, dtype=torch.float16, device="cuda")
+    out = torch.full((3,), float("nan"), dtype=torch.float16, device="cuda")
+    K.ordered_pair_kernel[(1,)](x, out)
+    y = torch.full((1,), float("nan"), device="cuda")
+    K.returned_value_kernel[(1,)](y, 2.5)
+    torch.cuda.synchronize()
+    assert out.tolist() == [-2.0, 1.5, 1.0 if pair[0] < pair[1] else 0.0] and y.item() == 3.5
 
 
 def _copy_twice_reference(x, n, scale, flip):

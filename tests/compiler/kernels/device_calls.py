@@ -34,6 +34,32 @@ def returned_value_kernel(X, v):
 
 
 @triton.jit(noinline=True)
+def ordered(a, b):
+    if a < b:
+        return a, b, True
+    return b, a, False
+
+
+@triton.jit
+def ordered_pair_kernel(X, Out):
+    """Out = min, max (fp16) and whether they were in order: three values back from a device function."""
+    lo, hi, was = ordered(tl.load(X), tl.load(X + 1))
+    tl.store(Out, lo)
+    tl.store(Out + 1, hi)
+    tl.store(Out + 2, was.to(tl.float16))
+
+
+@triton.jit(noinline=True)
+def ramp(v, N: tl.constexpr):
+    return tl.arange(0, N) * v
+
+
+@triton.jit
+def returned_block_kernel(X, v, N: tl.constexpr):
+    tl.store(X + tl.arange(0, N), ramp(v, N))
+
+
+@triton.jit(noinline=True)
 def row_sum_into(X, Out, row, C: tl.constexpr):
     tl.store(Out + row, tl.sum(tl.load(X + row * C + tl.arange(0, C)), axis=0))
 
