@@ -2,6 +2,7 @@
 compiler/frontend/device_calls.py). The tests find lines by their text (LINE[...])."""
 import compiler as triton
 import compiler.language as tl
+from tests.compiler.kernels.line_info import tagged_line
 
 
 @triton.jit(noinline=True)
@@ -74,8 +75,4 @@ def row_sums_kernel(X, Out, n_rows, R: tl.constexpr, C: tl.constexpr):
 
 
 def line_of(tag: str) -> int:
-    with open(__file__) as f:
-        for i, text in enumerate(f, 1):
-            if text.rstrip().endswith(f"# LINE: {tag}"):
-                return i
-    raise KeyError(tag)
+    return tagged_line(__file__, tag)
