@@ -22,7 +22,7 @@ stores whose mask has the term `x0' + arange < D` on that dim with x0' == x0 —
 are never written. (Rows with `x0 + i < 0` would be an out-of-bounds access of the pointer load.)
 
 Loads the rule does not prove stay as they are (the cp.async pipeline). knobs.codegen.pointer_tma
-(BLOCKTUNE_POINTER_TMA=1, off by default) turns it on; BLOCKTUNE_NO_TMA=1 turns it off.
+(on by default) turns it on; BLOCKTUNE_POINTER_TMA=0 or BLOCKTUNE_NO_TMA=1 turns it off.
 """
 from __future__ import annotations
 

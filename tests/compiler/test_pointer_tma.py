@@ -1,4 +1,4 @@
-"""Pointer tiles through TMA (backend/pointer_tma.py, BLOCKTUNE_POINTER_TMA=1), without a GPU: which
+"""Pointer tiles through TMA (backend/pointer_tma.py, on by default), without a GPU: which
 loads the rule takes (the tensor maps the kernel asks the launch for), the PTX it makes (bulk
 tensor copies instead of cp.async, assembled by ptxas), and where it must leave the cp.async path
 alone. test_pointer_tma_gpu.py runs the same kernels on the GPU."""
@@ -67,9 +67,14 @@ def test_elementwise_epilogue_and_where_it_stops(pointer_tma):
     assert _maps(_tutorial(ns=1)) == []
 
 
-def test_off_by_default_and_escape_hatch(monkeypatch):
-    """Without the switch (and with it under BLOCKTUNE_NO_TMA=1) the tutorial stays on cp.async."""
-    for env in ({}, {"BLOCKTUNE_POINTER_TMA": "1", "BLOCKTUNE_NO_TMA": "1"}):
+def test_on_by_default_and_escape_hatches(monkeypatch):
+    """Without the variable the tutorial's tiles go through TMA; BLOCKTUNE_POINTER_TMA=0, and the switch
+    under BLOCKTUNE_NO_TMA=1, keep them on cp.async."""
+    monkeypatch.delenv("BLOCKTUNE_POINTER_TMA", raising=False)
+    monkeypatch.delenv("BLOCKTUNE_NO_TMA", raising=False)
+    ck = _tutorial()
+    assert _maps(ck) == [MAP_B, MAP_A] and _copies(ck.asm["ptx"])[1] == 0
+    for env in ({"BLOCKTUNE_POINTER_TMA": "0"}, {"BLOCKTUNE_POINTER_TMA": "1", "BLOCKTUNE_NO_TMA": "1"}):
         with monkeypatch.context() as m:
             for k, v in env.items():
                 m.setenv(k, v)
