@@ -437,7 +437,8 @@ def _replace(fn, for_op, c, atoms) -> dict:
     tmap = fn.body.add_arg(T.pointer_type(T.int8), map_name)
     fn.arg_names.append(map_name)
     fn.arg_types.append(T.pointer_type(T.int8))
-    fn.arg_attrs.append({"divisibility": 1, "tensor_map": True})
+    # "pointer_map": the kernel prefetches its descriptor at entry (tma.prefetch_pointer_maps)
+    fn.arg_attrs.append({"divisibility": 1, "tensor_map": True, "pointer_map": True})
     iv = body.args[0]
     outer = _parent_block(fn.body, for_op)
     coords = []

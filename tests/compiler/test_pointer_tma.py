@@ -54,6 +54,8 @@ def test_tutorial_tiles_through_tma(pointer_tma, bm, bn, bk, nw, ns):
     ptx = ck.asm["ptx"]
     bulk, cp_async = _copies(ptx)
     assert bulk > 0 and cp_async == 0
+    assert ptx.count("prefetch.tensormap") == 2     # each map's descriptor asked for at the entry
+    assert ptx.index("prefetch.tensormap") < ptx.index("cp.async.bulk.tensor")
     assert ".param .align 64 .b8" in ptx or "grid_constant" in ck.asm["llir"]
     rep = ptxas.report(ptx)
     assert " 0 bytes spill stores" in rep, rep
@@ -81,7 +83,7 @@ def test_on_by_default_and_escape_hatches(monkeypatch):
             ck = _tutorial()
             assert _maps(ck) == [] and "pointer_maps" not in ck.metadata
             bulk, cp_async = _copies(ck.asm["ptx"])
-            assert bulk == 0 and cp_async > 0
+            assert bulk == 0 and cp_async > 0 and "prefetch.tensormap" not in ck.asm["ptx"]
 
 
 def test_mixed_operands(pointer_tma):
@@ -91,7 +93,7 @@ def test_mixed_operands(pointer_tma):
                                                                        "stride_am", "stride_bn", "stride_cm"))
     assert _maps(ck) == [MAP_A]
     bulk, cp_async = _copies(ck.asm["ptx"])
-    assert bulk > 0 and cp_async > 0
+    assert bulk > 0 and cp_async > 0 and ck.asm["ptx"].count("prefetch.tensormap") == 1
     assert " 0 bytes spill stores" in ptxas.report(ck.asm["ptx"])
     ck = _tutorial(div=("a_ptr", "b_ptr", "c_ptr", "M", "N", "stride_bk", "stride_cm"))
     assert _maps(ck) == [MAP_B]
