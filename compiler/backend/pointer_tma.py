@@ -21,8 +21,8 @@ carried through the loop by the dot alone, and after the loop every use of it is
 stores whose mask has the term `x0' + arange < D` on that dim with x0' == x0 — the rows that differ
 are never written. (Rows with `x0 + i < 0` would be an out-of-bounds access of the pointer load.)
 
-Loads the rule does not prove stay as they are (the cp.async pipeline). knobs.codegen.pointer_tma
-(on by default) turns it on; BLOCKTUNE_POINTER_TMA=0 or BLOCKTUNE_NO_TMA=1 turns it off.
+Loads the rule does not prove stay as they are (the cp.async pipeline). The rule runs under
+knobs.codegen.pointer_tma (on by default); BLOCKTUNE_POINTER_TMA=0 or BLOCKTUNE_NO_TMA=1 turns it off.
 """
 from __future__ import annotations
 

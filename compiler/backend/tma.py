@@ -115,8 +115,6 @@ def prefetch_pointer_maps(lw) -> None:
     per program."""
     fn = lw.fn
     maps = [a for i, a in enumerate(fn.args) if i < len(fn.arg_attrs) and fn.arg_attrs[i].get("pointer_map")]
-    if not maps:
-        return
     for a in maps:   # predicated, not branched around: ptxas keeps it ahead of the index arithmetic
         _asm(lw, "{\n\t.reg .pred p;\n\tsetp.eq.u32 p, $1, 0;\n\t@p prefetch.tensormap [$0];\n\t}", "l,r",
              [map_address(lw, lw.vals[a.id]), lw.tid])
