@@ -204,12 +204,12 @@ def run_shape(dt, m, n, k):
         if sub is None:
             r[f"{name}_tflops"] = None
             continue
-        sub.kernel.configs_timings = None   # set again only by a tuning (blocktune: not by its disk cache)
+        sub.kernel.configs_timings = None   # set again only by a tuning (blocktune: not by its caches)
         t = time.perf_counter()
         c = sub.matmul(a, b)  # autotunes on the first call of this (M, N, K)
         torch.cuda.synchronize()
         r[f"{name}_tune_s"] = time.perf_counter() - t
-        r[f"{name}_pick_from_disk"] = sub.kernel.configs_timings is None
+        r[f"{name}_pick_cached"] = sub.kernel.configs_timings is None
         err = rel_err(c, ref)
         r[f"{name}_err"] = err
         if not err < 1e-2:
@@ -244,7 +244,7 @@ def run_shape(dt, m, n, k):
         r["tuner_timings_us"] = tuner_timings(bt_cfg, tri_cfg)
         print(f"  the picks as each autotuner timed them (median µs): {r['tuner_timings_us']}", flush=True)
     ROWS.append(r)
-    tuned = "picked from the disk cache" if r["blocktune_pick_from_disk"] else f"tuned in {r['blocktune_tune_s']:.1f}s"
+    tuned = "pick cached, not tuned" if r["blocktune_pick_cached"] else f"tuned in {r['blocktune_tune_s']:.1f}s"
     print(f"{dt} {m}x{n}x{k}: blocktune {bt_t:6.1f} TFLOP/s [{r['blocktune_config']}, {tuned}]  "
           f"triton {tri_t or 0:6.1f} [{r.get('triton_config', '-')}]  cuBLAS {r['cublas_tflops']:6.1f}  "
           f"×triton {r['vs_triton'] or 0:.3f} (same config {r['vs_triton_same_config'] or 0:.3f})  "
