@@ -101,6 +101,7 @@ def lower_to_llvm(fn: ir.Function, *, num_warps: int, num_stages: int = 1, targe
 
 def _lower(fn: ir.Function, options: LoweringOptions) -> Lowering:
     lw = Lowering(fn, options, RULES)
+    tma.prefetch_pointer_maps(lw)
     warp_specialize.prepare(lw)
     lw.run()
     warp_specialize.finish(lw)

@@ -918,6 +918,27 @@ def test_autotune_picks_fastest_and_caches(fake_cuda):
     assert t2.best_config == configs[0]
 
 
+def test_autotune_disk_result_follows_the_codegen_switches(fake_cuda, monkeypatch):
+    """A pick stored under other code-changing switches is not reused: bench/matmul.py's run with
+    pointer tiles through TMA took the picks its cp.async run had stored (fp16 1024³: 128x64x64,
+    where 64x128x64 was 10% faster with TMA)."""
+    fake_cuda.fake_set_nparams(2)
+    monkeypatch.setenv("BLOCKTUNE_POINTER_TMA", "0")
+    grid = lambda m: (triton.cdiv(m["n"], m["BLOCK"]),)  # noqa: E731
+    x = FakeTensor(0x7F0000001000)
+    t, configs = _tuned(timings={64: 3.0, 128: 1.0, 256: 2.0})
+    t[grid](x, 12288)
+    assert t.best_config == configs[1]
+    monkeypatch.setenv("BLOCKTUNE_POINTER_TMA", "1")
+    t2, _ = _tuned(timings={64: 0.1, 128: 9.0, 256: 9.0})
+    t2[grid](x, 12288)
+    assert t2.best_config == configs[0] and t2.configs_timings is not None   # tuned again
+    monkeypatch.setenv("BLOCKTUNE_POINTER_TMA", "0")
+    t3, _ = _tuned(timings={64: 0.1, 128: 9.0, 256: 9.0})
+    t3[grid](x, 12288)
+    assert t3.best_config == configs[1] and t3.configs_timings is None      # the first pick, from disk
+
+
 def test_autotune_prune_and_failures(fake_cuda):
     fake_cuda.fake_set_nparams(2)
 
