@@ -86,6 +86,7 @@ def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | Non
     b.tma_target = tma_target
     b.num_warps = num_warps
     b.device_functions = device_functions if isinstance(device_functions, dict) else {} if device_functions else None
+    b.generate_ir = generate_ir
     b.function_body = body
     b.arg_divisibility = {a.id: at.get("divisibility", 1) for a, at in zip(body.args, attrs)}
     for p, (first, block, padding, tma) in descriptors.items():

@@ -49,10 +49,9 @@ def device_call(gen, node, callee, local: dict):
     if fn is _BUILDING:
         return False, None
     if fn is None:
-        from . import generate_ir  # noqa: PLC0415 - the front end's entry, which imports this module
         b.device_functions[name] = _BUILDING
         try:
-            fn = generate_ir(callee, signature, constexprs, tma_target=b.tma_target, num_warps=b.num_warps,
+            fn = b.generate_ir(callee, signature, constexprs, tma_target=b.tma_target, num_warps=b.num_warps,
                              device_functions=b.device_functions, returns=True)
         except SemanticError:   # it returns a block: inlined
             fn = None

@@ -54,6 +54,7 @@ class Builder:
         # a GPU build's noinline @jit functions, by device-function name (ir.Function.device_functions);
         # None: they are inlined (interpret mode)
         self.device_functions: dict | None = None
+        self.generate_ir = None    # frontend.generate_ir, which builds them (set by it: no import circle)
 
     def create(self, name, operands=(), result_types=(), attrs=None, regions=()) -> ir.Op:
         if name in _NO_FP8_OPERANDS:
