@@ -6,7 +6,7 @@
 # (and `pytest-xdist execnet`, which spread the gpu tests over the host's cores)
 # put those wheels in .whl/ (carry it) and this script installs them first:
 #   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-# Usage: scripts/gpu-check.sh [tests|kernels|launch|matmul|matmul_tma|tuning|dropout|layernorm_bwd|grouped_gemm|attention|all|fleet|suite|tutorials]...   (default: all)
+# Usage: scripts/gpu-check.sh [tests|kernels|launch|matmul|matmul_tma|matmul_tma_timing|tuning|dropout|layernorm_bwd|grouped_gemm|attention|all|fleet|suite|tutorials]...   (default: all)
 #        BENCH_ARGS_<name>="..." passes arguments to one benchmark (e.g. BENCH_ARGS_attention=--quick); BENCH_TIMEOUT=S bounds each
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +28,7 @@ if has tests; then
   python3 -m pytest -m gpu -q -p no:cacheprovider --timeout 300 "${par[@]}" --ignore=tests/service/test_contract.py --ignore=tests/test_import_structure.py tests 2>&1 | tee "$OUT/gpu-tests.log" | tail -40
   summary+=("gpu tests: $(grep -E '[0-9]+ (passed|failed)' "$OUT/gpu-tests.log" | tail -1)")
 fi
-for b in kernels launch matmul matmul_tma tuning dropout layernorm_bwd grouped_gemm attention; do
+for b in kernels launch matmul matmul_tma matmul_tma_timing tuning dropout layernorm_bwd grouped_gemm attention; do
   if has "$b" && [ -f "bench/$b.py" ]; then
     args="BENCH_ARGS_$b"   # e.g. BENCH_ARGS_attention="--quick"; BENCH_TIMEOUT bounds each
     (cd bench && timeout "${BENCH_TIMEOUT:-900}" python3 "$b.py" ${!args:-} 2>&1) | tee "$OUT/bench-$b.log" | tail -30
@@ -58,7 +58,7 @@ fi
 echo
 echo "=== summary ==="
 for s in "${summary[@]}"; do echo "$s"; done
-for b in kernels launch matmul matmul_tma tuning dropout layernorm_bwd grouped_gemm attention fleet; do
+for b in kernels launch matmul matmul_tma matmul_tma_timing tuning dropout layernorm_bwd grouped_gemm attention fleet; do
   [ -f "$OUT/bench-$b.log" ] && { echo "--- $b"; grep -E '^\||geomean|µs|ms ' "$OUT/bench-$b.log" | tail -20; }
 done
 exit 0

@@ -25,6 +25,9 @@ _DATA_TYPES = {  # blocktune element type → CUtensorMapDataType member (bits a
     "fp8e4nv": "UINT8", "fp8e5": "UINT8", "fp8e4b15": "UINT8", "fp8e4b8": "UINT8", "fp8e5b16": "UINT8",
 }
 _SWIZZLE = {128: "128B", 64: "64B", 32: "32B", 16: "NONE"}
+# how far the copy engine widens a box row's L2 fetch (CUtensorMapL2promotion member); a module
+# setting so that bench/matmul_tma_timing.py can compare it with Triton's 128B without a rebuild
+L2_PROMOTION = "L2_256B"
 
 
 def address(desc) -> int:
@@ -69,7 +72,7 @@ def encode_raw(address: int, elt, shape, strides, block_shape, padding: str = ""
         else cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE
     err, tmap = cu.cuTensorMapEncodeTiled(dtype, rank, address, dims, strides, box, ones,
                                           cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
-                                          cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B, fill)
+                                          getattr(cu.CUtensorMapL2promotion, "CU_TENSOR_MAP_L2_PROMOTION_" + L2_PROMOTION), fill)
     if err != cu.CUresult.CUDA_SUCCESS:
         raise ValueError(f"cuTensorMapEncodeTiled failed ({err.name}) for a tensor descriptor of shape {shape}, "
                          f"strides {list(strides)}, block {list(block)}, {elt.name}")
