@@ -15,9 +15,12 @@ A `gpu` close to Triton's with a `bench` far from it says the time is the host's
 events then time the host's work between them once it outruns the GPU's flush); a `gpu` far from
 Triton's says it is the kernel's. `matmul_kernel_tma_persistent` (host descriptors too; and
 `--kernels ...,descriptor_persistent`, descriptors made in the kernel) give the same columns for
-contrast. The row `blocktune/l2-128` runs blocktune's kernel with its host tensor maps encoded with
-Triton's L2 promotion (128 B instead of blocktune's 256 B; compiler/runtime/tensor_maps.py), the one
-field in which the two compilers' maps differ.
+contrast. Two rows undo one difference between the two compilers each, to tell which one costs:
+`blocktune/carveout-default` takes back the largest shared-memory carveout that blocktune's loader
+now asks for above 48 KB as Triton's does (driver.prefer_shared_memory; without it the driver may
+size the SM's shared memory for one 99 KB program where two fit), and `blocktune/l2-128` encodes
+the host tensor maps with Triton's L2 promotion (128 B instead of blocktune's 256 B;
+compiler/runtime/tensor_maps.py), the one field in which the two compilers' maps differ.
 
     python bench/matmul_tma_timing.py [--shapes 4096x4096x512,1024x1024x1024]
                                       [--configs 128x128x64w4s3,128x128x128w4s3] [--kernels tma,tma_persistent]
@@ -135,10 +138,14 @@ def host_us(fn, n: int = 200, batch: int = 50) -> float:
     return statistics.median(samples)
 
 
-def measure(mod, kernel, a, b, ref, cfg, sms) -> dict:
+def measure(mod, kernel, a, b, ref, cfg, sms, setting: dict) -> dict:
     launch, path, c = launchers(mod, kernel, a, b, cfg, sms)
+    if "promotion" in setting:
+        set_promotion(setting["promotion"])
     c.fill_(float("nan"))
     launch()
+    if "carveout" in setting:   # the kernel is loaded now
+        set_carveout(kernel_of(mod, kernel), setting["carveout"])
     out = path()
     torch.cuda.synchronize()
     for name, res in (("launch", c), ("bench path", out)):
@@ -161,6 +168,21 @@ def set_promotion(member: str) -> None:
     from compiler.runtime import tensor_maps
     tensor_maps.L2_PROMOTION = member
     tensor_maps._cache.clear()
+
+
+def kernel_of(mod, kernel: str):
+    return {"tma": mod.matmul_kernel_tma, "tma_persistent": mod.matmul_kernel_tma_persistent,
+            "descriptor_persistent": mod.matmul_kernel_descriptor_persistent}[kernel]
+
+
+def set_carveout(jit_fn, prefer_shared: bool) -> None:
+    """Give every loaded specialization of blocktune's `jit_fn` the largest shared-memory carveout
+    preference (its loader's default above 48 KB) or none (the driver's own choice)."""
+    from compiler.runtime import driver
+    for kernels, *_ in jit_fn.device_caches.values():
+        for ck in kernels.values():
+            if ck.metadata.get("shared", 0) > 48 * 1024:
+                driver.prefer_shared_memory(ck.load().function, prefer_shared)
 
 
 COLUMNS = ("gpu", "gpu-warm", "bench", "launch", "host bench path", "host launch")
@@ -188,16 +210,15 @@ def main() -> None:
         for kernel in args.kernels.split(","):
             for cfg_s in args.configs.split(","):
                 cfg = parse_config(cfg_s)
-                variants = [("blocktune", bt, "L2_256B"), ("triton", tri, None)]
-                if kernel != "descriptor_persistent":
-                    variants.insert(1, ("blocktune/l2-128", bt, "L2_128B"))
-                for name, mod, promotion in variants:
+                variants = [("blocktune", bt, dict(promotion="L2_256B", carveout=True)), ("triton", tri, {})]
+                if kernel == "tma":
+                    variants[1:1] = [("blocktune/carveout-default", bt, dict(promotion="L2_256B", carveout=False)),
+                                     ("blocktune/l2-128", bt, dict(promotion="L2_128B", carveout=True))]
+                for name, mod, setting in variants:
                     if mod is None:
                         continue
                     try:
-                        if promotion is not None:
-                            set_promotion(promotion)
-                        r = measure(mod, kernel, a, b, ref, cfg, sms)
+                        r = measure(mod, kernel, a, b, ref, cfg, sms, setting)
                     except Exception as exc:  # noqa: BLE001 - one failing cell must not hide the others
                         print(f"{kernel:<22} {shape:<15} {cfg_s:<16} {name:<16} failed: {type(exc).__name__}: {exc}"[:300],
                               flush=True)

@@ -13,7 +13,9 @@ torch) uses — so tensors allocated by torch and modules loaded here live in th
 
 Module loading: PTX goes through `cuModuleLoadData` (the driver JIT-compiles it, and keeps its own
 compute cache under ~/.nv). When the caller has a cubin (from `ptxas`, compiler/ptxas.py) it is
-loaded instead, which skips the driver's JIT; `bench/launch.py` measures both.
+loaded instead, which skips the driver's JIT; `bench/launch.py` measures both. A kernel above
+48 KB of shared memory gets the dynamic-size limit it needs and the largest shared-memory carveout
+preference (prefer_shared_memory), as Triton's loader gives its kernels.
 """
 from __future__ import annotations
 
@@ -317,12 +319,27 @@ def load_module(image: bytes | str, name: str, shared: int = 0, device: int | No
     if shared > 48 * 1024:
         _check(cu.cuFuncSetAttribute(function, FA.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(shared)),
                "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)")
+        prefer_shared_memory(function)
     static_shared = int(_check(cu.cuFuncGetAttribute(FA.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, function),
                                "cuFuncGetAttribute"))
     if static_shared + shared > limit:
         raise OutOfResources(static_shared + shared, limit, "shared memory")
     num_regs = int(_check(cu.cuFuncGetAttribute(FA.CU_FUNC_ATTRIBUTE_NUM_REGS, function), "cuFuncGetAttribute"))
     return LoadedFunction(module, function, dev, int(shared), name, num_regs)
+
+
+def prefer_shared_memory(function, prefer: bool = True) -> None:
+    """Ask the driver for the largest shared-memory carveout of the SM's L1/shared storage when it
+    runs `function` (a CUfunction), as Triton's loader does for every kernel above 48 KB
+    (cuFuncSetCacheConfig PREFER_SHARED; here the carveout attribute that says the same and can be
+    read back). Without a preference the driver sizes the carveout by its own rule, which may leave
+    room for fewer programs per SM than the kernel's shared memory allows: a 99 KB matmul tile runs
+    two to an H100 SM only in a carveout of at least 2 × (99 + 1) KB. `prefer=False` takes the
+    preference back (bench/matmul_tma_timing.py compares the two)."""
+    cu = _driver()
+    carveout = cu.CUshared_carveout.CU_SHAREDMEM_CARVEOUT_MAX_SHARED if prefer else cu.CUshared_carveout.CU_SHAREDMEM_CARVEOUT_DEFAULT
+    _check(cu.cuFuncSetAttribute(function, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                                 int(carveout)), "cuFuncSetAttribute(PREFERRED_SHARED_MEMORY_CARVEOUT)")
 
 
 def max_threads_for(fn: LoadedFunction) -> int:
