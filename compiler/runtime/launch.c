@@ -707,7 +707,64 @@ static PyObject *interpret_var_is_set(PyObject *m, PyObject *unused) {
     return PyBool_FromLong(interpret_var_set());
 }
 
+/* encode_tiled(fn, dtype, address, dims, strides, box, swizzle, promotion, fill) -> (storage, map address) or
+   (None, CUresult): cuTensorMapEncodeTiled (its address `fn`, from libcuda, as the launchers get cuLaunchKernel's)
+   into a new bytearray's 64-byte-aligned 128 bytes. dims and box are tuples innermost first (rank 1-5),
+   strides the rank-1 byte strides of the outer dims; element strides 1, no interleave. The launchers pass
+   the map address as an 'm' parameter; the caller keeps `storage` alive while it may be launched. */
+typedef int (*encode_tiled_fn)(void *map, int dtype, unsigned rank, void *address, const uint64_t *dims,
+                               const uint64_t *strides, const uint32_t *box, const uint32_t *element_strides,
+                               int interleave, int swizzle, int promotion, int fill);
+
+static int u64_items(PyObject *seq, Py_ssize_t n, uint64_t *out) {
+    if (!PyTuple_Check(seq) || PyTuple_GET_SIZE(seq) != n) {
+        PyErr_Format(PyExc_ValueError, "encode_tiled: expected a tuple of %zd ints", n);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        out[i] = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(seq, i));
+        if (out[i] == (uint64_t)-1 && PyErr_Occurred())
+            return -1;
+    }
+    return 0;
+}
+
+static PyObject *encode_tiled(PyObject *m, PyObject *args) {
+    unsigned long long fn, address;
+    int dtype, swizzle, promotion, fill;
+    PyObject *dims, *strides, *box;
+    if (!PyArg_ParseTuple(args, "KiKOOOiii", &fn, &dtype, &address, &dims, &strides, &box, &swizzle, &promotion,
+                          &fill))
+        return NULL;
+    Py_ssize_t rank = PyTuple_Check(dims) ? PyTuple_GET_SIZE(dims) : 0;
+    if (rank < 1 || rank > 5) {
+        PyErr_SetString(PyExc_ValueError, "encode_tiled: rank must be 1 to 5");
+        return NULL;
+    }
+    uint64_t d[5], st[5] = {0}, b64[5];
+    uint32_t b[5], ones[5] = {1, 1, 1, 1, 1};
+    if (u64_items(dims, rank, d) < 0 || u64_items(strides, rank - 1, st) < 0 || u64_items(box, rank, b64) < 0)
+        return NULL;
+    for (Py_ssize_t i = 0; i < rank; i++)
+        b[i] = (uint32_t)b64[i];
+    PyObject *storage = PyByteArray_FromStringAndSize(NULL, 128 + 64);
+    if (storage == NULL)
+        return NULL;
+    char *map = (char *)(((uintptr_t)PyByteArray_AS_STRING(storage) + 63) & ~(uintptr_t)63);
+    memset(map, 0, 128);
+    int r = ((encode_tiled_fn)(uintptr_t)fn)(map, dtype, (unsigned)rank, (void *)(uintptr_t)address, d, st, b, ones,
+                                             0, swizzle, promotion, fill);
+    if (r != 0) {
+        Py_DECREF(storage);
+        return Py_BuildValue("(Oi)", Py_None, r);
+    }
+    return Py_BuildValue("(NK)", storage, (unsigned long long)(uintptr_t)map);
+}
+
 static PyMethodDef module_methods[] = {
+    {"encode_tiled", encode_tiled, METH_VARARGS,
+     "encode_tiled(fn, dtype, address, dims, strides, box, swizzle, promotion, fill) -> (storage, map address) "
+     "or (None, CUresult): cuTensorMapEncodeTiled into 64-byte-aligned storage"},
     {"set_interpret_vars", set_interpret_vars, METH_VARARGS,
      "set_interpret_vars(a, b): the names of the interpret-mode environment variables"},
     {"interpret_var_is_set", interpret_var_is_set, METH_NOARGS,

@@ -5,6 +5,7 @@ poisoned with NaN, references in float64). An mbarrier bug hangs the GPU: the GP
 a thread timeout that ends the process."""
 from __future__ import annotations
 
+import ctypes
 import math
 import re
 
@@ -528,6 +529,7 @@ def test_device_matmul_scratch_per_cta_gpu(gen, num_ctas):
 def test_tensor_map_encoding(monkeypatch, shape, block, dtype, padding, box, swizzle):
     from cuda.bindings import driver as cu
     from compiler.runtime import tensor_maps
+    monkeypatch.setattr(tensor_maps, "_native_encoder", lambda: None)   # the cuda-python path, whose call is captured
     calls = []
 
     def encode(*args):
@@ -559,12 +561,69 @@ def test_tensor_map_encoding(monkeypatch, shape, block, dtype, padding, box, swi
 def test_tensor_map_encoding_error(monkeypatch):
     from cuda.bindings import driver as cu
     from compiler.runtime import tensor_maps
+    monkeypatch.setattr(tensor_maps, "_native_encoder", lambda: None)
     monkeypatch.setattr(cu, "cuTensorMapEncodeTiled",
                         lambda *a: (cu.CUresult.CUDA_ERROR_INVALID_VALUE, None))
     monkeypatch.setattr(tensor_maps, "_cache", {})
     desc = TensorDescriptor.from_tensor(torch.empty(64, 64, dtype=torch.float16), [64, 64])
     with pytest.raises(ValueError, match=r"cuTensorMapEncodeTiled failed \(CUDA_ERROR_INVALID_VALUE\).*\[64, 64\]"):
         tensor_maps.address(desc)
+
+
+# the driver's signature: map, data type, rank, address, dims, strides, box, element strides, interleave,
+# swizzle, L2 promotion, fill
+_ENCODE_TILED = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint, ctypes.c_void_p,
+                                 ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint64),
+                                 ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_uint32),
+                                 ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int)
+
+
+def test_native_encoder_calls_the_driver_with_the_maps_arguments(monkeypatch):
+    """launch.c's encode_tiled hands cuTensorMapEncodeTiled (here a stand-in with its signature) the
+    map's arguments, 64-byte-aligned storage that it keeps, and gives back the driver's error code."""
+    from compiler.runtime import native, tensor_maps
+    mod = native.module()
+    if mod is None:
+        pytest.skip("no native launcher module (no C compiler)")
+    seen = []
+
+    def driver_encode(tmap, dtype, rank, address, dims, strides, box, ones, interleave, swizzle, promotion, fill):
+        seen.append((tmap % 64, dtype, rank, address, dims[:rank], strides[:rank - 1], box[:rank], ones[:rank],
+                     interleave, swizzle, promotion, fill))
+        ctypes.memset(tmap, 0x5A, 128)
+        return 0
+    fn = _ENCODE_TILED(driver_encode)
+    monkeypatch.setattr(tensor_maps, "_native_encoder", lambda: (mod.encode_tiled, ctypes.cast(fn, ctypes.c_void_p).value))
+    x = torch.empty(5, 37, 136, dtype=torch.float16)
+    tmap = tensor_maps.encode(TensorDescriptor.from_tensor(x, [2, 16, 64], padding="nan"))
+    from cuda.bindings import driver as cu
+    assert seen == [(0, int(cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16), 3, x.data_ptr(), [136, 37, 5],
+                     [136 * 2, 37 * 136 * 2], [64, 16, 2], [1, 1, 1], 0,
+                     int(cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B),
+                     int(cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B),
+                     int(cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA))]
+    assert tmap.getPtr() % 64 == 0 and ctypes.string_at(tmap.getPtr(), 128) == b"\x5a" * 128
+    refuse = _ENCODE_TILED(lambda *args: 1)   # CUDA_ERROR_INVALID_VALUE
+    monkeypatch.setattr(tensor_maps, "_native_encoder", lambda: (mod.encode_tiled, ctypes.cast(refuse, ctypes.c_void_p).value))
+    with pytest.raises(ValueError, match=r"cuTensorMapEncodeTiled failed \(.*\) .*shape \[5, 37, 136\]"):
+        tensor_maps.encode(TensorDescriptor.from_tensor(x, [2, 16, 64]))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,block,dtype,padding", [
+    ((4096, 512), (128, 64), torch.float16, "zero"), ((5, 37, 136), (2, 16, 64), torch.float16, "nan"),
+    ((100, 72), (32, 64), torch.float32, "zero"), ((64, 64), (64, 16), torch.bfloat16, "zero")])
+def test_native_encoder_matches_cuda_python_gpu(monkeypatch, shape, block, dtype, padding):
+    """On the GPU machine the maps come from launch.c's encode_tiled, byte for byte the map
+    cuda-python's cuTensorMapEncodeTiled makes from the same descriptor."""
+    from compiler.runtime import tensor_maps
+    x = torch.empty(shape, dtype=dtype, device="cuda")
+    desc = TensorDescriptor.from_tensor(x, list(block), padding=padding)
+    native = tensor_maps.encode(desc)
+    assert isinstance(native, tensor_maps.NativeMap)
+    monkeypatch.setattr(tensor_maps, "_native_encoder", lambda: None)
+    reference = tensor_maps.encode(desc)
+    assert ctypes.string_at(native.getPtr(), 128) == ctypes.string_at(reference.getPtr(), 128)
 
 
 @pytest.mark.parametrize("head_dim,block_n,num_warps", [(64, 64, 4), (128, 64, 8), (128, 128, 8)])
