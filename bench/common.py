@@ -61,6 +61,40 @@ def geomean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
+_FLUSH: list = []   # do_bench's 256 MB L2 flush buffer, made at the first use
+
+
+def gpu_kernel_us(fn, name_part: str, reps: int = 30, flush: bool = True) -> float:
+    """Median GPU duration (µs) of the kernels `fn` launches whose name holds `name_part`, from the
+    profiler's CUPTI trace (each call after do_bench's L2 flush unless `flush` is False): the
+    kernel's own time, which no host cost enters (do_bench's events time the host's work between
+    them whenever it outruns the flush). NaN when there is no trace (no CUPTI)."""
+    import json
+    import statistics
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    if flush and not _FLUSH:
+        _FLUSH.append(torch.empty(256 * 1024 * 1024, dtype=torch.int8, device="cuda"))
+    torch.cuda.synchronize()
+    try:
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(reps):
+                if flush:
+                    _FLUSH[0].zero_()
+                fn()
+            torch.cuda.synchronize()
+        with tempfile.NamedTemporaryFile(suffix=".json") as f:
+            prof.export_chrome_trace(f.name)
+            with open(f.name) as trace_file:
+                trace = json.load(trace_file)
+    except Exception as exc:  # noqa: BLE001 - no CUPTI: the callers' other numbers still say something
+        print(f"  (no CUPTI trace: {type(exc).__name__}: {exc})", flush=True)
+        return float("nan")
+    durs = [e["dur"] for e in trace.get("traceEvents", []) if e.get("cat") == "kernel" and name_part in e.get("name", "")]
+    return statistics.median(durs[-reps:]) if durs else float("nan")
+
+
 def report(rows: list[dict], kernel: str, unit: str, json_name: str) -> None:
     """Print rows (blocktune_<unit>, triton_<unit>, torch_<unit>, vs_triton, vs_torch) as a markdown
     table with the geomean ratio to Triton, and write them to $OUT/<json_name> when OUT is set."""

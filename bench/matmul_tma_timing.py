@@ -38,7 +38,7 @@ import time
 
 os.environ.setdefault("BLOCKTUNE_CACHE_DIR", tempfile.mkdtemp(prefix="blocktune-matmul-tma-timing-"))
 
-from common import load_twice  # noqa: E402
+from common import gpu_kernel_us, load_twice  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -47,9 +47,6 @@ if tri is not None:
     from triton.testing import do_bench
 else:
     from compiler.testing import do_bench
-
-FLUSH = None   # do_bench's 256 MB L2 flush buffer
-
 
 def parse_shape(s: str) -> tuple[int, int, int]:
     m, n, k = (int(x) for x in s.lower().split("x"))
@@ -104,32 +101,6 @@ def triton_cdiv(x: int, y: int) -> int:
     return (x + y - 1) // y
 
 
-def cupti_us(fn, flush: bool, reps: int = 30) -> float:
-    """Median GPU duration (µs) of the kernels `fn` launches whose name holds "matmul_kernel", from
-    the profiler's CUPTI trace."""
-    from torch.profiler import ProfilerActivity, profile
-    torch.cuda.synchronize()
-    try:
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(reps):
-                if flush:
-                    FLUSH.zero_()
-                fn()
-            torch.cuda.synchronize()
-        with tempfile.NamedTemporaryFile(suffix=".json") as f:
-            prof.export_chrome_trace(f.name)
-            with open(f.name) as trace_file:
-                trace = json.load(trace_file)
-    except Exception as exc:  # noqa: BLE001 - no CUPTI: the other columns still say something
-        print(f"  (no CUPTI trace: {type(exc).__name__}: {exc})", flush=True)
-        return float("nan")
-    durs = [e["dur"] for e in trace.get("traceEvents", [])
-            if e.get("cat") == "kernel" and "matmul_kernel" in e.get("name", "")]
-    if not durs:
-        return float("nan")
-    return statistics.median(durs[-reps:])
-
-
 def host_us(fn, n: int = 200, batch: int = 50) -> float:
     """Median host µs per call over batches (synchronized between batches, outside the timing)."""
     samples = []
@@ -158,8 +129,8 @@ def measure(mod, kernel, a, b, ref, cfg, sms, setting: dict) -> dict:
         if not err < 1e-2:
             raise AssertionError(f"{kernel} {cfg} ({name}): relative error {err:.3e}")
     return {
-        "gpu": cupti_us(launch, flush=True),
-        "gpu-warm": cupti_us(launch, flush=False),
+        "gpu": gpu_kernel_us(launch, "matmul_kernel"),
+        "gpu-warm": gpu_kernel_us(launch, "matmul_kernel", flush=False),
         "bench": do_bench(path, warmup=20, rep=60, return_mode="median") * 1e3,
         "launch": do_bench(launch, warmup=20, rep=60, return_mode="median") * 1e3,
         "host bench path": host_us(path),
@@ -194,13 +165,11 @@ COLUMNS = ("gpu", "gpu-warm", "bench", "launch", "host bench path", "host launch
 
 
 def main() -> None:
-    global FLUSH
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", default="4096x4096x512,1024x1024x1024")
     ap.add_argument("--configs", default="128x128x64w4s3,128x128x128w4s3")
     ap.add_argument("--kernels", default="tma,tma_persistent", help="of tma, tma_persistent, descriptor_persistent")
     args = ap.parse_args()
-    FLUSH = torch.empty(256 * 1024 * 1024, dtype=torch.int8, device="cuda")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     print(f"device: {torch.cuda.get_device_name(0)}; torch {torch.__version__}; "
           f"triton {tri.triton.__version__ if tri is not None else 'absent'}; all times µs", flush=True)
