@@ -64,6 +64,7 @@ from tuner.final_rounds import FinalRounds
 from tuner.isolation import ChildCrashed, ChildTimeout
 from tuner.measurement import Measurement
 from tuner.recording import Recorder
+from tuner.relay import ChildRelay
 from tuner.results import InFlight, Result
 from tuner.run_context import EventFn, RunContext
 from tuner.space import config_key
@@ -93,6 +94,7 @@ class Tuner:
         self.queue = CompileQueue(ctx, self.measurement, workers=compile_workers, standby=standby)
         self.final_rounds = FinalRounds(ctx, self.study, self.recorder, self.measurement, self.queue)
         self.write_behind = WriteBehind(ctx)
+        self.relay: ChildRelay | None = None          # during the search
         self.stop_reason: str | None = None
         self.timeline_data: dict[str, Any] | None = None
         self.t0 = time.monotonic()
@@ -175,6 +177,8 @@ class Tuner:
                 self.study.use_device(self.measurement.props)
 
     def close(self) -> None:
+        if self.relay is not None:
+            self.relay.close()
         self.write_behind.close()
         self.study.close()
         self.queue.close()
@@ -203,43 +207,66 @@ class Tuner:
             pending = collections.deque((t, c, self.queue.submit(c)) for t, c, _ in pending)
             self._recompile = False
         self.measurement.restore_reference(list(self.recorder.seen.values()), self.queue.compiled_for)
-        while True:
-            self.write_behind.check()
-            ctx.retry(self.recorder.sync, "reading the recorded trials")
-            self.stop_reason = ctx.retry(self._check_stop, "reading the job's state")
-            if self.stop_reason:
-                break
-            if inflight is None and pending and self.queue.done(pending[0][2]):
-                inflight = self._dispatch(*pending.popleft())     # the child is idle: its config first
-            self._fill(pending, inflight)
-            if inflight is None:
-                if not pending:
-                    if study.budget_elsewhere:
-                        # another worker sharing the job runs its last trials and finishes it
-                        self.stop_reason = "the rest of the trial budget is in flight on other workers"
-                    elif study.asks >= study.max_asks:
-                        self.stop_reason = "sampler keeps proposing known configs"
-                    elif self.stop_reason is None:
-                        self.stop_reason = (ctx.retry(self._check_stop, "reading the job's state")
-                                            or "search space exhausted")
+        self.relay = ChildRelay(self.measurement, ctx.spec.measure.timeout_s)
+        staged: InFlight | None = None     # the next config, sent by the relay the moment the child answers
+        try:
+            while True:
+                self.write_behind.check()
+                ctx.retry(self.recorder.sync, "reading the recorded trials")
+                self.stop_reason = ctx.retry(self._check_stop, "reading the job's state")
+                if self.stop_reason:
+                    if staged is not None and self.relay.unstage():
+                        pending.appendleft((staged.trial, staged.config, staged.task))
+                        staged = None
                     break
-                inflight = self._dispatch(*pending.popleft())
-            trial = inflight.trial
-            r = self._collect(inflight)
-            inflight = None
-            if pending and self._would_continue(r):
-                inflight = self._dispatch_ready(pending)
-            self._record(r, trial)
-        if inflight is not None:
+                if inflight is None and pending and self.queue.done(pending[0][2]):
+                    inflight = self._dispatch(*pending.popleft())     # the child is idle: its config first
+                staged = self._stage(pending, inflight, staged)
+                staged = self._fill(pending, inflight, staged)
+                if inflight is None:
+                    if not pending:
+                        if study.budget_elsewhere:
+                            # another worker sharing the job runs its last trials and finishes it
+                            self.stop_reason = "the rest of the trial budget is in flight on other workers"
+                        elif study.asks >= study.max_asks:
+                            self.stop_reason = "sampler keeps proposing known configs"
+                        elif self.stop_reason is None:
+                            self.stop_reason = (ctx.retry(self._check_stop, "reading the job's state")
+                                                or "search space exhausted")
+                        break
+                    inflight = self._dispatch(*pending.popleft())
+                    staged = self._stage(pending, inflight, staged)
+                trial = inflight.trial
+                r, sent_next = self._collect(inflight, staged)
+                inflight = None
+                if sent_next:
+                    inflight, staged = staged, None     # the relay sent it when the answer came
+                elif staged is not None:
+                    pending.appendleft((staged.trial, staged.config, staged.task))
+                    staged = None
+                if inflight is None and pending and self._would_continue(r):
+                    inflight = self._dispatch_ready(pending)
+                self._record(r, trial)
+                staged = self._stage(pending, inflight, staged)
             # stopped while the next config was in the child (it was sent before the stop could be
             # known: a time budget, a cancel, should_stop). Its answer is read either way (the pipe
             # must be clean for the re-measurement); a run that goes on to finish records it, a
-            # cancelled or stopped one puts the trial back in the queue like the other asked ones
-            r = self._collect(inflight)
-            if self._interrupted():
-                pending.appendleft((inflight.trial, inflight.config, None))
-            else:
-                self._record(r, inflight.trial)
+            # cancelled or stopped one puts the trial back in the queue like the other asked ones.
+            # The config staged after it likewise, if the relay sent it; else it goes back unsent
+            while inflight is not None:
+                trial, config = inflight.trial, inflight.config
+                r, sent_next = self._collect(inflight, staged)
+                if self._interrupted():
+                    pending.appendleft((trial, config, None))
+                else:
+                    self._record(r, trial)
+                inflight = None
+                if sent_next:
+                    inflight, staged = staged, None
+            if staged is not None:
+                pending.appendleft((staged.trial, staged.config, staged.task))
+        finally:
+            self.relay.close()
         self.write_behind.drain()      # before the elapsed time is saved and the finalists are read
         study.fail_pending(pending)
         ctx.retry(lambda: study.save_elapsed(self._elapsed(), force=True), "saving the elapsed time")
@@ -252,10 +279,12 @@ class Tuner:
             tl.add("child_idle", (m.last_answer - m.first_sent) - busy)
         ctx.on_event("stop", {"reason": self.stop_reason})
 
-    def _fill(self, pending, inflight: InFlight | None, until: Callable[[], bool] | None = None) -> None:
+    def _fill(self, pending, inflight: InFlight | None, staged: InFlight | None = None,
+              until: Callable[[], bool] | None = None) -> InFlight | None:
         """Ask the sampler ahead and submit the compiles (constraint violations and repeats are
-        answered at once); with `until`, stop as soon as it holds with a config asked."""
-        extra = 1 if inflight is not None else 0
+        answered at once); with `until`, stop as soon as it holds with a config asked. Between
+        asks, the next compiled config is staged for the relay (`_stage`) as soon as it can be."""
+        extra = (1 if inflight is not None else 0) + (1 if staged is not None else 0)
         study = self.study
         study.budget_elsewhere = False
         while (self.queue.wants(len(pending) + extra, sampler_kind=study.sampler_kind, queued=study.queued)
@@ -264,28 +293,34 @@ class Tuner:
                 break
             if until is not None and pending and until():
                 break
-            if not self.ctx.retry(lambda: self._ask_one(pending, inflight), "asking for a config"):
+            if not self.ctx.retry(lambda: self._ask_one(pending, inflight, staged), "asking for a config"):
                 break
+            if staged is None and until is None:
+                staged = self._stage(pending, inflight, None)
+                extra += 1 if staged is not None else 0
+        return staged
 
-    def _ask_one(self, pending, inflight: InFlight | None) -> bool:
+    def _ask_one(self, pending, inflight: InFlight | None, staged: InFlight | None = None) -> bool:
         """Ask for one config and settle it: recorded as invalid, told as a repeat or as in flight
         elsewhere, or appended to `pending` with its compile submitted. False when the trial
         budget has no room. A sharing worker counts the budget and asks under the job's lock, and
         settles the trial after it (the workers sharing a job take turns on the lock: what is done
         holding it bounds their pace). Retried after an outage, it goes on with the trial it had
         asked."""
+        ahead = [x for x in (inflight, staged) if x is not None]
         with self.ctx.section():
-            trial = self.study.ask(len(pending) + (1 if inflight is not None else 0))
+            trial = self.study.ask(len(pending) + len(ahead))
         if trial is None:
             return False
         try:
-            self._settle(trial, pending, inflight)
+            self._settle(trial, pending, ahead)
         except optuna.exceptions.UpdateFinishedTrialError:
             pass   # finished already: told before an outage cut the answer off, or taken for an orphan
         self.study.settled(trial, in_flight=trial in [t for t, _, _ in pending])
         return True
 
-    def _settle(self, trial, pending, inflight: InFlight | None) -> None:
+    def _settle(self, trial, pending, ahead: list[InFlight]) -> None:
+        """`ahead`: the configs in the child or staged for it."""
         study = self.study
         config = study.suggest(trial)
         key = config_key(config)
@@ -294,7 +329,7 @@ class Tuner:
             r = Result(trial.number, config, "invalid", error=CONSTRAINT_PREFIX + "; ".join(bad), counted=False)
             self._record(r, trial)
             return
-        busy = [c for _, c, _ in pending] + ([inflight.config] if inflight is not None else [])
+        busy = [c for _, c, _ in pending] + [x.config for x in ahead]
         # Another worker's trial stays RUNNING in the study until its result, stored before, is
         # told: read in this order (the configs in flight elsewhere, then the results), a config
         # another worker is measuring or has measured is one or the other. Two workers that
@@ -307,7 +342,7 @@ class Tuner:
             study.tell_repeat(trial, self.recorder.seen[key], busy)
             return
         study.repeats = 0
-        here = [(t, c) for t, c, _ in pending] + ([(inflight.trial, inflight.config)] if inflight is not None else [])
+        here = [(t, c) for t, c, _ in pending] + [(x.trial, x.config) for x in ahead]
         twin = next((t.number for t, c in here if config_key(c) == key), elsewhere.get(key))
         if twin is not None:
             study.tell_busy(trial, twin, busy)
@@ -323,7 +358,7 @@ class Tuner:
         compiled = res.get("compiled")
         self.queue.remember(config, compiled)
         try:
-            self.measurement.send({"op": "run", "config": config, "compiled": compiled, "measure": True})
+            self.relay.send({"op": "run", "config": config, "compiled": compiled, "measure": True})
         except ChildTimeout as exc:
             return InFlight(trial, config, Result(trial.number, config, "timeout", error=f"timeout: {exc}"))
         except ChildCrashed as exc:
@@ -340,11 +375,34 @@ class Tuner:
         pending.popleft()
         return self._dispatch(trial, config, task)
 
-    def _collect(self, inflight: InFlight) -> Result:
+    def _stage(self, pending, inflight: InFlight | None, staged: InFlight | None) -> InFlight | None:
+        """Hand the next config to the relay (tuner/relay.py), which sends it the moment the child
+        answers the one it runs: when it is compiled and will be run whatever that answer says
+        (`_surely_continues`). The staged config, or None."""
+        if staged is not None or inflight is None or inflight.result is not None or not pending:
+            return staged
+        trial, config, task = pending[0]
+        if not self.queue.done(task) or not self._surely_continues():
+            return None
+        res = self.queue.result(task)
+        if res["status"] != "ok":
+            return None      # its result is known at once: dispatched when the child is free
+        compiled = res.get("compiled")
+        request = {"op": "run", "config": config, "compiled": compiled, "measure": True}
+        if not self.relay.stage(request):
+            return None      # the child has answered already: the loop sends it
+        self.queue.remember(config, compiled)
+        pending.popleft()
+        return InFlight(trial, config, task=task, request=request)
+
+    def _collect(self, inflight: InFlight, staged: InFlight | None = None) -> tuple[Result, bool]:
+        """The result of the config in the child, and whether the relay sent `staged` after it."""
         if inflight.result is not None:
-            return inflight.result
-        status, samples, error = self.measurement.answer()
-        return Result(inflight.trial.number, inflight.config, status, samples if status == "ok" else [], error)
+            return inflight.result, False
+        answer = self.relay.answer()
+        status, samples, error = self.measurement.outcome(answer.resp, answer.error)
+        return (Result(inflight.trial.number, inflight.config, status, samples if status == "ok" else [], error),
+                answer.sent_next and staged is not None)
 
     # --- recording -----------------------------------------------------------------------------
 
@@ -447,6 +505,21 @@ class Tuner:
             best_after = rec.best is not None or m is not None
             if not improved and best_after and rec.since_improvement + 1 >= b.patience:
                 return False
+        return True
+
+    def _surely_continues(self) -> bool:
+        """Whether the search goes on after the config in the child whatever its result (then the
+        next may be sent before that result is read): `_would_continue` for a result that counts
+        and does not improve, with the time budget a whole trial's timeout away."""
+        b, rec = self.ctx.spec.budget, self.recorder
+        if self.ctx.should_stop():
+            return False
+        if b.trials is not None and rec.done + 1 >= b.trials:
+            return False
+        if b.seconds is not None and self._elapsed() + self.ctx.spec.measure.timeout_s >= b.seconds:
+            return False
+        if b.patience is not None and rec.since_improvement + 1 >= b.patience:
+            return False
         return True
 
     def _interrupted(self) -> bool:
