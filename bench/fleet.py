@@ -57,6 +57,7 @@ from common import pin_group_size  # noqa: E402
 from postgres import Postgres, free_port  # noqa: E402
 
 BLOCKTUNE = [sys.executable, "-m", "service.cli"]
+SIM_WORKER = [sys.executable, str(REPO / "bench" / "fleet_sim_worker.py")]
 
 
 def job_spec(size: int, trials: int, seed: int) -> dict:
@@ -71,17 +72,21 @@ def job_spec(size: int, trials: int, seed: int) -> dict:
 class Fleet:
     """The API server and the workers of one scenario, on one database."""
 
-    def __init__(self, url: str, devices: list[int], cache: str, interpret: bool = False):
-        self.url, self.devices, self.interpret = url, devices, interpret
+    def __init__(self, url: str, devices: list[int], cache: str, interpret: bool = False,
+                 simulate_ms: float | None = None):
+        self.url, self.devices, self.interpret = url, devices, interpret or simulate_ms is not None
+        self.simulate_ms = simulate_ms
         self.env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
                     "BLOCKTUNE_CACHE_DIR": cache, "PYTHONUNBUFFERED": "1",
                     "BLOCKTUNE_HOST_WORKERS": str(len(devices))}
+        if simulate_ms is not None:
+            self.env["BLOCKTUNE_SIM_RUN_MS"] = str(simulate_ms)
         self.logs = Path(tempfile.mkdtemp(prefix="fleet-logs-"))
         self.procs: list[subprocess.Popen] = []
 
-    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
+    def _spawn(self, name: str, args: list[str], command: list[str] = BLOCKTUNE) -> subprocess.Popen:
         log = open(self.logs / f"{name}.log", "w")
-        p = subprocess.Popen(BLOCKTUNE + args, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        p = subprocess.Popen(command + args, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT)
         self.procs.append(p)
         return p
 
@@ -101,7 +106,8 @@ class Fleet:
         for d in self.devices:
             self._spawn(f"worker-gpu{d}", ["worker", "--device", str(d), "--server-db", self.url,
                                            "--name", f"{host}-gpu{d}", "--poll", "0.2", "--no-migrate"]
-                        + (["--interpret"] if self.interpret else []))
+                        + (["--interpret"] if self.interpret else []),
+                        SIM_WORKER if self.simulate_ms is not None else BLOCKTUNE)
         self._wait(lambda: sum(w["alive"] for w in self.http.get("/api/v1/workers").json()) == len(self.devices),
                    180, f"{len(self.devices)} live workers")
         return self
@@ -246,7 +252,8 @@ def start_marks(timeline: str) -> dict[str, float]:
     return out
 
 
-def scenario(pg_url: str, name: str, devices: list[int], specs: list[dict], interpret: bool) -> dict:
+def scenario(pg_url: str, name: str, devices: list[int], specs: list[dict], interpret: bool,
+             simulate_ms: float | None = None) -> dict:
     db = f"fleet_{name.replace(' ', '_')}_{time.time_ns()}"
     import sqlalchemy as sa
 
@@ -255,7 +262,7 @@ def scenario(pg_url: str, name: str, devices: list[int], specs: list[dict], inte
         c.execute(sa.text(f'CREATE DATABASE "{db}"'))
     admin.dispose()
     url = pg_url.rsplit("/", 1)[0] + "/" + db
-    with tempfile.TemporaryDirectory(prefix="fleet-cache-") as cache, Fleet(url, devices, cache, interpret) as fleet:
+    with tempfile.TemporaryDirectory(prefix="fleet-cache-") as cache, Fleet(url, devices, cache, interpret, simulate_ms) as fleet:
         seconds, jobs = fleet.run_jobs(specs)
         trials = [j.get("trials_done") for j in jobs]
         workers = fleet.http.get("/api/v1/workers").json()
@@ -282,6 +289,12 @@ def main() -> int:
     ap.add_argument("--size", type=int, default=4096)
     ap.add_argument("--interpret", action="store_true",
                     help="CPU workers on the interpreter, to check the script itself (use a small --size)")
+    ap.add_argument("--simulate-ms", type=float, default=None,
+                    help="CPU workers whose child 'runs' each config for this many ms instead of running it "
+                         "(bench/fleet_sim_worker.py): the host side's pace on a machine without a GPU, "
+                         "not GPU numbers (use a small --size)")
+    ap.add_argument("--scenarios", default="one worker,shared,two jobs",
+                    help="comma-separated subset of: one worker, shared, two jobs")
     args = ap.parse_args()
     devices = [int(d) for d in args.devices.split(",")]
 
@@ -290,9 +303,10 @@ def main() -> int:
 
     pg = Postgres()
     try:
-        rows = [scenario(pg.url, "one worker", devices[:1], [spec(1)], args.interpret),
-                scenario(pg.url, "shared", devices, [spec(1)], args.interpret),
-                scenario(pg.url, "two jobs", devices, [spec(1), spec(2)], args.interpret)]
+        plan = {"one worker": (devices[:1], [spec(1)]), "shared": (devices, [spec(1)]),
+                "two jobs": (devices, [spec(1), spec(2)])}
+        wanted = [w.strip() for w in args.scenarios.split(",")]
+        rows = [scenario(pg.url, name, *plan[name], args.interpret, args.simulate_ms) for name in wanted]
     finally:
         pg.stop()
     models = sorted({m for r in rows for m in r["gpu_models"]})
@@ -311,8 +325,13 @@ def main() -> int:
     for r in rows:
         print(f"| {r['scenario']} | {r['workers']} | {r['jobs']} × {args.trials} | {r['seconds']:.1f} | "
               f"{r['seconds'] / one:.2f} |")
-    print(f"shared {args.trials}-trial job on {len(devices)} GPUs: {rows[1]['seconds'] / one:.2f}× one worker "
-          f"(target ≤ 0.55)")
+    shared = next((r for r in rows if r["scenario"] == "shared"), None)
+    if shared is not None and rows[0]["scenario"] == "one worker":
+        print(f"shared {args.trials}-trial job on {len(devices)} {'simulated GPUs' if args.simulate_ms else 'GPUs'}: "
+              f"{shared['seconds'] / one:.2f}× one worker (target ≤ 0.55)")
+    if args.simulate_ms is not None:
+        print(f"SIMULATED: each config's run took {args.simulate_ms:g} ms in a CPU child (bench/fleet_sim_worker.py): "
+              "the host side's pace, not GPU numbers")
     for r in rows:
         for worker, marks in sorted(r["starts"].items()):
             print(f"{r['scenario']}, {worker}: child ready at {marks.get('child_ready', '—')} s, first compile "
