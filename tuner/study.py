@@ -31,6 +31,7 @@ from db.models import Job
 from db.retry import is_unavailable
 from jobspec.device import device_env
 from jobspec.problem_key import canonical_key
+from tuner import study_reads
 from tuner.recording import Recorder
 from tuner.results import Result
 from tuner.run_context import RunContext
@@ -92,6 +93,7 @@ class JobStudy:
         self.reclaimed = reclaimed
         self.storage: optuna.storages.RDBStorage | None = None
         self.study: optuna.Study | None = None
+        self.study_id = 0                            # the study's id in Optuna's tables (tuner/study_reads.py)
         self.space: SearchSpace | None = None
         self.env: dict[str, Any] = {}                # what constraints see: sizes, scalars, constants, device
         self.valid: list[dict[str, Any]] | None = None   # the valid configs, when the space is small enough
@@ -158,6 +160,7 @@ class JobStudy:
                                n_startup_trials=startup)
         self.study = optuna.create_study(study_name=ctx.study_name, storage=self.storage, sampler=sampler,
                                          direction="minimize", load_if_exists=True)
+        self.study_id = self.storage.get_study_id_from_name(ctx.study_name)
         if existing is None:
             self.study.set_user_attr("sampler_kind", kind)
             self.study.set_user_attr("job_id", ctx.job_id)
@@ -341,13 +344,13 @@ class JobStudy:
         if not self.ctx.shared:
             return self.recorder.done + mine < budget
         self._fail_stale()
-        recorded = self.recorder.recorded_numbers()
-        running = [t for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
-                   if t.number not in recorded]
+        with self.ctx.Session() as s:
+            running, _ = study_reads.in_flight(s, self.study_id, self.ctx.job_id)
+            self.recorder.done = repo.count_trials(s, self.ctx.job_id)
         if self.recorder.done + len(running) < budget:
             return True
         # nothing of this run in flight and the rest of the budget is in other workers' hands
-        self.budget_elsewhere = mine == 0 and any(t._trial_id not in self.live for t in running)
+        self.budget_elsewhere = mine == 0 and any(trial_id not in self.live for trial_id, _ in running)
         return False
 
     def ask(self, mine: int) -> optuna.trial.Trial | None:
@@ -422,16 +425,15 @@ class JobStudy:
         number of the trial evaluating each."""
         if not self.ctx.shared:
             return {}
-        out = {}
-        for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-            if t.number != number and t.user_attrs.get("worker") != self.ctx.run_name and "config" in t.user_attrs:
-                out[config_key(t.user_attrs["config"])] = t.number
-        return out
+        with self.ctx.Session() as s:
+            running = study_reads.running_configs(s, self.study_id)
+        return {config_key(config): n for n, worker, config in running if n != number and worker != self.ctx.run_name}
 
     # --- telling -----------------------------------------------------------------------------------
 
     def still_running(self, trial: optuna.trial.Trial) -> bool:
-        return self.storage.get_trial(trial._trial_id).state == optuna.trial.TrialState.RUNNING
+        with self.ctx.Session() as s:
+            return study_reads.trial_state(s, trial._trial_id) == "RUNNING"
 
     def tell(self, trial: optuna.trial.Trial, r: Result) -> None:
         """A result, told to Optuna: failures as infeasible, so constraint-aware TPE learns from them."""
