@@ -47,6 +47,10 @@ MAX_REPEATS = 25          # proposals of known configs in a row before an untrie
 # worker rides out, so that the trials of a worker that only lost the database stay its own.
 TRIAL_HEARTBEAT_S = 5
 TRIAL_GRACE_S = 60
+# databases whose Optuna tables this process has seen made and checked: a later storage on one skips
+# Optuna's table creation and schema check (a query per table and the version's, every job's
+# start; a service worker opens a study per job)
+_tables_checked: set[str] = set()
 
 
 def optuna_storage(db_url: str, *, heartbeat: bool = False,
@@ -65,11 +69,14 @@ def optuna_storage(db_url: str, *, heartbeat: bool = False,
         kwargs["connect_args"] = sqlite_connect_args()
     else:
         kwargs["pool_pre_ping"] = True
+    checked = url in _tables_checked
     for attempt in range(5):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                storage = optuna.storages.RDBStorage(url, engine_kwargs=kwargs, **beat)
+                storage = optuna.storages.RDBStorage(url, engine_kwargs=kwargs, skip_table_creation=checked,
+                                                     skip_compatibility_check=checked, **beat)
+            _tables_checked.add(url)
             if url.startswith("sqlite"):
                 # the pragmas our own engine uses (db.engine): WAL with synchronous=NORMAL, i.e. no
                 # fsync per commit — Optuna commits several times per trial (each suggest, each attr)
@@ -94,6 +101,7 @@ class JobStudy:
         self.storage: optuna.storages.RDBStorage | None = None
         self.study: optuna.Study | None = None
         self.study_id = 0                            # the study's id in Optuna's tables (tuner/study_reads.py)
+        self.joined = False                          # another worker claimed the job: this one joined it
         self.space: SearchSpace | None = None
         self.env: dict[str, Any] = {}                # what constraints see: sizes, scalars, constants, device
         self.valid: list[dict[str, Any]] | None = None   # the valid configs, when the space is small enough
@@ -152,7 +160,7 @@ class JobStudy:
             kind = choose_kind(spec.sampler, self.n_valid, budget.trials)
         self.sampler_kind = kind
         startup = max(4, min(10, (budget.trials or 50) // 5))
-        shared = self._claimed_by_another()
+        self.joined = shared = self._claimed_by_another()
         seed = spec.seed
         if shared:   # a joining worker must not replay the claimer's random start-up proposals
             seed = spec.seed + 1 + zlib.crc32(str(ctx.worker_id).encode()) % 100_003
@@ -269,14 +277,15 @@ class JobStudy:
         return {**spec.scalar_env(), **spec.constants, **device_env(props)}
 
     def _enqueue_known_good(self, gpu_model: str) -> None:
+        """The known-good configs, first in the study's queue: enqueued once, by the worker that
+        claimed the job (a worker joining it never does: two enqueueing at once would queue them
+        twice, and Optuna's skip_if_exists reads every trial per enqueue), unless a run before
+        enqueued them (a resumed job)."""
         self.default_config = self._default_config()
-        if self.study.get_trials(deepcopy=False):
+        if self.joined or any("known_good" in t.user_attrs for t in self.study.get_trials(deepcopy=False)):
             return
         for label, cfg in self.known_good(gpu_model):
-            # the study is empty and known_good has no repeats: Optuna's skip_if_exists (a read of
-            # every trial per enqueue) only matters when another worker may be enqueueing too
-            self.study.enqueue_trial(self.space.encode(cfg), user_attrs={"known_good": label},
-                                     skip_if_exists=self.ctx.shared)
+            self.study.enqueue_trial(self.space.encode(cfg), user_attrs={"known_good": label})
 
     def _default_config(self) -> dict[str, Any] | None:
         spec = self.ctx.spec
