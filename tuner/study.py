@@ -277,12 +277,15 @@ class JobStudy:
         return {**spec.scalar_env(), **spec.constants, **device_env(props)}
 
     def _enqueue_known_good(self, gpu_model: str) -> None:
-        """The known-good configs, first in the study's queue: enqueued once, by the worker that
-        claimed the job (a worker joining it never does: two enqueueing at once would queue them
-        twice, and Optuna's skip_if_exists reads every trial per enqueue), unless a run before
-        enqueued them (a resumed job)."""
+        """The known-good configs, first in the study's queue: enqueued once, into a new study, by
+        the worker that claimed the job (a worker joining it never does: two enqueueing at once
+        would queue them twice, and Optuna's skip_if_exists reads every trial per enqueue)."""
         self.default_config = self._default_config()
-        if self.joined or any("known_good" in t.user_attrs for t in self.study.get_trials(deepcopy=False)):
+        if self.joined:
+            return
+        trials = self.study.get_trials(deepcopy=False)
+        # a fresh job's study may hold a joining worker's first trials already: the queue is still ours
+        if (trials and not self.ctx.fresh) or any("known_good" in t.user_attrs for t in trials):
             return
         for label, cfg in self.known_good(gpu_model):
             self.study.enqueue_trial(self.space.encode(cfg), user_attrs={"known_good": label})
