@@ -83,7 +83,12 @@ def optuna_storage(db_url: str, *, heartbeat: bool = False,
                 install_sqlite_pragmas(storage.engine)
                 storage.engine.dispose()      # the connections opened so far had none
             return storage
-        except sa.exc.SQLAlchemyError:
+        except (sa.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError):
+            if checked:
+                # not the database whose tables were checked (a new one at the same URL): check again
+                _tables_checked.discard(url)
+                checked = False
+                continue
             # two workers creating Optuna's tables at once: one wins, the other retries and finds them
             if attempt == 4:
                 raise
