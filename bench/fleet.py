@@ -83,6 +83,7 @@ class Fleet:
             self.env["BLOCKTUNE_SIM_RUN_MS"] = str(simulate_ms)
         self.logs = Path(tempfile.mkdtemp(prefix="fleet-logs-"))
         self.procs: list[subprocess.Popen] = []
+        self.workers: dict[str, subprocess.Popen] = {}
 
     def _spawn(self, name: str, args: list[str], command: list[str] = BLOCKTUNE) -> subprocess.Popen:
         log = open(self.logs / f"{name}.log", "w")
@@ -104,7 +105,7 @@ class Fleet:
         self._wait(lambda: self.http.get("/healthz").status_code == 200, 60, "the API")
         host = os.uname().nodename
         for d in self.devices:
-            self._spawn(f"worker-gpu{d}", ["worker", "--device", str(d), "--server-db", self.url,
+            self.workers[f"worker-gpu{d}"] = self._spawn(f"worker-gpu{d}", ["worker", "--device", str(d), "--server-db", self.url,
                                            "--name", f"{host}-gpu{d}", "--poll", "0.2", "--no-migrate"]
                         + (["--interpret"] if self.interpret else []),
                         SIM_WORKER if self.simulate_ms is not None else BLOCKTUNE)
@@ -126,8 +127,22 @@ class Fleet:
             time.sleep(0.2)
         raise TimeoutError(f"waited {seconds:.0f} s for {what}; logs in {self.logs}")
 
+    def parents_cpu(self) -> dict[str, float]:
+        """CPU seconds (user + system) each worker's own process has used so far: its parent's side
+        of the jobs (the database, Optuna, the search), without its GPU child and compile pool.
+        Less sensitive than wall time to a machine loaded by others (--simulate-ms)."""
+        out = {}
+        for name, p in self.workers.items():
+            try:
+                fields = Path(f"/proc/{p.pid}/stat").read_text().rsplit(")", 1)[1].split()
+                out[name] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            except (OSError, IndexError, ValueError):
+                pass
+        return out
+
     def run_jobs(self, specs: list[dict]) -> tuple[float, list[dict]]:
         """Submit the specs together; seconds until all are done, and the jobs."""
+        cpu_before = self.parents_cpu()
         t0 = time.perf_counter()
         self.submitted_at = time.time()
         ids = []
@@ -146,7 +161,9 @@ class Fleet:
             return all(j["state"] == "succeeded" for j in jobs)
 
         self._wait(finished, 1800, "the jobs to finish")
-        return time.perf_counter() - t0, jobs
+        seconds = time.perf_counter() - t0
+        self.jobs_cpu = {n: round(c - cpu_before.get(n, 0.0), 2) for n, c in self.parents_cpu().items()}
+        return seconds, jobs
 
     def __exit__(self, *exc):
         for p in self.procs:
@@ -270,6 +287,8 @@ def scenario(pg_url: str, name: str, devices: list[int], specs: list[dict], inte
     starts = {}
     for worker, timeline in fleet.worker_timelines().items():
         print(f"--- {name}: {worker}\n{timeline or '(no timeline logged)'}", flush=True)
+        if worker in fleet.jobs_cpu:
+            print(f"  the worker's own process (parent) used {fleet.jobs_cpu[worker]:.2f} s of CPU during the jobs")
         starts[worker] = start_marks(timeline)
     for end in ends:
         print_job_end(name, end)
@@ -277,7 +296,8 @@ def scenario(pg_url: str, name: str, devices: list[int], specs: list[dict], inte
         shutil.copytree(fleet.logs, Path(os.environ["OUT"]) / f"fleet-logs-{name.replace(' ', '-')}")
     row = {"scenario": name, "workers": len(devices), "jobs": len(specs), "seconds": round(seconds, 2),
            "trials_done": trials, "worker_names": sorted(w["name"] for w in workers),
-           "gpu_models": sorted({w["gpu_model"] for w in workers}), "starts": starts, "ends": ends}
+           "gpu_models": sorted({w["gpu_model"] for w in workers}), "starts": starts, "ends": ends,
+           "parents_cpu_s": fleet.jobs_cpu}
     print(json.dumps({**row, "ends": [{**e, "configs": len(e["configs"])} for e in ends]}), flush=True)
     return row
 
@@ -332,6 +352,10 @@ def main() -> int:
     if args.simulate_ms is not None:
         print(f"SIMULATED: each config's run took {args.simulate_ms:g} ms in a CPU child (bench/fleet_sim_worker.py): "
               "the host side's pace, not GPU numbers")
+    for r in rows:
+        cpu = ", ".join(f"{w} {c:.2f} s" for w, c in sorted(r["parents_cpu_s"].items()))
+        print(f"{r['scenario']}: the workers' own processes used {cpu} of CPU "
+              f"({sum(r['parents_cpu_s'].values()) / (args.trials * r['jobs']) * 1000:.0f} ms a trial in all)")
     for r in rows:
         for worker, marks in sorted(r["starts"].items()):
             print(f"{r['scenario']}, {worker}: child ready at {marks.get('child_ready', '—')} s, first compile "
