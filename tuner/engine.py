@@ -78,6 +78,9 @@ __all__ = ["Tuner", "run_job"]
 log = logging.getLogger("blocktune.tuner")
 
 CONSTRAINT_PREFIX = repo.UNCOUNTED_ERROR_PREFIX
+# while the child runs a config and the next one is compiling, how often the search looks whether
+# that compile is done, so as to stage it for the relay (tuner/relay.py) before the answer comes
+STAGE_POLL_S = 0.002
 
 
 class Tuner:
@@ -237,7 +240,7 @@ class Tuner:
                     inflight = self._dispatch(*pending.popleft())
                     staged = self._stage(pending, inflight, staged)
                 trial = inflight.trial
-                r, sent_next = self._collect(inflight, staged)
+                r, staged, sent_next = self._collect(inflight, staged, pending)
                 inflight = None
                 if sent_next:
                     inflight, staged = staged, None     # the relay sent it when the answer came
@@ -255,7 +258,7 @@ class Tuner:
             # The config staged after it likewise, if the relay sent it; else it goes back unsent
             while inflight is not None:
                 trial, config = inflight.trial, inflight.config
-                r, sent_next = self._collect(inflight, staged)
+                r, staged, sent_next = self._collect(inflight, staged)
                 if self._interrupted():
                     pending.appendleft((trial, config, None))
                 else:
@@ -395,14 +398,26 @@ class Tuner:
         pending.popleft()
         return InFlight(trial, config, task=task, request=request)
 
-    def _collect(self, inflight: InFlight, staged: InFlight | None = None) -> tuple[Result, bool]:
-        """The result of the config in the child, and whether the relay sent `staged` after it."""
+    def _collect(self, inflight: InFlight, staged: InFlight | None = None,
+                 pending=None) -> tuple[Result, InFlight | None, bool]:
+        """The result of the config in the child; the config staged after it (`staged`, or one
+        staged while waiting: its compile finished meanwhile) and whether the relay sent it."""
         if inflight.result is not None:
-            return inflight.result, False
-        answer = self.relay.answer()
+            return inflight.result, staged, False
+        with self.ctx.timeline.phase("child_wait_run"):
+            while True:
+                poll = staged is None and bool(pending)
+                answer = self.relay.answer(timeout=STAGE_POLL_S if poll else None)
+                if answer is not None:
+                    break
+                staged = self._stage(pending, inflight, staged)
+        tl = self.ctx.timeline
+        tl.count("answered")
+        if answer.sent_next:
+            tl.count("relayed")
         status, samples, error = self.measurement.outcome(answer.resp, answer.error)
         return (Result(inflight.trial.number, inflight.config, status, samples if status == "ok" else [], error),
-                answer.sent_next and staged is not None)
+                staged, answer.sent_next and staged is not None)
 
     # --- recording -----------------------------------------------------------------------------
 

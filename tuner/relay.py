@@ -75,15 +75,16 @@ class ChildRelay:
             self._staged = None
             return True
 
-    def answer(self) -> Answer:
-        """The next answer, waited for (the run's wait shows as child_wait_run)."""
-        with self.m.ctx.timeline.phase("child_wait_run"):
-            with self._cv:
-                while not self._answers:
-                    if self._closed:
-                        raise RuntimeError("the child relay is closed")
-                    self._cv.wait()
-                return self._answers.popleft()
+    def answer(self, timeout: float | None = None) -> Answer | None:
+        """The next answer, waited for; None if none came within `timeout` seconds."""
+        with self._cv:
+            if not self._answers:
+                if self._closed:
+                    raise RuntimeError("the child relay is closed")
+                self._cv.wait(timeout)
+                if not self._answers:
+                    return None
+            return self._answers.popleft()
 
     def close(self) -> None:
         """Stop the thread (after the search: the final re-measurement talks to the child itself).

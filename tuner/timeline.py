@@ -36,7 +36,9 @@ Phases (seconds; "since start" = since Tuner.run began):
     child_first_run  of which each config's first run (its launcher, inputs reset, the run, a sync;
                      the module load included)
     child_check      of which checking the outputs against the reference
-    child_idle       during the search, the child waiting for the parent (first request → last answer)
+    child_idle       during the search, the child waiting for the parent (first request → last answer);
+                     counts: answered (the child's answers read), relayed (of which those on which
+                     the next config went to the child at once: tuner/relay.py)
     search           the whole search loop
     remeasure_start  since start, when this run began re-measuring the finalists (tuner/final_rounds.py;
                      before finalists_final: a worker sharing the job measured rounds of the finalists
@@ -133,7 +135,9 @@ def format_timeline(d: dict[str, Any] | None, *, indent: str = "") -> str:
         f"(ptxas {s('ptxas')}), parent waited {s('compile_wait')}; lookahead {d.get('lookahead', '?')}",
         f"child: busy {s('child_busy')} (module load {s('child_load')}, first runs {s('child_first_run')}, "
         f"checks {s('child_check')}, measure {s('child_measure')}), "
-        f"idle between requests {s('child_idle')}, parent waited {s('child_wait_run')}",
+        f"idle between requests {s('child_idle')}"
+        + (f" (the next config sent on {d.get('relayed', 0)} of {d['answered']} answers)" if "answered" in d else "")
+        + f", parent waited {s('child_wait_run')}",
         f"parent bookkeeping: ask {s('ask')}, record {s('record')} (then written behind {s('record_behind')})"
         + (f"; the job's lock waited for {s('lock_wait')}, held {s('lock_held')}" if "lock_held_s" in d else ""),
     ]

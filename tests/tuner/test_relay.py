@@ -38,7 +38,7 @@ def test_the_staged_request_goes_when_the_child_answers(tmp_path):
         assert second.resp["received_at"] - first.resp["answered_at"] < 0.5
         assert second.resp["received_at"] < read_at - 0.5
         assert not relay.stage({"op": "stamp", "s": 0.0}), "nothing in the child: the caller sends"
-        assert m.ctx.timeline.seconds.get("child_wait_run", 0.0) < 0.5
+        assert relay.answer(timeout=0.05) is None
     finally:
         relay.close()
         m.child.close()
