@@ -29,6 +29,12 @@ The workers are started as a fleet deploys them on one host: BLOCKTUNE_HOST_WORK
 scenario's number of workers, so that their compile pools divide the host's CPUs
 (tuner/isolation.py); compile processes run below the workers' CPU priority (BLOCKTUNE_COMPILE_NICE).
 
+Without a GPU, `--simulate-ms 160 --size 64` runs the same fleet with CPU workers whose child
+"runs" each config for that long instead (bench/fleet_sim_worker.py): the parents' side of the
+scenarios — the database, Optuna, the job's lock — against a child of the H100's speed. Its
+numbers are not GPU numbers. Each worker process's own CPU time during the jobs is printed too
+(less sensitive than wall time to a machine loaded by others).
+
 After each scenario: every worker's logged timeline, and each job's end read from the database —
 per worker its trials, when it recorded its last one and its rounds of the final re-measurement
 (tuner/final_rounds.py; "stale": measured before a last trial changed the finalists), and when the
