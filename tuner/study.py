@@ -96,6 +96,16 @@ def optuna_storage(db_url: str, *, heartbeat: bool = False,
     raise AssertionError("unreachable")
 
 
+def prepare_storage(db_url: str) -> None:
+    """Optuna's tables made (where missing) and checked in `db_url`, once for this process: a
+    service worker does it before it registers, so that its first job's study opens as fast as the
+    next ones'. A failure is left for the job's own open to meet."""
+    try:
+        optuna_storage(db_url).engine.dispose()
+    except Exception as exc:  # noqa: BLE001 - the database may be down at start: the job retries
+        log.info("Optuna's tables not prepared (%s): the first job's study open does it", exc)
+
+
 class JobStudy:
     def __init__(self, ctx: RunContext, recorder: Recorder, *, reclaimed: bool = False):
         self.ctx = ctx
