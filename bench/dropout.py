@@ -85,3 +85,7 @@ def main():
             run(log2n, dtype)
     report(ROWS, "seeded dropout", "gbs", "dropout.json")
     print(f"seeded dropout: geomean × torch {geomean([r['vs_torch'] for r in ROWS]):.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -8,6 +8,8 @@
    host's enqueueing is timed, not the GPU's throughput for tiny kernels; the rows are measured
    in turn, repeat after repeat, and each reports its median). Both a
    tuple grid and a callable grid (`lambda meta: (cdiv(n, meta["BLOCK_SIZE"]),)`).
+   On sm_90 also tutorial 03's matmul, whose tiles load through tensor maps the launch builds:
+   with the maps cached, and with A at a new address every launch (a map encoded per launch).
 2. First compile of a new vector-add specialization in a warm process (front end, backend and
    LLVM already imported/initialized; disk cache off): front end, backend, end to end
    `kernel.warmup`, and the first launch (+ module load).
@@ -27,7 +29,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import load_twice  # noqa: E402
+from common import load_as, load_twice  # noqa: E402
 
 os.environ.setdefault("BLOCKTUNE_CACHE_DIR", tempfile.mkdtemp(prefix="blocktune-bench-"))
 
@@ -72,6 +74,39 @@ def host_us_rows(rows: list, n=N_LAUNCH, repeats=7, batch=256) -> list[tuple[str
         for name, fn, rn in rows:
             samples[name].append(_batch_us(fn, rn or n, batch))
     return [(name, statistics.median(samples[name])) for name, _, _ in rows]
+
+
+def matmul_map_launches() -> None:
+    """Tutorial 03's matmul on sm_90 loads its tiles through TMA from tensor maps the launch builds
+    (compiler/runtime/pointer_maps.py): host µs per launch with the maps cached, and with A at an
+    address the cache has not seen on every launch (one cuTensorMapEncodeTiled per launch: more
+    views than the cache keeps, taken in turn)."""
+    from compiler.runtime import pointer_maps
+    mm = load_as("matmul_kernels.py", "blocktune")
+    m = n = k = 64
+    views = pointer_maps._CACHE_LIMIT + 904
+    buf = torch.randn(m * k + 8 * views, device="cuda", dtype=torch.float16)
+    a_views = [buf[8 * i:8 * i + m * k].view(m, k) for i in range(views)]   # 16-byte steps: each a new map
+    b = torch.randn(k, n, device="cuda", dtype=torch.float16)
+    c = torch.empty(m, n, device="cuda", dtype=torch.float16)
+    cfg = dict(BLOCK_SIZE_M=64, BLOCK_SIZE_N=64, BLOCK_SIZE_K=64, GROUP_SIZE_M=8, ACTIVATION="", num_warps=4,
+               num_stages=3)
+    kern = mm.matmul_kernel.fn
+
+    def launch(a):
+        kern[(1,)](a, b, c, m, n, k, k, 1, n, 1, n, 1, **cfg)
+    launch(a_views[0])
+    torch.cuda.synchronize()
+    torch.testing.assert_close(c.float(), a_views[0].float() @ b.float(), rtol=2e-2, atol=2e-2)
+    maps = len(pointer_maps._cache)
+    turn = iter(range(1 << 62))
+    rows = host_us_rows([("maps cached", lambda: launch(a_views[0]), 5000),
+                         ("a new A address each launch", lambda: launch(a_views[next(turn) % views]), 5000)])
+    print(f"\nhost time per launch, tutorial 03's matmul 64³ (64x64x64 w4 s3), its tiles through TMA "
+          f"({maps} tensor maps after the first launch)")
+    for name, us in rows:
+        print(f"  {name:34s} {us:7.2f} us")
+    RESULTS["matmul_pointer_maps_launch_us"] = {name: round(us, 3) for name, us in rows}
 
 
 def main():
@@ -130,6 +165,8 @@ def main():
     for name, us in rows:
         print(f"  {name:34s} {us:7.2f} us")
     RESULTS["launch_us"] = {name: round(us, 3) for name, us in rows}
+    if props["capability"] == (9, 0):
+        matmul_map_launches()
 
     # -- first compile in a warm process ---------------------------------------------------------
     os.environ["BLOCKTUNE_DISABLE_DISK_CACHE"] = "1"

@@ -12,7 +12,7 @@ Shapes (M×N×K), each in fp16 and bf16: the classic set 1024³, 2048³, 4096³,
 8192×1024×4096, 16×4096×4096, and the LLM set M ∈ {1, 16, 128, 4096} × (N, K) ∈ {(4096, 4096),
 (14336, 4096), (4096, 14336)} (a decoder layer's projections at batch·tokens = M).
 `python bench/matmul.py [--quick] [--set classic|llm] [--dtype fp16|bf16] [--configs tutorial|extended]
-[--persistent] [--mma-sync|--wgmma-sync] [--fp8] [--pointer-tma]`
+[--persistent] [--mma-sync|--wgmma-sync] [--fp8] [--no-pointer-tma]`
 (--quick: the shapes issue 12 names — fp16 4096³, 8192³, 4096×4096×512, bf16 1024³ — and one LLM
 decode shape; --set/--dtype pick a part, for runs that must fit a time limit; --configs extended:
 both autotuners get the tutorial's 16 configs plus the Hopper tiles of bench/matmul_configs.py
@@ -22,8 +22,9 @@ looping over the tiles) on the same configs; by default blocktune lowers
 tl.dot on sm_90 with wgmma; --mma-sync: the sm_80 mma.sync path; --wgmma-sync: wgmma waited for at
 each dot; --fp8: e4m3 inputs at 4096³ and 8192³ only, B stored K-major (column-major, as fp8 GEMMs
 and torch._scaled_mm take it), the same kernel text and fp16 output; the cuBLAS column is then
-torch._scaled_mm with unit scales; --pointer-tma: blocktune's backend loads the pointer tiles through
-TMA where it proves them boxes of A and B, compiler/backend/pointer_tma.py).
+torch._scaled_mm with unit scales; --no-pointer-tma: blocktune's backend keeps the pointer tiles on
+cp.async (BLOCKTUNE_POINTER_TMA=0; by default it loads them through TMA where it proves them boxes of A
+and B, compiler/backend/pointer_tma.py; --pointer-tma says the default explicitly).
 Prints one line per shape, then a table with the geomean and the worst shape; writes
 $OUT/matmul.json (matmul_mma_sync.json, matmul_persistent_extended.json, ...) when OUT is set.
 """
@@ -46,8 +47,11 @@ def _parser() -> argparse.ArgumentParser:
                     help="the tutorial's 16 configs, or those plus the Hopper tiles of bench/matmul_configs.py")
     ap.add_argument("--persistent", action="store_true", help="the persistent form (bench/matmul_persistent_kernels.py)")
     ap.add_argument("--fp8", action="store_true", help="e4m3 inputs at 4096³ and 8192³, B K-major")
-    ap.add_argument("--pointer-tma", action="store_true",
-                    help="blocktune loads the tutorial's pointer tiles through TMA (BLOCKTUNE_POINTER_TMA=1)")
+    tma = ap.add_mutually_exclusive_group()
+    tma.add_argument("--pointer-tma", action="store_true",
+                     help="blocktune loads the tutorial's pointer tiles through TMA (the default; BLOCKTUNE_POINTER_TMA=1)")
+    tma.add_argument("--no-pointer-tma", action="store_true",
+                     help="blocktune keeps the pointer tiles on cp.async (BLOCKTUNE_POINTER_TMA=0)")
     dot = ap.add_mutually_exclusive_group()
     dot.add_argument("--mma-sync", action="store_true", help="blocktune's sm_80 mma.sync path instead of wgmma")
     dot.add_argument("--wgmma-sync", action="store_true", help="wgmma waited for at each dot")
@@ -59,8 +63,8 @@ def _parser() -> argparse.ArgumentParser:
 ARGS = _parser().parse_args() if __name__ == "__main__" else _parser().parse_args([])
 if ARGS.mma_sync:
     os.environ["BLOCKTUNE_WGMMA"] = "0"
-if ARGS.pointer_tma:
-    os.environ["BLOCKTUNE_POINTER_TMA"] = "1"
+if ARGS.pointer_tma or ARGS.no_pointer_tma:
+    os.environ["BLOCKTUNE_POINTER_TMA"] = "0" if ARGS.no_pointer_tma else "1"
 if ARGS.wgmma_sync:
     os.environ["BLOCKTUNE_WGMMA"] = "sync"
 # a fresh compile cache unless one is given: compile times stay part of the tuning times
@@ -200,10 +204,12 @@ def run_shape(dt, m, n, k):
         if sub is None:
             r[f"{name}_tflops"] = None
             continue
+        sub.kernel.configs_timings = None   # set again only by a tuning (blocktune: not by its caches)
         t = time.perf_counter()
         c = sub.matmul(a, b)  # autotunes on the first call of this (M, N, K)
         torch.cuda.synchronize()
         r[f"{name}_tune_s"] = time.perf_counter() - t
+        r[f"{name}_pick_cached"] = sub.kernel.configs_timings is None
         err = rel_err(c, ref)
         r[f"{name}_err"] = err
         if not err < 1e-2:
@@ -238,7 +244,8 @@ def run_shape(dt, m, n, k):
         r["tuner_timings_us"] = tuner_timings(bt_cfg, tri_cfg)
         print(f"  the picks as each autotuner timed them (median µs): {r['tuner_timings_us']}", flush=True)
     ROWS.append(r)
-    print(f"{dt} {m}x{n}x{k}: blocktune {bt_t:6.1f} TFLOP/s [{r['blocktune_config']}, tuned in {r['blocktune_tune_s']:.1f}s]  "
+    tuned = "pick cached, not tuned" if r["blocktune_pick_cached"] else f"tuned in {r['blocktune_tune_s']:.1f}s"
+    print(f"{dt} {m}x{n}x{k}: blocktune {bt_t:6.1f} TFLOP/s [{r['blocktune_config']}, {tuned}]  "
           f"triton {tri_t or 0:6.1f} [{r.get('triton_config', '-')}]  cuBLAS {r['cublas_tflops']:6.1f}  "
           f"×triton {r['vs_triton'] or 0:.3f} (same config {r['vs_triton_same_config'] or 0:.3f})  "
           f"×cuBLAS {r['vs_cublas']:.3f}", flush=True)
@@ -297,7 +304,8 @@ def main():
     if os.environ.get("OUT"):
         name = {"0": "matmul_mma_sync", "sync": "matmul_wgmma_sync"}.get(os.environ.get("BLOCKTUNE_WGMMA"), "matmul")
         name += ("_fp8" if ARGS.fp8 else "") + ("_persistent" if ARGS.persistent else "")
-        name += "_pointer_tma" if os.environ.get("BLOCKTUNE_POINTER_TMA", "0") not in ("", "0") else ""
+        name += "_no_pointer_tma" if os.environ.get("BLOCKTUNE_POINTER_TMA", "").strip().lower() in (
+            "0", "false", "no", "off") else ""
         name += ("_extended" if extended else "") + ".json"
         with open(os.path.join(os.environ["OUT"], name), "w") as f:
             json.dump(ROWS, f, indent=1)

@@ -206,6 +206,10 @@ class Function:
     # CompilationErrors of what the front end accepts for interpret mode but Triton's compiler
     # refuses (a noinline @jit function called with a block): the backend raises the first
     gpu_refusals: list = field(default_factory=list)
+    # the noinline @jit functions its `call` ops name (attrs["callee"]), each compiled as a device
+    # function of its own on the GPU (frontend/device_calls.py)
+    device_functions: dict = field(default_factory=dict)
+    result_types: list = field(default_factory=list)   # what a device function returns (scalars)
 
     def walk_with_dropped(self) -> Iterator[Op]:
         """walk(), then the dropped ops and their regions."""
@@ -254,13 +258,18 @@ class _Namer:
         return self.names[v.id]
 
 
-def print_function(fn: Function) -> str:
+def print_function(fn: Function, device_functions: bool = True) -> str:
+    """The function's text, then (`device_functions`) that of the device functions it calls."""
     n = _Namer()
     args = ", ".join(f"{n(a)}: {type_text(a.type)}" + (f" {{{', '.join(f'{k}={v}' for k, v in attrs.items() if v not in (1, False, None))}}}" if any(v not in (1, False, None) for v in attrs.values()) else "")
                      for a, attrs in zip(fn.args, fn.arg_attrs or [{}] * len(fn.args)))
     lines = [f"func @{fn.name}({args}) {{"]
     _print_block(fn.body, n, lines, "  ")
     lines.append("}")
+    if device_functions:   # the kernel's device functions (one table for the kernel and them all)
+        for callee in fn.device_functions.values():
+            if isinstance(callee, Function):
+                lines += ["", print_function(callee, device_functions=False)]
     return "\n".join(lines)
 
 
@@ -288,7 +297,7 @@ def _print_block(block: Block, n: _Namer, lines: list, indent: str):
 # ---------------------------------------------------------------------------------------------
 # Small helpers used by passes and backends.
 
-SIDE_EFFECTS = {"store", "atomic_rmw", "atomic_cas", "barrier", "print", "assert", "return", "yield",
+SIDE_EFFECTS = {"call", "store", "atomic_rmw", "atomic_cas", "barrier", "print", "assert", "return", "yield",
                 "condition", "for", "if", "while", "load", "tma_store"}
 
 

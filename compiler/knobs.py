@@ -178,10 +178,11 @@ class codegen_knobs(base_knobs):
     tma = _Knob("BLOCKTUNE_NO_TMA", parse=lambda t: not flag(t), text=lambda v: "0" if v else "1",
                 doc="tensor descriptors on sm_90 through the bulk tensor copy engine (TMA, mbarriers); "
                     "BLOCKTUNE_NO_TMA=1 lowers them to bounds-checked loads and stores instead")
-    pointer_tma = _Knob("BLOCKTUNE_POINTER_TMA", parse=flag, text=lambda v: "1" if v else "0",
+    pointer_tma = _Knob("BLOCKTUNE_POINTER_TMA", parse=lambda t: t is None or t.strip() == "" or flag(t),
+                        text=lambda v: "1" if v else "0",
                         doc="sm_90: pointer tiles of a wgmma K loop that are provably boxes of a row-major 2-D "
                             "tensor load through TMA from a tensor map the launch builds (backend/pointer_tma.py); "
-                            "off by default, BLOCKTUNE_NO_TMA=1 also turns it off")
+                            "on by default, BLOCKTUNE_POINTER_TMA=0 (or BLOCKTUNE_NO_TMA=1) keeps them on cp.async")
     warp_specialize = _Knob("BLOCKTUNE_WARP_SPECIALIZE", parse=flag, text=lambda v: "1" if v else "0",
                             doc="sm_90: warp-specialize every wgmma loop fed by TMA loads (a producer warpgroup "
                                 "issues the copies), as tl.range(..., warp_specialize=True) does for one loop")

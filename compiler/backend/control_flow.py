@@ -7,15 +7,17 @@ around a TMA-fed one overlaps the next tile's copies with the epilogue (persiste
 """
 from __future__ import annotations
 
-from . import dot, loop_metadata, multi_dot, persistent, pipeline
+from . import device_calls, dot, load_pipeline, loop_metadata, multi_dot, persistent, pipeline
 from .llvm_types import is_signed
 
 
 def lower_for(lw, op):
     # K loops feeding a tensor-core dot: cp.async, num_stages buffers; then loops of several dots
     # (attention) or of one dot with a transposed or shared operand; a loop over tiles around a
-    # TMA-fed one, the next tile's copies issued before this tile's epilogue (persistent kernels)
-    if pipeline.lower_for(lw, op) or multi_dot.lower_for(lw, op) or persistent.lower_for(lw, op):
+    # TMA-fed one, the next tile's copies issued before this tile's epilogue (persistent kernels);
+    # a loop without a dot that gives num_stages (tl.range): its loads, as Triton
+    if (pipeline.lower_for(lw, op) or multi_dot.lower_for(lw, op) or persistent.lower_for(lw, op)
+            or load_pipeline.lower_for(lw, op)):
         return
     reserved_before = lw.smem_reserved
     pinned = dot.pin_loop_invariant_operands(lw, op)
@@ -113,7 +115,10 @@ def lower_while(lw, op):
 
 
 def lower_return(lw, op):
-    lw.b.ret_void()
+    if op.operands:   # a device function's values (device_calls.py)
+        device_calls.lower_return(lw, op)
+    else:
+        lw.b.ret_void()
     lw.b.position_at_end(lw.func.append_basic_block("after_return"))
 
 

@@ -17,17 +17,22 @@ _WARNING, _MAX = 2, 7
 
 
 class LineInfo:
-    def __init__(self, module: ll.Module, func: ll.Function, fn: ir.Function):
+    def __init__(self, module: ll.Module, func: ll.Function, fn: ir.Function, kernel: "LineInfo | None" = None):
+        """`kernel`: the kernel's LineInfo, when `func` is one of its device functions (a subprogram
+        of the same compile unit)."""
         self.module = module
-        self._files: dict[str, object] = {}
+        self._files: dict[str, object] = {} if kernel is None else kernel._files
         self._scopes: dict[str, object] = {}
         self._locs: dict[tuple, object] = {}
         kernel_file = fn.loc.file if fn.loc.file and not fn.loc.file.startswith("<") else f"<{fn.name}>"
         self.kernel_file = kernel_file
-        cu = module.add_debug_info("DICompileUnit", {
-            "language": ll.DIToken("DW_LANG_C"), "file": self._file(kernel_file), "producer": "blocktune",
-            "isOptimized": True, "runtimeVersion": 0, "emissionKind": ll.DIToken("DebugDirectivesOnly"),
-        }, is_distinct=True)
+        if kernel is not None:
+            cu = self.cu = kernel.cu
+        else:
+            cu = self.cu = module.add_debug_info("DICompileUnit", {
+                "language": ll.DIToken("DW_LANG_C"), "file": self._file(kernel_file), "producer": "blocktune",
+                "isOptimized": True, "runtimeVersion": 0, "emissionKind": ll.DIToken("DebugDirectivesOnly"),
+            }, is_distinct=True)
         fn_type = module.add_debug_info("DISubroutineType", {"types": module.add_metadata([])})
         line = self.def_line = max(fn.loc.line, 0)
         self.subprogram = module.add_debug_info("DISubprogram", {
@@ -37,9 +42,10 @@ class LineInfo:
         }, is_distinct=True)
         func.set_metadata("dbg", self.subprogram)
         self._scopes[kernel_file] = self.subprogram
-        module.add_named_metadata("llvm.dbg.cu", cu)
-        for behaviour, name, value in ((_WARNING, "Debug Info Version", 3), (_MAX, "Dwarf Version", 2)):
-            module.add_named_metadata("llvm.module.flags", [I32(behaviour), name, I32(value)])
+        if kernel is None:
+            module.add_named_metadata("llvm.dbg.cu", cu)
+            for behaviour, name, value in ((_WARNING, "Debug Info Version", 3), (_MAX, "Dwarf Version", 2)):
+                module.add_named_metadata("llvm.module.flags", [I32(behaviour), name, I32(value)])
         self.entry = self.at(fn.loc)
 
     def _file(self, path: str):

@@ -55,7 +55,9 @@ def _constant_runs(lw: Lowering, op, lay) -> list:
 def lower_const(lw, op, lay):
     dt = op.result.dtype
     v = op.attrs["value"]
-    if dt.name in ("fp16", "bf16"):
+    if op.attrs.get("poison"):   # an undefined value (a function's fall-through return): LLVM's own
+        c = ll.FormattedConstant(lty(dt), "poison")
+    elif dt.name in ("fp16", "bf16"):
         c = lw.pb.fptrunc(ll.Constant(F32, float(v)), lty(dt))  # in the entry block: dominates all
     else:
         c = lw.const(dt, v)

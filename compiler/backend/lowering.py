@@ -102,13 +102,19 @@ class Lowering:
     (in its layout), the open region scopes, and what the kernel needs (shared memory, sm_90a).
     The rules (the `RuleTable`) read and extend it; `run()` lowers the whole function."""
 
-    def __init__(self, fn: ir.Function, options: LoweringOptions, rules: "RuleTable"):
+    def __init__(self, fn: ir.Function, options: LoweringOptions, rules: "RuleTable", parent: "Lowering | None" = None,
+                 parent_return_type=None):
+        """`parent`: the kernel's lowering, when `fn` is one of its device functions (device_calls.py),
+        lowered into the kernel's module as a function of its own; `parent_return_type(fn)`: its
+        LLVM return type."""
+        self.parent_return_type = parent_return_type
         self.fn, self.options, self.rules = fn, options, rules
+        self.parent = parent
         self.num_warps = options.num_warps
         self.axis = AxisAnalysis(fn)
         self.assign = LayoutAssignment(fn, options, self.axis)
         self.uses = ir.uses(fn)
-        self.module = ll.Module(name=fn.name)
+        self.module = ll.Module(name=fn.name) if parent is None else parent.module
         # what the kernel needs, found while lowering
         self._smem_total = 0                    # dynamic shared memory (see smem_bytes)
         # bytes at the start of shared memory held by tiles that live across a loop (dot.py's
@@ -131,7 +137,10 @@ class Lowering:
         # value id → (tile, i32 byte offset): a block that sits in shared memory for as long as it
         # lives (a pipelined loop's stage), read in any layout asked for (bind_smem_block)
         self.smem_backed: dict[int, tuple] = {}
-        self._intrinsics: dict[str, ll.Function] = {}
+        self._intrinsics: dict[str, ll.Function] = {} if parent is None else parent._intrinsics
+        self.device_funcs: dict = {} if parent is None else parent.device_funcs   # (name, smem base) → ll.Function
+        if parent is not None:
+            self.strings = parent.strings
         self._tl_cache: dict = {}
         self._build_signature()
 
@@ -160,8 +169,13 @@ class Lowering:
             passed.append((i, a, t))
             self.params.append({"name": fn.arg_names[i] if i < len(fn.arg_names) else f"arg{i}",
                                 "type": "tmap" if abi == "tmap" else T.to_signature(t), "abi": abi})
-        self.func = ll.Function(self.module, ll.FunctionType(ll.VoidType(), ptys), name=fn.name)
-        self.func.calling_convention = "ptx_kernel"
+        ret = ll.VoidType() if self.parent is None else self.parent_return_type(fn)
+        self.func = ll.Function(self.module, ll.FunctionType(ret, ptys), name=fn.name)
+        if self.parent is None:
+            self.func.calling_convention = "ptx_kernel"
+        else:   # a device function: a .func of its own, as Triton's noinline functions
+            self.func.linkage = "internal"
+            self.func.attributes.add("noinline")
         entry = self.func.append_basic_block("entry")
         body = self.func.append_basic_block("body")
         self.pb = ll.IRBuilder(entry)
@@ -169,7 +183,9 @@ class Lowering:
         self.pb.position_before(br)
         self.b = ll.IRBuilder(body)
         # source lines for the PTX's .loc (TRITON_DISABLE_LINE_INFO=1 leaves them out)
-        self.line_info = LineInfo(self.module, self.func, fn) if self.options.line_info else None
+        self.line_info = None
+        if self.options.line_info:
+            self.line_info = LineInfo(self.module, self.func, fn, None if self.parent is None else self.parent.line_info)
         if self.line_info is not None:
             self.pb.debug_metadata = self.b.debug_metadata = self.line_info.entry
         for k, (i, a, t) in enumerate(passed):
@@ -603,7 +619,10 @@ class Lowering:
     def run(self):
         self.lower_block(self.fn.body)
         if self.b.block.terminator is None:
-            self.b.ret_void()
+            if isinstance(self.func.function_type.return_type, ll.VoidType):
+                self.b.ret_void()
+            else:   # past a device function's return of its values
+                self.b.unreachable()
         return self
 
     def lower_block(self, block: ir.Block):

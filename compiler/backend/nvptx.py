@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 
 from .. import ir, tensor_map
-from . import control_flow, debug_ops, dot, elementwise as ew, fp8, histogram, memory, reduction, shape_ops, tma
+from . import control_flow, debug_ops, device_calls, dot, elementwise as ew, fp8, histogram, memory, reduction, shape_ops, tma
 from . import loop_metadata, multi_dot, pinned_tma, pipeline, pointer_tma, warp_specialize
 from .errors import BackendError
 from .llvm_target import cpu_for, libdevice_defs, llir_to_ptx
@@ -74,18 +74,20 @@ RULES = RuleTable(
         "tma_load": pinned_tma.lower_tma_load, "tma_store": tma.lower_tma_store, "make_tensor_map": tma.lower_make_tensor_map,
         "reduce_combine": reduction.lower_reduce_combine, "scan_combine": reduction.lower_scan_combine,
         "gather": shape_ops.lower_gather, "flip": shape_ops.lower_flip, "sort": shape_ops.lower_sort, "histogram": histogram.lower_histogram,
+        # noinline @jit functions: device functions of their own
+        "call": device_calls.lower_call,
     },
 )
 
 
 def lower_to_llvm(fn: ir.Function, *, num_warps: int, num_stages: int = 1, target: str | None = None,
                   debug: bool = False, enable_fp_fusion: bool | None = None, maxnreg: int | None = None,
-                  enable_reflect_ftz: bool | None = None) -> Lowering:
+                  enable_reflect_ftz: bool | None = None, num_ctas: int | None = None) -> Lowering:
     if num_warps < 1 or num_warps & (num_warps - 1) or num_warps > 32:
         raise BackendError(f"num_warps must be a power of two between 1 and 32, got {num_warps}")
     options = LoweringOptions.from_knobs(num_warps=num_warps, num_stages=num_stages, target=target, debug=debug,
                                          enable_fp_fusion=enable_fp_fusion, maxnreg=maxnreg,
-                                         enable_reflect_ftz=enable_reflect_ftz)
+                                         enable_reflect_ftz=enable_reflect_ftz, num_ctas=num_ctas)
     if fn.gpu_refusals:
         raise fn.gpu_refusals[0]
     fp8.check_types(fn, options.target)
@@ -99,6 +101,7 @@ def lower_to_llvm(fn: ir.Function, *, num_warps: int, num_stages: int = 1, targe
 
 def _lower(fn: ir.Function, options: LoweringOptions) -> Lowering:
     lw = Lowering(fn, options, RULES)
+    tma.prefetch_pointer_maps(lw)
     warp_specialize.prepare(lw)
     lw.run()
     warp_specialize.finish(lw)
@@ -156,13 +159,14 @@ def _has_module_flag(module, name: str) -> bool:
 
 def compile_ir(fn: ir.Function, *, num_warps: int, num_stages: int = 3, target: str = "sm_90",
                debug: bool = False, enable_fp_fusion: bool | None = None, maxnreg: int | None = None,
-               enable_reflect_ftz: bool | None = None) -> dict:
+               enable_reflect_ftz: bool | None = None, num_ctas: int | None = None) -> dict:
     """Compile block IR to PTX. Returns {name, llir, ptx, shared, num_warps, params} (and
     pointer_maps where knobs.codegen.pointer_tma rewrote loads of `fn`, in place)."""
     cpu = cpu_for(target)
     pointer_maps = _pointer_tma(fn, target, num_warps, num_stages)
     lw = lower_to_llvm(fn, num_warps=num_warps, num_stages=num_stages, target=target, debug=debug,
-                       enable_fp_fusion=enable_fp_fusion, maxnreg=maxnreg, enable_reflect_ftz=enable_reflect_ftz)
+                       enable_fp_fusion=enable_fp_fusion, maxnreg=maxnreg, enable_reflect_ftz=enable_reflect_ftz,
+                       num_ctas=num_ctas)
     if lw.needs_sm90a:  # wgmma (wgmma.py)
         cpu = "sm_90a"
     text = module_text(lw)
@@ -174,8 +178,10 @@ def compile_ir(fn: ir.Function, *, num_warps: int, num_stages: int = 3, target: 
     if pointer_maps:   # the launch builds these tensor maps from the kernel's arguments
         out["pointer_maps"] = pointer_maps
     maps = tma.tensor_maps_per_program(fn)
-    if maps:   # device-side descriptors: the launch allocates this much global scratch per program
+    if maps:   # device-side descriptors: the launch allocates this much global scratch per CTA slot
         out["global_scratch_size"] = maps * tma.MAP_BYTES
+    if lw.options.num_ctas > 1:   # Triton's metadata: the launch asks for num_ctas scratch slots a program
+        out["num_ctas"] = lw.options.num_ctas
     return out
 
 

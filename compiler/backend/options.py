@@ -30,11 +30,15 @@ class LoweringOptions:
     # (reductions, layout changes): none at first, as Triton, whose stages fill what the tiles
     # allow; nvptx.lower_to_llvm lowers again with multi_dot.TRANSIENT_MARGIN when that did not fit
     smem_margin: int = 0
+    # Triton's num_ctas: each program still runs as one CTA (runtime/num_ctas.py); device-side
+    # descriptors' global scratch keeps Triton's layout of num_ctas slots a program (tma.py)
+    num_ctas: int = 1
 
     @classmethod
     def from_knobs(cls, *, num_warps: int, num_stages: int = 1, target: str | None = None,
                    debug: bool = False, enable_fp_fusion: bool | None = None,
-                   maxnreg: int | None = None, enable_reflect_ftz: bool | None = None) -> "LoweringOptions":
+                   maxnreg: int | None = None, enable_reflect_ftz: bool | None = None,
+                   num_ctas: int | None = None) -> "LoweringOptions":
         """The knobs' values, and the launch's compile options (Triton's enable_fp_fusion, which
         overrides the knob, and maxnreg)."""
         fp_fusion = knobs.codegen.fp_fusion if enable_fp_fusion is None else bool(enable_fp_fusion)
@@ -43,7 +47,7 @@ class LoweringOptions:
                    maxnreg=None if maxnreg is None else int(maxnreg), line_info=knobs.codegen.line_info,
                    reflect_ftz=None if enable_reflect_ftz is None else bool(enable_reflect_ftz),
                    warp_specialize=knobs.codegen.warp_specialize,
-                   pointer_tma=knobs.codegen.pointer_tma and knobs.codegen.tma)
+                   pointer_tma=knobs.codegen.pointer_tma and knobs.codegen.tma, num_ctas=int(num_ctas or 1))
 
     @property
     def wgmma_target(self) -> bool:

@@ -530,6 +530,10 @@ def pipelined_loop(lw, op, plan: Plan, emit_dot, chain: Chain | None = None) -> 
             chain.next_stage(b.trunc(j, I32) if j.type != I32 else j, write_slot, write_base, past)
         return _advance(lw, plan, body, iv_ahead, ahead, lays)
 
+    read_first = getattr(plan, "read_first", None)
+    if read_first is not None:   # load_pipeline.py: the copies ahead go into the buffer read here
+        read_first(lw, plan, read_base)
+        lw.barrier()
     if not plan.async_dot:
         ahead_next = issue_ahead()
 

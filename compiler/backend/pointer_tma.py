@@ -21,8 +21,8 @@ carried through the loop by the dot alone, and after the loop every use of it is
 stores whose mask has the term `x0' + arange < D` on that dim with x0' == x0 — the rows that differ
 are never written. (Rows with `x0 + i < 0` would be an out-of-bounds access of the pointer load.)
 
-Loads the rule does not prove stay as they are (the cp.async pipeline). knobs.codegen.pointer_tma
-(BLOCKTUNE_POINTER_TMA=1, off by default) turns it on; BLOCKTUNE_NO_TMA=1 turns it off.
+Loads the rule does not prove stay as they are (the cp.async pipeline). The rule runs under
+knobs.codegen.pointer_tma (on by default); BLOCKTUNE_POINTER_TMA=0 or BLOCKTUNE_NO_TMA=1 turns it off.
 """
 from __future__ import annotations
 
@@ -437,7 +437,8 @@ def _replace(fn, for_op, c, atoms) -> dict:
     tmap = fn.body.add_arg(T.pointer_type(T.int8), map_name)
     fn.arg_names.append(map_name)
     fn.arg_types.append(T.pointer_type(T.int8))
-    fn.arg_attrs.append({"divisibility": 1, "tensor_map": True})
+    # "pointer_map": the kernel prefetches its descriptor at entry (tma.prefetch_pointer_maps)
+    fn.arg_attrs.append({"divisibility": 1, "tensor_map": True, "pointer_map": True})
     iv = body.args[0]
     outer = _parent_block(fn.body, for_op)
     coords = []

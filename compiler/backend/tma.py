@@ -107,6 +107,19 @@ def map_address(lw, tmap):
     return lw.b.ptrtoint(tmap, I64)
 
 
+def prefetch_pointer_maps(lw) -> None:
+    """At the kernel's entry thread 0 asks for the descriptors of the maps the launch built for
+    pointer tiles (pointer_tma.py), as CUTLASS's kernels do: the copy engine otherwise fetches
+    the 128 bytes at the first copy, in series with that copy's own latency, in every program
+    whose SM has not seen the map yet; a decode-shape matmul (32 programs, ~30 µs) pays it once
+    per program."""
+    fn = lw.fn
+    maps = [a for i, a in enumerate(fn.args) if i < len(fn.arg_attrs) and fn.arg_attrs[i].get("pointer_map")]
+    for a in maps:   # predicated, not branched around: ptxas keeps it ahead of the index arithmetic
+        _asm(lw, "{\n\t.reg .pred p;\n\tsetp.eq.u32 p, $1, 0;\n\t@p prefetch.tensormap [$0];\n\t}", "l,r",
+             [map_address(lw, lw.vals[a.id]), lw.tid])
+
+
 def init_barriers(lw, first, count: int) -> None:
     """Thread 0 initializes `count` mbarriers (arrival count 1) from absolute byte `first`, made
     visible to the copy engine; a bar.sync before (the memory may still be in use) and after."""
@@ -327,7 +340,10 @@ def lower_make_tensor_map(lw, op) -> None:
     strides = [lw.scalar(v) for v in op.operands[2 + rank:2 + 2 * rank]]
     elt = base.dtype.element_ty
     es = elt.primitive_bitwidth // 8
-    slot = b.add(b.mul(_program_index(lw), ll.Constant(I64, tensor_maps_per_program(lw.fn))),
+    # Triton's layout: CTA r of program p's cluster owns slot p * num_ctas + r; the one CTA that
+    # runs a program here is its rank 0
+    per_program = tensor_maps_per_program(lw.fn) * lw.options.num_ctas
+    slot = b.add(b.mul(_program_index(lw), ll.Constant(I64, per_program)),
                  ll.Constant(I64, tensor_map_slots(lw.fn)[id(op)]))
     gaddr = b.add(b.ptrtoint(lw.scalar(scratch), I64), b.mul(slot, ll.Constant(I64, MAP_BYTES)))
     lw.smem_bytes = max(lw.smem_bytes, MAP_BYTES)

@@ -10,12 +10,13 @@ from ..language import descriptor_type as DT
 from .block_pointers import TensorDescriptor
 from .codegen import CodeGenerator
 from .fold_dot import fold_dot_accumulate
-from .semantic import Builder, SemanticError, const
+from .semantic import Builder, SemanticError, const, literal_type
 from . import tuple_args
 
 
 def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | None = None,
-                tma_target: str | None = None, num_warps: int | None = None) -> ir.Function:
+                tma_target: str | None = None, num_warps: int | None = None,
+                device_functions: bool | dict = False, returns: bool = False) -> ir.Function:
     """Build the IR of `kernel` specialized on `signature` (runtime argument name → type, in any
     order) and `constexprs` (name → compile-time value; includes integers specialized to 1).
 
@@ -25,6 +26,12 @@ def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | Non
 
     `num_warps`: the launch's, which `tl.extra.cuda.num_warps()`/`num_threads()` read at compile
     time (None: not known, and a kernel that reads it is a compile error).
+
+    `device_functions`: a GPU build, where calls of noinline @jit functions become `call` ops of
+    device functions of their own (device_calls.py) instead of being inlined; a dict: the kernel's
+    table of them, which a device function's own build shares. `returns`: the function may return
+    values (a device function): its final `return` op carries them, their types in
+    `fn.result_types` (a block among them: SemanticError).
 
     `arg_attrs[name]` may carry {"divisibility": 16}. Every parameter of the kernel must appear in
     exactly one of `signature` and `constexprs`. A tuple parameter's value in `constexprs` is its
@@ -78,6 +85,8 @@ def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | Non
     b.loc = fn.loc
     b.tma_target = tma_target
     b.num_warps = num_warps
+    b.device_functions = device_functions if isinstance(device_functions, dict) else {} if device_functions else None
+    b.generate_ir = generate_ir
     b.function_body = body
     b.arg_divisibility = {a.id: at.get("divisibility", 1) for a, at in zip(body.args, attrs)}
     for p, (first, block, padding, tma) in descriptors.items():
@@ -90,7 +99,7 @@ def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | Non
     for p in params:   # tuples: runtime leaves in place, constexpr wrappers removed (also when all are constexprs)
         if isinstance(local.get(p), tuple):
             local[p] = tuple_args.fill(local[p], local.__getitem__)
-    gen = CodeGenerator(kernel, b, local)
+    gen = CodeGenerator(kernel, b, local, depth=1 if returns else 0)
     try:
         gen.visit_stmts(kernel.fn_ast.body)
     except SemanticError as exc:  # raised outside any node: attach the def line
@@ -98,10 +107,12 @@ def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | Non
     except RecursionError:        # the visitor names the node when it has room to; else the def line
         raise CompilationError("the kernel nests too deeply (nested expressions, blocks and @jit calls add up); "
                                "simplify it", _def_loc(kernel), _def_line(kernel)) from None
-    body.ops.append(ir.Op("return", [], [], loc=b.loc))
+    body.ops.append(ir.Op("return", _returned_values(b, gen.returned_value()) if returns else [], [], loc=b.loc))
+    fn.result_types = [v.type for v in body.ops[-1].operands]
     fold_dot_accumulate(fn)
     fn.dropped_ops = ir.eliminate_dead_code(fn)
     fn.gpu_refusals = b.gpu_refusals
+    fn.device_functions = b.device_functions if b.device_functions is not None else {}
     if b.global_scratch is not None:   # device-side descriptors' tensor maps live there
         if any(op.name == "make_tensor_map" for op in fn.walk()):
             fn.arg_names.append(DT.GLOBAL_SCRATCH)
@@ -110,6 +121,20 @@ def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | Non
         else:   # no descriptor it made is loaded or stored through TMA
             body.args.remove(b.global_scratch)
     return fn
+
+
+def _returned_values(b: Builder, returned) -> list:
+    """What a device function returns (None: nothing), as scalar values, numbers made constants."""
+    if returned is None:
+        return []
+    out = []
+    for v in (returned if isinstance(returned, tuple) else (returned,)):
+        if isinstance(v, (bool, int, float)):
+            v = const(b, v, literal_type(v))
+        if not isinstance(v, ir.Value) or v.is_block:
+            raise SemanticError("a device function returns scalars only")
+        out.append(v)
+    return out
 
 
 def _def_loc(kernel) -> ir.Loc:

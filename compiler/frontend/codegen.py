@@ -30,6 +30,7 @@ from .compile_time import AggregatePythonFunction, CompileTimeSemantic, is_compi
 from .builtins import (BUILTINS, DescriptorMethod, TensorMethod, composite_attribute, tensor_attribute,
                        tensor_has_attribute)
 from .global_names import global_problem
+from .device_calls import device_call
 from .lifted import is_lifted, lift, unlift
 from .limits import (MAX_FRONTEND_STEPS, MAX_INLINE_DEPTH, MAX_STATIC_RANGE_TRIPS, binop_problem,
                      format_spec_problem, text_problem, value_problem)
@@ -50,6 +51,9 @@ class FunctionScope:
         self.local = local
         self.returned = _MISSING
         self.return_node = None     # the `return` statement that set `returned`
+        # names a plain assignment gave a Python bool (`a = False`): Triton holds them as int1
+        # tensors, so an `if` on one is a runtime `if` there (visit_If)
+        self.assigned_bools: set[str] = set()
 
     def lookup_global(self, name):
         g = self.jit_fn.globals
@@ -69,6 +73,10 @@ class CodeGenerator(ast.NodeVisitor):
         self.scope = FunctionScope(jit_fn, local)
         self.depth = depth
         self._source_lines = (jit_fn.src or "").splitlines()
+
+    def returned_value(self):
+        """What the function's statements returned (None: nothing)."""
+        return None if self.scope.returned is _MISSING else self.scope.returned
 
     # -- errors and locations -----------------------------------------------------------------
     def loc(self, node) -> ir.Loc:
@@ -184,6 +192,8 @@ class CodeGenerator(ast.NodeVisitor):
         value = self.visit(node.value)
         for target in node.targets:
             self.assign(target, lift(value.value if isinstance(value, constexpr) else value))
+            if isinstance(target, ast.Name) and type(value) is bool:
+                self.scope.assigned_bools.add(target.id)
 
     def visit_AnnAssign(self, node):
         if node.value is None:
@@ -210,6 +220,7 @@ class CodeGenerator(ast.NodeVisitor):
             if isinstance(value, constexpr):
                 value = value.value
             self.scope.local[target.id] = value
+            self.scope.assigned_bools.discard(target.id)
         elif isinstance(target, (ast.Tuple, ast.List)):
             if not isinstance(value, (tuple, list)):
                 raise self.error(target, f"cannot unpack {self._describe(value)} into {len(target.elts)} names")
@@ -241,6 +252,8 @@ class CodeGenerator(ast.NodeVisitor):
 
     def visit_If(self, node):
         cond = self.visit(node.test)
+        if not is_value(cond) and self._runtime_if_in_triton(node, cond):
+            cond = S.to_tensor(self.b, bool(cond))
         if not is_value(cond):
             self.visit_stmts(node.body if cond else node.orelse)
             return
@@ -248,6 +261,34 @@ class CodeGenerator(ast.NodeVisitor):
             raise self.error(node.test, f"`if` needs a scalar condition, got a block of shape {list(cond.shape)}; use tl.where")
         cond = S.to_bool(self.b, S.unsplat(self.b, cond))
         self._runtime_if(node, cond)
+
+    def _runtime_if_in_triton(self, node, cond) -> bool:
+        """Whether Triton generates this `if` at run time although blocktune knows its condition: a
+        variable assigned a bool (`a = False`) is an int1 tensor in Triton. That only shows where
+        the branch not taken returns and the taken one falls through: Triton's function then
+        returns a value on every path (undefined on the taken one, _poison_like)."""
+        if not (isinstance(node.test, ast.Name) and node.test.id in self.scope.assigned_bools):
+            return False
+        taken, dropped = (node.body, node.orelse) if cond else (node.orelse, node.body)
+        return not _always_returns(taken) and _contains_return(ast.Module(body=dropped, type_ignores=[]))
+
+    def _poison_like(self, value, block):
+        """Triton's `ub.poison`: what a path that falls off the end of a function returns where
+        another path returns `value` — undefined (a constant marked poison: LLVM's poison on the
+        GPU, zero in interpret mode), generated into `block`."""
+        if isinstance(value, tuple):
+            return tuple(self._poison_like(v, block) for v in value)
+        if is_value(value):
+            ty = value.type
+        elif isinstance(value, (bool, int, float)):
+            ty = S.literal_type(value)
+        else:
+            return None
+        saved, self.b.block = self.b.block, block
+        try:
+            return self.b.value("const", [], ty, value=0, poison=True)
+        finally:
+            self.b.block = saved
 
     def _runtime_if(self, node, cond):
         before = dict(self.scope.local)
@@ -282,6 +323,10 @@ class CodeGenerator(ast.NodeVisitor):
             # through reaches the end of the function, which returns None
             then_ret = None if then_ret is _MISSING else then_ret
             else_ret = None if else_ret is _MISSING else else_ret
+            if then_ret is None and else_ret is not None:     # as Triton: the path that falls through
+                then_ret = self._poison_like(else_ret, then_block)   # returns an undefined value
+            elif else_ret is None and then_ret is not None:
+                else_ret = self._poison_like(then_ret, else_block)
             if (then_ret is None) != (else_ret is None):
                 raise self.error(node, "a function that returns a value on one path must return one on every path")
             ret_pair = (then_ret, else_ret)
@@ -1042,6 +1087,9 @@ class CodeGenerator(ast.NodeVisitor):
                 local[p] = default.value if isinstance(default, constexpr) else default
         if getattr(callee, "noinline", False):
             self._check_noinline_arguments(node, callee, local)
+            called, returned = device_call(self, node, callee, local)   # a device function (GPU builds)
+            if called:
+                return returned
         # A tl.constexpr annotation on a called @jit function's parameter does not force a
         # compile-time value: Triton passes runtime values through (tutorial 06 hands its block
         # `offs_m` to `offs_m: tl.constexpr`); only kernel parameters are specialized.

@@ -16,6 +16,10 @@ def _zero_const(v: ir.Value) -> bool:
     return op is not None and op.name == "const" and op.attrs.get("value") in (0, 0.0) and not op.regions
 
 
+def _movable_const(op: ir.Op) -> bool:
+    return op.name == "const" and not op.operands and not op.regions
+
+
 def _fold_block(block: ir.Block, uses: dict) -> dict:
     """Fold in `block` (and nested blocks); returns {old add result id: dot result} to substitute."""
     replaced = {}
@@ -33,8 +37,13 @@ def _fold_block(block: ir.Block, uses: dict) -> dict:
             if len(uses.get(d.id, ())) != 1 or acc is None or acc.type != d.type:
                 continue
             owner = acc.owner
-            if owner is not None and id(owner) in position and position[id(owner)] > position[id(dot)]:
+            late = owner is not None and id(owner) in position and position[id(owner)] > position[id(dot)]
+            if late and not _movable_const(owner):
                 continue  # the other addend is computed after the dot: it cannot feed it
+            if late:   # a constant (`d = tl.dot(a, b); d = d + c` with c a constant): made before the dot
+                block.ops.remove(owner)
+                block.ops.insert(block.ops.index(dot), owner)
+                position = {id(o): i for i, o in enumerate(block.ops)}
             dot.operands[2] = acc
             replaced[op.result.id] = d
             break

@@ -51,6 +51,10 @@ class Builder:
         self.function_body: ir.Block | None = None
         self.tensor_maps = 0
         self.gpu_refusals: list = []    # ir.Function.gpu_refusals
+        # a GPU build's noinline @jit functions, by device-function name (ir.Function.device_functions);
+        # None: they are inlined (interpret mode)
+        self.device_functions: dict | None = None
+        self.generate_ir = None    # frontend.generate_ir, which builds them (set by it: no import circle)
 
     def create(self, name, operands=(), result_types=(), attrs=None, regions=()) -> ir.Op:
         if name in _NO_FP8_OPERANDS:

@@ -297,8 +297,10 @@ class Autotuner:
         if not self.cache_results or not cache.disk_enabled() or self.base_fn is None:
             return None
         h = hashlib.sha256()
+        # knobs.codegen.key(): a switch that changes the code (BLOCKTUNE_POINTER_TMA=0, BLOCKTUNE_WGMMA=sync,
+        # ...) changes which config is fastest; a pick timed under other switches is not reused
         h.update("\x00".join(["autotune", __version__, cache.compiler_source_hash(), self.base_fn.fingerprint, repr(key),
-                              gpu or "",
+                              gpu or "", knobs.codegen.key(),
                               repr([str(c) for c in self.configs]), repr(self.keys)]).encode())
         return os.path.join(cache.cache_dir(), "autotune", h.hexdigest() + ".json")
 

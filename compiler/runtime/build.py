@@ -82,7 +82,8 @@ def build_ir(fn, signature: dict, constexprs: dict, divisible_by_16=(), equal_to
         cx[k] = 1
     attrs = {k: {"divisibility": 16} for k in divisible_by_16 if k in sig}
     stats["ir_built"] += 1
-    ir_fn = generate_ir(fn, sig, cx, attrs, tma_target=target if knobs.codegen.tma else None, num_warps=num_warps)
+    ir_fn = generate_ir(fn, sig, cx, attrs, tma_target=target if knobs.codegen.tma else None, num_warps=num_warps,
+                        device_functions=target is not None)
     if getattr(fn, "_repr", None) is not None:      # @jit(repr=...) names the kernel
         ir_fn.name = fn.kernel_name(signature, constexprs, equal_to_1)
     return ir_fn
@@ -90,7 +91,8 @@ def build_ir(fn, signature: dict, constexprs: dict, divisible_by_16=(), equal_to
 
 # Triton's compile options a launch (or compile()) may give besides num_warps/num_stages, with the
 # value that means "not given"; each changes the code, so a given one is part of the cache key.
-COMPILE_OPTIONS = {"enable_fp_fusion": None, "maxnreg": None, "enable_reflect_ftz": None, "ir_override": None}
+COMPILE_OPTIONS = {"enable_fp_fusion": None, "maxnreg": None, "enable_reflect_ftz": None, "ir_override": None,
+                   "num_ctas": None}
 
 
 def compile_options(**given) -> tuple:
@@ -103,6 +105,8 @@ def compile_options(**given) -> tuple:
     for flag in ("enable_fp_fusion", "enable_reflect_ftz"):
         if given.get(flag) is not None:
             given[flag] = bool(given[flag])
+    if given.get("num_ctas") == 1:   # the default, compiled as no option
+        given["num_ctas"] = None
     if given.get("ir_override") is not None:
         ir_override.stage_of(given["ir_override"])     # a file of a stage blocktune has, or why not
         given["ir_override"] = os.path.abspath(os.fspath(given["ir_override"]))

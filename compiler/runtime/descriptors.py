@@ -68,9 +68,9 @@ def wrap_launcher(launch, call_names: list[str], expanded: list[str]):
 
 def with_global_scratch(launch, per_program: int):
     """`launch` takes the global scratch pointer after the other values (device-side descriptors'
-    tensor maps, `per_program` bytes a program): each launch asks triton.set_allocator's allocator
-    for it, as Triton does (the buffer may be freed after the call: a stream-ordered allocator
-    hands it out again only to work queued after this kernel)."""
+    tensor maps, `per_program` bytes a program: num_ctas CTA slots, as Triton sizes it): each launch
+    asks triton.set_allocator's allocator for it, as Triton does (the buffer may be freed after the
+    call: a stream-ordered allocator hands it out again only to work queued after this kernel)."""
     def launch_with_scratch(g0, g1, g2, stream, *values):
         alloc = allocator.get_allocator() or allocator.default_allocator
         buf = alloc(per_program * int(g0) * int(g1) * int(g2), 128, stream)

@@ -639,7 +639,7 @@ class JITFunction:
         maps = pointer_maps.names(ck.metadata)   # built at each launch from the arguments (after them)
         launch = ck.make_launcher(dev, expanded + maps + ([descriptors.DT.GLOBAL_SCRATCH] if scratch else []))
         if scratch:
-            launch = descriptors.with_global_scratch(launch, scratch)
+            launch = descriptors.with_global_scratch(launch, scratch * ck.metadata.get("num_ctas", 1))
         if maps:
             launch = pointer_maps.wrap_launcher(launch, expanded, ck.metadata["pointer_maps"])
         if has_descriptors:
@@ -989,10 +989,10 @@ def _generate_runner(jf: JITFunction):
     L.append("        if ir_override is not None: _interpreted_override(ir_override)")
     L.append(f"        return _self._run_interpreted(_grid_, {tuple_src}, num_warps, num_stages, warmup)")
     L.append("    if enable_fp_fusion is not None or maxnreg is not None or arch is not None or enable_reflect_ftz is not None "
-             "or ir_override is not None:")
+             "or ir_override is not None or num_ctas != 1:")
     L.append(f"        return _self._run_in_python(_grid_, {tuple_src}, num_warps, num_stages, stream, warmup, "
              "_compile_options(enable_fp_fusion=enable_fp_fusion, maxnreg=maxnreg, "
-             "enable_reflect_ftz=enable_reflect_ftz, ir_override=ir_override), arch)")
+             "enable_reflect_ftz=enable_reflect_ftz, ir_override=ir_override, num_ctas=num_ctas), arch)")
     # the common case in C (launch.c's Binder); NotImplemented: the Python body below
     L.append("    if _bind is not None and not warmup:")
     L.append(f"        _r = _bind(_grid_, num_warps, num_stages, stream{', ' if names else ''}{all_vals})")

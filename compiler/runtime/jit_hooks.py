@@ -113,10 +113,11 @@ def call_hook(hook, jf, key, sig, device, constexprs, data: str, num_warps, num_
     opts = dict(options)
     args = ", ".join(f"{n}: {t}" for n, t in sig.items())
     name = jf.fn.__qualname__ if jf.fn is not None else jf.__name__
-    repr_ = (f"{name}[num_warps={num_warps}, num_ctas=1, num_stages={num_stages}, "
+    num_ctas = opts.get("num_ctas") or 1
+    repr_ = (f"{name}[num_warps={num_warps}, num_ctas={num_ctas}, num_stages={num_stages}, "
              f"enable_fp_fusion={opts.get('enable_fp_fusion', knobs.codegen.fp_fusion)}, launch_cooperative_grid=False]({args})")
     compile_ = {"key": key, "signature": dict(sig), "device": device, "constants": dict(constexprs),
-                "num_warps": num_warps, "num_ctas": 1, "num_stages": num_stages,
+                "num_warps": num_warps, "num_ctas": num_ctas, "num_stages": num_stages,
                 "enable_fp_fusion": opts.get("enable_fp_fusion", knobs.codegen.fp_fusion), "launch_cooperative_grid": False,
                 "extern_libs": None, "configs": None, "specialization_data": data, "is_warmup": is_warmup}
     return hook(key=key, repr=repr_, fn=JitFunctionInfo(jf.fn.__module__ if jf.fn is not None else "", name, jf),

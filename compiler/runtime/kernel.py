@@ -195,7 +195,7 @@ class CompiledKernel:
             named = dict(zip(passed_names, args))
             args += [pointer_maps.address(s, named) for s in self.metadata["pointer_maps"]]
         if scratch:   # the launcher takes the scratch last; allocated per launch
-            with_global_scratch(fn, scratch)(g0, g1, g2, stream or 0, *args)
+            with_global_scratch(fn, scratch * self.metadata.get("num_ctas", 1))(g0, g1, g2, stream or 0, *args)
             return
         fn(g0, g1, g2, stream or 0, *args)
 

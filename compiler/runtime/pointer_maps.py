@@ -45,9 +45,9 @@ def address(spec: dict, values: dict) -> int:
     try:
         tmap = tensor_maps.encode_raw(base, T.from_signature(spec["dtype"]), dims, (stride, 1), spec["block"], "zero")
     except ValueError as exc:
-        raise ValueError(f"the kernel loads '{spec['base']}' through TMA (BLOCKTUNE_POINTER_TMA=1) and its tensor "
-                         f"map does not encode for this launch: {exc}; set BLOCKTUNE_POINTER_TMA=0 to load it "
-                         "with pointers") from exc
+        raise ValueError(f"the kernel loads '{spec['base']}' through TMA (knobs.codegen.pointer_tma, on by "
+                         f"default) and its tensor map does not encode for this launch: {exc}; set "
+                         "BLOCKTUNE_POINTER_TMA=0 to load it with pointers") from exc
     with _lock:
         if len(_cache) >= _CACHE_LIMIT:
             _cache.clear()   # cuLaunchKernel copies parameters at the call: no launch holds one

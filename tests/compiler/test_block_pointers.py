@@ -196,8 +196,11 @@ def _asm_counts(ptx: str) -> dict:
 
 @pytest.mark.parametrize("cx,nw", [({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}, 4),
                                    ({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}, 8)])
-def test_block_pointer_matmul_takes_the_pipelined_path(cx, nw):
+def test_block_pointer_matmul_takes_the_pipelined_path(cx, nw, monkeypatch):
+    """Block pointers take the cp.async pipeline the pointer kernel takes (with pointer tiles kept off
+    TMA: backend/pointer_tma.py proves boxes of pointer arithmetic, not of block pointers)."""
     from tests.compiler.test_ptx import matmul_kernel, ptxas_report
+    monkeypatch.setenv("BLOCKTUNE_POINTER_TMA", "0")
     counts = {}
     for name, kern in (("pointers", matmul_kernel), ("block_ptr", K.matmul_block_ptr_kernel)):
         ck = triton.compile(kern, signature=MATMUL_SIG, constexprs=cx, num_warps=nw, num_stages=3, target="sm_90",

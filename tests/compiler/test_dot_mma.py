@@ -427,11 +427,14 @@ def test_wgmma_descriptors_read_the_tile(shape, cdim, mn_major):
             np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("pointer_tma", ["1", "0"])
 @pytest.mark.parametrize("i", range(16))
-def test_wgmma_tutorial_configs(i, monkeypatch):
+def test_wgmma_tutorial_configs(i, pointer_tma, monkeypatch):
     """BLOCKTUNE_WGMMA=1 on sm_90: every tutorial config with ≥ 4 warps and ≥ 64 rows uses wgmma
-    (sm_90a), fed by the cp.async pipeline, and assembles without spills."""
+    (sm_90a), fed by bulk tensor copies (pointer tiles through TMA, the default) or, with
+    BLOCKTUNE_POINTER_TMA=0, by the cp.async pipeline, and assembles without spills."""
     monkeypatch.setenv("BLOCKTUNE_WGMMA", "1")
+    monkeypatch.setenv("BLOCKTUNE_POINTER_TMA", pointer_tma)
     mod = load_tutorial()
     cfg = mod.get_autotune_config()[i]
     kw = cfg.kwargs
@@ -446,8 +449,11 @@ def test_wgmma_tutorial_configs(i, monkeypatch):
     assert out["target"] == "sm_90a"
     assert ptx.count(f"wgmma.mma_async.sync.aligned.m64n{tn}k16.f32.f16.f16") == reps * kw["BLOCK_SIZE_K"] // 16
     assert "wgmma.fence.sync.aligned" in ptx and "wgmma.commit_group.sync.aligned" in ptx
-    assert "wgmma.wait_group.sync.aligned 0" in ptx and "fence.proxy.async" not in ptx   # cp.async-fed: none, as Triton
-    assert "cp.async.cg.shared.global" in ptx and "ldmatrix" not in ptx
+    assert "wgmma.wait_group.sync.aligned 0" in ptx and "ldmatrix" not in ptx
+    if pointer_tma == "1":
+        assert "cp.async.bulk.tensor" in ptx and "cp.async.cg.shared.global" not in ptx
+    else:   # cp.async-fed: no proxy fence, as Triton
+        assert "cp.async.cg.shared.global" in ptx and "fence.proxy.async" not in ptx
     regs, spills, rep = report(ptx, "sm_90a")
     assert spills == 0, rep
 
@@ -458,8 +464,9 @@ def test_wgmma_async_pipeline(monkeypatch, mode, stages):
     loop, 0 at the exit), in Triton's order: the copies of iteration i+S-1 are issued after the
     wgmma of i and a second barrier, S-1 stages ahead, from S = 2 on; =sync waits at each dot
     (S-1 ahead). No proxy fence in the loop (cp.async completes by wait_group + bar.sync, as in
-    Triton's PTX)."""
+    Triton's PTX). The cp.async path: pointer tiles kept off TMA."""
     monkeypatch.setenv("BLOCKTUNE_WGMMA", mode)
+    monkeypatch.setenv("BLOCKTUNE_POINTER_TMA", "0")
     mod = load_tutorial()
     cx = dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=128, BLOCK_SIZE_K=32, GROUP_SIZE_M=8, ACTIVATION="")
     ptx = backend_ptx(mod.matmul_kernel.fn, TUT_SIG, cx, 4, stages, TUT_DIV, TUT_ONES)["ptx"]

@@ -52,19 +52,68 @@ def test_callee_returns_at_several_depths(interpret, gen):
     assert torch.equal(out, torch.where(x < 5, torch.full_like(x, 5), x))
 
 
-def test_a_value_returned_on_one_path_only_is_an_error():
+@triton.jit
+def _double_if_positive(x):
+    if x > 0:
+        return x * 2
+    tl.device_print("no value")
+
+
+@triton.jit
+def _half_return_kernel(X, Out):
+    x = tl.load(X)
+    y = _double_if_positive(x)
+    if x > 0:
+        tl.store(Out, y)
+
+
+@pytest.mark.parametrize("x", [7, -3])
+def test_a_path_that_falls_through_returns_an_undefined_value(interpret, x):
+    """As in Triton (its `ub.poison`): a function that returns a value on some paths returns an
+    undefined value of that type on a path that falls off its end, instead of refusing."""
+    out = _flag(-1)
+    _half_return_kernel[(1,)](_flag(x), out)
+    assert out.item() == (2 * x if x > 0 else -1)
+
+
+def test_the_undefined_return_value_is_llvm_poison():
+    ck = triton.compile(_half_return_kernel, signature=dict(X="*i32", Out="*i32"), num_warps=4, target="sm_90")
+    assert "poison=True" in ck.asm["ir"] and "poison" in ck.asm["llir"]
+    ptxas.report(ck.asm["ptx"])
+
+
+@triton.jit
+def _return_under_assigned_false(x):
+    a = False
+    if a:
+        return x
+
+
+@triton.jit
+def _return_under_constexpr_false(x):
+    a: tl.constexpr = False
+    if a:
+        return x
+
+
+def test_an_if_on_an_assigned_bool_returns_as_a_runtime_if():
+    """`a = False` is an int1 tensor in Triton, so `if a: return x` is a runtime `if` there and the
+    function returns x's type (undefined: the path taken falls through); `a: tl.constexpr = False`
+    drops the branch at compile time, and the function returns nothing, in both."""
     @triton.jit
-    def half_return(x):
-        if x > 0:
-            return x
-        tl.device_print("no value")
+    def kernel(Out):
+        tl.store(Out, _return_under_assigned_false(0))
+
+    ck = triton.compile(kernel, signature=dict(Out="*i32"), num_warps=4, target="sm_90")
+    assert "i32 poison" in ck.asm["llir"]
+    ptxas.report(ck.asm["ptx"])
 
     @triton.jit
-    def kernel(X):
-        tl.store(X, half_return(tl.load(X)))
+    def static_kernel(Out):
+        tl.store(Out, _return_under_constexpr_false(0))
 
-    with pytest.raises(triton.CompilationError, match="returns a value on one path must return one on every path"):
-        generate_ir(kernel, {"X": from_signature("*i32")}, {})
+    with pytest.raises(triton.CompilationError, match="expected a tensor or a number, got NoneType None"):
+        generate_ir(static_kernel, {"Out": from_signature("*i32")}, {})
 
 
 def test_return_inside_a_loop_is_still_refused():

@@ -41,7 +41,7 @@ def clean_env(monkeypatch):
 
 def test_defaults(clean_env):
     assert knobs.codegen.knobs == {"wgmma": "async", "pipeline": True, "tma": True, "warp_specialize": False,
-                                   "pointer_tma": False, "debug": False, "fp32_default": "tf32", "fp_fusion": True, "line_info": True}
+                                   "pointer_tma": True, "debug": False, "fp32_default": "tf32", "fp_fusion": True, "line_info": True}
     assert knobs.runtime.interpret is False and knobs.runtime.interpret_vectorize is True
     assert knobs.runtime.launcher == "native" and knobs.cache.disabled is False
 
@@ -65,12 +65,16 @@ def test_no_pipeline_0_still_pipelines_the_matmul(clean_env):
         return triton.compile(mod.matmul_kernel.fn, sig, cx, num_warps=4, num_stages=3, target="sm_90",
                               divisible_by_16=[n for n in sig if n not in ones], equal_to_1=ones).asm["ptx"]
     clean_env.setenv("BLOCKTUNE_NO_PIPELINE", "0")
+    assert "cp.async.bulk.tensor" in ptx()     # the pipelined tiles through TMA (codegen.pointer_tma)
+    clean_env.setenv("BLOCKTUNE_POINTER_TMA", "0")
     assert "cp.async.commit_group" in ptx()
     clean_env.setenv("BLOCKTUNE_NO_PIPELINE", "1")
     assert "cp.async" not in ptx()
+    clean_env.delenv("BLOCKTUNE_POINTER_TMA")
+    assert "cp.async" not in ptx()             # no pipeline, no pointer tiles through TMA either
 
 
-@pytest.mark.parametrize("name,values", [("BLOCKTUNE_WGMMA", ("0", "sync")), ("BLOCKTUNE_NO_PIPELINE", ("1",)),
+@pytest.mark.parametrize("name,values", [("BLOCKTUNE_WGMMA", ("0", "sync")), ("BLOCKTUNE_NO_PIPELINE", ("1",)), ("BLOCKTUNE_POINTER_TMA", ("0",)),
                                          ("BLOCKTUNE_DEBUG", ("1",)), ("TRITON_DEBUG", ("1",)),
                                          ("TRITON_F32_DEFAULT", ("ieee", "tf32x3")), ("TRITON_DEFAULT_FP_FUSION", ("0",))])
 def test_every_codegen_switch_changes_the_cache_key(clean_env, name, values):

@@ -11,6 +11,7 @@ import pytest
 import compiler as triton
 from compiler import knobs, ptxas
 from tests.compiler.kernels import line_info as K
+from tests.compiler.kernels.util import interpret, poisoned  # noqa: F401
 
 SIG = dict(X="*fp32", Y="*fp32")
 
@@ -40,6 +41,45 @@ def test_cubin_keeps_the_lines(tmp_path):
     sass = subprocess.run([nvdisasm, "-g", str(tmp_path / "k.cubin")], check=True, capture_output=True, text=True).stdout
     found = set(re.findall(r'## File "([^"]+)", line (\d+)', sass))
     assert (K.__file__, str(K.line_of("libdevice call"))) in found, sorted(found)
+
+
+def _sass_lines(tmp_path, ck) -> set[tuple[str, str]]:
+    (tmp_path / "k.cubin").write_bytes(ck.asm["cubin"])
+    sass = subprocess.run([knobs.nvidia.nvdisasm.path, "-g", str(tmp_path / "k.cubin")], check=True,
+                          capture_output=True, text=True).stdout
+    return set(re.findall(r'## File "([^"]+)", line (\d+)', sass))
+
+
+def test_a_constant_added_to_an_int_dot_is_its_accumulator(tmp_path):
+    """`d = tl.dot(a, b); d = d + c` with a constant c made after the dot: c is the dot's
+    accumulator (Triton's combine), so the add's line is not in the SASS; the dot's is."""
+    ck = triton.compile(K.int8_dot_plus_constant_kernel, signature=dict(Out="*i32"), target="sm_90")
+    assert re.search(r"%(\d+) = const\(\) \{value=4\} : <32x32xi32>\n\s*%\d+ = dot\(%\d+, %\d+, %\1\)", ck.asm["ir"])
+    found = _sass_lines(tmp_path, ck)
+    assert (K.__file__, str(K.line_of("int8 dot"))) in found, sorted(found)
+    assert (K.__file__, str(K.line_of("plus constant"))) not in found, sorted(found)
+
+
+def _int8_dot_plus_constant_reference():
+    import torch
+    a = (torch.arange(32)[:, None] + torch.arange(32)[None, :]).to(torch.int8).long()
+    return a @ a + 4
+
+
+def test_the_constant_accumulator_computes_the_sum(interpret):
+    import torch
+    out = poisoned((32, 32), torch.int32)
+    K.int8_dot_plus_constant_kernel[(1,)](out)
+    assert torch.equal(out.long(), _int8_dot_plus_constant_reference())
+
+
+@pytest.mark.gpu
+def test_the_constant_accumulator_computes_the_sum_gpu():
+    import torch
+    out = torch.full((32, 32), -(2**31), dtype=torch.int32, device="cuda")
+    K.int8_dot_plus_constant_kernel[(1,)](out)
+    torch.cuda.synchronize()
+    assert torch.equal(out.cpu().long(), _int8_dot_plus_constant_reference())
 
 
 def test_disable_line_info(monkeypatch):

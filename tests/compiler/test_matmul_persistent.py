@@ -37,8 +37,11 @@ def test_persistent_interpret(interpret, gen, M, N, K, num_sms):
     _check(P.matmul_persistent(kern, a, b, num_sms), a, b)
 
 
-def test_persistent_ptx():
+@pytest.mark.parametrize("pointer_tma", ["1", "0"])
+def test_persistent_ptx(pointer_tma, monkeypatch):
+    """The tiles through TMA (the default) or the cp.async pipeline (BLOCKTUNE_POINTER_TMA=0)."""
     from tests.compiler.test_ptx import ptxas_report
+    monkeypatch.setenv("BLOCKTUNE_POINTER_TMA", pointer_tma)
     sig = dict(a_ptr="*fp16", b_ptr="*fp16", c_ptr="*fp16", M="i32", N="i32", K="i32", stride_am="i32",
                stride_ak="i32", stride_bk="i32", stride_bn="i32", stride_cm="i32", stride_cn="i32")
     ones = ("stride_ak", "stride_bn", "stride_cn")
@@ -48,7 +51,8 @@ def test_persistent_ptx():
                             constexprs=dict(BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, GROUP_SIZE_M=8, NUM_SMS=132),
                             num_warps=nw, num_stages=ns, target="sm_90", divisible_by_16=div, equal_to_1=ones)
         ptx = ck.asm["ptx"]
-        assert "wgmma.mma_async" in ptx and "cp.async.cg.shared.global" in ptx and "stmatrix" in ptx
+        copy = "cp.async.bulk.tensor" if pointer_tma == "1" else "cp.async.cg.shared.global"
+        assert "wgmma.mma_async" in ptx and copy in ptx and "stmatrix" in ptx
         rep = ptxas_report(ptx)
         assert rep["spills"] == 0 and rep["stack"] == 0, rep["text"]
 

@@ -1,4 +1,4 @@
-"""Pointer tiles through TMA (backend/pointer_tma.py, BLOCKTUNE_POINTER_TMA=1), without a GPU: which
+"""Pointer tiles through TMA (backend/pointer_tma.py, on by default), without a GPU: which
 loads the rule takes (the tensor maps the kernel asks the launch for), the PTX it makes (bulk
 tensor copies instead of cp.async, assembled by ptxas), and where it must leave the cp.async path
 alone. test_pointer_tma_gpu.py runs the same kernels on the GPU."""
@@ -54,6 +54,8 @@ def test_tutorial_tiles_through_tma(pointer_tma, bm, bn, bk, nw, ns):
     ptx = ck.asm["ptx"]
     bulk, cp_async = _copies(ptx)
     assert bulk > 0 and cp_async == 0
+    assert ptx.count("prefetch.tensormap") == 2     # each map's descriptor asked for at the entry
+    assert ptx.index("prefetch.tensormap") < ptx.index("cp.async.bulk.tensor")
     assert ".param .align 64 .b8" in ptx or "grid_constant" in ck.asm["llir"]
     rep = ptxas.report(ptx)
     assert " 0 bytes spill stores" in rep, rep
@@ -67,16 +69,21 @@ def test_elementwise_epilogue_and_where_it_stops(pointer_tma):
     assert _maps(_tutorial(ns=1)) == []
 
 
-def test_off_by_default_and_escape_hatch(monkeypatch):
-    """Without the switch (and with it under BLOCKTUNE_NO_TMA=1) the tutorial stays on cp.async."""
-    for env in ({}, {"BLOCKTUNE_POINTER_TMA": "1", "BLOCKTUNE_NO_TMA": "1"}):
+def test_on_by_default_and_escape_hatches(monkeypatch):
+    """Without the variable the tutorial's tiles go through TMA; BLOCKTUNE_POINTER_TMA=0, and the switch
+    under BLOCKTUNE_NO_TMA=1, keep them on cp.async."""
+    monkeypatch.delenv("BLOCKTUNE_POINTER_TMA", raising=False)
+    monkeypatch.delenv("BLOCKTUNE_NO_TMA", raising=False)
+    ck = _tutorial()
+    assert _maps(ck) == [MAP_B, MAP_A] and _copies(ck.asm["ptx"])[1] == 0
+    for env in ({"BLOCKTUNE_POINTER_TMA": "0"}, {"BLOCKTUNE_POINTER_TMA": "1", "BLOCKTUNE_NO_TMA": "1"}):
         with monkeypatch.context() as m:
             for k, v in env.items():
                 m.setenv(k, v)
             ck = _tutorial()
             assert _maps(ck) == [] and "pointer_maps" not in ck.metadata
             bulk, cp_async = _copies(ck.asm["ptx"])
-            assert bulk == 0 and cp_async > 0
+            assert bulk == 0 and cp_async > 0 and "prefetch.tensormap" not in ck.asm["ptx"]
 
 
 def test_mixed_operands(pointer_tma):
@@ -86,7 +93,7 @@ def test_mixed_operands(pointer_tma):
                                                                        "stride_am", "stride_bn", "stride_cm"))
     assert _maps(ck) == [MAP_A]
     bulk, cp_async = _copies(ck.asm["ptx"])
-    assert bulk > 0 and cp_async > 0
+    assert bulk > 0 and cp_async > 0 and ck.asm["ptx"].count("prefetch.tensormap") == 1
     assert " 0 bytes spill stores" in ptxas.report(ck.asm["ptx"])
     ck = _tutorial(div=("a_ptr", "b_ptr", "c_ptr", "M", "N", "stride_bk", "stride_cm"))
     assert _maps(ck) == [MAP_B]

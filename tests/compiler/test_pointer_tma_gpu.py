@@ -1,4 +1,4 @@
-"""Pointer tiles through TMA (backend/pointer_tma.py, BLOCKTUNE_POINTER_TMA=1) on the GPU against
+"""Pointer tiles through TMA (backend/pointer_tma.py, on by default; set here as well) on the GPU against
 torch in float64 (`pytest -m gpu`).
 
 Fresh random inputs each run (seed printed), outputs poisoned with NaN inside a wider buffer (a

@@ -435,7 +435,8 @@ def test_layer_norm_loads_vectorized_in_loops():
 
 def test_matmul_inner_loop_vectorized():
     ptx = compile_case("matmul_fp16").asm["ptx"]
-    assert "ld.global.v4.b32" in ptx or re.search(r"cp\.async\.c[ag]\.shared\.global(\.\w+)* \[[^]]+\], \[[^]]+\], 16", ptx)
+    assert "ld.global.v4.b32" in ptx or "cp.async.bulk.tensor" in ptx \
+        or re.search(r"cp\.async\.c[ag]\.shared\.global(\.\w+)* \[[^]]+\], \[[^]]+\], 16", ptx)
     assert "fma.rn.f32" in ptx or "mma.sync" in ptx or "wgmma" in ptx
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ctypes
 import os
 import pickle
+import re
 import shutil
 import struct
 import subprocess
@@ -917,6 +918,27 @@ def test_autotune_picks_fastest_and_caches(fake_cuda):
     assert t2.best_config == configs[0]
 
 
+def test_autotune_disk_result_follows_the_codegen_switches(fake_cuda, monkeypatch):
+    """A pick stored under other code-changing switches is not reused: bench/matmul.py's run with
+    pointer tiles through TMA took the picks its cp.async run had stored (fp16 1024³: 128x64x64,
+    where 64x128x64 was 10% faster with TMA)."""
+    fake_cuda.fake_set_nparams(2)
+    monkeypatch.setenv("BLOCKTUNE_POINTER_TMA", "0")
+    grid = lambda m: (triton.cdiv(m["n"], m["BLOCK"]),)  # noqa: E731
+    x = FakeTensor(0x7F0000001000)
+    t, configs = _tuned(timings={64: 3.0, 128: 1.0, 256: 2.0})
+    t[grid](x, 12288)
+    assert t.best_config == configs[1]
+    monkeypatch.setenv("BLOCKTUNE_POINTER_TMA", "1")
+    t2, _ = _tuned(timings={64: 0.1, 128: 9.0, 256: 9.0})
+    t2[grid](x, 12288)
+    assert t2.best_config == configs[0] and t2.configs_timings is not None   # tuned again
+    monkeypatch.setenv("BLOCKTUNE_POINTER_TMA", "0")
+    t3, _ = _tuned(timings={64: 0.1, 128: 9.0, 256: 9.0})
+    t3[grid](x, 12288)
+    assert t3.best_config == configs[1] and t3.configs_timings is None      # the first pick, from disk
+
+
 def test_autotune_prune_and_failures(fake_cuda):
     fake_cuda.fake_set_nparams(2)
 
@@ -1331,6 +1353,38 @@ def test_device_descriptors_take_global_scratch(fake_cuda):
     finally:
         triton.set_allocator(None)
     assert k.compile_count == 1
+
+
+def test_device_descriptors_scratch_with_num_ctas_is_tritons(fake_cuda, num_ctas_warning_unsaid):
+    """num_ctas=2 asks the allocator for Triton's size (per-CTA scratch × grid × num_ctas) and lays
+    it out as Triton does: program p's maps in slot p × num_ctas (its cluster's rank 0, the one CTA
+    that runs it here). A compile of its own, as in Triton, where num_ctas is a compile option."""
+    from compiler import ptxas
+    from tests.compiler.kernels.block_pointers import matmul_descriptor_kernel
+    k = _fresh(matmul_descriptor_kernel)
+    asked = []
+
+    def allocate(size, alignment, stream):
+        asked.append((size, alignment, stream))
+        return FakeTensor(0x7F00000F0000)
+
+    tensors = [FakeTensor(0x7F0000001000 * (i + 1), "float16") for i in range(3)]
+    fake_cuda.fake_set_nparams(7)
+    triton.set_allocator(allocate)
+    try:
+        one = k[(4, 3)](*tensors, 512, 384, 256, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_warps=8)
+        with pytest.warns(UserWarning, match="num_ctas=2"):
+            two = k[(4, 3)](*tensors, 512, 384, 256, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_warps=8, num_ctas=2)
+        k[(4, 3)](*tensors, 512, 384, 256, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_warps=8, num_ctas=2)
+    finally:
+        triton.set_allocator(None)
+    assert asked == [(4 * 3 * 384, 128, 0)] + [(4 * 3 * 384 * 2, 128, 0)] * 2
+    assert k.compile_count == 2 and two.metadata["num_ctas"] == 2 and "num_ctas" not in one.metadata
+    assert two.metadata["global_scratch_size"] == one.metadata["global_scratch_size"] == 384   # a CTA's, as Triton's
+    # the program's slot: its linear id times 3 maps (one CTA) or 6 (a cluster of two) of 128 bytes
+    slot_bytes = re.compile(r"(?:mul|mad)\.lo\.s64\s+%rd\d+, %rd\d+, (384|768)[;,]")
+    assert slot_bytes.findall(one.asm["ptx"]) == ["384"] and slot_bytes.findall(two.asm["ptx"]) == ["768"]
+    ptxas.report(two.asm["ptx"])
 
 
 @pytest.mark.parametrize("kind", ["native", "ctypes"])

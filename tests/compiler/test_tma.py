@@ -485,6 +485,36 @@ def test_device_matmul_persistent_gpu(gen, M, N, Kd, programs):
     assert asked == ([programs * maps * 128] if maps else [])
 
 
+@pytest.mark.parametrize("num_ctas", [1, 2])
+@pytest.mark.gpu
+@pytest.mark.timeout(120, method="thread")
+def test_device_matmul_scratch_per_cta_gpu(gen, num_ctas):
+    """Triton's test_make_tensor_descriptor_matmul: the allocator is asked for 3 maps × 128 bytes ×
+    grid × num_ctas (Triton's per-CTA scratch), and with num_ctas=2 each program's maps land in its
+    cluster's first slot; the product is right either way."""
+    from tests.compiler.kernels.block_pointers import matmul_descriptor_kernel
+    M, N, Kd = 1024, 512, 256
+    a = torch.randn(M, Kd, generator=gen).to("cuda", torch.float16)
+    b = torch.randn(Kd, N, generator=gen).to("cuda", torch.float16)
+    grid = (M // 64, N // 128)
+    asked = []
+
+    def allocate(size, alignment, stream):
+        asked.append((size, alignment))
+        return torch.full((size,), -1, dtype=torch.int8, device="cuda")
+
+    triton.set_allocator(allocate)
+    try:
+        c = _nan((M, N), torch.float16)
+        matmul_descriptor_kernel[grid](a, b, c, M, N, Kd, BLOCK_M=64, BLOCK_N=128, BLOCK_K=32, num_warps=8,
+                                       num_stages=4, num_ctas=num_ctas)
+        torch.cuda.synchronize()
+    finally:
+        triton.set_allocator(None)
+    assert asked == [(3 * 128 * grid[0] * grid[1] * num_ctas, 128)]
+    torch.testing.assert_close(c.double(), a.double() @ b.double(), atol=2e-2 * math.sqrt(Kd), rtol=2e-2)
+
+
 # -- the host tensor map's encoding (the driver call captured) ------------------------------------
 
 @pytest.mark.parametrize("shape,block,dtype,padding,box,swizzle", [
