@@ -149,8 +149,7 @@ class JobStudy:
             except Exception:  # noqa: BLE001
                 pass
         self._open(props)
-        with self.ctx.section():
-            self._resume()
+        self._resume()
         self._enqueue_known_good(gpu_model)
         self.queued = len(self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)))
 
@@ -209,12 +208,15 @@ class JobStudy:
             return bool(job and job.claimed_by and ctx.worker_id and job.claimed_by != ctx.worker_id)
 
     def _resume(self) -> None:
-        """Results already recorded (a resumed or shared job) and trials a killed run left behind."""
+        """Results already recorded (a resumed or shared job) and trials a killed run left behind
+        (failed under the job's lock; the rest is read and told without it, so that a worker
+        joining a job does not hold up the others' asks while it opens the study)."""
         ctx = self.ctx
         self.recorder.sync()
         seen = self.recorder.seen
         recorded = {r.number for r in seen.values()}
         by_number = {r.number: r for r in seen.values()}
+        orphans = []
         for ft in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
             if ft.number in recorded:
                 # killed between recording the result and telling Optuna: tell it now
@@ -238,15 +240,26 @@ class JobStudy:
             # millisecond window): an orphan for a local run, or once it is a minute old
             orphan = (self.reclaimed or owner == ctx.run_name or age >= self._stale_after_s()
                       or (owner is None and (not ctx.shared or age >= 60.0)))
-            if not orphan:
-                continue
-            try:
-                self.storage.set_trial_state_values(ft._trial_id, optuna.trial.TrialState.FAIL)
-            except optuna.exceptions.UpdateFinishedTrialError:
-                continue   # its worker finished it meanwhile
-            if self.reclaimed and owner != ctx.run_name:
-                log.info("job %d: trial %d of %s failed (its worker's lease expired)", ctx.job_id, ft.number, owner)
-            self.requeue(ft.user_attrs.get("config"), ft.number)
+            if orphan:
+                orphans.append(ft)
+        if not orphans:
+            return     # a worker joining a live job: nothing to take the job's lock for
+        # failing a trial and re-queueing its config changes what the budget counts: under the lock
+        with ctx.section():
+            self.recorder.sync()          # a result stored since the read above: not an orphan after all
+            recorded = {r.number for r in self.recorder.seen.values()}
+            for ft in orphans:
+                if ft.number in recorded:
+                    continue
+                owner = ft.user_attrs.get("worker")
+                try:
+                    self.storage.set_trial_state_values(ft._trial_id, optuna.trial.TrialState.FAIL)
+                except optuna.exceptions.UpdateFinishedTrialError:
+                    continue   # its worker finished it meanwhile
+                if self.reclaimed and owner != ctx.run_name:
+                    log.info("job %d: trial %d of %s failed (its worker's lease expired)", ctx.job_id, ft.number,
+                             owner)
+                self.requeue(ft.user_attrs.get("config"), ft.number)
 
     def _stale_after_s(self) -> float:
         m = self.ctx.spec.measure
