@@ -50,6 +50,7 @@ retried through outages (db.retry): a measured result waits in memory until it i
 from __future__ import annotations
 
 import collections
+import concurrent.futures as cf
 import logging
 import time
 import traceback
@@ -222,8 +223,8 @@ class Tuner:
                         pending.appendleft((staged.trial, staged.config, staged.task))
                         staged = None
                     break
-                if inflight is None and pending and self.queue.done(pending[0][2]):
-                    inflight = self._dispatch(*pending.popleft())     # the child is idle: its config first
+                if inflight is None and pending and self._compiled_index(pending) is not None:
+                    inflight = self._dispatch_ready(pending)     # the child is idle: its config first
                 staged = self._stage(pending, inflight, staged)
                 staged = self._fill(pending, inflight, staged)
                 if inflight is None:
@@ -237,7 +238,7 @@ class Tuner:
                             self.stop_reason = (ctx.retry(self._check_stop, "reading the job's state")
                                                 or "search space exhausted")
                         break
-                    inflight = self._dispatch(*pending.popleft())
+                    inflight = self._dispatch(*self._next_compiled(pending))
                     staged = self._stage(pending, inflight, staged)
                 trial = inflight.trial
                 r, staged, sent_next = self._collect(inflight, staged, pending)
@@ -370,32 +371,62 @@ class Tuner:
         return InFlight(trial, config)
 
     def _dispatch_ready(self, pending) -> InFlight | None:
-        """The next config, if its compile is done: sent to the child before the parent records the
+        """The next config, if a compile is done: sent to the child before the parent records the
         previous result, so the child measures while the parent writes to the database."""
-        trial, config, task = pending[0]
-        if not self.queue.done(task):
+        i = self._compiled_index(pending)
+        if i is None:
             return None
-        pending.popleft()
-        return self._dispatch(trial, config, task)
+        item = pending[i]
+        del pending[i]
+        return self._dispatch(*item)
+
+    def _compiled_index(self, pending, ok_only: bool = False) -> int | None:
+        """Where in `pending` the next config to send is: the first whose compile is done (`ok_only`:
+        and succeeded), so that a slow compile (some configs take seconds) does not hold up the
+        ones asked after it — once the child has its reference outputs; until then strictly in
+        asked order, so that the known-good configs, asked first, make the reference."""
+        order = range(len(pending)) if self._any_order() else range(min(1, len(pending)))
+        for i in order:
+            task = pending[i][2]
+            if task is not None and self.queue.done(task) and (
+                    not ok_only or (task.outcome or task.future.result()).get("status") == "ok"):
+                return i
+        return None
+
+    def _any_order(self) -> bool:
+        return self.measurement.has_reference or not self.ctx.spec.check.outputs
+
+    def _next_compiled(self, pending) -> tuple[Any, dict[str, Any], Any]:
+        """The next config to send when the child is idle, taken out of `pending`: the first compiled
+        (`_compiled_index`), else the first to finish compiling, waited for."""
+        i = self._compiled_index(pending)
+        if i is None and self._any_order():
+            futures = [t.future for _, _, t in pending if t is not None and t.future is not None and not t.lost()]
+            if futures:
+                with self.ctx.timeline.phase("compile_wait"):
+                    cf.wait(futures, timeout=self.ctx.spec.measure.compile_timeout_s,
+                            return_when=cf.FIRST_COMPLETED)
+                i = self._compiled_index(pending)
+        item = pending[i or 0]       # none done: the head, waited for (CompileQueue.result: its timeout)
+        del pending[i or 0]
+        return item
 
     def _stage(self, pending, inflight: InFlight | None, staged: InFlight | None) -> InFlight | None:
         """Hand the next config to the relay (tuner/relay.py), which sends it the moment the child
-        answers the one it runs: when it is compiled and will be run whatever that answer says
+        answers the one it runs: when one is compiled and will be run whatever that answer says
         (`_surely_continues`). The staged config, or None."""
         if staged is not None or inflight is None or inflight.result is not None or not pending:
             return staged
-        trial, config, task = pending[0]
-        if not self.queue.done(task) or not self._surely_continues():
+        i = self._compiled_index(pending, ok_only=True)
+        if i is None or not self._surely_continues():
             return None
-        res = self.queue.result(task)
-        if res["status"] != "ok":
-            return None      # its result is known at once: dispatched when the child is free
-        compiled = res.get("compiled")
+        trial, config, task = pending[i]
+        compiled = self.queue.result(task).get("compiled")
         request = {"op": "run", "config": config, "compiled": compiled, "measure": True}
         if not self.relay.stage(request):
             return None      # the child has answered already: the loop sends it
         self.queue.remember(config, compiled)
-        pending.popleft()
+        del pending[i]
         return InFlight(trial, config, task=task, request=request)
 
     def _collect(self, inflight: InFlight, staged: InFlight | None = None,
