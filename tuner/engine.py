@@ -223,6 +223,7 @@ class Tuner:
                         pending.appendleft((staged.trial, staged.config, staged.task))
                         staged = None
                     break
+                self._record_failed_compiles(pending)
                 if inflight is None and pending and self._compiled_index(pending) is not None:
                     inflight = self._dispatch_ready(pending)     # the child is idle: its config first
                 staged = self._stage(pending, inflight, staged)
@@ -392,6 +393,18 @@ class Tuner:
                     not ok_only or (task.outcome or task.future.result()).get("status") == "ok"):
                 return i
         return None
+
+    def _record_failed_compiles(self, pending) -> None:
+        """Record the configs whose compile failed (an error, or too big for the device) at once:
+        they need no child, and the relay stages compiled configs past them — left in `pending`,
+        they would hold lookahead places until the child ran out of work."""
+        if not self._any_order():
+            return
+        for item in [x for x in pending if x[2] is not None and self.queue.done(x[2])]:
+            if (item[2].outcome or item[2].future.result()).get("status") == "ok":
+                continue
+            pending.remove(item)
+            self._record(self._dispatch(*item).result, item[0])
 
     def _any_order(self) -> bool:
         return self.measurement.has_reference or not self.ctx.spec.check.outputs
