@@ -450,7 +450,7 @@ class Tuner:
             return inflight.result, staged, False
         with self.ctx.timeline.phase("child_wait_run"):
             while True:
-                poll = staged is None and bool(pending)
+                poll = staged is None and bool(pending) and self._surely_continues()
                 answer = self.relay.answer(timeout=STAGE_POLL_S if poll else None)
                 if answer is not None:
                     break
