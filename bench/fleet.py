@@ -29,6 +29,12 @@ The workers are started as a fleet deploys them on one host: BLOCKTUNE_HOST_WORK
 scenario's number of workers, so that their compile pools divide the host's CPUs
 (tuner/isolation.py); compile processes run below the workers' CPU priority (BLOCKTUNE_COMPILE_NICE).
 
+Without a GPU, `--simulate-ms 160 --size 64` runs the same fleet with CPU workers whose child
+"runs" each config for that long instead (bench/fleet_sim_worker.py): the parents' side of the
+scenarios — the database, Optuna, the job's lock — against a child of the H100's speed. Its
+numbers are not GPU numbers. Each worker process's own CPU time during the jobs is printed too
+(less sensitive than wall time to a machine loaded by others).
+
 After each scenario: every worker's logged timeline, and each job's end read from the database —
 per worker its trials, when it recorded its last one and its rounds of the final re-measurement
 (tuner/final_rounds.py; "stale": measured before a last trial changed the finalists), and when the
@@ -57,6 +63,7 @@ from common import pin_group_size  # noqa: E402
 from postgres import Postgres, free_port  # noqa: E402
 
 BLOCKTUNE = [sys.executable, "-m", "service.cli"]
+SIM_WORKER = [sys.executable, str(REPO / "bench" / "fleet_sim_worker.py")]
 
 
 def job_spec(size: int, trials: int, seed: int) -> dict:
@@ -71,17 +78,22 @@ def job_spec(size: int, trials: int, seed: int) -> dict:
 class Fleet:
     """The API server and the workers of one scenario, on one database."""
 
-    def __init__(self, url: str, devices: list[int], cache: str, interpret: bool = False):
-        self.url, self.devices, self.interpret = url, devices, interpret
+    def __init__(self, url: str, devices: list[int], cache: str, interpret: bool = False,
+                 simulate_ms: float | None = None):
+        self.url, self.devices, self.interpret = url, devices, interpret or simulate_ms is not None
+        self.simulate_ms = simulate_ms
         self.env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
                     "BLOCKTUNE_CACHE_DIR": cache, "PYTHONUNBUFFERED": "1",
                     "BLOCKTUNE_HOST_WORKERS": str(len(devices))}
+        if simulate_ms is not None:
+            self.env["BLOCKTUNE_SIM_RUN_MS"] = str(simulate_ms)
         self.logs = Path(tempfile.mkdtemp(prefix="fleet-logs-"))
         self.procs: list[subprocess.Popen] = []
+        self.workers: dict[str, subprocess.Popen] = {}
 
-    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
+    def _spawn(self, name: str, args: list[str], command: list[str] = BLOCKTUNE) -> subprocess.Popen:
         log = open(self.logs / f"{name}.log", "w")
-        p = subprocess.Popen(BLOCKTUNE + args, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        p = subprocess.Popen(command + args, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT)
         self.procs.append(p)
         return p
 
@@ -99,9 +111,10 @@ class Fleet:
         self._wait(lambda: self.http.get("/healthz").status_code == 200, 60, "the API")
         host = os.uname().nodename
         for d in self.devices:
-            self._spawn(f"worker-gpu{d}", ["worker", "--device", str(d), "--server-db", self.url,
+            self.workers[f"worker-gpu{d}"] = self._spawn(f"worker-gpu{d}", ["worker", "--device", str(d), "--server-db", self.url,
                                            "--name", f"{host}-gpu{d}", "--poll", "0.2", "--no-migrate"]
-                        + (["--interpret"] if self.interpret else []))
+                        + (["--interpret"] if self.interpret else []),
+                        SIM_WORKER if self.simulate_ms is not None else BLOCKTUNE)
         self._wait(lambda: sum(w["alive"] for w in self.http.get("/api/v1/workers").json()) == len(self.devices),
                    180, f"{len(self.devices)} live workers")
         return self
@@ -120,8 +133,22 @@ class Fleet:
             time.sleep(0.2)
         raise TimeoutError(f"waited {seconds:.0f} s for {what}; logs in {self.logs}")
 
+    def parents_cpu(self) -> dict[str, float]:
+        """CPU seconds (user + system) each worker's own process has used so far: its parent's side
+        of the jobs (the database, Optuna, the search), without its GPU child and compile pool.
+        Less sensitive than wall time to a machine loaded by others (--simulate-ms)."""
+        out = {}
+        for name, p in self.workers.items():
+            try:
+                fields = Path(f"/proc/{p.pid}/stat").read_text().rsplit(")", 1)[1].split()
+                out[name] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            except (OSError, IndexError, ValueError):
+                pass
+        return out
+
     def run_jobs(self, specs: list[dict]) -> tuple[float, list[dict]]:
         """Submit the specs together; seconds until all are done, and the jobs."""
+        cpu_before = self.parents_cpu()
         t0 = time.perf_counter()
         self.submitted_at = time.time()
         ids = []
@@ -140,7 +167,9 @@ class Fleet:
             return all(j["state"] == "succeeded" for j in jobs)
 
         self._wait(finished, 1800, "the jobs to finish")
-        return time.perf_counter() - t0, jobs
+        seconds = time.perf_counter() - t0
+        self.jobs_cpu = {n: round(c - cpu_before.get(n, 0.0), 2) for n, c in self.parents_cpu().items()}
+        return seconds, jobs
 
     def __exit__(self, *exc):
         for p in self.procs:
@@ -246,7 +275,8 @@ def start_marks(timeline: str) -> dict[str, float]:
     return out
 
 
-def scenario(pg_url: str, name: str, devices: list[int], specs: list[dict], interpret: bool) -> dict:
+def scenario(pg_url: str, name: str, devices: list[int], specs: list[dict], interpret: bool,
+             simulate_ms: float | None = None) -> dict:
     db = f"fleet_{name.replace(' ', '_')}_{time.time_ns()}"
     import sqlalchemy as sa
 
@@ -255,7 +285,7 @@ def scenario(pg_url: str, name: str, devices: list[int], specs: list[dict], inte
         c.execute(sa.text(f'CREATE DATABASE "{db}"'))
     admin.dispose()
     url = pg_url.rsplit("/", 1)[0] + "/" + db
-    with tempfile.TemporaryDirectory(prefix="fleet-cache-") as cache, Fleet(url, devices, cache, interpret) as fleet:
+    with tempfile.TemporaryDirectory(prefix="fleet-cache-") as cache, Fleet(url, devices, cache, interpret, simulate_ms) as fleet:
         seconds, jobs = fleet.run_jobs(specs)
         trials = [j.get("trials_done") for j in jobs]
         workers = fleet.http.get("/api/v1/workers").json()
@@ -263,6 +293,8 @@ def scenario(pg_url: str, name: str, devices: list[int], specs: list[dict], inte
     starts = {}
     for worker, timeline in fleet.worker_timelines().items():
         print(f"--- {name}: {worker}\n{timeline or '(no timeline logged)'}", flush=True)
+        if worker in fleet.jobs_cpu:
+            print(f"  the worker's own process (parent) used {fleet.jobs_cpu[worker]:.2f} s of CPU during the jobs")
         starts[worker] = start_marks(timeline)
     for end in ends:
         print_job_end(name, end)
@@ -270,7 +302,8 @@ def scenario(pg_url: str, name: str, devices: list[int], specs: list[dict], inte
         shutil.copytree(fleet.logs, Path(os.environ["OUT"]) / f"fleet-logs-{name.replace(' ', '-')}")
     row = {"scenario": name, "workers": len(devices), "jobs": len(specs), "seconds": round(seconds, 2),
            "trials_done": trials, "worker_names": sorted(w["name"] for w in workers),
-           "gpu_models": sorted({w["gpu_model"] for w in workers}), "starts": starts, "ends": ends}
+           "gpu_models": sorted({w["gpu_model"] for w in workers}), "starts": starts, "ends": ends,
+           "parents_cpu_s": fleet.jobs_cpu}
     print(json.dumps({**row, "ends": [{**e, "configs": len(e["configs"])} for e in ends]}), flush=True)
     return row
 
@@ -282,6 +315,12 @@ def main() -> int:
     ap.add_argument("--size", type=int, default=4096)
     ap.add_argument("--interpret", action="store_true",
                     help="CPU workers on the interpreter, to check the script itself (use a small --size)")
+    ap.add_argument("--simulate-ms", type=float, default=None,
+                    help="CPU workers whose child 'runs' each config for this many ms instead of running it "
+                         "(bench/fleet_sim_worker.py): the host side's pace on a machine without a GPU, "
+                         "not GPU numbers (use a small --size)")
+    ap.add_argument("--scenarios", default="one worker,shared,two jobs",
+                    help="comma-separated subset of: one worker, shared, two jobs")
     args = ap.parse_args()
     devices = [int(d) for d in args.devices.split(",")]
 
@@ -290,9 +329,10 @@ def main() -> int:
 
     pg = Postgres()
     try:
-        rows = [scenario(pg.url, "one worker", devices[:1], [spec(1)], args.interpret),
-                scenario(pg.url, "shared", devices, [spec(1)], args.interpret),
-                scenario(pg.url, "two jobs", devices, [spec(1), spec(2)], args.interpret)]
+        plan = {"one worker": (devices[:1], [spec(1)]), "shared": (devices, [spec(1)]),
+                "two jobs": (devices, [spec(1), spec(2)])}
+        wanted = [w.strip() for w in args.scenarios.split(",")]
+        rows = [scenario(pg.url, name, *plan[name], args.interpret, args.simulate_ms) for name in wanted]
     finally:
         pg.stop()
     models = sorted({m for r in rows for m in r["gpu_models"]})
@@ -311,8 +351,17 @@ def main() -> int:
     for r in rows:
         print(f"| {r['scenario']} | {r['workers']} | {r['jobs']} × {args.trials} | {r['seconds']:.1f} | "
               f"{r['seconds'] / one:.2f} |")
-    print(f"shared {args.trials}-trial job on {len(devices)} GPUs: {rows[1]['seconds'] / one:.2f}× one worker "
-          f"(target ≤ 0.55)")
+    shared = next((r for r in rows if r["scenario"] == "shared"), None)
+    if shared is not None and rows[0]["scenario"] == "one worker":
+        print(f"shared {args.trials}-trial job on {len(devices)} {'simulated GPUs' if args.simulate_ms else 'GPUs'}: "
+              f"{shared['seconds'] / one:.2f}× one worker (target ≤ 0.55)")
+    if args.simulate_ms is not None:
+        print(f"SIMULATED: each config's run took {args.simulate_ms:g} ms in a CPU child (bench/fleet_sim_worker.py): "
+              "the host side's pace, not GPU numbers")
+    for r in rows:
+        cpu = ", ".join(f"{w} {c:.2f} s" for w, c in sorted(r["parents_cpu_s"].items()))
+        print(f"{r['scenario']}: the workers' own processes used {cpu} of CPU "
+              f"({sum(r['parents_cpu_s'].values()) / (args.trials * r['jobs']) * 1000:.0f} ms a trial in all)")
     for r in rows:
         for worker, marks in sorted(r["starts"].items()):
             print(f"{r['scenario']}, {worker}: child ready at {marks.get('child_ready', '—')} s, first compile "

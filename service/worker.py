@@ -323,7 +323,10 @@ class Worker:
         a registered worker runs its first job as warm as its next ones."""
         from tuner.standby import Standby
 
+        from tuner.study import prepare_storage
+
         self.standby = Standby(device=self.device, interpret=self.interpret)
+        prepare_storage(self.database_url)      # while the child and the pool start
         waited = self.standby.wait_warm(give_up=self._stop.is_set)
         log.info("worker %s: GPU child and compile pool warm in %.2f s", self.name, waited)
 

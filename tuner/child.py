@@ -421,6 +421,7 @@ class Bench:
 
     def run_config(self, config: dict[str, Any], compiled, *, measure: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {"status": "ok", "samples_ms": [], "error": None, "reference": False}
+        t_run = time.perf_counter()
         try:
             run = self.launcher(config, compiled)
             self.reset()
@@ -431,23 +432,17 @@ class Bench:
             if not self.context_ok():
                 out["_fatal"] = True
             return out
+        finally:
+            self.timing["first_run_s"] = self.timing.get("first_run_s", 0.0) + time.perf_counter() - t_run
         if self.spec.check.outputs:
-            if self.reference is None:
-                self.reference = self._snapshot()
-                self._save_reference()
-                out["reference"] = True
-            else:
-                from tuner.data import compare, tolerances
-
-                for n in self.spec.check.outputs:
-                    atol, rtol = tolerances(self.spec, n)
-                    if self.plane is not None:
-                        why = self.plane.compare(self.tensors[n], self.reference[n], atol, rtol)
-                    else:
-                        why = compare(self.tensors[n], self.reference[n], atol, rtol)
-                    if why:
-                        out.update(status="wrong-result", error=f"{n}: {why}")
-                        return out
+            t_check = time.perf_counter()
+            try:
+                why = self._check(out)
+            finally:
+                self.timing["check_s"] = self.timing.get("check_s", 0.0) + time.perf_counter() - t_check
+            if why:
+                out.update(status="wrong-result", error=why)
+                return out
         if measure:
             t = time.perf_counter()
             try:
@@ -461,6 +456,26 @@ class Bench:
             out["samples_ms"] = m.samples_ms
             out["method"] = m.method
         return out
+
+    def _check(self, out: dict[str, Any]) -> str | None:
+        """The outputs against the reference (the first correct run's, kept as the reference): why
+        they differ, or None."""
+        if self.reference is None:
+            self.reference = self._snapshot()
+            self._save_reference()
+            out["reference"] = True
+            return None
+        from tuner.data import compare, tolerances
+
+        for n in self.spec.check.outputs:
+            atol, rtol = tolerances(self.spec, n)
+            if self.plane is not None:
+                why = self.plane.compare(self.tensors[n], self.reference[n], atol, rtol)
+            else:
+                why = compare(self.tensors[n], self.reference[n], atol, rtol)
+            if why:
+                return f"{n}: {why}"
+        return None
 
     def remeasure(self, items: list[dict[str, Any]], rounds: int, rep_scale: float) -> dict[str, Any]:
         """Interleaved rounds over the finalists, so that drift (clocks, temperature) hits them alike."""

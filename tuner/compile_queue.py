@@ -84,14 +84,23 @@ class CompileQueue:
 
     def result(self, task: CompileTask) -> dict[str, Any]:
         """The compile's outcome (compile_step.compile_config's dict), waited for."""
+        if task.outcome is not None:
+            return task.outcome            # read before (engine.py stages compiled configs)
         tl = self.ctx.timeline
         try:
             with tl.phase("compile_wait"):
                 res = self.pool.result(task, timeout=self.ctx.spec.measure.compile_timeout_s)
         except CompilerCrashed as exc:
-            return {"status": "compile-error", "error": str(exc)}
+            res = {"status": "compile-error", "error": str(exc)}
         except TimeoutError as exc:
-            return {"status": "timeout", "error": f"timeout: {exc}"}
+            res = {"status": "timeout", "error": f"timeout: {exc}"}
+        else:
+            self._account(res)
+        task.outcome = res
+        return res
+
+    def _account(self, res: dict[str, Any]) -> None:
+        tl = self.ctx.timeline
         tl.add("compile_cpu", res.get("compile_s") or 0.0)
         tl.add("ptxas", res.get("ptxas_s") or 0.0)
         if res.get("status") == "ok":
@@ -104,7 +113,6 @@ class CompileQueue:
             if tl.counts["ptxas_failures"] == 1:
                 log.warning("ptxas (%s) failed on a config, its PTX is used instead: %s", self.device.ptxas,
                             str(res["cubin_error"])[:500])
-        return res
 
     def remember(self, config: dict[str, Any], compiled) -> None:
         self.compiled[config_key(config)] = compiled

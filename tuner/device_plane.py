@@ -44,6 +44,7 @@ class DeviceBuffer:
         self.plane, self.shape, self.dtype = plane, tuple(int(s) for s in shape), dtype
         self.nbytes = max(1, math.prod(self.shape) * _ITEMSIZE[dtype])
         self.ptr = int(_ck(driver._driver().cuMemAlloc(self.nbytes), "cuMemAlloc"))
+        self.host_copy: np.ndarray | None = None     # DriverPlane.compare's, reused trial after trial
         global _held_bytes
         _held_bytes += self.nbytes
 
@@ -54,8 +55,8 @@ class DeviceBuffer:
         host = np.ascontiguousarray(host)
         _ck(driver._driver().cuMemcpyHtoD(self.ptr, host.ctypes.data, host.nbytes), "cuMemcpyHtoD")
 
-    def download(self) -> np.ndarray:
-        out = np.empty(self.shape, dtype=NUMPY[self.dtype])
+    def download(self, into: np.ndarray | None = None) -> np.ndarray:
+        out = np.empty(self.shape, dtype=NUMPY[self.dtype]) if into is None else into
         self.plane.sync()
         _ck(driver._driver().cuMemcpyDtoH(out.ctypes.data, self.ptr, out.nbytes), "cuMemcpyDtoH")
         return out
@@ -92,7 +93,11 @@ class DriverPlane:
         return args, tensors, env
 
     def compare(self, out: DeviceBuffer, ref: np.ndarray, atol: float, rtol: float) -> str | None:
-        return compare(out.download(), ref, out.dtype, atol, rtol)
+        # into one host array per output, kept with it: a fresh one per trial (32 MiB for a 4096²
+        # fp16 output) is page faults the CPU takes during the copy, on the child's critical path
+        if out.host_copy is None:
+            out.host_copy = np.empty(out.shape, dtype=NUMPY[out.dtype])
+        return compare(out.download(into=out.host_copy), ref, out.dtype, atol, rtol)
 
     @staticmethod
     def clone(t: DeviceBuffer) -> DeviceBuffer:
@@ -135,6 +140,7 @@ class DriverPlane:
             if b.ptr:
                 _ck(cu.cuMemFree(b.ptr), "cuMemFree")
                 b.ptr = 0
+                b.host_copy = None
                 _held_bytes -= b.nbytes
 
     # --- timing ---------------------------------------------------------------------------------

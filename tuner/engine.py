@@ -50,6 +50,7 @@ retried through outages (db.retry): a measured result waits in memory until it i
 from __future__ import annotations
 
 import collections
+import concurrent.futures as cf
 import logging
 import time
 import traceback
@@ -64,6 +65,7 @@ from tuner.final_rounds import FinalRounds
 from tuner.isolation import ChildCrashed, ChildTimeout
 from tuner.measurement import Measurement
 from tuner.recording import Recorder
+from tuner.relay import ChildRelay
 from tuner.results import InFlight, Result
 from tuner.run_context import EventFn, RunContext
 from tuner.space import config_key
@@ -77,6 +79,9 @@ __all__ = ["Tuner", "run_job"]
 log = logging.getLogger("blocktune.tuner")
 
 CONSTRAINT_PREFIX = repo.UNCOUNTED_ERROR_PREFIX
+# while the child runs a config and the next one is compiling, how often the search looks whether
+# that compile is done, so as to stage it for the relay (tuner/relay.py) before the answer comes
+STAGE_POLL_S = 0.002
 
 
 class Tuner:
@@ -93,6 +98,7 @@ class Tuner:
         self.queue = CompileQueue(ctx, self.measurement, workers=compile_workers, standby=standby)
         self.final_rounds = FinalRounds(ctx, self.study, self.recorder, self.measurement, self.queue)
         self.write_behind = WriteBehind(ctx)
+        self.relay: ChildRelay | None = None          # during the search
         self.stop_reason: str | None = None
         self.timeline_data: dict[str, Any] | None = None
         self.t0 = time.monotonic()
@@ -175,6 +181,8 @@ class Tuner:
                 self.study.use_device(self.measurement.props)
 
     def close(self) -> None:
+        if self.relay is not None:
+            self.relay.close()
         self.write_behind.close()
         self.study.close()
         self.queue.close()
@@ -203,43 +211,67 @@ class Tuner:
             pending = collections.deque((t, c, self.queue.submit(c)) for t, c, _ in pending)
             self._recompile = False
         self.measurement.restore_reference(list(self.recorder.seen.values()), self.queue.compiled_for)
-        while True:
-            self.write_behind.check()
-            ctx.retry(self.recorder.sync, "reading the recorded trials")
-            self.stop_reason = ctx.retry(self._check_stop, "reading the job's state")
-            if self.stop_reason:
-                break
-            if inflight is None and pending and self.queue.done(pending[0][2]):
-                inflight = self._dispatch(*pending.popleft())     # the child is idle: its config first
-            self._fill(pending, inflight)
-            if inflight is None:
-                if not pending:
-                    if study.budget_elsewhere:
-                        # another worker sharing the job runs its last trials and finishes it
-                        self.stop_reason = "the rest of the trial budget is in flight on other workers"
-                    elif study.asks >= study.max_asks:
-                        self.stop_reason = "sampler keeps proposing known configs"
-                    elif self.stop_reason is None:
-                        self.stop_reason = (ctx.retry(self._check_stop, "reading the job's state")
-                                            or "search space exhausted")
+        self.relay = ChildRelay(self.measurement, ctx.spec.measure.timeout_s)
+        staged: InFlight | None = None     # the next config, sent by the relay the moment the child answers
+        try:
+            while True:
+                self.write_behind.check()
+                ctx.retry(self.recorder.sync, "reading the recorded trials")
+                self.stop_reason = ctx.retry(self._check_stop, "reading the job's state")
+                if self.stop_reason:
+                    if staged is not None and self.relay.unstage():
+                        pending.appendleft((staged.trial, staged.config, staged.task))
+                        staged = None
                     break
-                inflight = self._dispatch(*pending.popleft())
-            trial = inflight.trial
-            r = self._collect(inflight)
-            inflight = None
-            if pending and self._would_continue(r):
-                inflight = self._dispatch_ready(pending)
-            self._record(r, trial)
-        if inflight is not None:
+                self._record_failed_compiles(pending)
+                if inflight is None and pending and self._compiled_index(pending) is not None:
+                    inflight = self._dispatch_ready(pending)     # the child is idle: its config first
+                staged = self._stage(pending, inflight, staged)
+                staged = self._fill(pending, inflight, staged)
+                if inflight is None:
+                    if not pending:
+                        if study.budget_elsewhere:
+                            # another worker sharing the job runs its last trials and finishes it
+                            self.stop_reason = "the rest of the trial budget is in flight on other workers"
+                        elif study.asks >= study.max_asks:
+                            self.stop_reason = "sampler keeps proposing known configs"
+                        elif self.stop_reason is None:
+                            self.stop_reason = (ctx.retry(self._check_stop, "reading the job's state")
+                                                or "search space exhausted")
+                        break
+                    inflight = self._dispatch(*self._next_compiled(pending))
+                    staged = self._stage(pending, inflight, staged)
+                trial = inflight.trial
+                r, staged, sent_next = self._collect(inflight, staged, pending)
+                inflight = None
+                if sent_next:
+                    inflight, staged = staged, None     # the relay sent it when the answer came
+                elif staged is not None:
+                    pending.appendleft((staged.trial, staged.config, staged.task))
+                    staged = None
+                if inflight is None and pending and self._would_continue(r):
+                    inflight = self._dispatch_ready(pending)
+                self._record(r, trial)
+                staged = self._stage(pending, inflight, staged)
             # stopped while the next config was in the child (it was sent before the stop could be
             # known: a time budget, a cancel, should_stop). Its answer is read either way (the pipe
             # must be clean for the re-measurement); a run that goes on to finish records it, a
-            # cancelled or stopped one puts the trial back in the queue like the other asked ones
-            r = self._collect(inflight)
-            if self._interrupted():
-                pending.appendleft((inflight.trial, inflight.config, None))
-            else:
-                self._record(r, inflight.trial)
+            # cancelled or stopped one puts the trial back in the queue like the other asked ones.
+            # The config staged after it likewise, if the relay sent it; else it goes back unsent
+            while inflight is not None:
+                trial, config = inflight.trial, inflight.config
+                r, staged, sent_next = self._collect(inflight, staged)
+                if self._interrupted():
+                    pending.appendleft((trial, config, None))
+                else:
+                    self._record(r, trial)
+                inflight = None
+                if sent_next:
+                    inflight, staged = staged, None
+            if staged is not None:
+                pending.appendleft((staged.trial, staged.config, staged.task))
+        finally:
+            self.relay.close()
         self.write_behind.drain()      # before the elapsed time is saved and the finalists are read
         study.fail_pending(pending)
         ctx.retry(lambda: study.save_elapsed(self._elapsed(), force=True), "saving the elapsed time")
@@ -252,10 +284,12 @@ class Tuner:
             tl.add("child_idle", (m.last_answer - m.first_sent) - busy)
         ctx.on_event("stop", {"reason": self.stop_reason})
 
-    def _fill(self, pending, inflight: InFlight | None, until: Callable[[], bool] | None = None) -> None:
+    def _fill(self, pending, inflight: InFlight | None, staged: InFlight | None = None,
+              until: Callable[[], bool] | None = None) -> InFlight | None:
         """Ask the sampler ahead and submit the compiles (constraint violations and repeats are
-        answered at once); with `until`, stop as soon as it holds with a config asked."""
-        extra = 1 if inflight is not None else 0
+        answered at once); with `until`, stop as soon as it holds with a config asked. Between
+        asks, the next compiled config is staged for the relay (`_stage`) as soon as it can be."""
+        extra = (1 if inflight is not None else 0) + (1 if staged is not None else 0)
         study = self.study
         study.budget_elsewhere = False
         while (self.queue.wants(len(pending) + extra, sampler_kind=study.sampler_kind, queued=study.queued)
@@ -264,28 +298,34 @@ class Tuner:
                 break
             if until is not None and pending and until():
                 break
-            if not self.ctx.retry(lambda: self._ask_one(pending, inflight), "asking for a config"):
+            if not self.ctx.retry(lambda: self._ask_one(pending, inflight, staged), "asking for a config"):
                 break
+            if staged is None and until is None:
+                staged = self._stage(pending, inflight, None)
+                extra += 1 if staged is not None else 0
+        return staged
 
-    def _ask_one(self, pending, inflight: InFlight | None) -> bool:
+    def _ask_one(self, pending, inflight: InFlight | None, staged: InFlight | None = None) -> bool:
         """Ask for one config and settle it: recorded as invalid, told as a repeat or as in flight
         elsewhere, or appended to `pending` with its compile submitted. False when the trial
         budget has no room. A sharing worker counts the budget and asks under the job's lock, and
         settles the trial after it (the workers sharing a job take turns on the lock: what is done
         holding it bounds their pace). Retried after an outage, it goes on with the trial it had
         asked."""
+        ahead = [x for x in (inflight, staged) if x is not None]
         with self.ctx.section():
-            trial = self.study.ask(len(pending) + (1 if inflight is not None else 0))
+            trial = self.study.ask(len(pending) + len(ahead))
         if trial is None:
             return False
         try:
-            self._settle(trial, pending, inflight)
+            self._settle(trial, pending, ahead)
         except optuna.exceptions.UpdateFinishedTrialError:
             pass   # finished already: told before an outage cut the answer off, or taken for an orphan
         self.study.settled(trial, in_flight=trial in [t for t, _, _ in pending])
         return True
 
-    def _settle(self, trial, pending, inflight: InFlight | None) -> None:
+    def _settle(self, trial, pending, ahead: list[InFlight]) -> None:
+        """`ahead`: the configs in the child or staged for it."""
         study = self.study
         config = study.suggest(trial)
         key = config_key(config)
@@ -294,7 +334,7 @@ class Tuner:
             r = Result(trial.number, config, "invalid", error=CONSTRAINT_PREFIX + "; ".join(bad), counted=False)
             self._record(r, trial)
             return
-        busy = [c for _, c, _ in pending] + ([inflight.config] if inflight is not None else [])
+        busy = [c for _, c, _ in pending] + [x.config for x in ahead]
         # Another worker's trial stays RUNNING in the study until its result, stored before, is
         # told: read in this order (the configs in flight elsewhere, then the results), a config
         # another worker is measuring or has measured is one or the other. Two workers that
@@ -307,7 +347,7 @@ class Tuner:
             study.tell_repeat(trial, self.recorder.seen[key], busy)
             return
         study.repeats = 0
-        here = [(t, c) for t, c, _ in pending] + ([(inflight.trial, inflight.config)] if inflight is not None else [])
+        here = [(t, c) for t, c, _ in pending] + [(x.trial, x.config) for x in ahead]
         twin = next((t.number for t, c in here if config_key(c) == key), elsewhere.get(key))
         if twin is not None:
             study.tell_busy(trial, twin, busy)
@@ -323,7 +363,7 @@ class Tuner:
         compiled = res.get("compiled")
         self.queue.remember(config, compiled)
         try:
-            self.measurement.send({"op": "run", "config": config, "compiled": compiled, "measure": True})
+            self.relay.send({"op": "run", "config": config, "compiled": compiled, "measure": True})
         except ChildTimeout as exc:
             return InFlight(trial, config, Result(trial.number, config, "timeout", error=f"timeout: {exc}"))
         except ChildCrashed as exc:
@@ -332,19 +372,96 @@ class Tuner:
         return InFlight(trial, config)
 
     def _dispatch_ready(self, pending) -> InFlight | None:
-        """The next config, if its compile is done: sent to the child before the parent records the
+        """The next config, if a compile is done: sent to the child before the parent records the
         previous result, so the child measures while the parent writes to the database."""
-        trial, config, task = pending[0]
-        if not self.queue.done(task):
+        i = self._compiled_index(pending)
+        if i is None:
             return None
-        pending.popleft()
-        return self._dispatch(trial, config, task)
+        item = pending[i]
+        del pending[i]
+        return self._dispatch(*item)
 
-    def _collect(self, inflight: InFlight) -> Result:
+    def _compiled_index(self, pending, ok_only: bool = False) -> int | None:
+        """Where in `pending` the next config to send is: the first whose compile is done (`ok_only`:
+        and succeeded), so that a slow compile (some configs take seconds) does not hold up the
+        ones asked after it — once the child has its reference outputs; until then strictly in
+        asked order, so that the known-good configs, asked first, make the reference."""
+        order = range(len(pending)) if self._any_order() else range(min(1, len(pending)))
+        for i in order:
+            task = pending[i][2]
+            if task is not None and self.queue.done(task) and (
+                    not ok_only or (task.outcome or task.future.result()).get("status") == "ok"):
+                return i
+        return None
+
+    def _record_failed_compiles(self, pending) -> None:
+        """Record the configs whose compile failed (an error, or too big for the device) at once:
+        they need no child, and the relay stages compiled configs past them — left in `pending`,
+        they would hold lookahead places until the child ran out of work."""
+        if not self._any_order():
+            return
+        for item in [x for x in pending if x[2] is not None and self.queue.done(x[2])]:
+            if (item[2].outcome or item[2].future.result()).get("status") == "ok":
+                continue
+            pending.remove(item)
+            self._record(self._dispatch(*item).result, item[0])
+
+    def _any_order(self) -> bool:
+        return self.measurement.has_reference or not self.ctx.spec.check.outputs
+
+    def _next_compiled(self, pending) -> tuple[Any, dict[str, Any], Any]:
+        """The next config to send when the child is idle, taken out of `pending`: the first compiled
+        (`_compiled_index`), else the first to finish compiling, waited for."""
+        i = self._compiled_index(pending)
+        if i is None and self._any_order():
+            futures = [t.future for _, _, t in pending if t is not None and t.future is not None and not t.lost()]
+            if futures:
+                with self.ctx.timeline.phase("compile_wait"):
+                    cf.wait(futures, timeout=self.ctx.spec.measure.compile_timeout_s,
+                            return_when=cf.FIRST_COMPLETED)
+                i = self._compiled_index(pending)
+        item = pending[i or 0]       # none done: the head, waited for (CompileQueue.result: its timeout)
+        del pending[i or 0]
+        return item
+
+    def _stage(self, pending, inflight: InFlight | None, staged: InFlight | None) -> InFlight | None:
+        """Hand the next config to the relay (tuner/relay.py), which sends it the moment the child
+        answers the one it runs: when one is compiled and will be run whatever that answer says
+        (`_surely_continues`). The staged config, or None."""
+        if staged is not None or inflight is None or inflight.result is not None or not pending:
+            return staged
+        i = self._compiled_index(pending, ok_only=True)
+        if i is None or not self._surely_continues():
+            return None
+        trial, config, task = pending[i]
+        compiled = self.queue.result(task).get("compiled")
+        request = {"op": "run", "config": config, "compiled": compiled, "measure": True}
+        if not self.relay.stage(request):
+            return None      # the child has answered already: the loop sends it
+        self.queue.remember(config, compiled)
+        del pending[i]
+        return InFlight(trial, config, task=task, request=request)
+
+    def _collect(self, inflight: InFlight, staged: InFlight | None = None,
+                 pending=None) -> tuple[Result, InFlight | None, bool]:
+        """The result of the config in the child; the config staged after it (`staged`, or one
+        staged while waiting: its compile finished meanwhile) and whether the relay sent it."""
         if inflight.result is not None:
-            return inflight.result
-        status, samples, error = self.measurement.answer()
-        return Result(inflight.trial.number, inflight.config, status, samples if status == "ok" else [], error)
+            return inflight.result, staged, False
+        with self.ctx.timeline.phase("child_wait_run"):
+            while True:
+                poll = staged is None and bool(pending) and self._surely_continues()
+                answer = self.relay.answer(timeout=STAGE_POLL_S if poll else None)
+                if answer is not None:
+                    break
+                staged = self._stage(pending, inflight, staged)
+        tl = self.ctx.timeline
+        tl.count("answered")
+        if answer.sent_next:
+            tl.count("relayed")
+        status, samples, error = self.measurement.outcome(answer.resp, answer.error)
+        return (Result(inflight.trial.number, inflight.config, status, samples if status == "ok" else [], error),
+                staged, answer.sent_next and staged is not None)
 
     # --- recording -----------------------------------------------------------------------------
 
@@ -447,6 +564,21 @@ class Tuner:
             best_after = rec.best is not None or m is not None
             if not improved and best_after and rec.since_improvement + 1 >= b.patience:
                 return False
+        return True
+
+    def _surely_continues(self) -> bool:
+        """Whether the search goes on after the config in the child whatever its result (then the
+        next may be sent before that result is read): `_would_continue` for a result that counts
+        and does not improve, with the time budget a whole trial's timeout away."""
+        b, rec = self.ctx.spec.budget, self.recorder
+        if self.ctx.should_stop():
+            return False
+        if b.trials is not None and rec.done + 1 >= b.trials:
+            return False
+        if b.seconds is not None and self._elapsed() + self.ctx.spec.measure.timeout_s >= b.seconds:
+            return False
+        if b.patience is not None and rec.since_improvement + 1 >= b.patience:
+            return False
         return True
 
     def _interrupted(self) -> bool:

@@ -256,6 +256,7 @@ class CompileTask:
         self.future: cf.Future | None = None
         self.generation = 0
         self.isolated = False
+        self.outcome: Any = None      # its result once read (tuner/compile_queue.py)
 
     def lost(self) -> bool:
         """True if its future died with a broken pool (or was cancelled by the rebuild)."""

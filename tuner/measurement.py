@@ -152,12 +152,20 @@ class Measurement:
             self.first_sent = time.monotonic()
             self.ctx.timeline.mark("first_run")
 
-    def receive(self, timeout: float) -> dict[str, Any]:
-        with self.ctx.timeline.phase("child_wait_run"):
+    def receive(self, timeout: float, phase: str | None = "child_wait_run") -> dict[str, Any]:
+        """The child's answer; `phase`: the timeline's name for the wait (None: not counted, a
+        thread other than the run's waits: tuner/relay.py)."""
+        if phase is None:
             resp = self.child.receive(timeout)
+        else:
+            with self.ctx.timeline.phase(phase):
+                resp = self.child.receive(timeout)
         self.last_answer = time.monotonic()
         self.note_timing(resp)
         return resp
+
+    def child_alive(self) -> bool:
+        return self.child is not None and self.child.alive
 
     def note_timing(self, resp: dict[str, Any]) -> None:
         """Where the child's time went; a cubin the driver refused turns cubins off for this run."""
@@ -166,6 +174,8 @@ class Measurement:
         tl.add("child_busy", timing.get("handle_s") or 0.0)
         tl.add("child_load", timing.get("load_s") or 0.0)
         tl.add("child_measure", timing.get("measure_s") or 0.0)
+        tl.add("child_first_run", timing.get("first_run_s") or 0.0)
+        tl.add("child_check", timing.get("check_s") or 0.0)
         if resp.get("cubin_error") and self.cubin_disabled is None:
             self.cubin_disabled = str(resp["cubin_error"])
             self.ptxas = None
@@ -186,10 +196,21 @@ class Measurement:
         """The child's answer to the config sent last: (status, samples, error)."""
         try:
             resp = self.receive(self.ctx.spec.measure.timeout_s)
-        except ChildTimeout as exc:
-            return "timeout", [], f"timeout: {exc}"
-        except ChildCrashed as exc:
-            return "runtime-error", [], f"the GPU process died: {exc}"
+        except (ChildTimeout, ChildCrashed) as exc:
+            return self.outcome(None, exc)
+        return self.outcome(resp)
+
+    def outcome(self, resp: dict[str, Any] | None, error: BaseException | None = None
+                ) -> tuple[str, list[float], str | None]:
+        """(status, samples, error) of the child's answer to a run request, or of the error receiving
+        it raised."""
+        if isinstance(error, ChildTimeout):
+            return "timeout", [], f"timeout: {error}"
+        if isinstance(error, ChildCrashed):
+            return "runtime-error", [], f"the GPU process died: {error}"
+        if error is not None:
+            raise error
+        assert resp is not None
         if resp.get("reference"):
             self.has_reference = True
         return resp["status"], list(resp.get("samples_ms") or []), resp.get("error")

@@ -67,13 +67,6 @@ class Recorder:
             self.done = repo.count_trials(s, self.ctx.job_id)
         return self.done
 
-    def recorded_numbers(self) -> set[int]:
-        """The numbers of the job's recorded trials, and `done` brought up to date, in one read."""
-        with self.ctx.Session() as s:
-            numbers = set(s.scalars(sa.select(Trial.number).where(Trial.job_id == self.ctx.job_id)))
-            self.done = repo.count_trials(s, self.ctx.job_id)
-        return numbers
-
     def recorded_here(self, number: int) -> bool:
         """Whether trial `number` is recorded by this worker."""
         with self.ctx.Session() as s:

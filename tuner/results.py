@@ -44,3 +44,5 @@ class InFlight:
     trial: Any
     config: dict[str, Any]
     result: Result | None = None
+    task: Any = None                    # its compile (tuner/compile_queue.py), for one staged and not sent
+    request: dict[str, Any] | None = None   # what goes to the child, for one staged (tuner/relay.py)

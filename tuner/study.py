@@ -31,6 +31,7 @@ from db.models import Job
 from db.retry import is_unavailable
 from jobspec.device import device_env
 from jobspec.problem_key import canonical_key
+from tuner import study_reads
 from tuner.recording import Recorder
 from tuner.results import Result
 from tuner.run_context import RunContext
@@ -46,6 +47,10 @@ MAX_REPEATS = 25          # proposals of known configs in a row before an untrie
 # worker rides out, so that the trials of a worker that only lost the database stay its own.
 TRIAL_HEARTBEAT_S = 5
 TRIAL_GRACE_S = 60
+# databases whose Optuna tables this process has seen made and checked: a later storage on one skips
+# Optuna's table creation and schema check (a query per table and the version's, every job's
+# start; a service worker opens a study per job)
+_tables_checked: set[str] = set()
 
 
 def optuna_storage(db_url: str, *, heartbeat: bool = False,
@@ -64,23 +69,41 @@ def optuna_storage(db_url: str, *, heartbeat: bool = False,
         kwargs["connect_args"] = sqlite_connect_args()
     else:
         kwargs["pool_pre_ping"] = True
+    checked = url in _tables_checked
     for attempt in range(5):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                storage = optuna.storages.RDBStorage(url, engine_kwargs=kwargs, **beat)
+                storage = optuna.storages.RDBStorage(url, engine_kwargs=kwargs, skip_table_creation=checked,
+                                                     skip_compatibility_check=checked, **beat)
+            _tables_checked.add(url)
             if url.startswith("sqlite"):
                 # the pragmas our own engine uses (db.engine): WAL with synchronous=NORMAL, i.e. no
                 # fsync per commit — Optuna commits several times per trial (each suggest, each attr)
                 install_sqlite_pragmas(storage.engine)
                 storage.engine.dispose()      # the connections opened so far had none
             return storage
-        except sa.exc.SQLAlchemyError:
+        except (sa.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError):
+            if checked:
+                # not the database whose tables were checked (a new one at the same URL): check again
+                _tables_checked.discard(url)
+                checked = False
+                continue
             # two workers creating Optuna's tables at once: one wins, the other retries and finds them
             if attempt == 4:
                 raise
             time.sleep(0.2 * (attempt + 1))
     raise AssertionError("unreachable")
+
+
+def prepare_storage(db_url: str) -> None:
+    """Optuna's tables made (where missing) and checked in `db_url`, once for this process: a
+    service worker does it before it registers, so that its first job's study opens as fast as the
+    next ones'. A failure is left for the job's own open to meet."""
+    try:
+        optuna_storage(db_url).engine.dispose()
+    except Exception as exc:  # noqa: BLE001 - the database may be down at start: the job retries
+        log.info("Optuna's tables not prepared (%s): the first job's study open does it", exc)
 
 
 class JobStudy:
@@ -92,6 +115,8 @@ class JobStudy:
         self.reclaimed = reclaimed
         self.storage: optuna.storages.RDBStorage | None = None
         self.study: optuna.Study | None = None
+        self.study_id = 0                            # the study's id in Optuna's tables (tuner/study_reads.py)
+        self.joined = False                          # another worker claimed the job: this one joined it
         self.space: SearchSpace | None = None
         self.env: dict[str, Any] = {}                # what constraints see: sizes, scalars, constants, device
         self.valid: list[dict[str, Any]] | None = None   # the valid configs, when the space is small enough
@@ -124,8 +149,7 @@ class JobStudy:
             except Exception:  # noqa: BLE001
                 pass
         self._open(props)
-        with self.ctx.section():
-            self._resume()
+        self._resume()
         self._enqueue_known_good(gpu_model)
         self.queued = len(self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)))
 
@@ -150,7 +174,7 @@ class JobStudy:
             kind = choose_kind(spec.sampler, self.n_valid, budget.trials)
         self.sampler_kind = kind
         startup = max(4, min(10, (budget.trials or 50) // 5))
-        shared = self._claimed_by_another()
+        self.joined = shared = self._claimed_by_another()
         seed = spec.seed
         if shared:   # a joining worker must not replay the claimer's random start-up proposals
             seed = spec.seed + 1 + zlib.crc32(str(ctx.worker_id).encode()) % 100_003
@@ -158,6 +182,7 @@ class JobStudy:
                                n_startup_trials=startup)
         self.study = optuna.create_study(study_name=ctx.study_name, storage=self.storage, sampler=sampler,
                                          direction="minimize", load_if_exists=True)
+        self.study_id = self.storage.get_study_id_from_name(ctx.study_name)
         if existing is None:
             self.study.set_user_attr("sampler_kind", kind)
             self.study.set_user_attr("job_id", ctx.job_id)
@@ -183,12 +208,15 @@ class JobStudy:
             return bool(job and job.claimed_by and ctx.worker_id and job.claimed_by != ctx.worker_id)
 
     def _resume(self) -> None:
-        """Results already recorded (a resumed or shared job) and trials a killed run left behind."""
+        """Results already recorded (a resumed or shared job) and trials a killed run left behind
+        (failed under the job's lock; the rest is read and told without it, so that a worker
+        joining a job does not hold up the others' asks while it opens the study)."""
         ctx = self.ctx
         self.recorder.sync()
         seen = self.recorder.seen
         recorded = {r.number for r in seen.values()}
         by_number = {r.number: r for r in seen.values()}
+        orphans = []
         for ft in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
             if ft.number in recorded:
                 # killed between recording the result and telling Optuna: tell it now
@@ -212,15 +240,26 @@ class JobStudy:
             # millisecond window): an orphan for a local run, or once it is a minute old
             orphan = (self.reclaimed or owner == ctx.run_name or age >= self._stale_after_s()
                       or (owner is None and (not ctx.shared or age >= 60.0)))
-            if not orphan:
-                continue
-            try:
-                self.storage.set_trial_state_values(ft._trial_id, optuna.trial.TrialState.FAIL)
-            except optuna.exceptions.UpdateFinishedTrialError:
-                continue   # its worker finished it meanwhile
-            if self.reclaimed and owner != ctx.run_name:
-                log.info("job %d: trial %d of %s failed (its worker's lease expired)", ctx.job_id, ft.number, owner)
-            self.requeue(ft.user_attrs.get("config"), ft.number)
+            if orphan:
+                orphans.append(ft)
+        if not orphans:
+            return     # a worker joining a live job: nothing to take the job's lock for
+        # failing a trial and re-queueing its config changes what the budget counts: under the lock
+        with ctx.section():
+            self.recorder.sync()          # a result stored since the read above: not an orphan after all
+            recorded = {r.number for r in self.recorder.seen.values()}
+            for ft in orphans:
+                if ft.number in recorded:
+                    continue
+                owner = ft.user_attrs.get("worker")
+                try:
+                    self.storage.set_trial_state_values(ft._trial_id, optuna.trial.TrialState.FAIL)
+                except optuna.exceptions.UpdateFinishedTrialError:
+                    continue   # its worker finished it meanwhile
+                if self.reclaimed and owner != ctx.run_name:
+                    log.info("job %d: trial %d of %s failed (its worker's lease expired)", ctx.job_id, ft.number,
+                             owner)
+                self.requeue(ft.user_attrs.get("config"), ft.number)
 
     def _stale_after_s(self) -> float:
         m = self.ctx.spec.measure
@@ -266,14 +305,18 @@ class JobStudy:
         return {**spec.scalar_env(), **spec.constants, **device_env(props)}
 
     def _enqueue_known_good(self, gpu_model: str) -> None:
+        """The known-good configs, first in the study's queue: enqueued once, into a new study, by
+        the worker that claimed the job (a worker joining it never does: two enqueueing at once
+        would queue them twice, and Optuna's skip_if_exists reads every trial per enqueue)."""
         self.default_config = self._default_config()
-        if self.study.get_trials(deepcopy=False):
+        if self.joined:
+            return
+        trials = self.study.get_trials(deepcopy=False)
+        # a fresh job's study may hold a joining worker's first trials already: the queue is still ours
+        if (trials and not self.ctx.fresh) or any("known_good" in t.user_attrs for t in trials):
             return
         for label, cfg in self.known_good(gpu_model):
-            # the study is empty and known_good has no repeats: Optuna's skip_if_exists (a read of
-            # every trial per enqueue) only matters when another worker may be enqueueing too
-            self.study.enqueue_trial(self.space.encode(cfg), user_attrs={"known_good": label},
-                                     skip_if_exists=self.ctx.shared)
+            self.study.enqueue_trial(self.space.encode(cfg), user_attrs={"known_good": label})
 
     def _default_config(self) -> dict[str, Any] | None:
         spec = self.ctx.spec
@@ -341,13 +384,13 @@ class JobStudy:
         if not self.ctx.shared:
             return self.recorder.done + mine < budget
         self._fail_stale()
-        recorded = self.recorder.recorded_numbers()
-        running = [t for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
-                   if t.number not in recorded]
+        with self.ctx.Session() as s:
+            running, _ = study_reads.in_flight(s, self.study_id, self.ctx.job_id)
+            self.recorder.done = repo.count_trials(s, self.ctx.job_id)
         if self.recorder.done + len(running) < budget:
             return True
         # nothing of this run in flight and the rest of the budget is in other workers' hands
-        self.budget_elsewhere = mine == 0 and any(t._trial_id not in self.live for t in running)
+        self.budget_elsewhere = mine == 0 and any(trial_id not in self.live for trial_id, _ in running)
         return False
 
     def ask(self, mine: int) -> optuna.trial.Trial | None:
@@ -422,16 +465,15 @@ class JobStudy:
         number of the trial evaluating each."""
         if not self.ctx.shared:
             return {}
-        out = {}
-        for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-            if t.number != number and t.user_attrs.get("worker") != self.ctx.run_name and "config" in t.user_attrs:
-                out[config_key(t.user_attrs["config"])] = t.number
-        return out
+        with self.ctx.Session() as s:
+            running = study_reads.running_configs(s, self.study_id)
+        return {config_key(config): n for n, worker, config in running if n != number and worker != self.ctx.run_name}
 
     # --- telling -----------------------------------------------------------------------------------
 
     def still_running(self, trial: optuna.trial.Trial) -> bool:
-        return self.storage.get_trial(trial._trial_id).state == optuna.trial.TrialState.RUNNING
+        with self.ctx.Session() as s:
+            return study_reads.trial_state(s, trial._trial_id) == "RUNNING"
 
     def tell(self, trial: optuna.trial.Trial, r: Result) -> None:
         """A result, told to Optuna: failures as infeasible, so constraint-aware TPE learns from them."""

@@ -33,7 +33,12 @@ Phases (seconds; "since start" = since Tuner.run began):
     child_busy       the child's own time handling run requests (load + check + measure)
     child_load       of which module loads (cubin: cheap; PTX: the driver's JIT)
     child_measure    of which timing
-    child_idle       during the search, the child waiting for the parent (first request → last answer)
+    child_first_run  of which each config's first run (its launcher, inputs reset, the run, a sync;
+                     the module load included)
+    child_check      of which checking the outputs against the reference
+    child_idle       during the search, the child waiting for the parent (first request → last answer);
+                     counts: answered (the child's answers read), relayed (of which those on which
+                     the next config went to the child at once: tuner/relay.py)
     search           the whole search loop
     remeasure_start  since start, when this run began re-measuring the finalists (tuner/final_rounds.py;
                      before finalists_final: a worker sharing the job measured rounds of the finalists
@@ -54,7 +59,7 @@ from typing import Any, Iterator
 ORDER = ("total", "child_start", "child_ready", "child_wait", "pool_ready", "launcher_build", "props",
          "study_open", "first_compile", "first_run", "compile_wait", "compile_cpu", "ptxas", "ask", "record", "record_behind", "lock_wait",
          "lock_held", "child_wait_run",
-         "child_busy", "child_load", "child_measure", "child_idle", "search", "remeasure_start", "finalists_final",
+         "child_busy", "child_load", "child_measure", "child_first_run", "child_check", "child_idle", "search", "remeasure_start", "finalists_final",
          "remeasure", "remeasure_wait", "finalize")
 
 
@@ -128,8 +133,11 @@ def format_timeline(d: dict[str, Any] | None, *, indent: str = "") -> str:
         f"{s('first_run')}",
         f"compiles: {d.get('compiled', 0)} ({d.get('cubins', 0)} cubins), CPU {s('compile_cpu')} "
         f"(ptxas {s('ptxas')}), parent waited {s('compile_wait')}; lookahead {d.get('lookahead', '?')}",
-        f"child: busy {s('child_busy')} (module load {s('child_load')}, measure {s('child_measure')}), "
-        f"idle between requests {s('child_idle')}, parent waited {s('child_wait_run')}",
+        f"child: busy {s('child_busy')} (module load {s('child_load')}, first runs {s('child_first_run')}, "
+        f"checks {s('child_check')}, measure {s('child_measure')}), "
+        f"idle between requests {s('child_idle')}"
+        + (f" (the next config sent on {d.get('relayed', 0)} of {d['answered']} answers)" if "answered" in d else "")
+        + f", parent waited {s('child_wait_run')}",
         f"parent bookkeeping: ask {s('ask')}, record {s('record')} (then written behind {s('record_behind')})"
         + (f"; the job's lock waited for {s('lock_wait')}, held {s('lock_held')}" if "lock_held_s" in d else ""),
     ]

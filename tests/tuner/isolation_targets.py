@@ -20,7 +20,12 @@ def echo_child(conn, init):
         if op == "sleep":
             time.sleep(req["s"])
             conn.send({"slept": req["s"]})
+        elif op == "stamp":
+            received = time.time()
+            time.sleep(req["s"])
+            conn.send({"received_at": received, "answered_at": time.time()})
         elif op == "exit":
+            time.sleep(req.get("after_s", 0.0))
             os._exit(req.get("code", 7))
         elif op == "segv":
             os.kill(os.getpid(), signal.SIGSEGV)
