@@ -38,12 +38,17 @@ def address(spec: dict, values: dict) -> int:
     stride = _value(spec["row_stride"], values)
     key = (base, dims, stride, spec["dtype"], tuple(spec["block"]))   # as wrap_launcher's
     hit = _cache.get(key)
-    if hit is not None:
-        return hit[1]
+    return (hit or _encode(spec, key, values[spec["base"]]))[1]
+
+
+def _encode(spec: dict, key: tuple, base_arg) -> tuple:
+    """Encode the map of `key` (address, dims, row stride, dtype, block; `base_arg` the argument the
+    address is of) and cache it: (owner, address)."""
+    base, dims, stride = key[:3]
     if min(dims) <= 0:
-        base, dims, stride = _zeros(values[spec["base"]]), (1,) * len(dims), 16
+        base, dims, stride = _zeros(base_arg), (1,) * len(dims), 16
     try:
-        tmap = tensor_maps.encode_raw(base, T.from_signature(spec["dtype"]), dims, (stride, 1), spec["block"], "zero")
+        entry = tensor_maps.encode_raw(base, T.from_signature(spec["dtype"]), dims, (stride, 1), spec["block"], "zero")
     except ValueError as exc:
         raise ValueError(f"the kernel loads '{spec['base']}' through TMA (knobs.codegen.pointer_tma, on by "
                          f"default) and its tensor map does not encode for this launch: {exc}; set "
@@ -51,8 +56,8 @@ def address(spec: dict, values: dict) -> int:
     with _lock:
         if len(_cache) >= _CACHE_LIMIT:
             _cache.clear()   # cuLaunchKernel copies parameters at the call: no launch holds one
-        _cache[key] = (tmap, tmap.getPtr())
-    return _cache[key][1]
+        _cache[key] = entry
+    return entry
 
 
 _zero_buffers: dict = {}
@@ -87,12 +92,12 @@ def wrap_launcher(launch, call_names: list[str], specs: list[dict]):
     for k, spec in enumerate(specs):
         dims = ", ".join(expr(f) for f in spec["dims"])
         lines += [f"    b = v[{pos[spec['base']]}]",
-                  f"    h{k} = _get((b if type(b) is int else b.data_ptr(), ({dims},), {expr(spec['row_stride'])}, "
-                  f"{spec['dtype']!r}, {tuple(spec['block'])!r}))"]
-    missing = " or ".join(f"h{k} is None" for k in range(len(specs)))
-    lines += [f"    if {missing}:",
-              "        return launch(g0, g1, g2, stream, *v, *[address(s, dict(zip(names, v))) for s in specs])",
-              "    return launch(g0, g1, g2, stream, *v, " + ", ".join(f"h{k}[1]" for k in range(len(specs))) + ")"]
-    scope = {"_get": _cache.get, "launch": launch, "address": address, "names": list(call_names), "specs": specs}
+                  f"    k{k} = (b if type(b) is int else b.data_ptr(), ({dims},), {expr(spec['row_stride'])}, "
+                  f"{spec['dtype']!r}, {tuple(spec['block'])!r})",
+                  f"    h{k} = _get(k{k})",
+                  f"    if h{k} is None:",   # only this map is encoded (a new address: about the driver's call)
+                  f"        h{k} = _encode(specs[{k}], k{k}, b)"]
+    lines += ["    return launch(g0, g1, g2, stream, *v, " + ", ".join(f"h{k}[1]" for k in range(len(specs))) + ")"]
+    scope = {"_get": _cache.get, "launch": launch, "_encode": _encode, "specs": specs}
     exec("\n".join(lines), scope)   # noqa: S102 - text built here from the compiled kernel's own metadata
     return scope["launch_pointer_maps"]

@@ -39,30 +39,19 @@ def address(desc) -> int:
     hit = _cache.get(key)
     if hit is not None:
         return hit[1]
-    tmap = encode(desc)
+    entry = encode(desc)
     with _lock:
         if len(_cache) >= _CACHE_LIMIT:
             _cache.clear()   # cuLaunchKernel copies parameters at the call: no launch holds one
-        _cache[key] = (tmap, tmap.getPtr())
-    return _cache[key][1]
+        _cache[key] = entry
+    return entry[1]
 
 
-def encode(desc):
-    """The CUtensorMap of `desc`: an object whose getPtr() is the host address of its 128 bytes
-    (raises ValueError with the driver's reason)."""
+def encode(desc) -> tuple:
+    """The CUtensorMap of `desc` as (owner, host address of its 128 bytes): the owner keeps them
+    alive (raises ValueError with the driver's reason)."""
     return encode_raw(desc.base.data_ptr(), T.from_host_dtype(desc.base.dtype), desc.shape, desc.strides,
                       desc.block_shape, desc.padding)
-
-
-class NativeMap:
-    """A map encoded by the native module (launch.c's encode_tiled): its storage and address."""
-    __slots__ = ("storage", "ptr")
-
-    def __init__(self, storage, ptr: int):
-        self.storage, self.ptr = storage, ptr
-
-    def getPtr(self) -> int:   # noqa: N802 - cuda.bindings' CUtensorMap spelling, which callers use
-        return self.ptr
 
 
 @functools.lru_cache(maxsize=None)
@@ -95,7 +84,7 @@ def _native_encoder():
         return None
 
 
-def encode_raw(address: int, elt, shape, strides, block_shape, padding: str = ""):
+def encode_raw(address: int, elt, shape, strides, block_shape, padding: str = "") -> tuple:
     """encode() from the parts: a device address, the element type, shape and strides (elements).
     Through launch.c's encode_tiled (about a microsecond) where the native module is built, else
     through cuda-python (its argument objects cost some 15 µs a map)."""
@@ -113,7 +102,7 @@ def encode_raw(address: int, elt, shape, strides, block_shape, padding: str = ""
         if storage is None:
             from . import driver  # noqa: PLC0415
             _fail(driver._error_text(ptr)[0], dims, byte_strides, es, block, elt)
-        return NativeMap(storage, ptr)
+        return storage, ptr
     from cuda.bindings import driver as cu  # noqa: PLC0415 - import time: the GPU path only
     err, tmap = cu.cuTensorMapEncodeTiled(cu.CUtensorMapDataType(dtype), len(dims), address,
                                           [cu.cuuint64_t(d) for d in dims], [cu.cuuint64_t(s) for s in byte_strides],
@@ -123,7 +112,7 @@ def encode_raw(address: int, elt, shape, strides, block_shape, padding: str = ""
                                           cu.CUtensorMapFloatOOBfill(fill))
     if err != cu.CUresult.CUDA_SUCCESS:
         _fail(err.name, dims, byte_strides, es, block, elt)
-    return tmap
+    return tmap, tmap.getPtr()
 
 
 def _fail(reason: str, dims, byte_strides, es: int, block, elt):

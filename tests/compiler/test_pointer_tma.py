@@ -148,14 +148,6 @@ def test_fixture_kernels_interpret(monkeypatch):
     assert np.abs(s - ref).max() < 0.05 * np.abs(ref).max()
 
 
-class _FakeMap:
-    def __init__(self, *args):
-        self.args = args
-
-    def getPtr(self):
-        return 1000 + len(ENCODED)
-
-
 ENCODED: list = []
 
 
@@ -165,9 +157,9 @@ def test_launch_wrapper_encodes_once(monkeypatch):
     cache after that; a new address is a new map."""
     from compiler.runtime import tensor_maps
 
-    def fake(*args):
+    def fake(*args):   # (owner, address) as encode_raw gives
         ENCODED.append(args)
-        return _FakeMap(*args)
+        return args, 1000 + len(ENCODED)
     monkeypatch.setattr(tensor_maps, "encode_raw", fake)
     monkeypatch.setattr(pointer_maps, "_cache", {})   # the stand-in maps stay out of the real cache
     ENCODED.clear()

@@ -1285,16 +1285,9 @@ def fake_tensor_maps(monkeypatch):
     from compiler.runtime import tensor_maps
     maps = []
 
-    class FakeMap:
-        def __init__(self):
-            self.buf = (ctypes.c_uint64 * 16)(0xC0DE0000 + len(maps))
-
-        def getPtr(self):
-            return ctypes.addressof(self.buf)
-
-    def encode(desc):
-        maps.append(FakeMap())
-        return maps[-1]
+    def encode(desc):   # (owner, address) as tensor_maps.encode gives
+        maps.append((ctypes.c_uint64 * 16)(0xC0DE0000 + len(maps)))
+        return maps[-1], ctypes.addressof(maps[-1])
 
     monkeypatch.setattr(tensor_maps, "encode", encode)
     monkeypatch.setattr(tensor_maps, "_cache", {})

@@ -595,14 +595,14 @@ def test_native_encoder_calls_the_driver_with_the_maps_arguments(monkeypatch):
     fn = _ENCODE_TILED(driver_encode)
     monkeypatch.setattr(tensor_maps, "_native_encoder", lambda: (mod.encode_tiled, ctypes.cast(fn, ctypes.c_void_p).value))
     x = torch.empty(5, 37, 136, dtype=torch.float16)
-    tmap = tensor_maps.encode(TensorDescriptor.from_tensor(x, [2, 16, 64], padding="nan"))
+    storage, ptr = tensor_maps.encode(TensorDescriptor.from_tensor(x, [2, 16, 64], padding="nan"))
     from cuda.bindings import driver as cu
     assert seen == [(0, int(cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16), 3, x.data_ptr(), [136, 37, 5],
                      [136 * 2, 37 * 136 * 2], [64, 16, 2], [1, 1, 1], 0,
                      int(cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B),
                      int(cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B),
                      int(cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA))]
-    assert tmap.getPtr() % 64 == 0 and ctypes.string_at(tmap.getPtr(), 128) == b"\x5a" * 128
+    assert ptr % 64 == 0 and ctypes.string_at(ptr, 128) == b"\x5a" * 128 and isinstance(storage, bytearray)
     refuse = _ENCODE_TILED(lambda *args: 1)   # CUDA_ERROR_INVALID_VALUE
     monkeypatch.setattr(tensor_maps, "_native_encoder", lambda: (mod.encode_tiled, ctypes.cast(refuse, ctypes.c_void_p).value))
     with pytest.raises(ValueError, match=r"cuTensorMapEncodeTiled failed \(.*\) .*shape \[5, 37, 136\]"):
@@ -619,11 +619,11 @@ def test_native_encoder_matches_cuda_python_gpu(monkeypatch, shape, block, dtype
     from compiler.runtime import tensor_maps
     x = torch.empty(shape, dtype=dtype, device="cuda")
     desc = TensorDescriptor.from_tensor(x, list(block), padding=padding)
-    native = tensor_maps.encode(desc)
-    assert isinstance(native, tensor_maps.NativeMap)
+    native, native_ptr = tensor_maps.encode(desc)
+    assert isinstance(native, bytearray)   # launch.c's storage: the native path
     monkeypatch.setattr(tensor_maps, "_native_encoder", lambda: None)
-    reference = tensor_maps.encode(desc)
-    assert ctypes.string_at(native.getPtr(), 128) == ctypes.string_at(reference.getPtr(), 128)
+    reference, reference_ptr = tensor_maps.encode(desc)
+    assert ctypes.string_at(native_ptr, 128) == ctypes.string_at(reference_ptr, 128)
 
 
 @pytest.mark.parametrize("head_dim,block_n,num_warps", [(64, 64, 4), (128, 64, 8), (128, 128, 8)])
