@@ -60,10 +60,30 @@ def expand(names: list[str], named: dict, pointer) -> list:
 
 
 def wrap_launcher(launch, call_names: list[str], expanded: list[str]):
-    """`launch` takes values for `expanded`; the runner passes values for `call_names`."""
-    def launch_descriptors(g0, g1, g2, stream, *values):
-        return launch(g0, g1, g2, stream, *expand(expanded, dict(zip(call_names, values)), _address))
-    return launch_descriptors
+    """`launch` takes values for `expanded`; the runner passes values for `call_names`. Generated
+    Python (as pointer_maps' wrapper): each parameter an expression over the call's positions, so a
+    launch reads each descriptor's parts directly instead of going through expand()'s name parsing."""
+    pos = {n: i for i, n in enumerate(call_names)}
+    exprs = []
+    for n in expanded:
+        if n in pos:
+            exprs.append(f"v[{pos[n]}]")
+            continue
+        owner, _, part = n.rpartition(".")
+        d = f"v[{pos[owner]}]"
+        if part == "base":
+            exprs.append(f"{d}.base.data_ptr()")
+        elif part == "tmap":
+            exprs.append(f"_tmap({d})")
+        elif part.startswith("shape"):
+            exprs.append(f"int({d}.shape[{int(part[5:])}])")
+        else:
+            exprs.append(f"int({d}.strides[{int(part[6:])}])")
+    src = ("def launch_descriptors(g0, g1, g2, stream, *v):\n"
+           f"    return launch(g0, g1, g2, stream, {', '.join(exprs)})")
+    scope = {"launch": launch, "_tmap": tensor_maps.address}
+    exec(src, scope)   # noqa: S102 - text built here from the kernel's own parameter names
+    return scope["launch_descriptors"]
 
 
 def with_global_scratch(launch, per_program: int):

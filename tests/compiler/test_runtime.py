@@ -1294,6 +1294,23 @@ def fake_tensor_maps(monkeypatch):
     return maps
 
 
+def test_descriptor_launch_wrapper_passes_what_expand_gives(fake_tensor_maps):
+    """The generated wrapper reads each descriptor's parts (base address, shape, strides, map address)
+    by position, a tuple's leaves included: the values expand() gives from the names."""
+    from compiler.runtime import descriptors
+    from compiler.tools.tensor_descriptor import TensorDescriptor
+    a = TensorDescriptor(FakeTensor(0x7F0000001000), [16, 32], [32, 1], [16, 32])
+    b = TensorDescriptor(FakeTensor(0x7F0000002000), [48, 64, 8], [512, 8, 1], [4, 8, 8])
+    names = ["a", "descs.0", "n"]
+    sig = {"a": "tensordesc<fp32[16, 32]|zero|11>", "descs.0": "tensordesc<fp32[4, 8, 8]|zero|111>", "n": "i32"}
+    expanded = descriptors.expand_names(names, sig, {"a.tmap", "descs.0.tmap"})
+    seen = []
+    launch = descriptors.wrap_launcher(lambda *v: seen.append(v[4:]), names, expanded)
+    launch(1, 1, 1, 0, a, b, 7)
+    assert list(seen[0]) == descriptors.expand(expanded, {"a": a, "descs.0": b, "n": 7}, lambda t: t.data_ptr())
+    assert seen[0][:5] == (0x7F0000001000, 16, 32, 32, 1) and seen[0][-1] == 7 and len(fake_tensor_maps) == 2
+
+
 def test_a_tuple_of_tensor_descriptors_on_the_gpu_path(fake_cuda, fake_tensor_maps):
     """Descriptor leaves of a tuple expand into their parts (base, shapes, strides and, on sm_90,
     the CUtensorMap, passed by address) like a descriptor argument does, and the PTX assembles."""
