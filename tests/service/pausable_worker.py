@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import time
+import weakref
 from pathlib import Path
 
 
@@ -34,7 +35,21 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     from service.worker import Worker
+    from tuner import write_behind
     from tuner.engine import run_job as tune
+
+    # The pause is where tests freeze (SIGSTOP) or kill the worker: no write may be in flight then.
+    # Optuna's tell and the job's progress of the trial just recorded are written behind on their
+    # own thread; a worker frozen inside one of those SQLite transactions would hold the database's
+    # one write lock for as long as it stays frozen, and no other worker could even register.
+    runs_writing_behind: weakref.WeakSet = weakref.WeakSet()
+    started = write_behind.WriteBehind.__init__
+
+    def remembered(self, *a, **kw):
+        started(self, *a, **kw)
+        runs_writing_behind.add(self)
+
+    write_behind.WriteBehind.__init__ = remembered
 
     def run_job(*a, **kw):
         paused = False
@@ -43,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
             nonlocal paused
             if kind == "trial" and not paused and data["done"] >= args.pause_after:
                 paused = True
+                for writer in list(runs_writing_behind):
+                    writer.drain()
                 Path(args.paused_file).write_text(str(data["done"]))
                 print(f"paused after {data['done']} trials", flush=True)
                 while not os.path.exists(args.resume_file):
