@@ -28,14 +28,14 @@ from llvmlite import ir as ll
 from .. import ir
 from . import fragment_convert
 from ..language import dtypes as T
-from . import fp8
+from . import f16_accumulator, fp8
 from .assign_layouts import LayoutAssignment
 from .axis_info import AxisAnalysis
 from .debug_info import LineInfo
 from .errors import BackendError
 from .layouts import Layout, default_layout, log2
 from .llvm_target import libdevice_path
-from .llvm_types import F32, GPTR, I8, I16, I32, I64, SPTR, esize, lty, mty
+from .llvm_types import F16, F32, GPTR, I8, I16, I32, I64, SPTR, esize, lty, mty
 from .options import LoweringOptions
 
 # ops whose lowering takes the wanted output layout and may be recomputed in another layout
@@ -724,18 +724,22 @@ class Lowering:
         header = self.func.append_basic_block(f"{prefix}.header")
         bodyb = self.func.append_basic_block(f"{prefix}.body")
         exitb = self.func.append_basic_block(f"{prefix}.exit")
+        entries = [f16_accumulator.pack(b, regs, f16_accumulator.H2) if _in_pairs(regs) else regs for regs in reg_lists]
         b.branch(header)
         b.position_at_end(header)
         iv = b.phi(lb.type, name="iv")
         iv.add_incoming(lb, pre)
         phis = []
-        for regs in reg_lists:
+        for regs, entry in zip(reg_lists, entries):
             ps = []
-            for x in regs:
+            for x in entry:
                 p = b.phi(x.type)
                 p.add_incoming(x, pre)
                 ps.append(p)
-            phis.append(ps)
+            phis.append(PairPhis(ps) if entry is not regs else ps)
+        for i, ps in enumerate(phis):   # (after every phi of the header)
+            if isinstance(ps, PairPhis):
+                phis[i] = PairPhis(f16_accumulator.unpack(b, ps.words), ps.words)
         neg_step = isinstance(step, ll.Constant) and isinstance(step.constant, int) and step.constant < 0
         if signed:
             cond = b.icmp_signed(">" if neg_step else "<", iv, ub)
@@ -753,9 +757,26 @@ class Lowering:
         end = b.block
         iv.add_incoming(iv_next, end)
         for ps, regs in zip(phis, nexts):
+            if isinstance(ps, PairPhis):
+                ps, regs = ps.words, f16_accumulator.pack(b, regs, f16_accumulator.H2)
             for p, x in zip(ps, regs):
                 p.add_incoming(x, end)
         return b.branch(header)
+
+
+class PairPhis(list):
+    """The fp16 registers a loop carries, as values of the header, and (`words`) the <2 x half> phis
+    that carry them in pairs: an fp16 accumulator stays in the f16x2 words its tensor-core
+    instructions read and write (f16_accumulator.py), with no packing of halves in the loop."""
+
+    def __init__(self, values, words=None):
+        super().__init__(values)
+        self.words = words if words is not None else list(values)
+
+
+def _in_pairs(regs: list) -> bool:
+    """A loop carries these registers in f16x2 pairs: fp16 registers, an even count of them."""
+    return len(regs) >= 2 and len(regs) % 2 == 0 and all(x.type == F16 for x in regs)
 
 
 def region_combiner(lw: Lowering, region: ir.Block):

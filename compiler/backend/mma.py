@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from llvmlite import ir as ll
 
+from . import f16_accumulator
 from .dot_layouts import SmemTile, is_8bit_kind, is_int_kind, mma_acc_layout, mma_kind, warps_per_tile
 from .layouts import log2
 from .llvm_types import F16, F32, I32, lty
@@ -103,8 +104,8 @@ def dot_from_tiles(lw, op, ta: SmemTile, tb: SmemTile, dyn_base=None):
     kind = mma_kind(op)
     res = op.result
     cl = mma_acc_layout(*res.shape, lw.num_warps)
-    # accumulator in fp32 (int32 for an integer dot)
-    acc_t = I32 if is_int_kind(kind) else F32
+    # accumulator in fp32 (int32 for an integer dot; fp16 for fp16 operands with an fp16 result)
+    acc_t = I32 if is_int_kind(kind) else F16 if f16_accumulator.accumulates_in_f16(op) else F32
     acc = [x if x.type == acc_t else lw.b.fpext(x, F32) for x in lw.block(op.operands[2], cl)]
     acc = accumulate(lw, op, kind, ta, tb, acc, dyn_base)
     odt = lty(res.dtype)
@@ -114,8 +115,9 @@ def dot_from_tiles(lw, op, ta: SmemTile, tb: SmemTile, dyn_base=None):
 
 
 def accumulate(lw, op, kind: str, ta: SmemTile, tb: SmemTile, acc: list, dyn_base=None) -> list:
-    """`acc` (the registers of the MMA layout, fp32 or int32) plus the product of the `kind` operand
-    tiles of the dot `op`'s shape: the mma.sync instructions over K."""
+    """`acc` (the registers of the MMA layout, fp32, int32 or fp16) plus the product of the `kind`
+    operand tiles of the dot `op`'s shape: the mma.sync instructions over K (an fp16 `acc`: the
+    f16.f16 form, its registers packed in pairs)."""
     a = op.operands[0]
     m, n = op.result.shape
     k = a.shape[1]
@@ -174,8 +176,17 @@ def accumulate(lw, op, kind: str, ta: SmemTile, tb: SmemTile, acc: list, dyn_bas
         return ldmatrix(_addr(lw, tb, tvb, tmb, base, dyn_base), 4 if pair else 2, b_trans)
 
     nbits = log2(nt_count)
-    if kind == "f16":
-        h2 = ll.VectorType(F16, 2)
+    per = 4                        # accumulator values of one instruction (an m16n8 tile)
+    ret = ll.LiteralStructType([F32] * 4)
+    h2 = f16_accumulator.H2
+    f16_acc = acc and acc[0].type == F16
+    if f16_acc:                    # two f16x2 words an instruction
+        name = "llvm.nvvm.mma.m16n8k16.row.col.f16.f16"
+        conv = (lambda x: b.bitcast(x, h2))  # noqa: E731
+        tys = [h2] * 8
+        ret = ll.LiteralStructType([h2] * 2)
+        acc, per = f16_accumulator.pack(b, acc, h2), 2
+    elif kind == "f16":
         name = "llvm.nvvm.mma.m16n8k16.row.col.f32.f32"
         conv = (lambda x: b.bitcast(x, h2))  # noqa: E731
         tys = [h2] * 6 + [F32] * 4
@@ -187,7 +198,6 @@ def accumulate(lw, op, kind: str, ta: SmemTile, tb: SmemTile, acc: list, dyn_bas
         name = "llvm.nvvm.mma.m16n8k8.row.col.tf32"
         conv = (lambda x: x)  # noqa: E731
         tys = [I32] * 6 + [F32] * 4
-    ret = ll.LiteralStructType([F32] * 4)
     if is_8bit_kind(kind):  # K-major tiles (dot_layouts.operand_tiles): the f16 ldmatrix pattern, 4 bytes per b32
         conv = (lambda x: x)  # noqa: E731
         fn = _k32_mma_asm(kind)
@@ -205,8 +215,8 @@ def accumulate(lw, op, kind: str, ta: SmemTile, tb: SmemTile, acc: list, dyn_bas
                 bfr.append(regs[2:4])
         for mi in range(mt_count):
             for ni in range(nt_count):
-                base = ((mi << nbits) | ni) << 2
-                r = b.call(fn, afr[mi] + bfr[ni] + acc[base:base + 4])
-                for e in range(4):
+                base = ((mi << nbits) | ni) * per
+                r = b.call(fn, afr[mi] + bfr[ni] + acc[base:base + per])
+                for e in range(per):
                     acc[base + e] = b.extract_value(r, e)
-    return acc
+    return f16_accumulator.unpack(b, acc) if f16_acc else acc

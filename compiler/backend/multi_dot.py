@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 
-from . import dot, pipeline, warp_specialize, wgmma
+from . import dot, f16_accumulator, pipeline, warp_specialize, wgmma
 from .dot_layouts import PINNED_LIMIT, SmemTile, contiguous_dim, is_fp8_kind, mma_kind, uses_wgmma
 from .llvm_types import esize
 from .memory import access_width
@@ -218,7 +218,7 @@ def _plan_async_accumulator(lw, p, body, dots):
     if first is last and all(lo.name == "tma_load" for lo in p.loads):
         _plan_async_single_dot(lw, p, body, first)
         return
-    if lw.options.wgmma != "async" or first is last or last.result.dtype.name != "fp32":
+    if lw.options.wgmma != "async" or first is last or not _float_accumulator(last):
         return
     y = body.terminator
     uses = lw.uses.get(last.result.id, ())
@@ -237,7 +237,7 @@ def _plan_async_single_dot(lw, p, body, d):
     pipeline.py keeps its single dot (wait_group 1; the accumulator its own iter arg, yielded and
     used by nothing else). Loops of cp.async loads that land here keep the measured code (each
     wgmma waited for)."""
-    if lw.options.wgmma != "async" or d.result.dtype.name != "fp32" or d.operands[2].dtype.name != "fp32":
+    if lw.options.wgmma != "async" or not _float_accumulator(d):
         return
     c, y = d.operands[2], body.terminator
     if c.owner is not None or c not in body.args[1:]:
@@ -245,6 +245,11 @@ def _plan_async_single_dot(lw, p, body, d):
     i = body.args.index(c) - 1
     if y.operands[i] is d.result and all(u is y for u in lw.uses.get(d.result.id, ())):
         p.async_dot, p.single_dot, p.acc_index = True, True, i
+
+
+def _float_accumulator(d) -> bool:
+    """The dot's result is its wgmma's floating-point accumulator (fp32, or fp16 accumulated in fp16)."""
+    return d.result.dtype.name != "int32" and f16_accumulator.result_is_accumulator(d)
 
 
 def _write_cdim(lo, lay) -> int:

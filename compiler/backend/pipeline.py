@@ -42,7 +42,7 @@ from __future__ import annotations
 from llvmlite import ir as ll
 
 from .. import ir
-from . import dot, pinned_tma, tma, wgmma
+from . import dot, f16_accumulator, pinned_tma, tma, wgmma
 from .dot_layouts import is_fp8_kind, mma_kind, operand_tiles, register_groups, tiles_end, uses_wgmma
 from .layouts import log2
 from .llvm_types import esize, is_signed
@@ -164,8 +164,7 @@ def make_plan(lw, op) -> Plan | None:
     # wgmma kept in flight across iterations (wait_group 1): needs the accumulator to be the dot's
     # own iter arg, yielded and used by nothing else, and one more buffer (the one it still reads)
     p.async_dot = False
-    if (uses_wgmma(d, lw.options) and lw.options.wgmma == "async"
-            and d.result.dtype.name in ("fp32", "int32") and d.operands[2].dtype == d.result.dtype):
+    if uses_wgmma(d, lw.options) and lw.options.wgmma == "async" and f16_accumulator.result_is_accumulator(d):
         c = d.operands[2]
         if c.owner is None and c in body.args[1:]:
             i = body.args.index(c) - 1

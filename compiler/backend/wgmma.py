@@ -24,9 +24,10 @@ from __future__ import annotations
 
 from llvmlite import ir as ll
 
+from . import f16_accumulator
 from .dot_layouts import is_8bit_kind, is_fp8_kind, is_int_kind, mma_kind, wgmma_acc_layout, wgmma_config
 from .layouts import log2
-from .llvm_types import CONTRACT, F32, I32, I64, lty
+from .llvm_types import CONTRACT, F16, F32, I32, I64, lty
 
 SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}
 
@@ -60,19 +61,22 @@ def accumulator_type(kind):
     return I32 if is_int_kind(kind) else F32
 
 
-def _wgmma_asm(n_out: int, shape_n: int, ty: str, trans_a: int, trans_b: int, from_zero: bool = False):
+def _wgmma_asm(n_out: int, shape_n: int, ty: str, trans_a: int, trans_b: int, from_zero: bool = False,
+               f16_acc: bool = False):
+    """`f16_acc`: fp16 accumulators, `n_out` b32 registers of f16x2 pairs."""
     outs = ", ".join(f"${i}" for i in range(n_out))
+    d = "f16" if f16_acc else "f32"
     if is_int_kind(ty):  # s8 × s8 → s32, k32, K-major operands: no scale or transpose immediates
         shape, types, tail = f"m64n{shape_n}k32", f"s32.{ty}.{ty}", ""
     elif is_fp8_kind(ty):  # k32, K-major operands only: no transpose immediates
         shape, types, tail = f"m64n{shape_n}k32", f"f32.{ty}", ", 1, 1"
     else:
-        shape, types, tail = f"m64n{shape_n}k16", f"f32.{ty}.{ty}", f", 1, 1, {trans_a}, {trans_b}"
+        shape, types, tail = f"m64n{shape_n}k16", f"{d}.{ty}.{ty}", f", 1, 1, {trans_a}, {trans_b}"
     setp, scale_d = _scale_d(n_out + 2, from_zero)
     text = ("{" + setp + "\n\t"
             f"wgmma.mma_async.sync.aligned.{shape}.{types} "
             f"{{{outs}}}, ${n_out}, ${n_out + 1}, {scale_d}{tail};\n\t}}")
-    acc_t = accumulator_type(ty)
+    acc_t = I32 if f16_acc else accumulator_type(ty)
     tied, acc_types = _accumulator_constraints(n_out, from_zero, acc_t)
     cons = ",".join(["=r" if acc_t == I32 else "=f"] * n_out + ["l", "l"] + ([] if from_zero else ["r"]) + tied)
     args = [I64, I64] + ([] if from_zero else [I32]) + acc_types
@@ -91,19 +95,22 @@ def promotion_interval(op, k: int) -> int | None:
     return min(k, max(32, n // 32 * 32))
 
 
-def _wgmma_asm_reg_a(n_out: int, shape_n: int, ty: str, trans_b: int, from_zero: bool = False):
+def _wgmma_asm_reg_a(n_out: int, shape_n: int, ty: str, trans_b: int, from_zero: bool = False,
+                     f16_acc: bool = False):
     """wgmma with A from registers: four b32 registers of packed pairs (the mma.m16n8k16 A fragment
-    of each warp's 16 rows), B from a descriptor (no trans-a operand in this form)."""
+    of each warp's 16 rows), B from a descriptor (no trans-a operand in this form). `f16_acc`: fp16
+    accumulators, `n_out` b32 registers of f16x2 pairs."""
     outs = ", ".join(f"${i}" for i in range(n_out))
     a = ", ".join(f"${n_out + i}" for i in range(4))
     setp, scale_d = _scale_d(n_out + 5, from_zero)
     text = ("{" + setp + "\n\t"
-            f"wgmma.mma_async.sync.aligned.m64n{shape_n}k16.f32.{ty}.{ty} "
+            f"wgmma.mma_async.sync.aligned.m64n{shape_n}k16.{'f16' if f16_acc else 'f32'}.{ty}.{ty} "
             f"{{{outs}}}, {{{a}}}, ${n_out + 4}, {scale_d}, 1, 1, {trans_b};\n\t}}")
-    tied, acc_types = _accumulator_constraints(n_out, from_zero)
-    cons = ",".join(["=f"] * n_out + ["r"] * 4 + ["l"] + ([] if from_zero else ["r"]) + tied)
+    acc_t = I32 if f16_acc else F32
+    tied, acc_types = _accumulator_constraints(n_out, from_zero, acc_t)
+    cons = ",".join(["=r" if f16_acc else "=f"] * n_out + ["r"] * 4 + ["l"] + ([] if from_zero else ["r"]) + tied)
     args = [I32] * 4 + [I64] + ([] if from_zero else [I32]) + acc_types
-    fty = ll.FunctionType(ll.LiteralStructType([F32] * n_out), args)
+    fty = ll.FunctionType(ll.LiteralStructType([acc_t] * n_out), args)
     return ll.InlineAsm(fty, text, cons, side_effect=True)
 
 
@@ -140,14 +147,25 @@ def wait_pass_through(lw, regs, pending: int):
 
 
 def _routed_through(lw, regs, text: str):
-    """fp32 or b32 registers (each its own type: a float and an integer dot's accumulators may
-    pass together) through the inline asm `text`, tied in and out: the values after it."""
+    """fp32, b32 or fp16 registers (each its own type: a float and an integer dot's accumulators may
+    pass together) through the inline asm `text`, tied in and out: the values after it. fp16 values
+    (an fp16 accumulator's, consecutive pairs) pass as the f16x2 words wgmma holds them in."""
     b = lw.b
-    types = [r.type for r in regs]
-    cons = ",".join(["=f" if t == F32 else "=r" for t in types] + [str(i) for i in range(len(regs))])
+    words, sizes, i = [], [], 0
+    while i < len(regs):
+        n = 2 if regs[i].type == F16 else 1
+        words += f16_accumulator.pack(b, regs[i:i + 2]) if n == 2 else [regs[i]]
+        sizes.append(n)
+        i += n
+    types = [w.type for w in words]
+    cons = ",".join(["=f" if t == F32 else "=r" for t in types] + [str(i) for i in range(len(words))])
     fty = ll.FunctionType(ll.LiteralStructType(types), types)
-    r = b.call(ll.InlineAsm(fty, text, cons, side_effect=True), list(regs))
-    return [b.extract_value(r, i) for i in range(len(regs))]
+    r = b.call(ll.InlineAsm(fty, text, cons, side_effect=True), words)
+    out = []
+    for i, n in enumerate(sizes):
+        w = b.extract_value(r, i)
+        out += f16_accumulator.unpack(b, [w]) if n == 2 else [w]
+    return out
 
 
 def held_in_registers(lw, regs):
@@ -178,7 +196,8 @@ def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int | None = 0, a_reg
     lw.needs_sm90a = True
     ty = mma_kind(op)
     C = lw.block(c, cl)
-    acc_t = accumulator_type(ty)
+    f16_acc = f16_accumulator.accumulates_in_f16(op)
+    acc_t = F16 if f16_acc else accumulator_type(ty)
     acc = [x if x.type == acc_t else b.fpext(x, F32) for x in C]
 
     # warpgroup part of the start coordinates (warp bits 2.. of the accumulator layout)
@@ -220,14 +239,14 @@ def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int | None = 0, a_reg
 
     db = descriptor_const(tb)
     trans_b = 1 if tb.cdim == 1 else 0   # B stored N-major
-    per = tn // 2
+    per = tn // 4 if f16_acc else tn // 2   # accumulator registers of one instruction
     kstep = 32 if is_8bit_kind(ty) else 16
     if a_regs is None:
         da = descriptor_const(ta)
         trans_a = 1 if ta.cdim == 0 else 0   # A stored M-major
-        asm = {z: _wgmma_asm(per, tn, ty, trans_a, trans_b, z) for z in (False, True)}
+        asm = {z: _wgmma_asm(per, tn, ty, trans_a, trans_b, z, f16_acc) for z in (False, True)}
     else:
-        asm = {z: _wgmma_asm_reg_a(per, tn, ty, trans_b, z) for z in (False, True)}
+        asm = {z: _wgmma_asm_reg_a(per, tn, ty, trans_b, z, f16_acc) for z in (False, True)}
         pair = ll.VectorType(a_regs[0].type, 2)
 
         def packed(r0, r1):
@@ -261,12 +280,16 @@ def dot_from_tiles(lw, op, ta, tb, dyn_base=None, pending: int | None = 0, a_reg
         lw.call("llvm.nvvm.wgmma.fence.sync.aligned", ll.VoidType(), [])
     if promote is None:
         from_zero = _is_zero(acc)
+        if f16_acc:   # the instructions' f16x2 words
+            acc = f16_accumulator.pack(b, acc)
         for k0 in range(0, k, kstep):
             dB = desc(tb, tvb, tmb, (k0, 0), db, dyn_b)
             for rep in range(reps):
                 acc[rep * per:(rep + 1) * per] = mma(acc[rep * per:(rep + 1) * per], rep, k0, dB,
                                                      None if from_zero and k0 == 0 else one)
         lw.call("llvm.nvvm.wgmma.commit_group.sync.aligned", ll.VoidType(), [])
+        if f16_acc:   # one value an element again (a wait packs them back: the words stay)
+            acc = f16_accumulator.unpack(b, acc)
         if pending is None:   # still running: a later dot's wait takes these registers (also_wait)
             assert not also_wait
             waited = []

@@ -671,6 +671,8 @@ class Program:
                 r = np.matmul(env[a].astype(np.int32), env[b].astype(np.int32)) + env[c].astype(np.int32)
                 env[s] = r.astype(_np(rdt))
             return f
+        if adt is T.float16 and rdt is T.float16 and op.operands[1].dtype is T.float16:
+            return self._f16_accumulating_dot(a, b, c, s)
         wide = np.float64 if adt is T.float64 else np.float32
         tf32 = adt is T.float32 and prec == "tf32"
         # fp8 operands (either kind, mixed too) enter as their exact values; products of two fp8
@@ -686,6 +688,21 @@ class Program:
             r = np.matmul(av, bv) + env[c].astype(wide)
             env[s] = cast_value(r.astype(np.float64 if wide is np.float64 else np.float32),
                                 T.float64 if wide is np.float64 else T.float32, rdt)
+        return f
+
+    @staticmethod
+    def _f16_accumulating_dot(a, b, c, s):
+        """fp16 × fp16 → fp16 accumulates in fp16, as the tensor cores do (f16 accumulators: each
+        k16 instruction adds its exact products to the accumulator and rounds the sum to fp16):
+        the products of every 16 columns of K summed in fp32, then added to the fp16 accumulator
+        (starting from `c`) with one rounding."""
+        def f(env):
+            av, bv = env[a].astype(np.float32), env[b].astype(np.float32)
+            acc = env[c].astype(np.float16)
+            for k0 in range(0, av.shape[-1], 16):
+                part = np.matmul(av[..., k0:k0 + 16], bv[..., k0:k0 + 16, :])
+                acc = (acc.astype(np.float32) + part).astype(np.float16)
+            env[s] = acc
         return f
 
     # -- debugging -----------------------------------------------------------------------------
