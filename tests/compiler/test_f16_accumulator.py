@@ -174,15 +174,30 @@ def test_interpret_rounds_the_accumulator_to_f16(interpret):
     assert torch.equal(z, torch.full((16, 16), 2048.0, dtype=torch.float16))
 
 
+def f16_accumulation_bound(x, y, c=None):
+    """How far x @ y + c accumulated in fp16 (each k16 step's sum added to the fp16 accumulator) may
+    be from the exact value, whatever the order and rounding of the sums: an ulp of each step's
+    partial sum (at most ULP times it, for the exact partial sums; twice that for the errors carried
+    along), plus an ulp of the products' magnitude for the sum inside a step."""
+    acc = c.double() if c is not None else torch.zeros((x.shape[0], y.shape[1]), dtype=torch.float64, device=x.device)
+    seen = torch.zeros_like(acc)
+    for k0 in range(0, x.shape[1], 16):
+        acc = acc + x[:, k0:k0 + 16].double() @ y[k0:k0 + 16].double()
+        seen += acc.abs()
+    return 2 * ULP * seen + ULP * (x.double().abs() @ y.double().abs()) + 2 ** -24
+
+
+ULP = 2 ** -10   # fp16's relative spacing (an ulp of v is at most ULP * |v|)
+
+
 def f16_accumulated(x, y, c):
-    """The fp16-accumulator model in float64 (each k16 chunk's exact sum added, then rounded to fp16),
-    and a bound on how far a sum of the same products in another order (the interpreter's and the
-    GPU's within a chunk) may be from it: an fp16 ulp of the largest partial sum a step."""
+    """The fp16-accumulator model in float64 (each k16 chunk's exact sum added, then rounded to fp16)
+    and f16_accumulation_bound for x, y, c: a sum of the same products in another order within a
+    chunk (the interpreter's fp32 one, the tensor cores') stays within it."""
     acc = c.double()
-    steps = x.shape[1] // 16
     for k0 in range(0, x.shape[1], 16):
         acc = (acc + x[:, k0:k0 + 16].double() @ y[k0:k0 + 16].double()).half().double()
-    return acc, steps * 2 ** -10 * (c.double().abs() + x.double().abs() @ y.double().abs()) + 2 ** -24
+    return acc, f16_accumulation_bound(x, y, c)
 
 
 @pytest.mark.parametrize("epilogue", ["none", "add-matrix", "chain-dot"])
@@ -198,7 +213,7 @@ def test_interpret_matches_the_f16_accumulator_model(interpret, epilogue):
     zeros = torch.zeros((M, N), dtype=torch.float16)
     want, tol = f16_accumulated(x, y, zeros)
     if epilogue == "add-matrix":
-        want, tol = (want + z0.double()).half().double(), tol + 2 ** -10 * (want.abs() + z0.double().abs())
+        want, tol = (want + z0.double()).half().double(), tol + ULP * (want.abs() + z0.double().abs())
     if epilogue == "chain-dot":
         want2, tol2 = f16_accumulated(want.half(), w, zeros)
         want, tol = want2, tol2 + tol @ w.double().abs()
