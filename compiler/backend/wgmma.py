@@ -115,7 +115,9 @@ def _wgmma_asm_reg_a(n_out: int, shape_n: int, ty: str, trans_b: int, from_zero:
 
 
 def _is_zero(values) -> bool:
-    """Every value the constant +0.0 (a dot without an accumulator, or with tl.zeros)."""
+    """Every value the constant +0.0 (a dot without an accumulator, or with tl.zeros; an fp16 one is
+    the fptrunc of an fp32 constant)."""
+    values = [v.operands[0] if isinstance(v, ll.CastInstr) and v.opname == "fptrunc" else v for v in values]
     return all(isinstance(v, ll.Constant) and v.constant is not None and v.constant == 0.0
                and str(v.constant) != "-0.0" for v in values)
 

@@ -121,6 +121,19 @@ def test_f16_accumulator_holds_half_the_registers():
     assert all(r.strip().startswith("%r") for r in inst.group(1).split(","))
 
 
+def test_f16_dot_without_acc_starts_from_zero():
+    """A dot without `acc` (fp16 zeros) starts each row block's wgmma chain with scale-d 0 (no
+    zeroed registers read), as an fp32 one does; the chained dot's A comes straight from the first
+    dot's f16x2 accumulator words."""
+    ptx = compile_tile(64, 64, 64, 4, epilogue="chain-dot").asm["ptx"]
+    insts = re.findall(r"wgmma\.mma_async[^;]*;", ptx)
+    starts = [i for i in insts if re.search(r", 0, 1, 1(, [01]){1,2};$", i)]
+    assert len(insts) == 8 and len(starts) == 2
+    first_out = re.search(r"\{([^}]*)\}", insts[0]).group(1).split(", ")
+    a_regs = re.findall(r"\}, \{([^}]*)\}", insts[4])[0].split(", ")
+    assert a_regs == first_out[:4]
+
+
 # ---- 2. K loops -------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("bm,bn,bk,nw,mode", [(128, 128, 64, 4, "async"), (128, 256, 64, 8, "async"),
