@@ -28,7 +28,7 @@ from llvmlite import ir as ll
 from .. import ir
 from . import fragment_convert
 from ..language import dtypes as T
-from . import f16_accumulator, fp8
+from . import f16_accumulator, fp8, pipeline
 from .assign_layouts import LayoutAssignment
 from .axis_info import AxisAnalysis
 from .debug_info import LineInfo
@@ -66,6 +66,39 @@ def _register_only_bit(a: Layout, b: Layout, j: int) -> bool:
         if sum(1 for f in flats if f & m) != 1 or m not in flats:
             return False
     return True
+
+
+def _gather_bits(x: int, bits) -> int:
+    """The bits of x at positions `bits` (descending), packed: bits[0] is the top one."""
+    v = 0
+    for j in bits:
+        v = (v << 1) | (x >> j & 1)
+    return v
+
+
+def _remove_bits(x: int, bits) -> int:
+    """x with the positions `bits` taken out (the bits above each move down)."""
+    for j in sorted(bits, reverse=True):
+        x = (x & ((1 << j) - 1)) | ((x >> (j + 1)) << j)
+    return x
+
+
+def _chunk_pad_shift(pad_shift, bits):
+    """A padded scratch buffer's (row shift, pad) for one chunk: its rows lose the chunk bits below
+    the row shift."""
+    if pad_shift is None:
+        return None
+    shift, pad = pad_shift
+    return shift - sum(1 for j in bits if j < shift), pad
+
+
+def _scratch_bytes(numel: int, es: int, pad_shift, bits) -> int:
+    """The bytes of a conversion's scratch buffer that holds one chunk of `bits`."""
+    n = numel >> len(bits)
+    if pad_shift is None:
+        return n * es
+    shift, pad = _chunk_pad_shift(pad_shift, bits)
+    return (n + (n >> shift) * pad) * es
 
 
 def _first_dim(lay: Layout):
@@ -507,6 +540,18 @@ class Lowering:
         total = log2(have.numel())
         while nbytes >> k > CONVERT_CHUNK_BYTES and k < total and _register_only_bit(have, want, total - 1 - k):
             k += 1
+        bits = list(range(total - 1, total - 1 - k, -1))
+        if nbytes >> k > pipeline.SMEM_LIMIT - self.smem_reserved:
+            # more than shared memory holds (a 128x128 fp64 block, its minor dim split off): lower
+            # bits that both keep in registers go into the chunks too
+            for j in range(total - 2 - k, -1, -1):
+                if _scratch_bytes(have.numel(), es, pad_shift, bits) <= CONVERT_CHUNK_BYTES:
+                    break
+                if _register_only_bit(have, want, j):
+                    bits.append(j)
+            if len(bits) > k:
+                pad_shift = _chunk_pad_shift(pad_shift, bits)
+                nbytes, k = _scratch_bytes(have.numel(), es, pad_shift, bits) << len(bits), len(bits)
         self.smem_bytes = max(self.smem_bytes, nbytes >> k)
         vals = regs
         if dt.name == "int1":
@@ -523,9 +568,9 @@ class Lowering:
             out = [None] * want.n_regs
             for c in range(1 << k):
                 self.barrier()
-                self.smem_write(vals, have, mt, es, pad_shift, chunk=(total - k, c))
+                self.smem_write(vals, have, mt, es, pad_shift, chunk=(tuple(bits), c))
                 self.barrier()
-                self.smem_read(want, mt, es, pad_shift, chunk=(total - k, c), out=out)
+                self.smem_read(want, mt, es, pad_shift, chunk=(tuple(bits), c), out=out)
             assert all(x is not None for x in out)
         if dt.name == "int1":
             out = [self.b.icmp_unsigned("!=", x, ll.Constant(I8, 0)) for x in out]
@@ -546,20 +591,35 @@ class Lowering:
 
     def _smem_slots(self, lay: Layout, es, pad_shift, base_elems: int, chunk, dyn_bytes=None):
         """(first register, vector length, shared-memory pointer) of each of this thread's vectors at
-        their row-major offsets. `chunk` = (shift, c): only the registers whose offset >> shift == c,
-        at offset mod 2**shift. `dyn_bytes`: an i32 added to every byte offset."""
+        their row-major offsets. `chunk` = (bits, c): only the registers whose offset has the value c
+        in those bits (register-only bits, in descending order: c's top bit is bits[0]), at the offset
+        with those bits taken out. `dyn_bytes`: an i32 added to every byte offset."""
         tv, tm = self.thread_flat(lay)
         vec = self._vec_len(lay, tm, es)
         b = self.b
+        if chunk is not None:
+            tv, tm = self._without_bits(tv, tm, chunk[0])
         for g in range(0, lay.n_regs, vec):
             flat = lay.flat(lay.reg_coord(g))
             if chunk is not None:
-                if flat >> chunk[0] != chunk[1]:
+                if _gather_bits(flat, chunk[0]) != chunk[1]:
                     continue
-                flat &= (1 << chunk[0]) - 1
+                flat = _remove_bits(flat, chunk[0])
             off = self._padded(self.combine_const(tv, tm, flat), pad_shift, base_elems)
             byte = b.mul(off, ll.Constant(I32, es))
             yield g, vec, self.smem_ptr(byte if dyn_bytes is None else b.add(byte, dyn_bytes))
+
+    def _without_bits(self, tv, tm: int, bits):
+        """A thread's offset part with the (register-only, so clear) offset `bits` taken out: the
+        part above each shifted down — nothing to do where the thread sets no bit above them."""
+        b = self.b
+        for j in sorted(bits, reverse=True):   # highest first: the lower positions stay put
+            if tv is None or not tm >> j:
+                continue
+            low = b.and_(tv, ll.Constant(I32, (1 << j) - 1))
+            tv = b.or_(low, b.lshr(b.and_(tv, ll.Constant(I32, ~((1 << (j + 1)) - 1) & 0xFFFFFFFF)), ll.Constant(I32, 1)))
+            tm = _remove_bits(tm, (j,))
+        return tv, tm
 
     def smem_write(self, vals, lay: Layout, mt, es, pad_shift=None, base_elems: int = 0, pred=None, chunk=None):
         """Store this thread's registers at their row-major offsets (see _smem_slots for `chunk`)."""
