@@ -22,9 +22,9 @@ from . import split_precision
 
 
 def check_dot_shapes(fn) -> None:
-    """Triton's min_dot_size on CUDA: K >= 32 for 8-bit operands, K >= 16 for the others; blocktune's
-    NVIDIA backend also needs M >= 16 and N >= 16 (Triton pads smaller ones). The front end accepts
-    smaller dots because interpret mode runs them."""
+    """Triton's min_dot_size on CUDA: K >= 32 for 8-bit operands, K >= 16 for the others (M or N
+    under 16 run as FMA dots, lower_dot). The front end accepts smaller K because interpret mode
+    runs them."""
     for op in fn.walk_with_dropped():    # an unused dot too, as Triton checks it when it is written
         if op.name == "dot":
             a = op.operands[0]
@@ -40,8 +40,6 @@ def dot_shape_problem(a_shape, n: int, bitwidth: int) -> str | None:
     got = f"got M={m}, N={n}, K={k} (smaller dots run in interpret mode only)"
     if k < k_min:   # Triton's words
         return f"Input shapes should have M >= 1, N >= 1 and K >= {k_min} for tl.dot of {bitwidth}-bit inputs, {got}"
-    if min(m, n) < 16:
-        return f"tl.dot on NVIDIA GPUs needs M >= 16 and N >= 16 in blocktune (Triton pads smaller ones), {got}"
     return None
 
 
@@ -76,10 +74,17 @@ def lower_dot(lw, op):
     if adt.is_fp8():  # A and B may be different fp8 kinds: each decoded exactly to fp32
         up_a = lambda x: fp8.to_float(lw, x, adt, T.float32)  # noqa: E731
         up_b = lambda x: fp8.to_float(lw, x, bv.dtype, T.float32)  # noqa: E731
+    elif adt.name == "fp32" and op.attrs.get("input_precision") == "tf32":
+        # a dot too small for the tensor cores (M or N under 16) rounds its operands to tf32 as
+        # they would (cvt.rna.tf32.f32, as the tensor-core path does), then multiplies in fp32
+        up_a = up_b = lambda x: b.bitcast(lw.call("llvm.nvvm.f2tf32.rna", I32, [x]), F32)  # noqa: E731
     else:
         up_a = up_b = up
     C = lw.block(c, cl)
     acc = [x if x.type == acc_t else (b.fpext(x, acc_t) if adt.is_floating() else x) for x in C]
+    # fp16 × fp16 → fp16 rounds its sum to fp16 after every 16 of K, as the tensor cores' fp16
+    # accumulator (f16_accumulator.py) and interpret mode do
+    f16_steps = adt.name == "fp16" and bv.dtype.name == "fp16" and odt.name == "fp16"
     mta, esa = mty(adt), esize(adt)
     mtb, esb = mty(bv.dtype), esize(bv.dtype)
     a_lay, b_lay = lw.layout_of(a), lw.layout_of(bv)
@@ -133,6 +138,8 @@ def lower_dot(lw, op):
                     bvals[start + j] = up_b(x)
             for r, (mm, nn) in enumerate(coords):
                 acc[r] = fma(avals[mm][kk], bvals[nn], acc[r])
+            if f16_steps and kx % 16 == 15:   # the fp16 accumulator of a k16 tensor-core step
+                acc = [b.fpext(b.fptrunc(x, lty(odt)), acc_t) for x in acc]
     if lty(odt) != acc_t:
         acc = [b.fptrunc(x, lty(odt)) for x in acc]
     lw.set_block(res, cl, acc)

@@ -75,9 +75,12 @@ def test_batched_dot_ptx_uses_tensor_cores(B, M, N, K, in_ty, out_ty, nw):
     assert "mma" in ptx
 
 
-def test_backend_refuses_small_dots():
-    with pytest.raises(CompilationError, match=r"needs M >= 16 and N >= 16 in blocktune .*, got M=8"):
-        _compile(2, 8, 32, 32, False)
+def test_small_batched_dots_are_fma_dots():
+    """M under 16: FMA dots (test_small_dots.py), where the backend refused them before."""
+    from tests.compiler.test_ptx import ptxas_report
+    ptx = _compile(2, 8, 32, 32, False).asm["ptx"]
+    assert "fma.rn.f32" in ptx and "mma" not in ptx
+    assert ptxas_report(ptx)["spills"] == 0
 
 
 def _multidim(rank, trans_a, trans_b, device="cpu"):
