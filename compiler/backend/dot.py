@@ -12,7 +12,7 @@ import copy
 from llvmlite import ir as ll
 
 from ..language import dtypes as T
-from . import fp8, mma, pinned_tma, wgmma
+from . import fp8, mma, pinned_tma, small_dot, wgmma
 from .errors import BackendError
 from .dot_layouts import PINNED_LIMIT, SmemTile, mma_kind, operand_cdim, operand_tiles, uses_wgmma
 from .layouts import dot_operand
@@ -23,8 +23,8 @@ from . import split_precision
 
 def check_dot_shapes(fn) -> None:
     """Triton's min_dot_size on CUDA: K >= 32 for 8-bit operands, K >= 16 for the others (M or N
-    under 16 run as FMA dots, lower_dot). The front end accepts smaller K because interpret mode
-    runs them."""
+    under 16 run padded on the tensor cores, small_dot.py, or as FMA dots). The front end accepts
+    smaller K because interpret mode runs them."""
     for op in fn.walk_with_dropped():    # an unused dot too, as Triton checks it when it is written
         if op.name == "dot":
             a = op.operands[0]
@@ -49,8 +49,11 @@ def lower_dot(lw, op):
     """FMA dot: A and B go to shared memory (row-major), then for each k every thread loads the
     A values of its C rows and the B values of its C columns (vectorized along k for A and along n
     for B) and does the outer-product FMAs. Register use stays at acc + a few operands.
-    fp16/bf16/fp8/int8 (and fp32 as tf32) dots go to tensor cores instead (mma.py, wgmma.py), fp32
-    as tf32x3/bf16x3/bf16x6 to several tf32 or bf16 ones (split_precision.py)."""
+    fp16/bf16/fp8/int8 (and fp32 as tf32) dots go to tensor cores instead (mma.py, wgmma.py; padded
+    where M or N is under 16, small_dot.py), fp32 as tf32x3/bf16x3/bf16x6 to several tf32 or bf16
+    ones (split_precision.py)."""
+    if small_dot.padded_kind(op) is not None:
+        return small_dot.lower_padded_dot(lw, op, small_dot.padded_kind(op))
     if split_precision.is_split_kind(mma_kind(op)):
         return split_precision.lower_split_dot(lw, op, mma_kind(op))
     if mma_kind(op) is not None:
@@ -74,17 +77,10 @@ def lower_dot(lw, op):
     if adt.is_fp8():  # A and B may be different fp8 kinds: each decoded exactly to fp32
         up_a = lambda x: fp8.to_float(lw, x, adt, T.float32)  # noqa: E731
         up_b = lambda x: fp8.to_float(lw, x, bv.dtype, T.float32)  # noqa: E731
-    elif adt.name == "fp32" and op.attrs.get("input_precision") == "tf32":
-        # a dot too small for the tensor cores (M or N under 16) rounds its operands to tf32 as
-        # they would (cvt.rna.tf32.f32, as the tensor-core path does), then multiplies in fp32
-        up_a = up_b = lambda x: b.bitcast(lw.call("llvm.nvvm.f2tf32.rna", I32, [x]), F32)  # noqa: E731
     else:
         up_a = up_b = up
     C = lw.block(c, cl)
     acc = [x if x.type == acc_t else (b.fpext(x, acc_t) if adt.is_floating() else x) for x in C]
-    # fp16 × fp16 → fp16 rounds its sum to fp16 after every 16 of K, as the tensor cores' fp16
-    # accumulator (f16_accumulator.py) and interpret mode do
-    f16_steps = adt.name == "fp16" and bv.dtype.name == "fp16" and odt.name == "fp16"
     mta, esa = mty(adt), esize(adt)
     mtb, esb = mty(bv.dtype), esize(bv.dtype)
     a_lay, b_lay = lw.layout_of(a), lw.layout_of(bv)
@@ -138,8 +134,6 @@ def lower_dot(lw, op):
                     bvals[start + j] = up_b(x)
             for r, (mm, nn) in enumerate(coords):
                 acc[r] = fma(avals[mm][kk], bvals[nn], acc[r])
-            if f16_steps and kx % 16 == 15:   # the fp16 accumulator of a k16 tensor-core step
-                acc = [b.fpext(b.fptrunc(x, lty(odt)), acc_t) for x in acc]
     if lty(odt) != acc_t:
         acc = [b.fptrunc(x, lty(odt)) for x in acc]
     lw.set_block(res, cl, acc)

@@ -75,11 +75,12 @@ def test_batched_dot_ptx_uses_tensor_cores(B, M, N, K, in_ty, out_ty, nw):
     assert "mma" in ptx
 
 
-def test_small_batched_dots_are_fma_dots():
-    """M under 16: FMA dots (test_small_dots.py), where the backend refused them before."""
+def test_small_batched_dots_are_padded_onto_mma():
+    """M under 16: padded onto mma.sync as Triton's (test_small_dots.py), where the backend refused
+    them before."""
     from tests.compiler.test_ptx import ptxas_report
     ptx = _compile(2, 8, 32, 32, False).asm["ptx"]
-    assert "fma.rn.f32" in ptx and "mma" not in ptx
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx
     assert ptxas_report(ptx)["spills"] == 0
 
 
