@@ -98,16 +98,15 @@ def test_fp64_subtile_matmul_fits_shared_memory(stages):
 
 torch = pytest.importorskip("torch")
 
+from tests.compiler.kernels.gpu_util import gen  # noqa: E402,F401
+
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dt,bm,bn,bk,nw", [(torch.float64, 128, 128, 16, 8), (torch.float64, 64, 128, 32, 4),
                                             (torch.float32, 128, 128, 32, 8)])
-def test_subtile_matmul_gpu(dt, bm, bn, bk, nw):
+def test_subtile_matmul_gpu(gen, dt, bm, bn, bk, nw):
     from tests.compiler.kernels.gpu_util import poisoned, rand
-    import secrets
-    seed = secrets.randbits(31)
-    print(f"seed={seed}")
-    g = torch.Generator(device="cuda").manual_seed(seed)
+    g = gen
     M, N, Kd = 2 * bm, 3 * bn, 4 * bk
     a, b = rand(g, (M, Kd), dt), rand(g, (Kd, N), dt)
     c = poisoned((M, N), dt)

@@ -18,6 +18,7 @@ import pytest
 import compiler as triton
 from compiler import ptxas
 from compiler.ptxas import require as find_ptxas
+from tests.compiler.kernels import dot_precisions as LK
 from tests.compiler.kernels import f16_acc as K
 from tests.compiler.test_ptx import ptx_loops
 
@@ -59,9 +60,10 @@ def compile_tile(M, N, Kd, nw, col_a=False, col_b=False, epilogue="none"):
 
 def compile_loop(bm, bn, bk, nw, stages=3):
     ones = ("stride_ak", "stride_bn", "stride_cn")
-    return triton.compile(K.f16_loop_kernel, signature=LOOP_SIG, constexprs=dict(BM=bm, BN=bn, BK=bk), num_warps=nw,
-                          num_stages=stages, target="sm_90a", divisible_by_16=tuple(n for n in LOOP_SIG if n not in ones),
-                          equal_to_1=ones)
+    """dot_precisions' K loop with fp16 pointers: its `acc` (tl.zeros of C's type) is fp16."""
+    return triton.compile(LK.loop_dot_kernel, signature=LOOP_SIG, constexprs=dict(BM=bm, BN=bn, BK=bk, PREC="ieee"),
+                          num_warps=nw, num_stages=stages, target="sm_90a", equal_to_1=ones,
+                          divisible_by_16=tuple(n for n in LOOP_SIG if n not in ones))
 
 
 def assembles(ptx: str) -> str:
@@ -242,8 +244,8 @@ def test_interpret_f16_loop_accumulates_in_f16(interpret):
     M, N, Kd = 48, 40, 96
     a, b = (torch.randn((M, Kd), generator=g) * 0.3).half(), (torch.randn((Kd, N), generator=g) * 0.3).half()
     c = torch.full((M, N), float("nan"), dtype=torch.float16)
-    K.f16_loop_kernel[(triton.cdiv(M, 32), triton.cdiv(N, 32))](a, b, c, M, N, Kd, a.stride(0), a.stride(1),
+    LK.loop_dot_kernel[(triton.cdiv(M, 32), triton.cdiv(N, 32))](a, b, c, M, N, Kd, a.stride(0), a.stride(1),
                                                                  b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-                                                                 BM=32, BN=32, BK=32)
+                                                                 BM=32, BN=32, BK=32, PREC="ieee")
     want, tol = f16_accumulated(a, b, torch.zeros((M, N)))
     assert ((c.double() - want).abs() <= tol).all()

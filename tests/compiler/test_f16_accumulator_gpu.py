@@ -10,6 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import compiler as triton  # noqa: E402
+from tests.compiler.kernels import dot_precisions as LK  # noqa: E402
 from tests.compiler.kernels import f16_acc as K  # noqa: E402
 from tests.compiler.kernels.gpu_util import gen, poisoned, rand  # noqa: E402,F401
 from tests.compiler.test_f16_accumulator import (BASE, EPILOGUES, MIXED, ULP, epilogue_flags,  # noqa: E402
@@ -73,9 +74,9 @@ def test_f16_accumulator_loop_gpu(gen, M, N, Kd, bm, bn, bk, nw):
     iterations)."""
     a, b = rand(gen, (M, Kd), torch.float16), rand(gen, (Kd, N), torch.float16)
     c = poisoned((M, N), torch.float16)
-    K.f16_loop_kernel[(triton.cdiv(M, bm), triton.cdiv(N, bn))](a, b, c, M, N, Kd, a.stride(0), a.stride(1), b.stride(0),
+    LK.loop_dot_kernel[(triton.cdiv(M, bm), triton.cdiv(N, bn))](a, b, c, M, N, Kd, a.stride(0), a.stride(1), b.stride(0),
                                                                  b.stride(1), c.stride(0), c.stride(1), BM=bm, BN=bn,
-                                                                 BK=bk, num_warps=nw)
+                                                                 BK=bk, PREC="ieee", num_warps=nw)
     torch.cuda.synchronize()
     check(c, a.double() @ b.double(), bound(a, b))
 

@@ -18,6 +18,8 @@ from tests.compiler.test_f16_accumulator import f16_accumulation_bound
 
 torch = pytest.importorskip("torch")
 
+from tests.compiler.kernels.gpu_util import gen  # noqa: E402,F401
+
 # (operand type, result type, M, N, K, num_warps, input_precision, the instruction)
 F16_MMA = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 CASES = [("fp16", "fp32", 2, 4, 32, 1, "ieee", F16_MMA), ("fp8e5", "fp32", 1, 2, 32, 1, "ieee", F16_MMA),
@@ -128,8 +130,5 @@ def test_small_dot_interpret(monkeypatch, t, out, M, N, Kd, nw, prec, inst):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("t,out,M,N,Kd,nw,prec,inst", CASES)
-def test_small_dot_gpu(t, out, M, N, Kd, nw, prec, inst):
-    import secrets
-    seed = secrets.randbits(31)
-    print(f"seed={seed}")
-    run_small(torch.Generator(device="cuda").manual_seed(seed), t, out, M, N, Kd, nw, prec, "cuda")
+def test_small_dot_gpu(gen, t, out, M, N, Kd, nw, prec, inst):
+    run_small(gen, t, out, M, N, Kd, nw, prec, "cuda")
