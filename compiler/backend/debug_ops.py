@@ -98,8 +98,8 @@ def lower_print(lw, op) -> None:
     pid = [lw.call(f"llvm.nvvm.read.ptx.sreg.ctaid.{a}", I32, []) for a in "xyz"]
     head = "pid (%d, %d, %d) idx ("
     many = len(op.operands) > 1
-    if not op.operands:      # every thread prints it, as in Triton
-        _emit(lw, f"pid (%d, %d, %d) idx (){text}".rstrip() + "\n", pid, None)
+    if not op.operands:      # every thread prints it, without an index, as in Triton
+        _emit(lw, f"pid (%d, %d, %d){text}".rstrip() + "\n", pid, None)
         return
     for k, v in enumerate(op.operands):
         tag = f"(operand {k}) " if many else ""

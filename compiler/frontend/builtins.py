@@ -125,9 +125,15 @@ def static_assert(gen, node, cond, msg=""):
         raise gen.error(node, f"static assertion failed: {gen.text(node, msg)}", CompileTimeAssertionFailure)
 
 
+def _tensor_text(v) -> str:
+    """A block value as Triton's tensor prints at compile time: `int32[constexpr[128]]` (its shape's
+    entries are constexprs), `fp32[]` for a scalar."""
+    return f"{v.dtype}[{', '.join(f'constexpr[{n}]' for n in v.shape)}]"
+
+
 @rule("static_print")
 def static_print(gen, node, *values):
-    print(*(gen.text(node, v) if not is_value(v) else v for v in values))
+    print(*(gen.text(node, v) if not is_value(v) else _tensor_text(v) for v in values))
 
 
 @rule("device_print")

@@ -735,7 +735,7 @@ class Program:
                     for idx in np.ndindex(v.shape):
                         lines.append(f"{head} idx ({', '.join(str(i) for i in idx)}){prefix}{tag}{fmt(v[idx], dt)}")
             if not slots:
-                lines.append(f"{head} idx (){prefix}".rstrip())
+                lines.append(f"{head}{prefix}".rstrip())
             sys.stdout.write("\n".join(lines) + "\n")
         return f
 

@@ -644,7 +644,7 @@ def test_print_prefix_normalized_like_triton(capsys):
     interpreter.run(b.fn, (1,), [7])
     assert capsys.readouterr().out.splitlines() == [
         "pid (0, 0, 0) idx (0) vals: (operand 0) 0", "pid (0, 0, 0) idx (1) vals: (operand 0) 1",
-        "pid (0, 0, 0) idx () vals: (operand 1) 7", "pid (0, 0, 0) idx () hello"]
+        "pid (0, 0, 0) idx () vals: (operand 1) 7", "pid (0, 0, 0) hello"]
 
 
 def test_overlapping_numpy_views_from_one_buffer():

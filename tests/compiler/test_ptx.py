@@ -786,6 +786,19 @@ def test_big_conversion_is_chunked():
     ptxas_report(llir_to_ptx(module_text(lw))[1])
 
 
+def test_print_without_values_has_no_index():
+    """Triton's format for a print of text alone: every thread prints `pid (x, y, z) text`."""
+    @triton.jit
+    def says_hello():
+        print("no arg")
+
+    ptx = triton.compile(says_hello, {}, {}, num_warps=4, target="sm_90").asm["ptx"]
+    formats = bytes(int(c) for blob in re.findall(r"printf_fmt_\d+\[\d+\] = \{([^}]*)\}", ptx)
+                    for c in blob.split(",")).decode(errors="replace")
+    assert "pid (%d, %d, %d) no arg\n" in formats
+    ptxas_report(ptx)
+
+
 def test_device_print_and_assert_lowering(monkeypatch):
     """device_print becomes one vprintf per owned element (format strings with pid and idx; a scalar is
     printed by every thread, as Triton does);

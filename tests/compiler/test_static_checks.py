@@ -37,6 +37,19 @@ def test_static_assert_and_static_print(capsys):
     assert "tl.static_assert(BLOCK & (BLOCK - 1) == 0" in str(e.value)
 
 
+@triton.jit
+def prints_its_blocks(x, out, BLOCK: tl.constexpr):
+    v = tl.load(x + tl.arange(0, BLOCK))
+    tl.static_print("", v, tl.sum(v, 0) * 2.0)
+    tl.store(out + tl.arange(0, BLOCK), v)
+
+
+def test_static_print_shows_a_block_as_triton_does(capsys):
+    kernel = triton.JITFunction(prints_its_blocks.fn)
+    kernel[(1,)](np.arange(128, dtype=np.int32), np.zeros(128, np.int32), 128)
+    assert capsys.readouterr().out == " int32[constexpr[128]] fp32[]\n"
+
+
 def test_static_assert_needs_a_compile_time_condition():
     @triton.jit
     def runtime_condition(x):
