@@ -28,7 +28,7 @@ from llvmlite import ir as ll
 from .. import ir
 from . import fragment_convert
 from ..language import dtypes as T
-from . import f16_accumulator, fp8, pipeline
+from . import f16_accumulator, fp8
 from .assign_layouts import LayoutAssignment
 from .axis_info import AxisAnalysis
 from .debug_info import LineInfo
@@ -50,6 +50,8 @@ RESHAPING_OPS = {"expand_dims", "broadcast", "trans", "reshape"}
 
 # a layout conversion through shared memory moves at most this many bytes at a time
 CONVERT_CHUNK_BYTES = 32 * 1024
+# the dynamic shared memory a CTA may have on sm_90 (227 KiB)
+SMEM_LIMIT = 227 * 1024
 
 # a loop-invariant value converted inside a loop is converted once before it (LoopHoist) when the
 # converted copy takes at most this many registers a thread (it stays live through the loop)
@@ -541,7 +543,7 @@ class Lowering:
         while nbytes >> k > CONVERT_CHUNK_BYTES and k < total and _register_only_bit(have, want, total - 1 - k):
             k += 1
         bits = list(range(total - 1, total - 1 - k, -1))
-        if nbytes >> k > pipeline.SMEM_LIMIT - self.smem_reserved:
+        if nbytes >> k > SMEM_LIMIT - self.smem_reserved:
             # more than shared memory holds (a 128x128 fp64 block, its minor dim split off): lower
             # bits that both keep in registers go into the chunks too
             for j in range(total - 2 - k, -1, -1):

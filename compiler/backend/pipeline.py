@@ -46,10 +46,10 @@ from . import dot, f16_accumulator, pinned_tma, tma, wgmma
 from .dot_layouts import is_fp8_kind, mma_kind, operand_tiles, register_groups, tiles_end, uses_wgmma
 from .layouts import log2
 from .llvm_types import esize, is_signed
+from .lowering import SMEM_LIMIT
 from .memory import access_width
 
 I32 = ll.IntType(32)
-SMEM_LIMIT = 227 * 1024
 _MISSING = object()
 
 
