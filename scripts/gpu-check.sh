@@ -42,7 +42,9 @@ if [[ " ${what[*]} " == *" fleet "* ]]; then
   timeout "${BENCH_TIMEOUT:-900}" python3 bench/fleet.py ${BENCH_ARGS_fleet:-} 2>&1 | tee "$OUT/bench-fleet.log" | tail -60
 fi
 # Triton's own unit tests and tutorials against blocktune (issue 13): need a Triton checkout with
-# python/test/unit and python/tutorials (TRITON_CHECKOUT, default .triton-tut: carry it); not part of `all`
+# python/test/unit and python/tutorials (TRITON_CHECKOUT, default .triton-tut: carry it); not part of `all`.
+# The suite keeps 3 cases a test function (SUITE_CASES); every case is four runs of
+# SUITE_CASES=0 SUITE_ARGS="--shard I/4" (I = 1..4, ~4 min each), summed by tools/triton_suite/summary.py
 TRITON_CHECKOUT=${TRITON_CHECKOUT:-.triton-tut}
 if [[ " ${what[*]} " == *" suite "* ]]; then
   TRITON_SUITE_CACHE="$OUT/triton-suite" BLOCKTUNE_PYTHON=python3 timeout "${SUITE_TIMEOUT:-560}" \
