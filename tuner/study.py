@@ -129,6 +129,7 @@ class JobStudy:
         self.queued = 0                              # enqueued trials not yet asked (auto lookahead)
         self.live: set[int] = set()                  # ids of the trials this run asked and has not told
         self.unclassified = None                     # a trial asked whose config is not settled yet
+        self._waiting: int | None = None             # trials in the study's queue, as the budget's count saw them
         self.budget_elsewhere = False                # no trial left to ask: the rest is in flight elsewhere
         self.asks = 0
         self.max_asks = 0
@@ -388,7 +389,7 @@ class JobStudy:
             return self.recorder.done + mine < budget
         self._fail_stale()
         with self.ctx.Session() as s:
-            running, _ = study_reads.in_flight(s, self.study_id, self.ctx.job_id)
+            running, self._waiting = study_reads.in_flight(s, self.study_id, self.ctx.job_id)
             self.recorder.done = repo.count_trials(s, self.ctx.job_id)
         if self.recorder.done + len(running) < budget:
             return True
@@ -406,12 +407,23 @@ class JobStudy:
             return None
         self.asks += 1
         with self.ctx.timeline.phase("ask"):
-            trial = self.study.ask()
+            trial = self._new_trial() if self._waiting == 0 else self.study.ask()
+        self._waiting = None
         self.unclassified = trial
         self.live.add(trial._trial_id)
         if self.queued > 0:
             self.queued -= 1
         return trial
+
+    def _new_trial(self) -> optuna.trial.Trial:
+        """`Study.ask` for a study whose queue was just seen empty (`budget_has_room`): a new trial,
+        without Optuna's pop of the queue, which syncs its cache — every unfinished trial of the
+        study read again whole, in a shared study both workers' lookaheads — to find nothing.
+        What Study.ask does besides, done the same: the sampler's per-ask read of the study
+        dropped, the trial created through the study's (caching) storage."""
+        study = self.study
+        study._thread_local.cached_all_trials = None
+        return optuna.trial.Trial(study, study._storage.create_new_trial(study._study_id))
 
     def claim(self, trial: optuna.trial.Trial, mine: int) -> bool:
         """Admit a trial about to be measured to the trial budget (tuner/trial_claims.py): always, for

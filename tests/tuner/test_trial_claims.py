@@ -211,3 +211,41 @@ def test_failing_a_trial_waits_for_its_result_being_stored(job):
     finally:
         storing.close()
         failing.close()
+
+
+def test_a_sharing_worker_pops_the_queue_only_when_trials_wait_in_it(job):
+    """JobStudy.ask creates a new trial without Optuna's pop (a sync of every unfinished trial) when
+    the budget's count saw the queue empty; a config queued meanwhile is asked next."""
+    from jobspec.device import interpreter_properties
+    from tuner.study import JobStudy
+
+    url, job_id = job
+    ctx = RunContext(url, job_id, worker_id="w")
+    try:
+        assert ctx.load()
+        recorder = Recorder(ctx)
+        study = JobStudy(ctx, recorder)
+        study.open(interpreter_properties(), "cpu")
+        queued = [t for t in study.study.get_trials(deepcopy=False) if t.state == TS.WAITING]
+        assert queued                                     # the known-good configs, enqueued by the claimer
+        pops, pop = [], study.study._pop_waiting_trial_id
+        study.study._pop_waiting_trial_id = lambda: (pops.append(1), pop())[1]
+        asked = []
+        for _ in range(len(queued) + 2):
+            trial = study.ask(mine=len(asked))
+            study.suggest(trial)
+            study.settled(trial, in_flight=True)
+            asked.append(trial)
+        by_id = {t._trial_id: t for t in study.study.get_trials(deepcopy=False)}
+        fixed = [t.system_attrs["fixed_params"] for t in queued]
+        assert [by_id[t._trial_id].params for t in asked[:len(queued)]] == fixed
+        assert all(by_id[t._trial_id].state == TS.RUNNING for t in asked)
+        study.study.enqueue_trial(fixed[0])               # re-queued (a dead worker's config)
+        again = study.ask(mine=len(asked))
+        study.suggest(again)
+        assert again.params == fixed[0]
+        assert len(pops) == len(queued) + 1               # not for the two asked with the queue empty
+        assert [t.number for t in asked + [again]] == sorted({t.number for t in asked + [again]})
+    finally:
+        study.close()
+        ctx.close()
