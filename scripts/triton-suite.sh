@@ -2,7 +2,7 @@
 # Run Triton's own unit tests against blocktune and next to Triton's own interpreter.
 #
 #   scripts/triton-suite.sh TRITON_CHECKOUT [--gpu] [-k EXPR] [-m MARKEXPR] [--jobs N]
-#                           [--cases-per-test N] [--timeout S] [--no-reference] [--ref-python PY]
+#                           [--cases-per-test N] [--shard I/K] [--timeout S] [--no-reference] [--ref-python PY]
 #                           [--triton-version V] [--markdown OUT] [TEST_PATH ...]
 #
 # TRITON_CHECKOUT  a Triton source tree (python/triton/__init__.py gives the version to compare with)
@@ -11,6 +11,8 @@
 # -k / -m          pytest's test selection, passed to both runs (default: see SELECTIONS below)
 # --jobs N         pytest-xdist workers (when installed)
 # --cases-per-test keep at most N evenly spread cases of each test function (default 0: all)
+# --shard I/K      run shard I of K of every case (by a hash of the test id: a uniform sample; the K
+#                  shards together are the whole suite). The junit files are named after the shard
 # --timeout S      per-test timeout (pytest-timeout), default 120
 # --triton-version the triton wheel for the reference run (default: the checkout's __version__; a
 #                  commit on main between two releases carries the older number)
@@ -29,7 +31,7 @@ usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 case "$1" in -h|--help) usage 0 ;; esac
 CHECKOUT="$(cd "$1" && pwd)"; shift
 
-GPU=0; KEXPR=""; MEXPR=""; JOBS=1; CASES=0; TIMEOUT=120; REFERENCE=1; REF_PY=""; MARKDOWN=""; VERSION=""; PATHS=()
+GPU=0; KEXPR=""; MEXPR=""; JOBS=1; CASES=0; SHARD=""; TIMEOUT=120; REFERENCE=1; REF_PY=""; MARKDOWN=""; VERSION=""; PATHS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --gpu) GPU=1 ;;
@@ -37,6 +39,7 @@ while [ $# -gt 0 ]; do
     -m) MEXPR="$2"; shift ;;
     --jobs) JOBS="$2"; shift ;;
     --cases-per-test) CASES="$2"; shift ;;
+    --shard) SHARD="$2"; shift ;;
     --timeout) TIMEOUT="$2"; shift ;;
     --no-reference) REFERENCE=0 ;;
     --ref-python) REF_PY="$2"; shift ;;
@@ -86,6 +89,9 @@ if [ "$GPU" = 1 ]; then DEVICE=cuda; INTERPRET=0; else DEVICE=cpu; INTERPRET=1; 
 COMMON=(-q -p no:cacheprovider -p _triton_suite_sample --cases-per-test "$CASES" --timeout "$TIMEOUT"
         --continue-on-collection-errors --device "$DEVICE" -o junit_logging=no)
 [ -n "$KEXPR" ] && COMMON+=(-k "$KEXPR")
+[ -n "$SHARD" ] && COMMON+=(--shard "$SHARD")
+# each shard's results keep their own files, so that a summary over several shards' folders adds up
+SHARD_TAG="${SHARD:+-shard${SHARD/\//of}}"
 
 xdist_args() {  # $1: the python that runs pytest
   if [ "$JOBS" -gt 1 ] && "$1" -c "import xdist" 2>/dev/null; then echo "-n $JOBS"
@@ -98,13 +104,13 @@ xdist_args() {  # $1: the python that runs pytest
 # `--rootdir` keeps the test ids relative to python/test/unit, whatever config file sits above.
 run_suite() {  # $1: label, $2: python, $3: PYTHONPATH, $4: junit file prefix
   local label="$1" py="$2" pypath="$3" prefix="$4" sel name mark paths
-  rm -f "$prefix"-*.xml
+  rm -f "$prefix"-*"$SHARD_TAG".xml
   for sel in "${SELECTIONS[@]}"; do
     IFS='|' read -r name mark paths <<<"$sel"
     echo "== $label: Triton $VERSION ($COMMIT) tests $paths${mark:+ (-m $mark)} on $DEVICE" >&2
     # shellcheck disable=SC2046,SC2086
     (cd "$UNIT/.." && TRITON_INTERPRET="$INTERPRET" BLOCKTUNE_INTERPRET="$INTERPRET" PYTHONPATH="$pypath${PYTHONPATH:+:$PYTHONPATH}" "$py" -P -m pytest "${COMMON[@]}" \
-       --rootdir "$UNIT" ${mark:+-m "$mark"} $(xdist_args "$py") --junitxml="$prefix-$name.xml" $(printf "unit/%s " $paths) 2>&1 | tail -n 3) || true
+       --rootdir "$UNIT" ${mark:+-m "$mark"} $(xdist_args "$py") --junitxml="$prefix-$name$SHARD_TAG.xml" $(printf "unit/%s " $paths) 2>&1 | tail -n 3) || true
   done
 }
 

@@ -16,6 +16,18 @@ from .lowering import region_combiner
 from .llvm_types import BF16, F16, F32, F64, FULL_MASK, I1, I8, I16, I32, I64, esize, fsuffix_of, is_signed, lty, mty
 
 
+def component_bases(nbytes: list[int], align: int = 16) -> tuple[list[int], int]:
+    """Byte offsets of a tuple's component arrays laid one after another in shared memory, each
+    aligned (an int8 array of 2 bytes followed by int32 indices would put them at byte 2: a
+    misaligned address at run time), and the bytes they take."""
+    bases, end = [], 0
+    for n in nbytes:
+        end = (end + align - 1) // align * align
+        bases.append(end)
+        end += n
+    return bases, end
+
+
 def shfl(lw, x, mode: str, lane_arg):
     """shfl.sync.<mode> of any ≤64-bit value."""
     b = lw.b
@@ -163,7 +175,7 @@ def _reduce_tuples(lw, lay, axis, vals, comb, dts):
         n_out = out_lay.numel()
         parts = [lty(d) for d in dts]
         sizes = [esize(d) for d in dts]
-        total = sum(n_out * nw * s for s in sizes)
+        base_bytes, total = component_bases([n_out * nw * s for s in sizes])
         lw.smem_bytes = max(lw.smem_bytes, total + 16)
         lw.barrier()
         pb = lw.pb
@@ -178,9 +190,6 @@ def _reduce_tuples(lw, lay, axis, vals, comb, dts):
         for k in range(len(acc)):
             flat = lw.combine_const(tv, tm, out_lay.flat(out_lay.reg_coord(k)))
             offs.append(b.mul(flat, ll.Constant(I32, nw)))
-        base_bytes = [0]
-        for s in sizes[:-1]:
-            base_bytes.append(base_bytes[-1] + n_out * nw * s)
         for k, a in enumerate(acc):
             for p, (v, t, s, bb) in enumerate(zip(a, parts, sizes, base_bytes)):
                 off = b.add(b.mul(b.add(offs[k], widx), ll.Constant(I32, s)), ll.Constant(I32, bb))
@@ -321,10 +330,8 @@ def _scan(lw, op, xs, comb):
         mts = [mty(d) for d in dts]
         sl = lay.slice(axis)
         n_other = sl.numel()
-        bases = [0]
-        for es in ess[:-1]:
-            bases.append(bases[-1] + n_other * n_hi * nwa * es)
-        lw.smem_bytes = max(lw.smem_bytes, sum(n_other * n_hi * nwa * es for es in ess))
+        bases, total = component_bases([n_other * n_hi * nwa * es for es in ess])
+        lw.smem_bytes = max(lw.smem_bytes, total)
         widx = ll.Constant(I32, 0)
         for j, (_, i) in enumerate(warp_axis):
             bit = pb.and_(pb.lshr(lw.warp, ll.Constant(I32, i)), ll.Constant(I32, 1))

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from tools.triton_suite import sample, shim, summary
@@ -124,3 +125,15 @@ def test_cases_outside_blocktunes_selection_are_left_out():
     c = summary.compare(ref, bt)
     assert c.not_run == 2 and (c.reference_passed, c.both_passed) == (4, 1)
     assert "language/test_core.py::test_join" not in {r.function for r in c.rows}
+
+
+def test_shards_partition_the_cases_by_id_alone():
+    ids = [f"language/test_core.py::test_bin_op[int8-{op}-{i}]" for op in "+-*/%" for i in range(40)]
+    shards = [[n for n in ids if sample.in_shard(n, (i, 4))] for i in range(1, 5)]
+    assert sorted(sum(shards, [])) == sorted(ids)                  # every case in exactly one shard
+    assert all(len(s) > len(ids) // 8 for s in shards)             # and no shard nearly empty
+    assert [n for n in ids if sample.in_shard(n, (2, 4))] == shards[1]   # the same on a second look
+    assert sample.parse_shard("") is None and sample.parse_shard("3/8") == (3, 8)
+    for bad in ("0/4", "5/4", "x/4", "2"):
+        with pytest.raises(ValueError):
+            sample.parse_shard(bad)
