@@ -34,6 +34,7 @@ database, the timeline, the job's lock and retries through outages):
   measurement.py    the device and the child that runs and measures configs on it
   recording.py      trials, progress and the winner in the database; the results known so far
   write_behind.py   Optuna's tell of a stored result and the job's progress, written while the search goes on
+  trial_claims.py   a shared job's trial budget, claimed trial by trial before a config is measured
   final_rounds.py   the finalists' re-measurement, in rounds the workers sharing the job split
 This module is the run itself: the search loop that feeds configs from the study through the
 compile queue to the child and records what comes back, and the end (re-measuring, the winner).
