@@ -249,3 +249,44 @@ def test_a_sharing_worker_pops_the_queue_only_when_trials_wait_in_it(job):
     finally:
         study.close()
         ctx.close()
+
+
+def test_a_trial_refused_its_claim_is_given_back(job):
+    """JobStudy: another worker holds the budget's last place; this worker's trial is refused, failed
+    as over budget, its config queued again, and with nothing of its own in flight the rest of the
+    budget is elsewhere. Once the other's trial fails (its worker died), the config is claimed."""
+    from jobspec.device import interpreter_properties
+    from tuner.study import JobStudy
+
+    url, job_id = job
+    ctx = RunContext(url, job_id, worker_id="w")
+    other = Worker(url, job_id, "other")
+    study = None
+    try:
+        assert ctx.load()
+        budget = ctx.spec.budget.trials
+        study = JobStudy(ctx, Recorder(ctx))
+        study.open(interpreter_properties(), "cpu")
+        for _ in range(budget):
+            assert other.claim(other.ask(), budget)     # the other worker's trials fill the budget
+        held = [t for t in other.study.get_trials(deepcopy=False) if t.state == TS.RUNNING]
+        assert study.ask(mine=0) is None                # the count sees no room: nothing asked
+        trial = study.study.ask()                       # one asked before the other's claims (a race)
+        study.budget_elsewhere = False
+        config = study.suggest(trial)
+        assert not study.claim(trial, 0)
+        study.give_back(trial, config)
+        study.settled(trial, in_flight=False)
+        assert study.budget_elsewhere
+        gone = other.storage.get_trial(trial._trial_id)
+        assert gone.state == TS.FAIL and gone.user_attrs["over_budget"] is True
+        waiting = [t for t in study.study.get_trials(deepcopy=False) if t.state == TS.WAITING]
+        assert study.space.encode(config) in [t.system_attrs["fixed_params"] for t in waiting]
+        other.study.tell(held[-1].number, state=TS.FAIL)        # one of the other's trials failed before its result
+        again = study.ask(mine=0)
+        assert again is not None and study.claim(again, 0)
+    finally:
+        if study is not None:
+            study.close()
+        ctx.close()
+        other.close()
