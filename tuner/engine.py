@@ -505,7 +505,7 @@ class Tuner:
             return True
         self.study.live.discard(trial._trial_id)
         if self.recorder.recorded_here(r.number):
-            r.stored = r.told = True      # an outage cut off the answer to our own store, and it was told
+            r.stored = r.told = True      # our store went through (an outage cut off its answer); finished since
             return True
         log.warning("job %d: trial %d was failed by another worker while this one ran it (this worker was taken "
                     "for dead); its result is dropped", self.ctx.job_id, r.number)
