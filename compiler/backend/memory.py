@@ -323,6 +323,8 @@ def _atom_one(lw, kind, ptr, val, cmp, pred, dt, sem, scope):
         else:
             opname, ty = "add", f".u{bits}"
     elif kind in ("max", "min"):
+        if fl and bits == 16:
+            return _atom_half_minmax(lw, kind, ptr, val, pred, dt, sem, scope)
         if fl:
             return _atom_fminmax(lw, kind, ptr, val, pred, dt, sem, scope)
         opname, ty = kind, (f".s{bits}" if is_signed(dt) else f".u{bits}")
@@ -368,6 +370,26 @@ def _atom(kind, sem, scope) -> str:
     takes the qualifiers in any order."""
     sem_s, scope_s = _SEM.get(sem, ".acq_rel"), _SCOPE.get(scope, ".gpu")
     return f"atom.global{sem_s}{scope_s}" if kind == "cas" else f"atom.global{scope_s}{sem_s}"
+
+
+def _atom_half_minmax(lw, kind, ptr, val, pred, dt, sem, scope):
+    """fp16/bf16 atomic min/max (a tensor descriptor's TMA reduction done element by element): PTX's
+    atom has them only as vectors of aligned pairs, so a compare-and-swap loop on the element."""
+    b = lw.b
+    ty = ".f16" if dt.name == "fp16" else ".bf16"
+    guard = "@!$1 bra DONE${:uid};" if pred is not None else ""
+    ptr_i, val_i = ("$2", "$3") if pred is not None else ("$1", "$2")
+    text = (f"{{\n\t.reg .pred %retry;\n\t.reg .b16 %seen, %want, %got;\n\tmov.b16 $0, 0;\n\t{guard}\n\t"
+            f"ld.relaxed.gpu.global.b16 %seen, [{ptr_i}];\n"
+            f"RETRY${{:uid}}:\n\t{kind}{ty} %want, %seen, {val_i};\n\t"
+            f"{_atom('cas', sem, scope)}.cas.b16 %got, [{ptr_i}], %seen, %want;\n\t"
+            f"setp.ne.b16 %retry, %got, %seen;\n\tmov.b16 %seen, %got;\n\t@%retry bra RETRY${{:uid}};\n\t"
+            f"mov.b16 $0, %seen;\n"
+            f"DONE${{:uid}}:\n\t}}")
+    ins = ([pred] if pred is not None else []) + [ptr, b.bitcast(val, ll.IntType(16))]
+    cons = "=h," + ("b," if pred is not None else "") + "l,h"
+    old = b.asm(ll.FunctionType(ll.IntType(16), [x.type for x in ins]), text, cons, ins, True)
+    return b.bitcast(old, lty(dt))
 
 
 def _atom_fminmax(lw, kind, ptr, val, pred, dt, sem, scope):

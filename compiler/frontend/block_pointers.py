@@ -317,6 +317,16 @@ def descriptor_store(b, desc: TensorDescriptor, offsets, value):
 
 DESCRIPTOR_ATOMICS = ("atomic_add", "atomic_min", "atomic_max", "atomic_and", "atomic_or", "atomic_xor")
 
+# The element types of sm_90's TMA reductions (cp.reduce.async.bulk.tensor), which a descriptor's
+# atomics are in Triton: min/max on fp16/bf16 but not fp32, add on uint64 but not int64.
+_INTS = (T.int32, T.uint32, T.int64, T.uint64)
+DESCRIPTOR_ATOMIC_TYPES = {
+    "add": (T.int32, T.uint32, T.uint64, T.float32, T.float16, T.bfloat16),
+    "min": _INTS + (T.float16, T.bfloat16),
+    "max": _INTS + (T.float16, T.bfloat16),
+    "and": _INTS, "or": _INTS, "xor": _INTS,
+}
+
 
 def descriptor_atomic(b, desc: TensorDescriptor, kind: str, offsets, value) -> None:
     """`desc.atomic_add(offsets, value)` & co.: an elementwise atomic on the in-bounds elements of
@@ -324,8 +334,13 @@ def descriptor_atomic(b, desc: TensorDescriptor, kind: str, offsets, value) -> N
     value = S.to_tensor(b, value, desc.dtype) if not is_value(value) else value
     if value.shape != desc.block_shape:
         raise SemanticError(f"the block has shape {list(value.shape)}, the descriptor's block shape is {list(desc.block_shape)}")
+    op = kind[len("atomic_"):]
+    if desc.dtype not in DESCRIPTOR_ATOMIC_TYPES[op]:
+        names = ", ".join(str(t) for t in DESCRIPTOR_ATOMIC_TYPES[op])
+        raise SemanticError(f"descriptor {kind} is not supported on {desc.dtype}: a tensor descriptor's atomics are "
+                            f"TMA reductions, whose {op} takes {names}")
     pointers, in_bounds = _pointers_and_mask(b, desc.window(b, offsets), tuple(range(len(desc.block_shape))))
-    S.atomic_rmw(b, kind[len("atomic_"):], pointers, value, in_bounds, "relaxed", "gpu")
+    S.atomic_rmw(b, op, pointers, value, in_bounds, "relaxed", "gpu", check_element=False)
 
 
 # -- TMA gather / scatter: rows picked by a block of indices ---------------------------------------

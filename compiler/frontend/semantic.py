@@ -803,7 +803,9 @@ def _sem_and_scope(what, sem, scope):
     return sem, scope
 
 
-def atomic_rmw(b, kind, ptr, val, mask=None, sem=None, scope=None):
+def atomic_rmw(b, kind, ptr, val, mask=None, sem=None, scope=None, check_element=True):
+    """`check_element=False`: the caller checked the element type against its own table (a tensor
+    descriptor's atomics are TMA reductions, with min/max on fp16/bf16 and none on fp32)."""
     sem, scope = _sem_and_scope(f"tl.atomic_{kind}", sem, scope)
     if not _is_ptr(ptr):
         raise SemanticError(f"tl.atomic_{kind} expects a pointer, got {_describe(ptr)}")
@@ -815,12 +817,14 @@ def atomic_rmw(b, kind, ptr, val, mask=None, sem=None, scope=None):
     val = broadcast_to(b, cast(b, val, elt), shape)
     if mask is not None:
         mask = broadcast_to(b, to_bool(b, mask), shape)
-    if elt in (T.int16, T.uint16) or elt.primitive_bitwidth < 16:
+    if not check_element:
+        pass
+    elif elt in (T.int16, T.uint16) or elt.primitive_bitwidth < 16:
         raise SemanticError(f"tl.atomic_{kind} does not support {elt}: atomics need 32 or 64-bit elements "
                             "(fp16 and bf16: add and xchg only)")
-    if kind in ("and", "or", "xor") and not elt.is_int():
+    elif kind in ("and", "or", "xor") and not elt.is_int():
         raise SemanticError(f"tl.atomic_{kind} needs an integer pointer, got {elt}")
-    if elt in (T.float16, T.bfloat16) and kind not in ("add", "xchg"):
+    elif elt in (T.float16, T.bfloat16) and kind not in ("add", "xchg"):
         raise SemanticError(f"tl.atomic_{kind} is not supported on {elt}")
     return b.value("atomic_rmw", [ptr, val, mask], val.type, kind=kind, sem=sem, scope=scope)
 
@@ -910,7 +914,11 @@ def scan(b, x, axis, kind, reverse=False):
 def dot(b, a, c, acc=None, input_precision=None, allow_tf32=None, max_num_imprecise_acc=None, out_dtype=T.float32):
     """`tl.dot` of two 2-D blocks, or of two N-D blocks batched over their leading dims. Dims under 16
     run in interpret mode (as in Triton's interpreter); the NVPTX backend refuses them."""
-    # float8e4b15 operands are upcast to fp16 first (exact), as Triton does
+    # float8e4b15 operands are upcast to fp16 first (exact), as Triton does, and on Hopper with its
+    # warning (the GPU target is known here as the TMA target: sm_90 and later)
+    if b.tma_target and any(is_value(x) and x.dtype.is_fp8e4b15() for x in (a, c)):
+        warnings.warn("the use of fp8e4b15 is deprecated on Hopper and later architectures and can cause significant "
+                      "slow down. It will be removed in a future triton release", stacklevel=2)
     a, c = (cast(b, x, T.float16) if is_value(x) and x.dtype.is_fp8e4b15() else x for x in (a, c))
     ranks = tuple(len(x.shape) if is_value(x) else None for x in (a, c))
     if ranks[0] is not None and ranks[0] == ranks[1] and ranks[0] > 3 and a.shape[:-2] == c.shape[:-2]:

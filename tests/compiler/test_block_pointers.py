@@ -94,6 +94,41 @@ def test_descriptor_atomic_add(interpret, gen):
     assert torch.equal(acc, x.sum(0)[:M])
 
 
+def _reduced(kind, x, out, M):
+    ref = (x.amin(0) if kind == "min" else x.amax(0))[:M].to(out.dtype)
+    return torch.minimum(out, ref) if kind == "min" else torch.maximum(out, ref)
+
+
+@pytest.mark.parametrize("kind", ["min", "max"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_descriptor_atomic_min_max_of_halves(interpret, gen, kind, dtype):
+    """A descriptor's atomics are Triton's TMA reductions, which have min/max on fp16 and bf16
+    (pointer atomics do not)."""
+    M, N, BM, BN, P = 6, 16, 8, 16, 3
+    x = rand(gen, (P, BM, BN), torch.float32, -8, 8).to(dtype)
+    out = rand(gen, (M, N), torch.float32, -8, 8).to(dtype)
+    ref = _reduced(kind, x, out.clone(), M)
+    K.descriptor_atomic_kernel[(P,)](out, x, M, N, BM=BM, BN=BN, KIND=kind)
+    assert torch.equal(out, ref)
+
+
+@pytest.mark.parametrize("kind,dtype", [("min", "fp32"), ("max", "fp32"), ("add", "i64"), ("max", "i16")])
+def test_descriptor_atomics_refuse_what_tma_reductions_lack(kind, dtype):
+    with pytest.raises(CompilationError, match=f"descriptor atomic_{kind} is not supported on .*TMA reductions"):
+        triton.compile(K.descriptor_atomic_kernel, signature={"Out": f"*{dtype}", "X": f"*{dtype}", "M": "i32", "N": "i32"},
+                       constexprs={"BM": 8, "BN": 16, "KIND": kind}, num_warps=4, target="sm_90")
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_descriptor_atomic_min_of_halves_ptx(dtype):
+    from tests.compiler.test_ptx import ptxas_report
+    ck = triton.compile(K.descriptor_atomic_kernel, signature={"Out": f"*{dtype}", "X": f"*{dtype}", "M": "i32", "N": "i32"},
+                        constexprs={"BM": 32, "BN": 64, "KIND": "min"}, num_warps=4, target="sm_90",
+                        divisible_by_16=("Out", "X", "N"))
+    ptxas_report(ck.asm["ptx"])
+    assert "cas.b16" in ck.asm["ptx"] and f"min.{'f16' if dtype == 'fp16' else 'bf16'}" in ck.asm["ptx"]
+
+
 def test_host_descriptor_checks(interpret):
     from compiler.tools.tensor_descriptor import TensorDescriptor
     x = torch.zeros(8, 12)
@@ -318,6 +353,18 @@ def test_descriptor_atomic_add_gpu(cuda_gen):
     acc = torch.zeros(M, N, device="cuda")
     K.descriptor_atomic_add_kernel[(P,)](acc, x, M, N, BM=BM, BN=BN)
     assert torch.equal(acc.cpu(), x.sum(0)[:M].cpu())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["min", "max"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_descriptor_atomic_min_max_of_halves_gpu(cuda_gen, kind, dtype):
+    M, N, BM, BN, P = 60, 64, 64, 64, 100   # 100 programs race on one block; rows 60..63 out of bounds
+    x = (torch.randn(P, BM, BN, generator=cuda_gen) * 4).to(dtype).cuda()
+    out = (torch.randn(M, N, generator=cuda_gen) * 4).to(dtype).cuda()
+    ref = _reduced(kind, x.cpu(), out.cpu(), M)
+    K.descriptor_atomic_kernel[(P,)](out, x, M, N, BM=BM, BN=BN, KIND=kind)
+    assert torch.equal(out.cpu(), ref)
 
 
 def test_block_pointer_through_runtime_if(interpret, gen):

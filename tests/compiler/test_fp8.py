@@ -5,6 +5,7 @@ and the PTX of fp8 casts and dots assembled with ptxas (sm_90). GPU runs: test_f
 from __future__ import annotations
 
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -449,3 +450,20 @@ def test_e4b15_conversions_assemble_for_sm90(src, dst):
     assert "cvt.rn.f16x2.e4m3x2" not in ptx and "satfinite" not in ptx   # integer ops, no fp8 hardware
     if src == "*fp32":
         assert "cvt.rz.f16.f32" in ptx
+
+
+@triton.jit
+def _e4b15_dot_kernel(A, C, DT: tl.constexpr):
+    offs = tl.arange(0, 64)
+    a = tl.load(A + offs[:, None] * 64 + offs[None, :]).to(DT, bitcast=True)
+    tl.store(C + offs[:, None] * 64 + offs[None, :], tl.dot(a, a))
+
+
+def test_fp8e4b15_dot_warns_on_hopper_as_triton_does():
+    with pytest.warns(UserWarning, match="fp8e4b15 is deprecated on Hopper"):
+        triton.compile(_e4b15_dot_kernel, signature={"A": "*u8", "C": "*fp32"}, constexprs={"DT": tl.float8e4b15},
+                       target="sm_90", num_warps=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")     # the other fp8 kinds are Hopper's own: no warning
+        triton.compile(_e4b15_dot_kernel, signature={"A": "*u8", "C": "*fp32"}, constexprs={"DT": tl.float8e4nv},
+                       target="sm_90", num_warps=4)

@@ -105,6 +105,21 @@ def descriptor_atomic_add_kernel(Acc, X, M, N, BM: tl.constexpr, BN: tl.constexp
 
 
 @triton.jit
+def descriptor_atomic_kernel(Out, X, M, N, BM: tl.constexpr, BN: tl.constexpr, KIND: tl.constexpr):
+    """Every program applies `desc.atomic_<KIND>` of its tile of X to the same [0, 0] block of Out."""
+    desc = tl.make_tensor_descriptor(Out, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    rows = tl.arange(0, BM)
+    cols = tl.arange(0, BN)
+    x = tl.load(X + tl.program_id(0) * BM * BN + rows[:, None] * BN + cols[None, :])
+    if KIND == "min":
+        desc.atomic_min([0, 0], x)
+    elif KIND == "max":
+        desc.atomic_max([0, 0], x)
+    else:
+        desc.atomic_add([0, 0], x)
+
+
+@triton.jit
 def branch_advance_kernel(X, Out, N, SKIP, B: tl.constexpr):
     """Out[pid] = X[pid, :] block starting at column B if pid < SKIP else at 0 (a block pointer
     advanced in one branch of a runtime if)."""
