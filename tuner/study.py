@@ -329,8 +329,13 @@ class JobStudy:
     def requeue(self, config: dict[str, Any] | None, number: int) -> None:
         """Put the config of a trial failed before its result (a stop, a dead worker) back in the
         queue, unless it has a result or is queued already. (Optuna's skip_if_exists would always
-        skip it: the failed trial itself has these params.)"""
-        if config is None or config_key(config) in self.recorder.seen:
+        skip it: the failed trial itself has these params.) The results are read after the trial
+        was failed: the trial's own result, if its worker stored it first (a worker stores only
+        while its trial is RUNNING, tuner/recording.py), is seen, and its config stays measured once."""
+        if config is None:
+            return
+        self.recorder.sync()
+        if config_key(config) in self.recorder.seen:
             return
         params = self.space.encode(config)
         for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
@@ -342,7 +347,6 @@ class JobStudy:
         """Optuna failed a trial whose heartbeat stopped (fail_stale_trials): its worker died."""
         log.warning("job %d: trial %d of %s failed: no heartbeat for %d s", self.ctx.job_id, trial.number,
                     trial.user_attrs.get("worker", "an unknown worker"), TRIAL_GRACE_S)
-        self.recorder.sync()
         self.requeue(trial.user_attrs.get("config"), trial.number)
 
     def start_heartbeats(self) -> None:
