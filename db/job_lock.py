@@ -1,8 +1,10 @@
 """A mutex per job, shared by every process and thread that works on the job.
 
-Workers sharing a job take it around "count the trials spent and in flight, then ask Optuna for
-one more", and around "record a trial unless another worker has failed it meanwhile", so that
-the trial budget is never overrun and no result is recorded twice.
+Workers sharing a job take it where the database cannot arbitrate for them: on SQLite around "count
+the trials spent and in flight, then ask Optuna for one more" (Optuna pops its queue there with a
+read and a write in separate transactions), and around failing a resumed job's orphaned trials.
+The trial budget itself is kept by claims (tuner/trial_claims.py), and a result is stored only
+while its trial is RUNNING in one transaction (tuner/recording.py), without this lock.
 
 - PostgreSQL: a transaction-level advisory lock (`pg_advisory_xact_lock(namespace, job id)`) on a
   connection of its own. It blocks nothing else: Optuna's writes and ours go through other

@@ -188,6 +188,24 @@ class Trial(Base):
     job: Mapped[Job] = relationship(back_populates="trials")
 
 
+class TrialClaim(Base):
+    """A trial of a shared job's Optuna study admitted to the trial budget: a worker sharing the job
+    claims its trial before measuring its config (tuner/trial_claims.py). A claim counts against the
+    budget while its trial is recorded in `tuning_trials` or RUNNING in the study; a trial failed
+    before its result (its worker died or stopped; the config is re-queued) frees its claim by
+    leaving RUNNING, without a write."""
+
+    __tablename__ = "trial_claims"
+    __table_args__ = (sa.UniqueConstraint("job_id", "number"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int] = mapped_column(sa.ForeignKey("jobs.id", ondelete="CASCADE"))
+    number: Mapped[int]                                    # Optuna trial number
+    study_trial_id: Mapped[int] = mapped_column(unique=True)   # Optuna's trial_id (its `trials` table)
+    worker: Mapped[str | None] = mapped_column(sa.String(200))
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
 class BestConfig(Base):
     __tablename__ = "best_configs"
     __table_args__ = (sa.UniqueConstraint("kernel_fingerprint", "problem_key", "gpu_model"),)

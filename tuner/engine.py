@@ -34,17 +34,19 @@ database, the timeline, the job's lock and retries through outages):
   measurement.py    the device and the child that runs and measures configs on it
   recording.py      trials, progress and the winner in the database; the results known so far
   write_behind.py   Optuna's tell of a stored result and the job's progress, written while the search goes on
+  trial_claims.py   a shared job's trial budget, claimed trial by trial before a config is measured
   final_rounds.py   the finalists' re-measurement, in rounds the workers sharing the job split
 This module is the run itself: the search loop that feeds configs from the study through the
 compile queue to the child and records what comes back, and the end (re-measuring, the winner).
 
-Workers sharing a job (service workers, `worker_id` given) take the job's lock (db.job_lock) to
-count the trials recorded and in flight (RUNNING in the study) before asking for one more, so the
-trial budget is exact; they store a result under the same lock, only while its trial is still
-theirs (RUNNING), and tell Optuna after it. Only those two are done holding the lock: the workers
-take turns on it, so what it guards bounds their pace (the timeline's lock_wait / lock_held).
-Their in-flight trials carry Optuna heartbeats, and a trial whose heartbeat stopped (its worker
-died) is failed and its config re-queued. Every database call of a run is
+Workers sharing a job (service workers, `worker_id` given) keep the trial budget exact without
+taking turns: each asks Optuna on its own (its RDB storage makes an ask one transaction; on SQLite
+the asks still take the job's lock, db.job_lock) and, before measuring a config, claims its trial
+(tuner/trial_claims.py: one short transaction on the job's row, admitted while the trials recorded
+and claimed leave room); a result is stored only while its trial is still RUNNING, in the same
+transaction as its row (Recorder.store), and told to Optuna after it. Their in-flight trials carry
+Optuna heartbeats, and a trial whose heartbeat stopped (its worker died) is failed, which frees its
+claim, and its config re-queued. Every database call of a run is
 retried through outages (db.retry): a measured result waits in memory until it is written.
 """
 from __future__ import annotations
@@ -307,25 +309,26 @@ class Tuner:
 
     def _ask_one(self, pending, inflight: InFlight | None, staged: InFlight | None = None) -> bool:
         """Ask for one config and settle it: recorded as invalid, told as a repeat or as in flight
-        elsewhere, or appended to `pending` with its compile submitted. False when the trial
-        budget has no room. A sharing worker counts the budget and asks under the job's lock, and
-        settles the trial after it (the workers sharing a job take turns on the lock: what is done
-        holding it bounds their pace). Retried after an outage, it goes on with the trial it had
-        asked."""
+        elsewhere, or claimed and appended to `pending` with its compile submitted. False when the
+        trial budget has no room (or refused the trial its claim). Workers sharing a job ask side
+        by side (on SQLite under the job's lock: RunContext.ask_section). Retried after an outage,
+        it goes on with the trial it had asked."""
         ahead = [x for x in (inflight, staged) if x is not None]
-        with self.ctx.section():
+        with self.ctx.ask_section():
             trial = self.study.ask(len(pending) + len(ahead))
         if trial is None:
             return False
+        admitted = True
         try:
-            self._settle(trial, pending, ahead)
+            admitted = self._settle(trial, pending, ahead)
         except optuna.exceptions.UpdateFinishedTrialError:
             pass   # finished already: told before an outage cut the answer off, or taken for an orphan
         self.study.settled(trial, in_flight=trial in [t for t, _, _ in pending])
-        return True
+        return admitted
 
-    def _settle(self, trial, pending, ahead: list[InFlight]) -> None:
-        """`ahead`: the configs in the child or staged for it."""
+    def _settle(self, trial, pending, ahead: list[InFlight]) -> bool:
+        """`ahead`: the configs in the child or staged for it. False when the trial was to be measured
+        and the budget refused its claim (it is given back)."""
         study = self.study
         config = study.suggest(trial)
         key = config_key(config)
@@ -333,7 +336,7 @@ class Tuner:
         if bad:
             r = Result(trial.number, config, "invalid", error=CONSTRAINT_PREFIX + "; ".join(bad), counted=False)
             self._record(r, trial)
-            return
+            return True
         busy = [c for _, c, _ in pending] + [x.config for x in ahead]
         # Another worker's trial stays RUNNING in the study until its result, stored before, is
         # told: read in this order (the configs in flight elsewhere, then the results), a config
@@ -345,14 +348,18 @@ class Tuner:
             self.recorder.sync()
         if key in self.recorder.seen:
             study.tell_repeat(trial, self.recorder.seen[key], busy)
-            return
+            return True
         study.repeats = 0
         here = [(t, c) for t, c, _ in pending] + [(x.trial, x.config) for x in ahead]
         twin = next((t.number for t, c in here if config_key(c) == key), elsewhere.get(key))
         if twin is not None:
             study.tell_busy(trial, twin, busy)
-            return
+            return True
+        if not study.claim(trial, len(pending) + len(ahead)):
+            study.give_back(trial, config)
+            return False
         pending.append((trial, config, self.queue.submit(config)))
+        return True
 
     def _dispatch(self, trial, config: dict[str, Any], task) -> InFlight:
         """Send a config to the child (after its compile) without waiting for the answer; a compile
@@ -485,24 +492,24 @@ class Tuner:
 
     def _store(self, r: Result, trial: optuna.trial.Trial | None) -> bool:
         """Write the result to tuning_trials (with the job's trials_done), once, so that a retry after
-        an outage goes on where the last attempt stopped (`_tell` tells Optuna after). False when
-        another worker failed the trial meanwhile (this worker's lease had expired and the job was
-        re-claimed, or its heartbeats stopped for study.TRIAL_GRACE_S): its config was re-queued, and
-        recording the result too would count it twice."""
-        study = self.study
-        with self.ctx.section():
-            if not r.stored and trial is not None and self.ctx.shared and not study.still_running(trial):
-                study.live.discard(trial._trial_id)
-                if self.recorder.recorded_here(r.number):
-                    r.stored = r.told = True      # an outage cut off the answer to our own tell
-                else:
-                    log.warning("job %d: trial %d was failed by another worker while this one ran it (this "
-                                "worker was taken for dead); its result is dropped", self.ctx.job_id, r.number)
-                    return False
-            if not r.stored:
-                self.recorder.store(r)
-                r.stored = True
-        return True
+        an outage goes on where the last attempt stopped (`_tell` tells Optuna after). A sharing
+        worker stores it only while its trial is RUNNING, in the same transaction
+        (Recorder.store): False when another worker failed the trial first (this worker's lease had
+        expired and the job was re-claimed, or its heartbeats stopped for study.TRIAL_GRACE_S): its
+        config was re-queued, and recording the result too would count it twice."""
+        if r.stored:
+            return True
+        guard = trial._trial_id if trial is not None and self.ctx.shared else None
+        if self.recorder.store(r, while_running=guard):
+            r.stored = True
+            return True
+        self.study.live.discard(trial._trial_id)
+        if self.recorder.recorded_here(r.number):
+            r.stored = r.told = True      # our store went through (an outage cut off its answer); finished since
+            return True
+        log.warning("job %d: trial %d was failed by another worker while this one ran it (this worker was taken "
+                    "for dead); its result is dropped", self.ctx.job_id, r.number)
+        return False
 
     def _tell(self, r: Result, trial: optuna.trial.Trial | None) -> None:
         """The stored result, told to Optuna (tuner/write_behind.py; outside the job's lock: the result

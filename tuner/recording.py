@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from db import repo
 from db.models import Trial
 from jobspec.problem_key import canonical_key
+from tuner import study_reads
 from tuner.results import Result
 from tuner.run_context import RunContext
 from tuner.space import config_key
@@ -79,12 +80,21 @@ class Recorder:
 
     # --- writing -------------------------------------------------------------------------------
 
-    def store(self, r: Result) -> None:
-        """The trial's row, with the job's trials_done (db.repo.store_trial)."""
+    def store(self, r: Result, *, while_running: int | None = None) -> bool:
+        """The trial's row, with the job's trials_done (db.repo.store_trial). `while_running`: the
+        Optuna trial id of a shared job's trial, stored only while that trial is RUNNING, in one
+        transaction (the job's row, then the trial's, locked first: a worker that fails the trial
+        meanwhile waits for this one, and one that failed it first leaves it not RUNNING). False
+        when it is not RUNNING any more: nothing was written."""
         with self.ctx.Session.begin() as s:
+            if while_running is not None:
+                repo.hold_job_row(s, self.ctx.job_id)
+                if study_reads.trial_state(s, while_running, lock=True) != "RUNNING":
+                    return False
             repo.store_trial(s, job_id=self.ctx.job_id, number=r.number, config=r.config, status=r.status,
                              samples_ms=r.samples_ms, median_ms=r.median_ms, spread=r.spread, error=r.error,
                              worker=self.ctx.worker_id)
+        return True
 
     def update_job(self, *, trials_total: int | None, progress: float) -> None:
         with self.ctx.Session.begin() as s:

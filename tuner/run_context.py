@@ -91,6 +91,16 @@ class RunContext:
                 self._lock_depth -= 1
                 self.timeline.add("lock_held", time.monotonic() - taken)
 
+    def ask_section(self):
+        """Where a sharing worker asks Optuna for a trial: under the job's lock only on SQLite, whose
+        driver reads and writes in separate transactions, so that two processes popping Optuna's
+        queue at once could both take one queued trial. On PostgreSQL Optuna pops and creates
+        trials under row locks of its own, and asks go on side by side (the budget is kept by
+        claims: tuner/trial_claims.py)."""
+        if self.engine.dialect.name == "sqlite":
+            return self.section()
+        return contextlib.nullcontext()
+
     @property
     def _lock_depth(self) -> int:
         return getattr(self._held, "depth", 0)

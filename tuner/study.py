@@ -5,10 +5,10 @@ Opening it resumes what earlier runs left (trials recorded but not told are told
 killed run left are failed and their configs re-queued) and, for a fresh study, enqueues known-good
 configs first: the previous winner, the default config, the spec's list.
 
-Workers sharing a job (service workers) ask for a trial only under the job's lock, after counting
-the trials recorded and in flight anywhere, so the trial budget is exact (the config is suggested
-after the lock); their in-flight trials carry Optuna heartbeats, and a trial whose heartbeat
-stopped (its worker died) is failed and its config re-queued.
+Workers sharing a job (service workers) ask for a trial when the trials recorded and in flight
+anywhere leave room, and claim it before its config is measured (tuner/trial_claims.py), so the
+trial budget is exact: a trial refused its claim is given back. Their in-flight trials carry Optuna
+heartbeats, and a trial whose heartbeat stopped (its worker died) is failed and its config re-queued.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from db.models import Job
 from db.retry import is_unavailable
 from jobspec.device import device_env
 from jobspec.problem_key import canonical_key
-from tuner import study_reads
+from tuner import study_reads, trial_claims
 from tuner.recording import Recorder
 from tuner.results import Result
 from tuner.run_context import RunContext
@@ -129,6 +129,7 @@ class JobStudy:
         self.queued = 0                              # enqueued trials not yet asked (auto lookahead)
         self.live: set[int] = set()                  # ids of the trials this run asked and has not told
         self.unclassified = None                     # a trial asked whose config is not settled yet
+        self._waiting: int | None = None             # trials in the study's queue, as the budget's count saw them
         self.budget_elsewhere = False                # no trial left to ask: the rest is in flight elsewhere
         self.asks = 0
         self.max_asks = 0
@@ -328,8 +329,13 @@ class JobStudy:
     def requeue(self, config: dict[str, Any] | None, number: int) -> None:
         """Put the config of a trial failed before its result (a stop, a dead worker) back in the
         queue, unless it has a result or is queued already. (Optuna's skip_if_exists would always
-        skip it: the failed trial itself has these params.)"""
-        if config is None or config_key(config) in self.recorder.seen:
+        skip it: the failed trial itself has these params.) The results are read after the trial
+        was failed: the trial's own result, if its worker stored it first (a worker stores only
+        while its trial is RUNNING, tuner/recording.py), is seen, and its config stays measured once."""
+        if config is None:
+            return
+        self.recorder.sync()
+        if config_key(config) in self.recorder.seen:
             return
         params = self.space.encode(config)
         for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
@@ -341,7 +347,6 @@ class JobStudy:
         """Optuna failed a trial whose heartbeat stopped (fail_stale_trials): its worker died."""
         log.warning("job %d: trial %d of %s failed: no heartbeat for %d s", self.ctx.job_id, trial.number,
                     trial.user_attrs.get("worker", "an unknown worker"), TRIAL_GRACE_S)
-        self.recorder.sync()
         self.requeue(trial.user_attrs.get("config"), trial.number)
 
     def start_heartbeats(self) -> None:
@@ -365,7 +370,9 @@ class JobStudy:
 
     def _fail_stale(self) -> None:
         """Fail the trials whose heartbeat stopped (Optuna's fail_stale_trials; _on_stale_trial
-        re-queues their configs). At most once per heartbeat period; under the job's lock."""
+        re-queues their configs). At most once per heartbeat period. Optuna fails a trial under its
+        row lock, so one worker fails it and re-queues its config, and a result stored meanwhile
+        (Recorder.store, under the same row lock) is seen by the re-queue, which then skips it."""
         now = time.monotonic()
         if now - self._stale_checked < TRIAL_HEARTBEAT_S:
             return
@@ -375,9 +382,10 @@ class JobStudy:
     # --- asking ------------------------------------------------------------------------------------
 
     def budget_has_room(self, mine: int) -> bool:
-        """Whether one more trial fits the trial budget; `mine` are asked by this run and not yet
-        recorded. A sharing worker counts, under the job's lock, the trials recorded and those in
-        flight anywhere (RUNNING in the study and not recorded), its own included."""
+        """Whether one more trial may fit the trial budget; `mine` are asked by this run and not yet
+        recorded. A sharing worker counts the trials recorded and those in flight anywhere (RUNNING
+        in the study and not recorded), its own included: a trial asked when this says yes may
+        still be refused its claim (`claim`: another worker took the last place meanwhile)."""
         budget = self.ctx.spec.budget.trials
         if budget is None:
             return True
@@ -385,7 +393,7 @@ class JobStudy:
             return self.recorder.done + mine < budget
         self._fail_stale()
         with self.ctx.Session() as s:
-            running, _ = study_reads.in_flight(s, self.study_id, self.ctx.job_id)
+            running, self._waiting = study_reads.in_flight(s, self.study_id, self.ctx.job_id)
             self.recorder.done = repo.count_trials(s, self.ctx.job_id)
         if self.recorder.done + len(running) < budget:
             return True
@@ -395,21 +403,59 @@ class JobStudy:
 
     def ask(self, mine: int) -> optuna.trial.Trial | None:
         """The trial to settle next: the one an outage interrupted, else a new one; None when the
-        trial budget has no room (`mine`: trials asked by this run and not recorded). A sharing
-        worker calls it under the job's lock, and does nothing else there: its config is suggested
-        after (`suggest`)."""
+        trial budget has no room (`mine`: trials asked by this run and not recorded). Its config is
+        suggested after (`suggest`); a sharing worker claims it before measuring it (`claim`)."""
         if self.unclassified is not None:
             return self.unclassified
         if not self.budget_has_room(mine):
             return None
         self.asks += 1
         with self.ctx.timeline.phase("ask"):
-            trial = self.study.ask()
+            trial = self._new_trial() if self._waiting == 0 else self.study.ask()
+        self._waiting = None
         self.unclassified = trial
         self.live.add(trial._trial_id)
         if self.queued > 0:
             self.queued -= 1
         return trial
+
+    def _new_trial(self) -> optuna.trial.Trial:
+        """`Study.ask` for a study whose queue was just seen empty (`budget_has_room`): a new trial,
+        without Optuna's pop of the queue, which syncs its cache — every unfinished trial of the
+        study read again whole, in a shared study both workers' lookaheads — to find nothing.
+        What Study.ask does besides, done the same: the sampler's per-ask read of the study
+        dropped, the trial created through the study's (caching) storage."""
+        study = self.study
+        study._thread_local.cached_all_trials = None
+        return optuna.trial.Trial(study, study._storage.create_new_trial(study._study_id))
+
+    def claim(self, trial: optuna.trial.Trial, mine: int) -> bool:
+        """Admit a trial about to be measured to the trial budget (tuner/trial_claims.py): always, for
+        a run of its own or a budget of seconds only; for a sharing worker, while the trials
+        recorded and claimed leave room. `mine`: this run's trials in flight, the one claimed not
+        included (none, and refused: the rest of the budget is in flight elsewhere)."""
+        budget = self.ctx.spec.budget.trials
+        if budget is None or not self.ctx.shared:
+            return True
+        with self.ctx.timeline.phase("claim"), self.ctx.Session.begin() as s:
+            admitted = trial_claims.claim(s, job_id=self.ctx.job_id, study_trial_id=trial._trial_id,
+                                          number=trial.number, worker=self.ctx.run_name, budget=budget)
+        if not admitted:
+            self.ctx.timeline.count("claims_refused")
+            self.budget_elsewhere = mine == 0
+        return admitted
+
+    def give_back(self, trial: optuna.trial.Trial, config: dict[str, Any]) -> None:
+        """A trial refused its claim: failed (marked `over_budget`) and its config put back in the
+        queue, like the trials of a run that stops (`fail_pending`): the place it was refused comes
+        free again if a claimed trial fails before its result (its worker died or stopped)."""
+        trial.set_user_attr("over_budget", True)
+        try:
+            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            pass      # told before an outage cut the answer off
+        self.live.discard(trial._trial_id)
+        self.requeue(config, trial.number)
 
     def settled(self, trial: optuna.trial.Trial, in_flight: bool) -> None:
         """The trial's config is settled: in flight here (compiling), or answered already."""
@@ -470,10 +516,6 @@ class JobStudy:
         return {config_key(config): n for n, worker, config in running if n != number and worker != self.ctx.run_name}
 
     # --- telling -----------------------------------------------------------------------------------
-
-    def still_running(self, trial: optuna.trial.Trial) -> bool:
-        with self.ctx.Session() as s:
-            return study_reads.trial_state(s, trial._trial_id) == "RUNNING"
 
     def tell(self, trial: optuna.trial.Trial, r: Result) -> None:
         """A result, told to Optuna: failures as infeasible, so constraint-aware TPE learns from them."""

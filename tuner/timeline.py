@@ -22,13 +22,15 @@ Phases (seconds; "since start" = since Tuner.run began):
     compile_wait     the parent blocked on compile results
     compile_cpu      compile time summed over the pool's workers (front end + LLVM + ptxas)
     ptxas            of which ptxas (PTX → cubin), summed over workers
-    ask / record     Optuna ask + suggest / storing a result (its row in tuning_trials, under the
-                     job's lock when shared; the job's count)
+    ask / record     Optuna ask + suggest / storing a result (its row in tuning_trials and the job's
+                     count; when shared, only while its trial is RUNNING)
+    claim            a sharing worker admitting a trial to the budget (tuner/trial_claims.py; count:
+                     claims_refused, the trials refused: the budget's last places taken meanwhile)
     record_behind    Optuna's tell of each result and the job's progress, written on a thread of
                      their own while the search goes on (tuner/write_behind.py)
     lock_wait        a sharing worker waiting for the job's lock (db.job_lock), held by another worker
-    lock_held        this worker holding it (the budget count + Optuna's ask, storing a result): what
-                     the workers sharing a job do one at a time
+    lock_held        this worker holding it (on SQLite, the budget count + Optuna's ask; a resumed
+                     job's orphaned trials failed): what the workers sharing a job do one at a time
     child_wait_run   the parent blocked waiting for the child's answers during the search
     child_busy       the child's own time handling run requests (load + check + measure)
     child_load       of which module loads (cubin: cheap; PTX: the driver's JIT)
@@ -57,7 +59,7 @@ import time
 from typing import Any, Iterator
 
 ORDER = ("total", "child_start", "child_ready", "child_wait", "pool_ready", "launcher_build", "props",
-         "study_open", "first_compile", "first_run", "compile_wait", "compile_cpu", "ptxas", "ask", "record", "record_behind", "lock_wait",
+         "study_open", "first_compile", "first_run", "compile_wait", "compile_cpu", "ptxas", "ask", "claim", "record", "record_behind", "lock_wait",
          "lock_held", "child_wait_run",
          "child_busy", "child_load", "child_measure", "child_first_run", "child_check", "child_idle", "search", "remeasure_start", "finalists_final",
          "remeasure", "remeasure_wait", "finalize")
@@ -139,6 +141,7 @@ def format_timeline(d: dict[str, Any] | None, *, indent: str = "") -> str:
         + (f" (the next config sent on {d.get('relayed', 0)} of {d['answered']} answers)" if "answered" in d else "")
         + f", parent waited {s('child_wait_run')}",
         f"parent bookkeeping: ask {s('ask')}, record {s('record')} (then written behind {s('record_behind')})"
+        + (f"; claims {s('claim')} ({d.get('claims_refused', 0)} refused)" if "claim_s" in d else "")
         + (f"; the job's lock waited for {s('lock_wait')}, held {s('lock_held')}" if "lock_held_s" in d else ""),
     ]
     if "remeasure_start_s" in d:

@@ -8,7 +8,7 @@ hardware.py      GPUs and the workers attached to them
 credentials.py   API tokens and dashboard sessions (stored hashed)
 jobs.py          kernels and jobs: submitted, started, progress, finished (cancelled, failed, succeeded)
 claims.py        a worker claiming a job, its lease, giving it back
-trials.py        the trials of a job and the count against its budget
+trials.py        the trials of a job, the count against its budget and its claims on it
 best_configs.py  the winners per (kernel, problem key, GPU model); the "latest" / "faster" policies
 """
 from __future__ import annotations
@@ -20,7 +20,8 @@ from db.repo.hardware import (Registration, alive_clause, capability_str, get_or
                               set_worker_state)
 from db.repo.jobs import (create_job, finish_job, get_or_create_kernel, job_state, start_job, submit_job, succeed_job,
                           update_progress)
-from db.repo.trials import UNCOUNTED_ERROR_PREFIX, count_trials, counted_trials, record_trial, store_trial
+from db.repo.trials import (UNCOUNTED_ERROR_PREFIX, claim_trial, count_trials, counted_trials, hold_job_row, record_trial,
+                            store_trial)
 
 __all__ = [
     "UPSERT_POLICIES", "find_best_configs", "get_best_config", "upsert_best_config",
@@ -29,5 +30,6 @@ __all__ = [
     "Registration", "alive_clause", "capability_str", "get_or_create_gpu", "register_worker", "set_worker_state",
     "create_job", "finish_job", "get_or_create_kernel", "job_state", "start_job", "submit_job", "succeed_job",
     "update_progress",
-    "UNCOUNTED_ERROR_PREFIX", "count_trials", "counted_trials", "record_trial", "store_trial",
+    "UNCOUNTED_ERROR_PREFIX", "claim_trial", "count_trials", "counted_trials", "hold_job_row", "record_trial",
+    "store_trial",
 ]

@@ -102,12 +102,12 @@ def _worker_state(url: str, name: str) -> str | None:
     return state
 
 
-def test_a_worker_that_lost_its_lease_stops_cleanly(sqlite_db, tmp_path):
+def test_a_worker_that_lost_its_lease_stops_cleanly(db_url, tmp_path):
     """A worker frozen (SIGSTOP) mid-job for longer than its lease: another worker re-claims the
     job and fails the frozen one's trials. Thawed, the first worker drops the results of trials it
     no longer owns, sees that it lost the job, stops working on it and stays alive; the job ends
     with exactly its budget and nothing counted twice."""
-    url = sqlite_db
+    url = db_url
     job_id = submit(url, bigger_spec(10))
     a, a_paused, a_resume = start_pausable_worker(url, "frozen", 2, tmp_path, "--lease", "3", "--heartbeat", "0.5",
                                                   "--no-join")
