@@ -133,7 +133,7 @@ class Tuner:
                 self.measurement.set_props(props)
             if not self.measurement.interpret:
                 ctx.retry(lambda: self.recorder.record_gpu(self.measurement.props), "recording the GPU")
-            if ctx.fresh and self.measurement.props is not None:
+            if (ctx.fresh or ctx.joining) and self.measurement.props is not None:
                 ctx.retry(self._compile_first_configs, "reading the known-good configs")
             with tl.phase("study_open"):
                 ctx.retry(lambda: self.study.open(self.measurement.props, self.measurement.gpu_model),
@@ -168,10 +168,14 @@ class Tuner:
     def _compile_first_configs(self) -> None:
         """A fresh study's first asks are its known-good configs, in order: their compiles go out
         now, while the study opens (a few tenths of a second on PostgreSQL), so that the first
-        config is compiled by the time the child has made the inputs — the start's critical path."""
+        config is compiled by the time the child has made the inputs — the start's critical path.
+        A worker joining a job nothing was recorded for yet asks the queue after the claimer's
+        first asks: it compiles the next known-good configs (a guess, as many as the claimer
+        compiled first; one it does not get cost a compile, which the disk cache keeps)."""
         spec, m = self.ctx.spec, self.measurement
         n = self.queue.workers if spec.lookahead is None else min(self.queue.workers, max(1, spec.lookahead))
-        self.queue.prefetch(self.study.first_configs(m.props, m.gpu_model, n))
+        skip = n if self.ctx.joining else 0
+        self.queue.prefetch(self.study.first_configs(m.props, m.gpu_model, skip + n)[skip:])
 
     def _child_ready(self) -> None:
         """Wait for the child; if its device differs from the parent's, the constraints see the

@@ -42,6 +42,7 @@ class RunContext:
         self.spec: JobSpec | None = None
         self.fingerprint = self.kernel_name = self.study_name = self.identity = ""
         self.fresh = False
+        self.joining = False
 
     def load(self) -> bool:
         """Mark the job running (db.repo.start_job) and read it; False when it is already finished."""
@@ -55,6 +56,9 @@ class RunContext:
             # nothing recorded yet and no other worker holds it: this run creates the study, and its
             # first asks are the known-good configs (compiled before the study is open, engine.py)
             self.fresh = job.trials_done == 0 and (not self.shared or job.claimed_by == self.worker_id)
+            # nothing recorded yet and another worker holds it: this run joins a study whose queue
+            # the claimer filled with the known-good configs, and asks the next ones after its
+            self.joining = job.trials_done == 0 and self.shared and job.claimed_by != self.worker_id
             # the job's identity beyond (database URL, id): a new database at the same path reuses
             # ids, and must not find the reference outputs an older job-1 left in its work directory
             self.identity = f"{job.created_at.isoformat() if job.created_at else ''}|{job.kernel.fingerprint}"

@@ -170,6 +170,37 @@ def test_a_fresh_study_compiles_its_known_good_configs_before_it_opens(sqlite_ur
     assert "early_compiles" not in events[-1][1]["timeline"]
 
 
+def test_a_joining_worker_compiles_the_known_good_configs_after_the_claimers(sqlite_url, monkeypatch):
+    """A worker joining a shared job nothing was recorded for asks the study's queue after the
+    claimer's first asks: before its study opens it compiles the next known-good configs (as many
+    as the claimer compiled first), not the claimer's (which the claimer is measuring)."""
+    from tuner.study import JobStudy
+
+    monkeypatch.setenv("BLOCKTUNE_COMPILE_WORKERS", "2")
+    compiles, at_open = [], []
+    real_submit, real_open = isolation.CompilePool.submit, JobStudy._open
+
+    def submit(self, fn, *args):
+        if getattr(fn, "__name__", "") == "compile_config":
+            compiles.append((args[3]["BLOCK_SIZE"], args[4]))
+        return real_submit(self, fn, *args)
+
+    def open_study(self, props):
+        at_open.append(list(compiles))
+        return real_open(self, props)
+
+    monkeypatch.setattr(isolation.CompilePool, "submit", submit)
+    monkeypatch.setattr(JobStudy, "_open", open_study)
+    job_id = _new_job(sqlite_url, _vector_add(6))
+    engine = make_engine(sqlite_url)
+    with session_factory(engine).begin() as s:
+        s.get(Job, job_id).claimed_by = "worker-a"        # the claimer, which compiles (1024, 4), (256, 2)
+    engine.dispose()
+    run_job(sqlite_url, job_id, interpret=True, worker_id="worker-b", should_stop=lambda: bool(at_open))
+    # the known-good order: the default config (1024, 4 warps), then the spec's 256/2, 512/4, 2048/8 ...
+    assert at_open == [[(512, 4), (2048, 8)]]
+
+
 def test_the_first_config_goes_to_the_child_once_it_could_run_it(sqlite_url, monkeypatch):
     """The start's critical path is the first config reaching the child: once it is compiled and the
     child has made the inputs, asking stops and it is sent; the rest of the lookahead is asked while
