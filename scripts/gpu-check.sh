@@ -40,6 +40,11 @@ done
 if [[ " ${what[*]} " == *" fleet "* ]]; then
   command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || bash scripts/postgres-bundle.sh --install
   timeout "${BENCH_TIMEOUT:-900}" python3 bench/fleet.py ${BENCH_ARGS_fleet:-} 2>&1 | tee "$OUT/bench-fleet.log" | tail -60
+  # the shared job's and the tuner's gpu tests, with the wheels installed above (a pytest line
+  # after this script has none of them: it cannot import fastapi)
+  python3 -m pytest -m gpu -q -p no:cacheprovider tests/tuner/test_gpu_tuning.py tests/service/test_shared_job.py 2>&1 \
+    | tee "$OUT/fleet-gpu-tests.log" | tail -3
+  summary+=("fleet gpu tests: $(grep -E '[0-9]+ (passed|failed)' "$OUT/fleet-gpu-tests.log" | tail -1)")
 fi
 # Triton's own unit tests and tutorials against blocktune (issue 13): need a Triton checkout with
 # python/test/unit and python/tutorials (TRITON_CHECKOUT, default .triton-tut: carry it); not part of `all`.
