@@ -123,10 +123,9 @@ def test_done_event_carries_the_timeline_and_compiles_overlap_the_child_start(sq
     assert "import_torch" not in tl["child_start_detail"]      # interpret mode runs on numpy arrays
 
 
-def test_a_fresh_study_compiles_its_known_good_configs_before_it_opens(sqlite_url, monkeypatch):
-    """A fresh job's first asks are its known-good configs: the first (one per compile worker) are
-    compiling before the study opens, and the search takes those compiles instead of compiling them
-    again. A resumed job (trials recorded) compiles nothing before its study is open."""
+def _compiles_before_the_study_opens(monkeypatch):
+    """Two compile workers; (the configs compiled, as (BLOCK_SIZE, num_warps)) and, at each study
+    open, the list of those compiled before it."""
     from tuner.study import JobStudy
 
     monkeypatch.setenv("BLOCKTUNE_COMPILE_WORKERS", "2")
@@ -144,6 +143,14 @@ def test_a_fresh_study_compiles_its_known_good_configs_before_it_opens(sqlite_ur
 
     monkeypatch.setattr(isolation.CompilePool, "submit", submit)
     monkeypatch.setattr(JobStudy, "_open", open_study)
+    return compiles, at_open
+
+
+def test_a_fresh_study_compiles_its_known_good_configs_before_it_opens(sqlite_url, monkeypatch):
+    """A fresh job's first asks are its known-good configs: the first (one per compile worker) are
+    compiling before the study opens, and the search takes those compiles instead of compiling them
+    again. A resumed job (trials recorded) compiles nothing before its study is open."""
+    compiles, at_open = _compiles_before_the_study_opens(monkeypatch)
     oks = {"n": 0}
 
     def count(kind, d):
@@ -174,23 +181,7 @@ def test_a_joining_worker_compiles_the_known_good_configs_after_the_claimers(sql
     """A worker joining a shared job nothing was recorded for asks the study's queue after the
     claimer's first asks: before its study opens it compiles the next known-good configs (as many
     as the claimer compiled first), not the claimer's (which the claimer is measuring)."""
-    from tuner.study import JobStudy
-
-    monkeypatch.setenv("BLOCKTUNE_COMPILE_WORKERS", "2")
-    compiles, at_open = [], []
-    real_submit, real_open = isolation.CompilePool.submit, JobStudy._open
-
-    def submit(self, fn, *args):
-        if getattr(fn, "__name__", "") == "compile_config":
-            compiles.append((args[3]["BLOCK_SIZE"], args[4]))
-        return real_submit(self, fn, *args)
-
-    def open_study(self, props):
-        at_open.append(list(compiles))
-        return real_open(self, props)
-
-    monkeypatch.setattr(isolation.CompilePool, "submit", submit)
-    monkeypatch.setattr(JobStudy, "_open", open_study)
+    compiles, at_open = _compiles_before_the_study_opens(monkeypatch)
     job_id = _new_job(sqlite_url, _vector_add(6))
     engine = make_engine(sqlite_url)
     with session_factory(engine).begin() as s:
