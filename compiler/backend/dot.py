@@ -52,8 +52,9 @@ def lower_dot(lw, op):
     fp16/bf16/fp8/int8 (and fp32 as tf32) dots go to tensor cores instead (mma.py, wgmma.py; padded
     where M or N is under 16, small_dot.py), fp32 as tf32x3/bf16x3/bf16x6 to several tf32 or bf16
     ones (split_precision.py)."""
-    if small_dot.padded_kind(op) is not None:
-        return small_dot.lower_padded_dot(lw, op, small_dot.padded_kind(op))
+    padded = small_dot.padded_kind(op)
+    if padded is not None:
+        return small_dot.lower_padded_dot(lw, op, padded)
     if split_precision.is_split_kind(mma_kind(op)):
         return split_precision.lower_split_dot(lw, op, mma_kind(op))
     if mma_kind(op) is not None:

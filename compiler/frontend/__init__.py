@@ -15,7 +15,7 @@ from . import tuple_args
 
 
 def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | None = None,
-                tma_target: str | None = None, num_warps: int | None = None,
+                tma_target: str | None = None, num_warps: int | None = None, gpu_target: str | None = None,
                 device_functions: bool | dict = False, returns: bool = False) -> ir.Function:
     """Build the IR of `kernel` specialized on `signature` (runtime argument name → type, in any
     order) and `constexprs` (name → compile-time value; includes integers specialized to 1).
@@ -23,6 +23,9 @@ def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | Non
     `tma_target`: the GPU target when descriptors may go through TMA there (tensor_map.py); each
     such host descriptor `d` then also takes its CUtensorMap, parameter `d.tmap`, and a kernel
     that makes descriptors takes the global scratch memory their maps are written to, last.
+
+    `gpu_target`: the GPU the build is for (`sm_90`), None in interpret mode: what Triton's front
+    end warns about on some GPUs only (fp8e4b15 dots on Hopper and later) reads it.
 
     `num_warps`: the launch's, which `tl.extra.cuda.num_warps()`/`num_threads()` read at compile
     time (None: not known, and a kernel that reads it is a compile error).
@@ -84,6 +87,7 @@ def generate_ir(kernel, signature: dict, constexprs: dict, arg_attrs: dict | Non
     b.block = body
     b.loc = fn.loc
     b.tma_target = tma_target
+    b.gpu_target = gpu_target
     b.num_warps = num_warps
     b.device_functions = device_functions if isinstance(device_functions, dict) else {} if device_functions else None
     b.generate_ir = generate_ir

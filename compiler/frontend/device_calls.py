@@ -52,7 +52,7 @@ def device_call(gen, node, callee, local: dict):
         b.device_functions[name] = _BUILDING
         try:
             fn = b.generate_ir(callee, signature, constexprs, tma_target=b.tma_target, num_warps=b.num_warps,
-                             device_functions=b.device_functions, returns=True)
+                               gpu_target=b.gpu_target, device_functions=b.device_functions, returns=True)
         except SemanticError:   # it returns a block: inlined
             fn = None
         except CompilationError as e:   # Triton's shape: the error at the call, the callee's as its cause

@@ -7,6 +7,7 @@ scalars are *weakly typed*, as in Triton: `x_fp16 * 2.0` stays fp16.
 from __future__ import annotations
 
 import builtins
+import re
 import warnings
 
 from .. import ir, knobs
@@ -44,6 +45,7 @@ class Builder:
         # device-side tensor descriptors through TMA (block_pointers.make_tensor_descriptor): the
         # target when it has TMA, the kernel arguments' known divisibility, the scratch argument
         self.tma_target: str | None = None
+        self.gpu_target: str | None = None   # `sm_90`; None in interpret mode
         # the launch's num_warps, when the IR is built for one (tl.extra.cuda.num_warps/num_threads)
         self.num_warps: int | None = None
         self.arg_divisibility: dict[int, int] = {}
@@ -803,6 +805,17 @@ def _sem_and_scope(what, sem, scope):
     return sem, scope
 
 
+def _check_atomic_element(kind, elt) -> None:
+    """The element types a pointer atomic takes, as in Triton."""
+    if elt in (T.int16, T.uint16) or elt.primitive_bitwidth < 16:
+        raise SemanticError(f"tl.atomic_{kind} does not support {elt}: atomics need 32 or 64-bit elements "
+                            "(fp16 and bf16: add and xchg only)")
+    if kind in ("and", "or", "xor") and not elt.is_int():
+        raise SemanticError(f"tl.atomic_{kind} needs an integer pointer, got {elt}")
+    if elt in (T.float16, T.bfloat16) and kind not in ("add", "xchg"):
+        raise SemanticError(f"tl.atomic_{kind} is not supported on {elt}")
+
+
 def atomic_rmw(b, kind, ptr, val, mask=None, sem=None, scope=None, check_element=True):
     """`check_element=False`: the caller checked the element type against its own table (a tensor
     descriptor's atomics are TMA reductions, with min/max on fp16/bf16 and none on fp32)."""
@@ -817,15 +830,8 @@ def atomic_rmw(b, kind, ptr, val, mask=None, sem=None, scope=None, check_element
     val = broadcast_to(b, cast(b, val, elt), shape)
     if mask is not None:
         mask = broadcast_to(b, to_bool(b, mask), shape)
-    if not check_element:
-        pass
-    elif elt in (T.int16, T.uint16) or elt.primitive_bitwidth < 16:
-        raise SemanticError(f"tl.atomic_{kind} does not support {elt}: atomics need 32 or 64-bit elements "
-                            "(fp16 and bf16: add and xchg only)")
-    elif kind in ("and", "or", "xor") and not elt.is_int():
-        raise SemanticError(f"tl.atomic_{kind} needs an integer pointer, got {elt}")
-    elif elt in (T.float16, T.bfloat16) and kind not in ("add", "xchg"):
-        raise SemanticError(f"tl.atomic_{kind} is not supported on {elt}")
+    if check_element:
+        _check_atomic_element(kind, elt)
     return b.value("atomic_rmw", [ptr, val, mask], val.type, kind=kind, sem=sem, scope=scope)
 
 
@@ -911,12 +917,17 @@ def scan(b, x, axis, kind, reverse=False):
     return b.value("scan", [x], x.type, axis=axis, kind=kind, reverse=bool(reverse))
 
 
+def _hopper_or_later(target: str | None) -> bool:
+    digits = re.match(r"sm_(\d+)", target or "")
+    return digits is not None and int(digits.group(1)) >= 90
+
+
 def dot(b, a, c, acc=None, input_precision=None, allow_tf32=None, max_num_imprecise_acc=None, out_dtype=T.float32):
     """`tl.dot` of two 2-D blocks, or of two N-D blocks batched over their leading dims. Dims under 16
     run in interpret mode (as in Triton's interpreter); the NVPTX backend refuses them."""
-    # float8e4b15 operands are upcast to fp16 first (exact), as Triton does, and on Hopper with its
-    # warning (the GPU target is known here as the TMA target: sm_90 and later)
-    if b.tma_target and any(is_value(x) and x.dtype.is_fp8e4b15() for x in (a, c)):
+    # float8e4b15 operands are upcast to fp16 first (exact), as Triton does, and on Hopper and later
+    # with its warning
+    if _hopper_or_later(b.gpu_target) and any(is_value(x) and x.dtype.is_fp8e4b15() for x in (a, c)):
         warnings.warn("the use of fp8e4b15 is deprecated on Hopper and later architectures and can cause significant "
                       "slow down. It will be removed in a future triton release", stacklevel=2)
     a, c = (cast(b, x, T.float16) if is_value(x) and x.dtype.is_fp8e4b15() else x for x in (a, c))

@@ -83,7 +83,7 @@ def build_ir(fn, signature: dict, constexprs: dict, divisible_by_16=(), equal_to
     attrs = {k: {"divisibility": 16} for k in divisible_by_16 if k in sig}
     stats["ir_built"] += 1
     ir_fn = generate_ir(fn, sig, cx, attrs, tma_target=target if knobs.codegen.tma else None, num_warps=num_warps,
-                        device_functions=target is not None)
+                        device_functions=target is not None, gpu_target=target)
     if getattr(fn, "_repr", None) is not None:      # @jit(repr=...) names the kernel
         ir_fn.name = fn.kernel_name(signature, constexprs, equal_to_1)
     return ir_fn
