@@ -47,6 +47,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -276,8 +277,9 @@ def start_marks(timeline: str) -> dict[str, float]:
 
 
 def scenario(pg_url: str, name: str, devices: list[int], specs: list[dict], interpret: bool,
-             simulate_ms: float | None = None) -> dict:
+             simulate_ms: float | None = None, run: int = 1) -> dict:
     db = f"fleet_{name.replace(' ', '_')}_{time.time_ns()}"
+    label = name if run == 1 else f"{name} #{run}"
     import sqlalchemy as sa
 
     admin = sa.create_engine(pg_url, isolation_level="AUTOCOMMIT")
@@ -292,15 +294,15 @@ def scenario(pg_url: str, name: str, devices: list[int], specs: list[dict], inte
     ends = job_ends(url, [j["id"] for j in jobs], fleet.submitted_at)
     starts = {}
     for worker, timeline in fleet.worker_timelines().items():
-        print(f"--- {name}: {worker}\n{timeline or '(no timeline logged)'}", flush=True)
+        print(f"--- {label}: {worker}\n{timeline or '(no timeline logged)'}", flush=True)
         if worker in fleet.jobs_cpu:
             print(f"  the worker's own process (parent) used {fleet.jobs_cpu[worker]:.2f} s of CPU during the jobs")
         starts[worker] = start_marks(timeline)
     for end in ends:
-        print_job_end(name, end)
+        print_job_end(label, end)
     if os.environ.get("OUT"):
-        shutil.copytree(fleet.logs, Path(os.environ["OUT"]) / f"fleet-logs-{name.replace(' ', '-')}")
-    row = {"scenario": name, "workers": len(devices), "jobs": len(specs), "seconds": round(seconds, 2),
+        shutil.copytree(fleet.logs, Path(os.environ["OUT"]) / f"fleet-logs-{label.replace(' ', '-').replace('#', '')}")
+    row = {"scenario": name, "run": run, "workers": len(devices), "jobs": len(specs), "seconds": round(seconds, 2),
            "trials_done": trials, "worker_names": sorted(w["name"] for w in workers),
            "gpu_models": sorted({w["gpu_model"] for w in workers}), "starts": starts, "ends": ends,
            "parents_cpu_s": fleet.jobs_cpu}
@@ -321,6 +323,9 @@ def main() -> int:
                          "not GPU numbers (use a small --size)")
     ap.add_argument("--scenarios", default="one worker,shared,two jobs",
                     help="comma-separated subset of: one worker, shared, two jobs")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run the scenarios this many times, interleaved (one worker, shared, ..., one worker, "
+                         "shared, ...), and compare their medians: one run's ratio moves by a few hundredths")
     args = ap.parse_args()
     devices = [int(d) for d in args.devices.split(",")]
 
@@ -332,45 +337,56 @@ def main() -> int:
         plan = {"one worker": (devices[:1], [spec(1)]), "shared": (devices, [spec(1)]),
                 "two jobs": (devices, [spec(1), spec(2)])}
         wanted = [w.strip() for w in args.scenarios.split(",")]
-        rows = [scenario(pg.url, name, *plan[name], args.interpret, args.simulate_ms) for name in wanted]
+        rows = [scenario(pg.url, name, *plan[name], args.interpret, args.simulate_ms, run)
+                for run in range(1, args.repeat + 1) for name in wanted]
     finally:
         pg.stop()
     models = sorted({m for r in rows for m in r["gpu_models"]})
     print(f"\nGPU model of every worker: {', '.join(models)}")
     alone = set(rows[0]["ends"][0]["configs"])
+
+    def tag(r: dict) -> str:
+        return r["scenario"] if args.repeat == 1 else f"{r['scenario']} #{r['run']}"
     for r in rows:
         for end in r["ends"]:
             mine = set(end["configs"])
             statuses = ", ".join(f"{n} {st}" for st, n in sorted(end["statuses"].items()))
-            print(f"{r['scenario']}, job {end['job']}: {len(mine)} configs run ({statuses}); "
+            print(f"{tag(r)}, job {end['job']}: {len(mine)} configs run ({statuses}); "
                   f"{len(mine & alone)} of them also run by the one worker")
     if len(models) != 1:
         print("WARNING: the workers are on different GPU models: the scenarios are not comparable")
-    one = rows[0]["seconds"]
-    print("\n| scenario | workers | jobs × trials | seconds | × one worker |\n|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['scenario']} | {r['workers']} | {r['jobs']} × {args.trials} | {r['seconds']:.1f} | "
-              f"{r['seconds'] / one:.2f} |")
-    shared = next((r for r in rows if r["scenario"] == "shared"), None)
-    if shared is not None and rows[0]["scenario"] == "one worker":
+    medians = {name: statistics.median(r["seconds"] for r in rows if r["scenario"] == name) for name in wanted}
+    one = medians[wanted[0]]
+    runs = "seconds" if args.repeat == 1 else f"median seconds of {args.repeat} (each run)"
+    print(f"\n| scenario | workers | jobs × trials | {runs} | × one worker |\n|---|---|---|---|---|")
+    for name in dict.fromkeys(wanted):
+        mine = [r for r in rows if r["scenario"] == name]
+        each = "" if args.repeat == 1 else " (" + ", ".join(f"{r['seconds']:.1f}" for r in mine) + ")"
+        print(f"| {name} | {mine[0]['workers']} | {mine[0]['jobs']} × {args.trials} | {medians[name]:.1f}{each} | "
+              f"{medians[name] / one:.2f} |")
+    if "shared" in medians and wanted[0] == "one worker":
         print(f"shared {args.trials}-trial job on {len(devices)} {'simulated GPUs' if args.simulate_ms else 'GPUs'}: "
-              f"{shared['seconds'] / one:.2f}× one worker (target ≤ 0.55)")
+              f"{medians['shared'] / one:.2f}× one worker"
+              + ("" if args.repeat == 1 else f", medians of {args.repeat} interleaved runs") + " (target ≤ 0.55)")
+        if args.repeat > 1:
+            pairs = zip((r for r in rows if r["scenario"] == "one worker"), (r for r in rows if r["scenario"] == "shared"))
+            print("each run's own ratio: " + ", ".join(f"{s['seconds'] / o['seconds']:.2f}" for o, s in pairs))
     if args.simulate_ms is not None:
         print(f"SIMULATED: each config's run took {args.simulate_ms:g} ms in a CPU child (bench/fleet_sim_worker.py): "
               "the host side's pace, not GPU numbers")
     for r in rows:
         cpu = ", ".join(f"{w} {c:.2f} s" for w, c in sorted(r["parents_cpu_s"].items()))
-        print(f"{r['scenario']}: the workers' own processes used {cpu} of CPU "
+        print(f"{tag(r)}: the workers' own processes used {cpu} of CPU "
               f"({sum(r['parents_cpu_s'].values()) / (args.trials * r['jobs']) * 1000:.0f} ms a trial in all)")
     for r in rows:
         for worker, marks in sorted(r["starts"].items()):
-            print(f"{r['scenario']}, {worker}: child ready at {marks.get('child_ready', '—')} s, first compile "
+            print(f"{tag(r)}, {worker}: child ready at {marks.get('child_ready', '—')} s, first compile "
                   f"submitted at {marks.get('first_compile', '—')} s, first run sent at {marks.get('first_run', '—')} s")
     for r in rows:
         for end in r["ends"]:
             last = max((w["last_trial_s"] or 0.0) for w in end["workers"].values())
             split = ", ".join(f"{w}: {sum(x['final'] for x in v['rounds'])}" for w, v in sorted(end["workers"].items()))
-            print(f"{r['scenario']}, job {end['job']}: last trial recorded at {last:.2f} s, succeeded at "
+            print(f"{tag(r)}, job {end['job']}: last trial recorded at {last:.2f} s, succeeded at "
                   f"{end['succeeded_s']:.2f} s (the end took {end['succeeded_s'] - last:.2f} s); "
                   f"rounds of the final finalists by worker: {split}")
     return 0
