@@ -8,6 +8,9 @@ updates nothing and reads again. A job is claimable when it is queued, or runnin
 lease (every worker on it died or lost the database for longer than the lease), and its GPU model
 is this worker's or unset. A CPU worker (the interpreter) takes jobs with no GPU model only while
 no GPU worker is alive: where there are GPUs, such a job is tuned on one.
+
+A claim and a release announce the job (db.job_wakeups): a claimed job is joinable by the other
+workers of its GPU model, a released one claimable, and idle workers wake at once.
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from db import job_wakeups
 from db.models import Gpu, Job, Worker, utcnow
 from db.repo.hardware import alive_clause
 
@@ -63,7 +67,7 @@ def claim(engine: Engine, worker_name: str, gpu_model: str, lease_seconds: float
         if engine.dialect.name == "postgresql":
             pick = pick.with_for_update(skip_locked=True)
         try:
-            with engine.begin() as c:
+            with job_wakeups.begin(engine) as c:
                 row = c.execute(pick).first()
                 if row is None:
                     return None
@@ -76,6 +80,9 @@ def claim(engine: Engine, worker_name: str, gpu_model: str, lease_seconds: float
                             started_at=sa.func.coalesce(Job.started_at, now),
                             gpu_model=sa.func.coalesce(Job.gpu_model, gpu_model), updated_at=now)
                     .returning(Job.id)).scalar_one_or_none()
+                if got is not None:
+                    # a running job: the other workers of its GPU model may join it now
+                    job_wakeups.announce(c)
         except sa.exc.OperationalError:  # SQLite: busy beyond its timeout under contention
             busy += 1
             if engine.dialect.name != "sqlite" or busy == 20:
@@ -115,7 +122,9 @@ def renew_lease(engine: Engine, job_id: int, lease_seconds: float, holder: str |
 def release_job(engine: Engine, job_id: int, worker_name: str) -> bool:
     """Give a running job back to the queue (graceful shutdown): only if this worker holds it."""
     now = utcnow()
-    with engine.begin() as c:
+    with job_wakeups.begin(engine) as c:
         r = c.execute(sa.update(Job).where(Job.id == job_id, Job.state == "running", Job.claimed_by == worker_name)
                       .values(state="queued", claimed_by=None, lease_expires_at=None, updated_at=now))
+        if r.rowcount > 0:
+            job_wakeups.announce(c)
     return r.rowcount > 0

@@ -11,6 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from db.job_wakeups import announce
 from db.models import JOB_FINAL_STATES, Job, Kernel, Trial, utcnow
 from db.repo.trials import counted_trials
 
@@ -32,13 +33,15 @@ def get_or_create_kernel(session: Session, *, fingerprint: str, name: str, sourc
 def create_job(session: Session, kernel: Kernel, spec: dict[str, Any], *, gpu_model: str | None = None,
                idempotency_key: str | None = None, trials_total: int | None = None) -> Job:
     """A queued job; its Optuna study is named `job-<id>`. Flushes to get the id (an
-    idempotency key used before raises IntegrityError)."""
+    idempotency key used before raises IntegrityError). Idle workers are woken when the session
+    commits (db.job_wakeups)."""
     job = Job(kernel=kernel, spec=spec, gpu_model=gpu_model, idempotency_key=idempotency_key,
               trials_total=trials_total, state="queued", progress=0.0, trials_done=0, study_name="")
     session.add(job)
     session.flush()
     job.study_name = f"job-{job.id}"
     session.flush()
+    announce(session)
     return job
 
 
