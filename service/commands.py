@@ -251,7 +251,9 @@ def register(subparsers) -> None:
     p.add_argument("--interpret", action="store_true", help="tune on the CPU interpreter (no GPU)")
     p.add_argument("--lease", type=float, default=None, help="job lease in seconds ($BLOCKTUNE_LEASE_SECONDS)")
     p.add_argument("--heartbeat", type=float, default=None, help="heartbeat period ($BLOCKTUNE_HEARTBEAT_SECONDS)")
-    p.add_argument("--poll", type=float, default=None, help="seconds between claims when idle")
+    p.add_argument("--poll", type=float, default=None,
+                   help="fallback: seconds an idle worker waits for a wake-up before it looks for a job anyway "
+                        "(a submitted, released or claimed job wakes it at once; $BLOCKTUNE_POLL_SECONDS)")
     p.add_argument("--join", action=argparse.BooleanOptionalAction, default=True,
                    help="join running jobs of this GPU model when none is queued (shared study)")
     p.add_argument("--exit-when-idle", action="store_true", help="exit when no job is left to claim")

@@ -1,6 +1,10 @@
 """The worker: attaches to one GPU, registers its model, claims jobs for that model, renews the
 job's lease by heartbeat, and runs the tuner (`tuner.engine.run_job`) on the job.
 
+- wake-ups: an idle worker waits on db.job_wakeups.JobWakeups, which returns as soon as a job is
+  submitted, given back or claimed (a claimed job is joinable), so a job starts at once; the poll
+  interval stays the fallback (a lease expiring makes a job claimable with no event; separate
+  processes on SQLite have no signal between them).
 - claim: one atomic statement (db.repo.claims); a job whose worker died is claimable again once
   its lease has expired, and the tuner resumes its Optuna study (finished trials are kept).
 - join: with no job to claim, a worker may join a running job of its GPU model (the study is
@@ -29,6 +33,7 @@ import sqlalchemy as sa
 
 from db import repo
 from db.engine import session_factory
+from db.job_wakeups import JobWakeups
 from db.models import Gpu, Job
 from db.repo import claim, find_joinable_job, gpu_worker_alive, release_job, renew_lease
 from db.retry import Backoff, DatabaseUnavailable, Outage, is_unavailable, retry
@@ -133,6 +138,7 @@ class Worker:
         self.current_job: int | None = None
         self.jobs_run: list[int] = []
         self._stop = threading.Event()
+        self._wakeups: JobWakeups | None = None    # open while run() runs
         self._joined = False
         # the job this worker claimed and another worker claimed since (this one's lease expired,
         # e.g. through a long database outage), set by the heartbeat: the tuner stops
@@ -244,6 +250,9 @@ class Worker:
 
     def stop(self) -> None:
         self._stop.set()
+        wakeups = self._wakeups
+        if wakeups is not None:
+            wakeups.wake()
 
     def next_job(self) -> tuple[int, bool, bool] | None:
         """(job id, joined, re-claimed after its lease expired) or None."""
@@ -335,21 +344,32 @@ class Worker:
             self.standby.close()
             self.standby = None
 
+    def _close_wakeups(self) -> None:
+        wakeups, self._wakeups = self._wakeups, None
+        if wakeups is not None:
+            wakeups.close()
+
+    def _close_idle_parts(self) -> None:
+        """What run() opened before the worker registered: its standby, wake-ups and engine."""
+        self._close_standby()
+        self._close_wakeups()
+        self.engine.dispose()
+
     def run(self) -> None:
         """Register, then claim and run jobs until stopped (or idle with exit_when_idle)."""
         try:
             if self.warm and self.standby is None:
                 self._start_standby()
+            # listening before registering: no job submitted once this worker is seen alive is missed
+            self._wakeups = JobWakeups(self.database_url)
             if self.worker_id is None:
                 self.register()
         except DatabaseUnavailable:
             log.warning("worker %s stopped before it could register (the database is unavailable)", self.name)
-            self._close_standby()
-            self.engine.dispose()
+            self._close_idle_parts()
             return
         except BaseException:
-            self._close_standby()
-            self.engine.dispose()
+            self._close_idle_parts()
             raise
         self._hb_thread = threading.Thread(target=self._heartbeat_loop, name=f"heartbeat-{self.name}", daemon=True)
         self._hb_thread.start()
@@ -362,12 +382,13 @@ class Worker:
                 if nxt is None:
                     if self.exit_when_idle:
                         break
-                    self._stop.wait(self.poll_seconds)
+                    self._wakeups.wait(self.poll_seconds)
                     continue
                 self.run_one(*nxt)
         finally:
             self._stop.set()
             self._close_standby()
+            self._close_wakeups()
             try:
                 self._set_state("stopped")
             except Exception as exc:
