@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Callable
 
 import pytest
 import sqlalchemy as sa
@@ -81,7 +82,8 @@ import sys, time
 from db import repo
 from db.engine import make_engine, session_factory
 with session_factory(make_engine(sys.argv[1]))() as s:
-    job = repo.submit_job(s, fingerprint=f"k{time.time_ns()}", kernel_name="k", source="", compiler_version="0", spec={})
+    job = repo.submit_job(s, fingerprint=f"k{time.time_ns()}", kernel_name="k", source="", compiler_version="0",
+                          spec={})
     s.commit()
     print(job.id)
 """
@@ -165,17 +167,21 @@ def notify(url: str, *payloads: str) -> None:
 
 # -- workers --------------------------------------------------------------------------------------
 
-def test_an_idle_worker_takes_a_job_from_another_process_at_once(pg_db):
+def assert_an_idle_worker_takes_it_at_once(url: str, create: Callable[[str], int]) -> None:
     runs = Runs()
-    w = start_worker(pg_db, "prompt", runs)
+    w = start_worker(url, "prompt", runs)
     try:
         wait_idle(w)
-        job_id = create_job_in_another_process(pg_db)
+        job_id = create(url)
         created = time.monotonic()
         (who, at), = runs.wait_for(job_id, timeout=POLL - 5)
         assert who == "prompt" and at - created < PROMPT
     finally:
         stop_all(w)
+
+
+def test_an_idle_worker_takes_a_job_from_another_process_at_once(pg_db):
+    assert_an_idle_worker_takes_it_at_once(pg_db, create_job_in_another_process)
 
 
 def hold_first_claim_until_the_other_waits_again(workers: list[Worker]) -> threading.Event:
@@ -258,16 +264,7 @@ def test_a_job_given_back_is_taken_by_an_idle_worker_at_once(pg_db, no_local_wak
 
 def test_sqlite_in_process_a_job_created_beside_the_worker_starts_at_once(sqlite_db):
     """`blocktune serve` on SQLite: the API creates the job in the worker's process."""
-    runs = Runs()
-    w = start_worker(sqlite_db, "beside", runs)
-    try:
-        wait_idle(w)
-        job_id = create_job(sqlite_db)
-        created = time.monotonic()
-        (who, at), = runs.wait_for(job_id, timeout=POLL - 5)
-        assert who == "beside" and at - created < PROMPT
-    finally:
-        stop_all(w)
+    assert_an_idle_worker_takes_it_at_once(sqlite_db, create_job)
 
 
 def test_stop_wakes_a_waiting_worker(db_url):
