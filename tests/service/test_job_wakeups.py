@@ -287,6 +287,10 @@ def test_a_worker_whose_listen_connection_is_killed_keeps_working(pg_db, no_loca
         with eng.connect() as c:
             assert c.execute(sa.select(sa.func.pg_terminate_backend(pid))).scalar_one()
         eng.dispose()
+        deadline = time.monotonic() + 10
+        while pid in listener_pids(pg_db):               # gone before the job comes: it cannot pass it on
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
         # a job submitted while it is gone: found once the worker listens again (1-2 s), not at its poll
         job_id = create_job(pg_db)
         created = time.monotonic()
