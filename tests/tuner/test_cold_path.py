@@ -511,6 +511,16 @@ def test_the_parent_stops_asking_for_cubins_once_the_child_refused_one():
     assert m.ctx.timeline.seconds["child_busy"] == 0.5 and m.ctx.timeline.seconds["child_load"] == 0.1
 
 
+def test_the_timeline_tells_one_long_first_run_from_many_short_ones():
+    m = Measurement(SimpleNamespace(timeline=Timeline()))
+    for first in (0.004, 0.35, 0.006):
+        m.note_timing({"timing": {"handle_s": first + 0.1, "first_run_s": first}})
+    tl = m.ctx.timeline
+    assert tl.seconds["child_first_run"] == pytest.approx(0.36)
+    assert tl.details["first_run_longest_s"] == 0.35
+    assert "first runs 0.36 s (longest 0.35 s)" in format_timeline(tl.as_dict())
+
+
 def test_the_native_launcher_is_prebuilt_in_the_pool(monkeypatch, tmp_path):
     """GPU mode builds the compiler's native launcher (a C compile) in the pool while the child
     starts; the child's first launch then only loads it."""
