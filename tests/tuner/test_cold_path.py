@@ -514,11 +514,13 @@ def test_the_parent_stops_asking_for_cubins_once_the_child_refused_one():
 def test_the_timeline_tells_one_long_first_run_from_many_short_ones():
     m = Measurement(SimpleNamespace(timeline=Timeline()))
     for first in (0.004, 0.35, 0.006):
-        m.note_timing({"timing": {"handle_s": first + 0.1, "first_run_s": first}})
+        parts = {"launcher": 0.001, "reset": 0.002, "launch": first - 0.004, "sync": 0.001}
+        m.note_timing({"timing": {"handle_s": first + 0.1, "first_run_s": first, "first_run_parts": parts}})
     tl = m.ctx.timeline
     assert tl.seconds["child_first_run"] == pytest.approx(0.36)
     assert tl.details["first_run_longest_s"] == 0.35
-    assert "first runs 0.36 s (longest 0.35 s)" in format_timeline(tl.as_dict())
+    assert ("first runs 0.36 s (longest 0.35 s: launcher 0.001, reset 0.002, launch 0.346, sync 0.001)"
+            in format_timeline(tl.as_dict()))
 
 
 def test_the_native_launcher_is_prebuilt_in_the_pool(monkeypatch, tmp_path):
