@@ -26,7 +26,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from jobspec.config import split_config
+from jobspec.config import config_key, split_config
 from jobspec.device import interpreter_properties
 from jobspec.model import JobSpec
 from tuner.isolation import EXITING, IDLE
@@ -349,8 +349,6 @@ class Bench:
             self.timing["load_s"] = self.timing.get("load_s", 0.0) + time.perf_counter() - t
 
     def launcher(self, config: dict[str, Any], compiled) :
-        from tuner.space import config_key
-
         key = config_key(config)
         if key in self.launchers:
             # already built (and its module loaded) for this config: the re-measurement sends the
