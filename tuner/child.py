@@ -26,7 +26,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from jobspec.config import split_config
+from jobspec.config import config_key, split_config
 from jobspec.device import interpreter_properties
 from jobspec.model import JobSpec
 from tuner.isolation import EXITING, IDLE
@@ -349,8 +349,6 @@ class Bench:
             self.timing["load_s"] = self.timing.get("load_s", 0.0) + time.perf_counter() - t
 
     def launcher(self, config: dict[str, Any], compiled) :
-        from tuner.space import config_key
-
         key = config_key(config)
         if key in self.launchers:
             # already built (and its module loaded) for this config: the re-measurement sends the
@@ -422,10 +420,14 @@ class Bench:
     def run_config(self, config: dict[str, Any], compiled, *, measure: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {"status": "ok", "samples_ms": [], "error": None, "reference": False}
         t_run = time.perf_counter()
+        parts = self.timing["first_run_parts"] = {}    # where a long first run went (the timeline's longest)
         try:
             run = self.launcher(config, compiled)
+            parts["launcher"] = time.perf_counter() - t_run
             self.reset()
+            parts["reset"] = time.perf_counter() - t_run - parts["launcher"]
             run()
+            parts["launch"] = time.perf_counter() - t_run - parts["launcher"] - parts["reset"]
             self.sync()
         except Exception as exc:  # noqa: BLE001 - every failure of a config is a result
             out.update(status=classify(exc), error=describe(exc))
@@ -433,7 +435,10 @@ class Bench:
                 out["_fatal"] = True
             return out
         finally:
-            self.timing["first_run_s"] = self.timing.get("first_run_s", 0.0) + time.perf_counter() - t_run
+            seconds = time.perf_counter() - t_run
+            if len(parts) == 3:
+                parts["sync"] = seconds - sum(parts.values())
+            self.timing["first_run_s"] = self.timing.get("first_run_s", 0.0) + seconds
         if self.spec.check.outputs:
             t_check = time.perf_counter()
             try:

@@ -174,7 +174,13 @@ class Measurement:
         tl.add("child_busy", timing.get("handle_s") or 0.0)
         tl.add("child_load", timing.get("load_s") or 0.0)
         tl.add("child_measure", timing.get("measure_s") or 0.0)
-        tl.add("child_first_run", timing.get("first_run_s") or 0.0)
+        first = timing.get("first_run_s") or 0.0
+        tl.add("child_first_run", first)
+        # one long first run is a fixed cost on the job's path (a launcher built, a lazy load):
+        # worth telling apart from many short ones
+        if first > tl.details.get("first_run_longest_s", 0.0):
+            tl.details["first_run_longest_s"] = round(first, 3)
+            tl.details["first_run_longest_parts"] = {k: round(v, 3) for k, v in (timing.get("first_run_parts") or {}).items()}
         tl.add("child_check", timing.get("check_s") or 0.0)
         if resp.get("cubin_error") and self.cubin_disabled is None:
             self.cubin_disabled = str(resp["cubin_error"])

@@ -2,20 +2,14 @@
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from typing import Any, Iterator, Mapping
 
 import optuna
 
-from jobspec.config import DEFAULTS
+from jobspec.config import DEFAULTS, config_key  # noqa: F401 - config_key: the tuner's name for it
 from jobspec.safe_eval import SafeEvalError, safe_eval
 
-
-
-def config_key(config: Mapping[str, Any]) -> str:
-    """Canonical text of a config (sorted keys), for de-duplication and lookups."""
-    return json.dumps(dict(config), sort_keys=True, separators=(",", ":"))
 
 
 def _is_ordinal(values: list) -> bool:

@@ -43,13 +43,19 @@ class Standby:
         self._spawn()
 
     def _warm_pool(self) -> list[cf.Future]:
-        from tuner.compile_step import warm_up
+        from tuner.compile_step import prebuild_launcher, warm_up
 
-        return self.pool.start_workers(warm_up, not self.interpret)
+        warming = self.pool.start_workers(warm_up, not self.interpret)
+        if not self.interpret:
+            # the native launcher's C build (~0.5 s on a fresh cache) before the worker registers:
+            # else the first job's first launch in the child builds it, on the job's critical path
+            # (0.3-0.5 s of "first runs" on each worker of a fleet measured on 2 x H100)
+            warming.append(self.pool.submit_untracked(prebuild_launcher))
+        return warming
 
     def wait_warm(self, timeout: float = 300.0, give_up: Callable[[], bool] = lambda: False) -> float:
-        """Wait until the child is idle and every compile worker has imported the compiler (a worker
-        does before it registers, so that a registered worker runs its first job warm). Returns the
+        """Wait until the child is idle, every compile worker has imported the compiler and the native
+        launcher is built (a worker does before it registers, so that a registered worker runs its first job warm). Returns the
         seconds waited. A child that fails to start is dropped: jobs then start their own, which
         report the failure as the job's."""
         t0 = time.monotonic()

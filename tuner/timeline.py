@@ -36,7 +36,8 @@ Phases (seconds; "since start" = since Tuner.run began):
     child_load       of which module loads (cubin: cheap; PTX: the driver's JIT)
     child_measure    of which timing
     child_first_run  of which each config's first run (its launcher, inputs reset, the run, a sync;
-                     the module load included)
+                     the module load included; details: first_run_longest_s, the longest one, and
+                     first_run_longest_parts, its launcher, inputs reset, launch and sync)
     child_check      of which checking the outputs against the reference
     child_idle       during the search, the child waiting for the parent (first request → last answer);
                      counts: answered (the child's answers read), relayed (of which those on which
@@ -135,7 +136,9 @@ def format_timeline(d: dict[str, Any] | None, *, indent: str = "") -> str:
         f"{s('first_run')}",
         f"compiles: {d.get('compiled', 0)} ({d.get('cubins', 0)} cubins), CPU {s('compile_cpu')} "
         f"(ptxas {s('ptxas')}), parent waited {s('compile_wait')}; lookahead {d.get('lookahead', '?')}",
-        f"child: busy {s('child_busy')} (module load {s('child_load')}, first runs {s('child_first_run')}, "
+        f"child: busy {s('child_busy')} (module load {s('child_load')}, first runs {s('child_first_run')}"
+        + (f" (longest {d['first_run_longest_s']:.2f} s{_parts(d.get('first_run_longest_parts'))})"
+           if "first_run_longest_s" in d else "") + ", "
         f"checks {s('child_check')}, measure {s('child_measure')}), "
         f"idle between requests {s('child_idle')}"
         + (f" (the next config sent on {d.get('relayed', 0)} of {d['answered']} answers)" if "answered" in d else "")
@@ -157,3 +160,9 @@ def _detail(detail: Any) -> str:
     if isinstance(detail, dict):
         return ", ".join(f"{k} {v:.2f} s" if isinstance(v, (int, float)) else f"{k} {v}" for k, v in detail.items())
     return str(detail)
+
+
+def _parts(parts: Any) -> str:
+    if not isinstance(parts, dict) or not parts:
+        return ""
+    return ": " + ", ".join(f"{k} {v:.3f}" for k, v in parts.items())
