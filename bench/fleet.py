@@ -5,7 +5,8 @@
 Runs what a platform team runs: a throw-away PostgreSQL cluster (bench/postgres.py), `blocktune
 serve --no-worker` on it, and `blocktune worker --device N` processes, each with its own name. Jobs
 are submitted over the REST API with a submit-scoped token, as a client does, and timed from
-submission to `succeeded` (the workers are already up and idle, as in a fleet). Scenarios:
+submission to `succeeded` (the workers are already up and idle, as in a fleet, on the default
+poll: they take a job when its creation or claim wakes them, db/job_wakeups.py). Scenarios:
 
   one worker     one job of --trials trials, the worker on the first device alone
   shared         one such job, every worker joining it (the job is shared trial by trial)
@@ -113,7 +114,7 @@ class Fleet:
         host = os.uname().nodename
         for d in self.devices:
             self.workers[f"worker-gpu{d}"] = self._spawn(f"worker-gpu{d}", ["worker", "--device", str(d), "--server-db", self.url,
-                                           "--name", f"{host}-gpu{d}", "--poll", "0.2", "--no-migrate"]
+                                           "--name", f"{host}-gpu{d}", "--no-migrate"]
                         + (["--interpret"] if self.interpret else []),
                         SIM_WORKER if self.simulate_ms is not None else BLOCKTUNE)
         self._wait(lambda: sum(w["alive"] for w in self.http.get("/api/v1/workers").json()) == len(self.devices),
