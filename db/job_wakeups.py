@@ -234,6 +234,32 @@ class JobWakeups:
             if time.monotonic() >= deadline:
                 return False
 
+    def pending(self) -> bool:
+        """Whether a wake-up came since the last wait (drained now): for a worker busy on a job to
+        look, between trials, whether a job may be waiting. Never blocks and never connects again
+        (a lost connection waits for the next `wait`)."""
+        with self._lock:
+            if self._closed:
+                return False
+            listening = self._conn is not None
+            fds = [self._read, self._fd] if listening else [self._read]
+            try:
+                ready, _, _ = select.select(fds, [], [], 0.0)
+            except (OSError, ValueError) as exc:
+                if listening:
+                    self._failed(exc)
+                return False
+            woke = False
+            if self._read in ready:
+                self._drain_pipe()
+                woke = True
+            if listening and self._fd in ready:
+                try:
+                    woke = self._drain_notifications() > 0 or woke
+                except Exception as exc:
+                    self._failed(exc)
+            return woke
+
     def _drain_pipe(self) -> None:
         with contextlib.suppress(BlockingIOError):
             while os.read(self._read, 512):

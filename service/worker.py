@@ -35,7 +35,7 @@ from db import repo
 from db.engine import session_factory
 from db.job_wakeups import JobWakeups
 from db.models import Gpu, Job
-from db.repo import claim, find_joinable_job, gpu_worker_alive, release_job, renew_lease
+from db.repo import claim, claimable_job_waiting, find_joinable_job, gpu_worker_alive, release_job, renew_lease
 from db.retry import Backoff, DatabaseUnavailable, Outage, is_unavailable, retry
 from jobspec.device import INTERPRETER_MODEL
 from service.devices import cpu_worker_properties
@@ -146,6 +146,8 @@ class Worker:
         self._thread: threading.Thread | None = None
         self._hb_thread: threading.Thread | None = None
         self._finished_joins: set[int] = set()
+        self._leaving: int | None = None     # the joined job this worker leaves for a waiting one
+        self._leave_lock = threading.Lock()  # should_stop is asked from the tuner's threads
 
     def _db(self, fn: Callable[[], Any], what: str, *, give_up: Callable[[], bool] | None = None) -> Any:
         """`fn()`, retried through database outages until it succeeds or the worker stops."""
@@ -244,9 +246,36 @@ class Worker:
 
     # -- the loop ----------------------------------------------------------------------------
     def should_stop(self) -> bool:
-        """Whether the tuner should stop after its current trial: the worker stops, or it lost
-        the job it claimed."""
-        return self._stop.is_set() or (self._lost_job is not None and self._lost_job == self.current_job)
+        """Whether the tuner should stop after its current trial: the worker stops, it lost the job
+        it claimed, or it joined another worker's job and a job that no worker took is waiting."""
+        return (self._stop.is_set() or (self._lost_job is not None and self._lost_job == self.current_job)
+                or self._leaves_for_waiting_job())
+
+    def _leaves_for_waiting_job(self) -> bool:
+        """A worker that joined a job leaves it for a job that is waiting for a worker: a second
+        worker shortens a running job by less than a first one shortens a waiting job (two jobs
+        submitted together would otherwise run one after the other, each shared, when the second
+        arrives just after the first's claim woke the idle worker). Looked at only when a wake-up
+        came meanwhile (a job created, claimed or given back): one query, not one per trial."""
+        job = self.current_job
+        if not self._joined or job is None:
+            return False
+        with self._leave_lock:
+            if self._leaving == job:
+                return True
+            wakeups = self._wakeups
+            if wakeups is None or not wakeups.pending():
+                return False
+            try:
+                waiting = claimable_job_waiting(self.engine, self.gpu_model, unpinned=self._unpinned())
+            except Exception as exc:  # noqa: BLE001 - an outage: stay on the job, the next wake-up looks again
+                log.debug("worker %s could not look for a waiting job: %s", self.name, exc)
+                return False
+            if waiting is None or waiting == job:
+                return False
+            log.info("worker %s leaves job %d (joined) for job %d, which waits for a worker", self.name, job, waiting)
+            self._leaving = job
+            return True
 
     def stop(self) -> None:
         self._stop.set()
@@ -258,11 +287,13 @@ class Worker:
         """(job id, joined, re-claimed after its lease expired) or None."""
         return self._db(self._next_job, f"worker {self.name} claiming a job")
 
+    def _unpinned(self) -> bool:
+        """Whether this worker takes jobs that name no GPU model: a CPU worker leaves them to the
+        GPU workers while one is alive."""
+        return not self.interpret or not gpu_worker_alive(self.engine, self.lease_seconds, cpu_model=INTERPRETER_MODEL)
+
     def _next_job(self) -> tuple[int, bool, bool] | None:
-        # a CPU worker leaves the jobs that name no GPU model to the GPU workers, while one is alive
-        unpinned = not self.interpret or not gpu_worker_alive(self.engine, self.lease_seconds,
-                                                              cpu_model=INTERPRETER_MODEL)
-        got = claim(self.engine, self.name, self.gpu_model, self.lease_seconds, unpinned=unpinned)
+        got = claim(self.engine, self.name, self.gpu_model, self.lease_seconds, unpinned=self._unpinned())
         if got is not None:
             self._finished_joins.discard(got.job_id)
             if got.reclaimed:
@@ -280,6 +311,7 @@ class Worker:
         if run_job is None:
             from tuner.engine import run_job
         self._lost_job = None
+        self._leaving = None
         self._joined = joined
         self.current_job = job_id
         self.jobs_run.append(job_id)
@@ -300,6 +332,8 @@ class Worker:
             self.current_job = None
             if self._stop.is_set() and self._release(job_id):
                 log.info("worker %s returned job %d to the queue", self.name, job_id)
+            elif self._leaving == job_id:
+                self._leaving = None     # left for a waiting job: it may join this one again later
             else:
                 # don't join this job again right away: the tuner returned, so this worker's
                 # share of it is done (another worker still finishing a trial may hold it)

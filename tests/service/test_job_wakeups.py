@@ -262,6 +262,57 @@ def test_a_job_given_back_is_taken_by_an_idle_worker_at_once(pg_db, no_local_wak
         stop_all(leaver)
 
 
+class HoldUntilStopped:
+    """A fake `run_job` that stays on its job until the worker's should_stop() says to leave (or 20 s)."""
+
+    def __init__(self):
+        self.cond = threading.Condition()
+        self.entered: dict[int, list[tuple[str, float]]] = {}
+        self.left: dict[tuple[int, str], float] = {}
+
+    def __call__(self, db_url, job_id, *, worker_id, should_stop, **kw):
+        with self.cond:
+            self.entered.setdefault(job_id, []).append((worker_id, time.monotonic()))
+            self.cond.notify_all()
+        deadline = time.monotonic() + 20
+        while not should_stop() and time.monotonic() < deadline:
+            time.sleep(0.02)                 # a trial: should_stop() is asked between trials
+        with self.cond:
+            self.left[(job_id, worker_id)] = time.monotonic()
+            self.cond.notify_all()
+
+    def wait_for(self, job_id: int, n: int = 1, timeout: float = 60) -> list[tuple[str, float]]:
+        with self.cond:
+            assert self.cond.wait_for(lambda: len(self.entered.get(job_id, ())) >= n, timeout=timeout), self.entered
+            return list(self.entered[job_id])
+
+
+def test_a_worker_that_joined_a_job_leaves_it_for_a_job_no_worker_took(db_url):
+    """Two jobs submitted together, the second just after the first's claim woke the idle worker,
+    which joined the first: it leaves the first for the second at once (not once the first is
+    done), and the worker that claimed the first stays on it."""
+    runs = HoldUntilStopped()
+    claimer = start_worker(db_url, "claimer", runs)
+    joiner = None
+    try:
+        wait_idle(claimer)
+        first = create_job(db_url)
+        runs.wait_for(first)
+        joiner = start_worker(db_url, "joiner", runs)
+        (_, _), (who, _) = runs.wait_for(first, n=2)
+        assert who == "joiner"
+        assert not joiner.should_stop()                # nothing waits: it stays
+        second = create_job(db_url)
+        created = time.monotonic()
+        (who, at), = runs.wait_for(second, timeout=POLL - 5)
+        assert who == "joiner" and at - created < PROMPT
+        assert (first, "joiner") in runs.left and (first, "claimer") not in runs.left
+        assert claimer.current_job == first and not claimer.should_stop()
+        assert first not in joiner._finished_joins     # left, not done: it may join the first again
+    finally:
+        stop_all(*([claimer] + ([joiner] if joiner else [])))
+
+
 def test_sqlite_in_process_a_job_created_beside_the_worker_starts_at_once(sqlite_db):
     """`blocktune serve` on SQLite: the API creates the job in the worker's process."""
     assert_an_idle_worker_takes_it_at_once(sqlite_db, create_job)
