@@ -259,15 +259,20 @@ class Bench:
             return {}
         if self.spec.reference is not None:
             return self._run_reference_kernel()
-        if self.reference_path.exists():
-            if self.plane is not None:
-                import numpy as np
+        return self._reference_file()
 
-                with np.load(self.reference_path) as ref:
-                    return {k: ref[k] for k in ref.files if k in self.spec.check.outputs}
-            ref = self.torch.load(self.reference_path, map_location=self.device)
-            return {k: v for k, v in ref.items() if k in self.spec.check.outputs}
-        return None
+    def _reference_file(self) -> dict[str, Any] | None:
+        """The reference outputs saved in the job's work directory (by this job's earlier run, or by
+        another worker of it on this host), or None."""
+        if not self.reference_path.exists():
+            return None
+        if self.plane is not None:
+            import numpy as np
+
+            with np.load(self.reference_path) as ref:
+                return {k: ref[k] for k in ref.files if k in self.spec.check.outputs}
+        ref = self.torch.load(self.reference_path, map_location=self.device)
+        return {k: v for k, v in ref.items() if k in self.spec.check.outputs}
 
     def _snapshot(self) -> dict[str, Any]:
         """The checked outputs as they are now (host arrays, except on torch's plane)."""
@@ -466,10 +471,14 @@ class Bench:
         """The outputs against the reference (the first correct run's, kept as the reference): why
         they differ, or None."""
         if self.reference is None:
-            self.reference = self._snapshot()
-            self._save_reference()
+            # another worker of this job on this host may have saved one since the job started
+            # here (a worker joining a job): the outputs of the config it trusted, checked against
+            self.reference = self._reference_file()
             out["reference"] = True
-            return None
+            if self.reference is None:
+                self.reference = self._snapshot()
+                self._save_reference()
+                return None
         from tuner.data import compare, tolerances
 
         for n in self.spec.check.outputs:

@@ -105,6 +105,7 @@ class Tuner:
         self.timeline_data: dict[str, Any] | None = None
         self.t0 = time.monotonic()
         self._recompile = False         # the child's device differs from what the first compiles were for
+        self._known_good_keys: set[str] = set()    # the job's known-good configs (read as the search starts)
 
     @property
     def timeline(self) -> Timeline:
@@ -205,6 +206,10 @@ class Tuner:
         t_search = time.monotonic()
         busy_before = tl.seconds.get("child_busy", 0.0)
         ctx.retry(self.recorder.count_done, "counting the recorded trials")
+        if ctx.spec.check.outputs:
+            self._known_good_keys = ctx.retry(
+                lambda: {config_key(c) for _, c in study.known_good(self.measurement.gpu_model)},
+                "reading the known-good configs")
         inflight: InFlight | None = None
         # the first compiles go out before the GPU child is waited for: they overlap its start-up.
         # Asking stops once the child could take the first config (compiled, the inputs made): the
@@ -397,7 +402,7 @@ class Tuner:
         and succeeded), so that a slow compile (some configs take seconds) does not hold up the
         ones asked after it — once the child has its reference outputs; until then strictly in
         asked order, so that the known-good configs, asked first, make the reference."""
-        order = range(len(pending)) if self._any_order() else range(min(1, len(pending)))
+        order = range(len(pending)) if self._any_order(pending) else range(min(1, len(pending)))
         for i in order:
             task = pending[i][2]
             if task is not None and self.queue.done(task) and (
@@ -409,7 +414,7 @@ class Tuner:
         """Record the configs whose compile failed (an error, or too big for the device) at once:
         they need no child, and the relay stages compiled configs past them — left in `pending`,
         they would hold lookahead places until the child ran out of work."""
-        if not self._any_order():
+        if not self._any_order(pending):
             return
         for item in [x for x in pending if x[2] is not None and self.queue.done(x[2])]:
             if (item[2].outcome or item[2].future.result()).get("status") == "ok":
@@ -417,14 +422,23 @@ class Tuner:
             pending.remove(item)
             self._record(self._dispatch(*item).result, item[0])
 
-    def _any_order(self) -> bool:
-        return self.measurement.has_reference or not self.ctx.spec.check.outputs
+    def _any_order(self, pending) -> bool:
+        """Whether the pending configs may go to the child in any order (the first compiled first):
+        once the child has its reference outputs (or the job checks none), or while none of them is
+        a known-good config. Until then, strictly in asked order, so that the known-good configs,
+        asked first, make the reference. A worker joining a job asks random configs only (the
+        claimer took the known-good ones): holding its child for the first of them, however long
+        that one compiles, gains no trust (on 2 x H100 at 21:55 a joiner's first run went out at
+        1.33 s, its first config compiling while others were done)."""
+        if self.measurement.has_reference or not self.ctx.spec.check.outputs:
+            return True
+        return not any(config_key(config) in self._known_good_keys for _, config, _ in pending)
 
     def _next_compiled(self, pending) -> tuple[Any, dict[str, Any], Any]:
         """The next config to send when the child is idle, taken out of `pending`: the first compiled
         (`_compiled_index`), else the first to finish compiling, waited for."""
         i = self._compiled_index(pending)
-        if i is None and self._any_order():
+        if i is None and self._any_order(pending):
             futures = [t.future for _, _, t in pending if t is not None and t.future is not None and not t.lost()]
             if futures:
                 with self.ctx.timeline.phase("compile_wait"):

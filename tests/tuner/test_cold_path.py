@@ -595,3 +595,46 @@ print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] == "optuna")))
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+
+
+def test_until_the_child_has_a_reference_the_known_good_configs_go_in_asked_order():
+    """A known-good config pending: strictly in asked order, so that it makes the reference. Only
+    random configs pending (a worker joining a job): the first compiled goes first."""
+    from jobspec.config import config_key
+
+    known, other = {"BLOCK_SIZE": 128, "num_warps": 4}, {"BLOCK_SIZE": 256, "num_warps": 4}
+    tuner = Tuner.__new__(Tuner)
+    tuner.ctx = SimpleNamespace(spec=SimpleNamespace(check=SimpleNamespace(outputs=["out"])))
+    tuner.measurement = SimpleNamespace(has_reference=False)
+    tuner._known_good_keys = {config_key(known)}
+    assert not tuner._any_order([(None, other, None), (None, known, None)])
+    assert tuner._any_order([(None, other, None)])
+    tuner.measurement.has_reference = True
+    assert tuner._any_order([(None, other, None), (None, known, None)])
+    tuner.measurement.has_reference = False
+    tuner.ctx.spec.check.outputs = []
+    assert tuner._any_order([(None, known, None)])
+
+
+def test_a_joining_workers_child_checks_against_the_reference_another_worker_saved(tmp_path):
+    """Two workers of one job on one host: the child of the one that joined (started before any
+    reference was saved) checks its first run against the reference the other saved meanwhile,
+    not against its own outputs (here the saved one is altered, so the first run is wrong)."""
+    import numpy as np
+
+    from tuner.child import Runtime
+
+    spec = example("vector_add", N=4096)
+    config = {"BLOCK_SIZE": 256, "num_warps": 4}
+    runtime = Runtime({"interpret": True, "device": 0})
+    joiner = Bench({"spec": spec, "workdir": str(tmp_path)}, runtime)
+    assert joiner.reference is None
+    claimer = Bench({"spec": spec, "workdir": str(tmp_path)}, runtime)
+    assert claimer.run_config(config, None)["reference"] is True
+    path = claimer.reference_path
+    with np.load(path) as saved:
+        altered = {k: saved[k] + 1 for k in saved.files}
+    with open(path, "wb") as f:
+        np.savez(f, **altered)
+    out = joiner.run_config(config, None)
+    assert out["status"] == "wrong-result" and out["reference"] is True
