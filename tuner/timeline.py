@@ -17,6 +17,7 @@ Phases (seconds; "since start" = since Tuner.run began):
     props            device properties in the parent (driver attributes, no CUDA context)
     study_open       Optuna storage + study, resume state, known-good configs enqueued
     first_compile    since start, when the first compile was submitted
+    first_compiled   since start, when a compile first came back from the pool
     first_run        since start, when the first config went to the child (the later of the
                      child's start and the first compile, the start-up's critical path)
     compile_wait     the parent blocked on compile results
@@ -60,7 +61,7 @@ import time
 from typing import Any, Iterator
 
 ORDER = ("total", "child_start", "child_ready", "child_wait", "pool_ready", "launcher_build", "props",
-         "study_open", "first_compile", "first_run", "compile_wait", "compile_cpu", "ptxas", "ask", "claim", "record", "record_behind", "lock_wait",
+         "study_open", "first_compile", "first_compiled", "first_run", "compile_wait", "compile_cpu", "ptxas", "ask", "claim", "record", "record_behind", "lock_wait",
          "lock_held", "child_wait_run",
          "child_busy", "child_load", "child_measure", "child_first_run", "child_check", "child_idle", "search", "remeasure_start", "finalists_final",
          "remeasure", "remeasure_wait", "finalize")
@@ -132,7 +133,8 @@ def format_timeline(d: dict[str, Any] | None, *, indent: str = "") -> str:
         f"({d.get('compile_workers', '?')} workers"
         + (f", native launcher built in {s('launcher_build')}" if "launcher_build_s" in d else "")
         + f"); props {s('props')}; "
-        f"study open {s('study_open')}; first compile submitted at {s('first_compile')}, first run sent at "
+        f"study open {s('study_open')}; first compile submitted at {s('first_compile')}"
+        + (f", back at {s('first_compiled')}" if "first_compiled_s" in d else "") + ", first run sent at "
         f"{s('first_run')}",
         f"compiles: {d.get('compiled', 0)} ({d.get('cubins', 0)} cubins), CPU {s('compile_cpu')} "
         f"(ptxas {s('ptxas')}), parent waited {s('compile_wait')}; lookahead {d.get('lookahead', '?')}",

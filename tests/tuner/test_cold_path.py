@@ -248,6 +248,10 @@ def test_child_properties_that_differ_from_the_parents_are_adopted(sqlite_url, m
     assert tuner.measurement.props["max_shared_memory"] == INTERPRETER_LIMITS["max_shared_memory"]
     assert tuner.study.env["max_shared_memory"] == INTERPRETER_LIMITS["max_shared_memory"]
     assert tuner.timeline_data["compiled"] >= 3
+    d = tuner.timeline_data          # the start's first compile: out, back, and the first run after
+    assert d["first_compile_s"] <= d["first_compiled_s"] <= d["first_run_s"]
+    assert f"first compile submitted at {d['first_compile_s']:.2f} s, back at {d['first_compiled_s']:.2f} s" \
+        in format_timeline(d)
 
 
 # --- the lookahead ----------------------------------------------------------------------------
