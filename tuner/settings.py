@@ -2,7 +2,7 @@
 
 | field | variable | default | |
 |---|---|---|---|
-| compile_workers | BLOCKTUNE_COMPILE_WORKERS | 0 | compile processes; 0: this worker's share of the CPUs (CPUs / host_workers) - 1, at most 8 |
+| compile_workers | BLOCKTUNE_COMPILE_WORKERS | 0 | compile processes; 0: this worker's share of the CPUs (usable_cpus() / host_workers) - 1, at most 8 |
 | host_workers | BLOCKTUNE_HOST_WORKERS | 1 | tuning workers on this host (one per GPU in a fleet): they share its CPUs |
 | compile_nice | BLOCKTUNE_COMPILE_NICE | 5 | how much lower the compile processes' CPU priority is than the worker's (0: the same) |
 | compile_memory_mb | BLOCKTUNE_COMPILE_MEMORY_MB | 8192 | a compile process's address space (RLIMIT_AS); 0: none |
@@ -40,8 +40,13 @@ def tuner_settings() -> TunerSettings:
 
 
 def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity: a container's or taskset's share of the host)."""
+    """The CPUs this process can keep busy: those it may run on (its affinity: a taskset's or a
+    cpuset's share of the host), capped by its cgroup's CPU quota (a container's CPU limit,
+    tuner/cpu_quota.py)."""
+    from tuner.cpu_quota import cpus_allowed
+
     try:
-        return len(os.sched_getaffinity(0))
+        affinity = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        return os.cpu_count() or 1
+        affinity = os.cpu_count() or 1
+    return cpus_allowed(affinity)
