@@ -36,7 +36,7 @@ from db import repo
 from db.engine import session_factory
 from db.job_wakeups import JobWakeups
 from db.models import Gpu, Job
-from db.repo import claim, claimable_job_waiting, find_joinable_job, gpu_worker_alive, release_job, renew_lease
+from db.repo import claim, find_joinable_job, gpu_worker_alive, release_job, renew_lease
 from db.retry import Backoff, DatabaseUnavailable, Outage, is_unavailable, retry
 from jobspec.device import INTERPRETER_MODEL
 from service.devices import cpu_worker_properties
@@ -148,6 +148,7 @@ class Worker:
         self._hb_thread: threading.Thread | None = None
         self._finished_joins: set[int] = set()
         self._leaving: int | None = None     # the joined job this worker leaves for a waiting one
+        self._claimed_next = None            # db.repo.Claim: the waiting job it claimed, run next
         self._leave_lock = threading.Lock()  # should_stop is asked from the tuner's threads
 
     def _db(self, fn: Callable[[], Any], what: str, *, give_up: Callable[[], bool] | None = None) -> Any:
@@ -256,8 +257,10 @@ class Worker:
         """A worker that joined a job leaves it for a job that is waiting for a worker: a second
         worker shortens a running job by less than a first one shortens a waiting job (two jobs
         submitted together would otherwise run one after the other, each shared, when the second
-        arrives just after the first's claim woke the idle worker). Looked at only when a wake-up
-        came meanwhile (a job created, claimed or given back): one query, not one per trial."""
+        arrives just after the first's claim woke the idle worker). It claims the waiting job first
+        and leaves only if it got it, so that of several workers on a job one leaves per waiting
+        job. Looked at only when a wake-up came meanwhile (a job created, claimed or given back):
+        one claim attempt then, nothing per trial."""
         job = self.current_job
         if not self._joined or job is None:
             return False
@@ -268,14 +271,15 @@ class Worker:
             if wakeups is None or not wakeups.pending():
                 return False
             try:
-                waiting = claimable_job_waiting(self.engine, self.gpu_model, unpinned=self._unpinned())
+                got = claim(self.engine, self.name, self.gpu_model, self.lease_seconds, unpinned=self._unpinned())
             except Exception as exc:  # noqa: BLE001 - an outage: stay on the job, the next wake-up looks again
                 log.debug("worker %s could not look for a waiting job: %s", self.name, exc)
                 return False
-            if waiting is None or waiting == job:
+            if got is None:
                 return False
-            log.info("worker %s leaves job %d (joined) for job %d, which waits for a worker", self.name, job, waiting)
-            self._leaving = job
+            log.info("worker %s leaves job %d (joined) for job %d, which waited for a worker", self.name, job,
+                     got.job_id)
+            self._leaving, self._claimed_next = job, got
             return True
 
     def stop(self) -> None:
@@ -294,7 +298,10 @@ class Worker:
         return not self.interpret or not gpu_worker_alive(self.engine, self.lease_seconds, cpu_model=INTERPRETER_MODEL)
 
     def _next_job(self) -> tuple[int, bool, bool] | None:
-        got = claim(self.engine, self.name, self.gpu_model, self.lease_seconds, unpinned=self._unpinned())
+        with self._leave_lock:
+            got, self._claimed_next = self._claimed_next, None     # claimed while leaving a joined job
+        if got is None:
+            got = claim(self.engine, self.name, self.gpu_model, self.lease_seconds, unpinned=self._unpinned())
         if got is not None:
             self._finished_joins.discard(got.job_id)
             if got.reclaimed:
@@ -339,6 +346,18 @@ class Worker:
                 # don't join this job again right away: the tuner returned, so this worker's
                 # share of it is done (another worker still finishing a trial may hold it)
                 self._finished_joins.add(job_id)
+
+    def _give_back_claimed_next(self) -> None:
+        """Stopped between leaving a joined job and running the waiting job it claimed: back to the queue."""
+        with self._leave_lock:
+            got, self._claimed_next = self._claimed_next, None
+        if got is None:
+            return
+        try:
+            if self._release(got.job_id):
+                log.info("worker %s returned job %d to the queue", self.name, got.job_id)
+        except Exception as exc:  # noqa: BLE001 - its lease expires: another worker claims it then
+            log.warning("worker %s could not return job %d to the queue: %s", self.name, got.job_id, exc)
 
     def _mark_failed(self, job_id: int, exc: BaseException) -> None:
         error = f"worker {self.name}: {type(exc).__name__}: {exc}\n{traceback.format_exc()[-4000:]}"
@@ -422,6 +441,7 @@ class Worker:
                 self.run_one(*nxt)
         finally:
             self._stop.set()
+            self._give_back_claimed_next()
             self._close_standby()
             self._close_wakeups()
             try:

@@ -14,8 +14,7 @@ best_configs.py  the winners per (kernel, problem key, GPU model); the "latest" 
 from __future__ import annotations
 
 from db.repo.best_configs import UPSERT_POLICIES, find_best_configs, get_best_config, upsert_best_config
-from db.repo.claims import (Claim, claim, claimable_job_waiting, find_joinable_job, gpu_worker_alive, release_job,
-                             renew_lease)
+from db.repo.claims import Claim, claim, find_joinable_job, gpu_worker_alive, release_job, renew_lease
 from db.repo.credentials import add_token, end_session, revoke_token, start_session, touch_token
 from db.repo.hardware import (Registration, alive_clause, capability_str, get_or_create_gpu, register_worker,
                               set_worker_state)
@@ -26,7 +25,7 @@ from db.repo.trials import (UNCOUNTED_ERROR_PREFIX, claim_trial, count_trials, c
 
 __all__ = [
     "UPSERT_POLICIES", "find_best_configs", "get_best_config", "upsert_best_config",
-    "Claim", "claim", "claimable_job_waiting", "find_joinable_job", "gpu_worker_alive", "release_job", "renew_lease",
+    "Claim", "claim", "find_joinable_job", "gpu_worker_alive", "release_job", "renew_lease",
     "add_token", "end_session", "revoke_token", "start_session", "touch_token",
     "Registration", "alive_clause", "capability_str", "get_or_create_gpu", "register_worker", "set_worker_state",
     "create_job", "finish_job", "get_or_create_kernel", "job_state", "start_job", "submit_job", "succeed_job",

@@ -94,15 +94,6 @@ def claim(engine: Engine, worker_name: str, gpu_model: str, lease_seconds: float
         # another worker claimed it between the read and the update (SQLite): read again
 
 
-def claimable_job_waiting(engine: Engine, gpu_model: str, *, unpinned: bool = True) -> int | None:
-    """The oldest job `claim` would take for `gpu_model` now (queued, or running with its lease
-    expired), or None; claims nothing."""
-    q = (sa.select(Job.id).where(_claimable(utcnow(), gpu_model, unpinned))
-         .order_by(Job.created_at, Job.id).limit(1))
-    with engine.connect() as c:
-        return c.execute(q).scalar_one_or_none()
-
-
 def find_joinable_job(engine: Engine, worker_name: str, gpu_model: str) -> int | None:
     """A running job of this GPU model whose lease is alive and whose budget is not spent: another
     worker is on it, and this one may join (the Optuna study is shared)."""

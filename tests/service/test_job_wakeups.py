@@ -313,6 +313,40 @@ def test_a_worker_that_joined_a_job_leaves_it_for_a_job_no_worker_took(db_url):
         stop_all(*([claimer] + ([joiner] if joiner else [])))
 
 
+def test_of_two_workers_that_joined_a_job_one_leaves_for_a_waiting_job(db_url):
+    """Each leaving worker claims the waiting job first: one job waiting, one worker leaves."""
+    runs = HoldUntilStopped()
+    workers = [start_worker(db_url, "claimer", runs)]
+    try:
+        wait_idle(workers[0])
+        first = create_job(db_url)
+        runs.wait_for(first)
+        workers += [start_worker(db_url, "joiner-a", runs), start_worker(db_url, "joiner-b", runs)]
+        runs.wait_for(first, n=3)
+        second = create_job(db_url)
+        (mover, _), = runs.wait_for(second, timeout=POLL - 5)
+        stayer = next(w for w in workers[1:] if w.name != mover)
+        assert not stayer.should_stop()               # its wake-up seen, the waiting job taken: it stays
+        assert (first, mover) in runs.left and (first, stayer.name) not in runs.left
+        assert stayer.current_job == first and workers[0].current_job == first
+    finally:
+        stop_all(*workers)
+
+
+def test_a_waiting_job_claimed_by_a_stopping_worker_goes_back_to_the_queue(db_url):
+    job_id = create_job(db_url)
+    w = Worker(db_url, interpret=True, name="leaver", warm=False, run_job=HoldUntilStopped())
+    try:
+        w._claimed_next = repo.claim(w.engine, "leaver", "any", 30)
+        assert w._claimed_next.job_id == job_id
+        w._give_back_claimed_next()
+        assert w._claimed_next is None
+        with w.engine.connect() as c:
+            assert c.execute(sa.text("SELECT state FROM jobs WHERE id = :j"), {"j": job_id}).scalar_one() == "queued"
+    finally:
+        w.engine.dispose()
+
+
 def test_sqlite_in_process_a_job_created_beside_the_worker_starts_at_once(sqlite_db):
     """`blocktune serve` on SQLite: the API creates the job in the worker's process."""
     assert_an_idle_worker_takes_it_at_once(sqlite_db, create_job)
