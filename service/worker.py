@@ -9,7 +9,8 @@ job's lease by heartbeat, and runs the tuner (`tuner.engine.run_job`) on the job
   its lease has expired, and the tuner resumes its Optuna study (finished trials are kept).
 - join: with no job to claim, a worker may join a running job of its GPU model (the study is
   shared; Optuna's `constant_liar` keeps the workers from proposing the same config). It leaves
-  that job between trials when a job no worker took is waiting (it learns of one from a wake-up).
+  that job between trials for a job no worker took, which it claims first (it learns of one from
+  a wake-up).
 - warm start: before it registers, the worker starts its GPU child (imports, CUDA context or interpreter)
   and its compile pool (tuner/standby.py); each job takes them, so that a job's start pays only for
   its own inputs and reference. They are stopped with the worker.
