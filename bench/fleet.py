@@ -313,6 +313,31 @@ def scenario(pg_url: str, name: str, devices: list[int], specs: list[dict], inte
     return row
 
 
+def host_cpus() -> str:
+    """The host's CPUs as the workers see them: what their compile pools are sized for (affinity,
+    capped by the cgroup's quota), the quota itself, the physical cores behind the logical ones (two
+    pools of compiles on hyperthreads of the same cores run slower) and the load before the runs."""
+    from tuner.cpu_quota import cgroup_cpu_limit
+    from tuner.settings import usable_cpus
+
+    cores = set()
+    try:
+        phys = core = None
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "physical id":
+                phys = value.strip()
+            elif key.strip() == "core id":
+                core = value.strip()
+                cores.add((phys, core))
+    except OSError:
+        pass
+    quota = cgroup_cpu_limit()
+    return (f"host CPUs: {os.cpu_count()} logical, {len(cores) or '?'} physical cores; usable by a worker "
+            f"{usable_cpus()} (cgroup quota {'none' if quota is None else f'{quota:g} CPUs'}); "
+            f"load {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--devices", default="0,1")
@@ -335,6 +360,7 @@ def main() -> int:
     def spec(seed: int) -> dict:
         return job_spec(args.size, args.trials, seed)
 
+    print(host_cpus(), flush=True)
     pg = Postgres()
     try:
         plan = {"one worker": (devices[:1], [spec(1)]), "shared": (devices, [spec(1)]),
