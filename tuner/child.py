@@ -425,25 +425,23 @@ class Bench:
     def run_config(self, config: dict[str, Any], compiled, *, measure: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {"status": "ok", "samples_ms": [], "error": None, "reference": False}
         t_run = time.perf_counter()
-        parts = self.timing["first_run_parts"] = {}    # where a long first run went (the timeline's longest)
+        lap = _laps(self.timing.setdefault("first_run_parts", {}))   # where a long first run went (per request)
         try:
             run = self.launcher(config, compiled)
-            parts["launcher"] = time.perf_counter() - t_run
+            lap("launcher")
             self.reset()
-            parts["reset"] = time.perf_counter() - t_run - parts["launcher"]
+            lap("reset")
             run()
-            parts["launch"] = time.perf_counter() - t_run - parts["launcher"] - parts["reset"]
+            lap("launch")
             self.sync()
+            lap("sync")
         except Exception as exc:  # noqa: BLE001 - every failure of a config is a result
             out.update(status=classify(exc), error=describe(exc))
             if not self.context_ok():
                 out["_fatal"] = True
             return out
         finally:
-            seconds = time.perf_counter() - t_run
-            if len(parts) == 3:
-                parts["sync"] = seconds - sum(parts.values())
-            self.timing["first_run_s"] = self.timing.get("first_run_s", 0.0) + seconds
+            self.timing["first_run_s"] = self.timing.get("first_run_s", 0.0) + time.perf_counter() - t_run
         if self.spec.check.outputs:
             t_check = time.perf_counter()
             try:

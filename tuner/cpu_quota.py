@@ -29,7 +29,7 @@ def cgroup_cpu_limit(root: str = "/sys/fs/cgroup", proc_cgroup: str = "/proc/sel
                 for d in _up_from(base, path):
                     limits += _v2_limit(d / "cpu.max")
         elif "cpu" in controllers.split(","):
-            for base in (Path(root) / controllers, Path(root) / "cpu", Path(root) / "cpu,cpuacct"):
+            for base in dict.fromkeys((Path(root) / controllers, Path(root) / "cpu", Path(root) / "cpu,cpuacct")):
                 for d in _up_from(base, path):
                     limits += _v1_limit(d)
     return min(limits) if limits else None
