@@ -47,9 +47,9 @@ class Standby:
 
         warming = self.pool.start_workers(warm_up, not self.interpret)
         if not self.interpret:
-            # the native launcher's C build (~0.5 s on a fresh cache) before the worker registers:
-            # else the first job's first launch in the child builds it, on the job's critical path
-            # (0.3-0.5 s of "first runs" on each worker of a fleet measured on 2 x H100)
+            # the native launcher's C build (~0.5 s on a fresh cache) before the worker registers,
+            # not in the first job, where it held a compile process for 0.46-0.84 s at the start
+            # (2 x H100, 21:15); the child's first launch then only loads it
             warming.append(self.pool.submit_untracked(prebuild_launcher))
         return warming
 
