@@ -82,10 +82,18 @@ class CompileQueue:
                                 constexprs, num_warps, num_stages, device.target, div16, one,
                                 int(device.props.get("max_shared_memory") or 0) or None, device.interpret,
                                 device.ptxas)
-        if "first_compiled" not in tl.seconds and task.future is not None:
-            # when the start's first compile came back (in the pool's thread: one float written),
-            # against when it went out and when the first run went: the start's compile latency
-            task.future.add_done_callback(lambda _f: tl.mark("first_compiled"))
+        task.submitted_s = sent = tl.since_start()
+        if task.future is not None:
+            label = "/".join(str(v) for v in config.values())
+
+            def came_back(_f) -> None:
+                # in the pool's thread: when the start's first compile came back (against when it went
+                # out and when the first run went: the start's compile latency), and each compile's
+                # wall time, so that the slowest are told with when they went out
+                tl.mark("first_compiled")
+                tl.note("compile_walls", at=sent, s=tl.since_start() - sent, config=label)
+
+            task.future.add_done_callback(came_back)
         return task
 
     def result(self, task: CompileTask) -> dict[str, Any]:
@@ -93,6 +101,7 @@ class CompileQueue:
         if task.outcome is not None:
             return task.outcome            # read before (engine.py stages compiled configs)
         tl = self.ctx.timeline
+        t0 = tl.since_start()
         try:
             with tl.phase("compile_wait"):
                 res = self.pool.result(task, timeout=self.ctx.spec.measure.compile_timeout_s)
@@ -102,6 +111,9 @@ class CompileQueue:
             res = {"status": "timeout", "error": f"timeout: {exc}"}
         else:
             self._account(res)
+        waited = tl.since_start() - t0
+        if waited > 0.005:
+            tl.note("compile_waits", at=t0, s=waited, oldest=t0 - (task.submitted_s or t0))
         task.outcome = res
         return res
 

@@ -84,6 +84,8 @@ CONSTRAINT_PREFIX = repo.UNCOUNTED_ERROR_PREFIX
 # while the child runs a config and the next one is compiling, how often the search looks whether
 # that compile is done, so as to stage it for the relay (tuner/relay.py) before the answer comes
 STAGE_POLL_S = 0.002
+# a child left without work longer than this after an answer is noted in the timeline (child_gaps)
+CHILD_GAP_NOTED_S = 0.02
 
 
 class Tuner:
@@ -378,6 +380,7 @@ class Tuner:
             return InFlight(trial, config, Result(trial.number, config, res["status"], error=res.get("error")))
         compiled = res.get("compiled")
         self.queue.remember(config, compiled)
+        idle_since = self.measurement.last_answer      # the child's last answer, not followed by a relayed config
         try:
             self.relay.send({"op": "run", "config": config, "compiled": compiled, "measure": True})
         except ChildTimeout as exc:
@@ -385,6 +388,11 @@ class Tuner:
         except ChildCrashed as exc:
             return InFlight(trial, config, Result(trial.number, config, "runtime-error",
                                                   error=f"the GPU process died: {exc}"))
+        if idle_since is not None:
+            gap = time.monotonic() - idle_since
+            if gap > CHILD_GAP_NOTED_S:
+                tl = self.ctx.timeline
+                tl.note("child_gaps", at=tl.since_start() - gap, s=gap)
         return InFlight(trial, config)
 
     def _dispatch_ready(self, pending) -> InFlight | None:
@@ -400,10 +408,8 @@ class Tuner:
     def _compiled_index(self, pending, ok_only: bool = False) -> int | None:
         """Where in `pending` the next config to send is: the first whose compile is done (`ok_only`:
         and succeeded), so that a slow compile (some configs take seconds) does not hold up the
-        ones asked after it — once the child has its reference outputs; until then strictly in
-        asked order, so that the known-good configs, asked first, make the reference."""
-        order = range(len(pending)) if self._any_order(pending) else range(min(1, len(pending)))
-        for i in order:
+        ones asked after it — of those that may go now (`_eligible`)."""
+        for i in self._eligible(pending):
             task = pending[i][2]
             if task is not None and self.queue.done(task) and (
                     not ok_only or (task.outcome or task.future.result()).get("status") == "ok"):
@@ -422,11 +428,20 @@ class Tuner:
             pending.remove(item)
             self._record(self._dispatch(*item).result, item[0])
 
+    def _eligible(self, pending) -> list[int]:
+        """The positions in `pending` that may go to the child now: any (`_any_order`), else only the
+        known-good configs — whichever of them compiles first, since any of them may make the
+        reference (the first of the list, with the largest tile, is often the slowest to compile: on
+        2 x H100 the claimer's first run waited 0.1-0.3 s for it while others were compiled)."""
+        if self._any_order(pending):
+            return list(range(len(pending)))
+        return [i for i, (_, config, _) in enumerate(pending) if config_key(config) in self._known_good_keys]
+
     def _any_order(self, pending) -> bool:
         """Whether the pending configs may go to the child in any order (the first compiled first):
         once the child has its reference outputs (or the job checks none), or while none of them is
-        a known-good config. Until then, strictly in asked order, so that the known-good configs,
-        asked first, make the reference. A worker joining a job asks random configs only (the
+        a known-good config. Until then only the known-good configs may go (`_eligible`), so that
+        one of them makes the reference. A worker joining a job asks random configs only (the
         claimer took the known-good ones): holding its child for the first of them, however long
         that one compiles, gains no trust (on 2 x H100 at 21:55 a joiner's first run went out at
         1.33 s, its first config compiling while others were done)."""
@@ -438,15 +453,22 @@ class Tuner:
         """The next config to send when the child is idle, taken out of `pending`: the first compiled
         (`_compiled_index`), else the first to finish compiling, waited for."""
         i = self._compiled_index(pending)
-        if i is None and self._any_order(pending):
-            futures = [t.future for _, _, t in pending if t is not None and t.future is not None and not t.lost()]
+        if i is None:
+            eligible = [pending[j][2] for j in self._eligible(pending)]
+            futures = [t.future for t in eligible if t is not None and t.future is not None and not t.lost()]
             if futures:
-                with self.ctx.timeline.phase("compile_wait"):
+                tl = self.ctx.timeline
+                t0 = tl.since_start()
+                with tl.phase("compile_wait"):
                     cf.wait(futures, timeout=self.ctx.spec.measure.compile_timeout_s,
                             return_when=cf.FIRST_COMPLETED)
+                tl.note("compile_waits", at=t0, s=tl.since_start() - t0, compiling=len(futures),
+                        oldest=max(t0 - (t.submitted_s or t0) for _, _, t in pending if t is not None))
                 i = self._compiled_index(pending)
-        item = pending[i or 0]       # none done: the head, waited for (CompileQueue.result: its timeout)
-        del pending[i or 0]
+        if i is None:        # none done: the first that may go, waited for (CompileQueue.result: its timeout)
+            i = (self._eligible(pending) or [0])[0]
+        item = pending[i]
+        del pending[i]
         return item
 
     def _stage(self, pending, inflight: InFlight | None, staged: InFlight | None) -> InFlight | None:

@@ -257,6 +257,7 @@ class CompileTask:
         self.generation = 0
         self.isolated = False
         self.outcome: Any = None      # its result once read (tuner/compile_queue.py)
+        self.submitted_s: float | None = None   # since the run's start (tuner/compile_queue.py)
 
     def lost(self) -> bool:
         """True if its future died with a broken pool (or was cancelled by the rebuild)."""

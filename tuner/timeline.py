@@ -65,6 +65,7 @@ ORDER = ("total", "child_start", "child_ready", "child_wait", "pool_ready", "lau
          "lock_held", "child_wait_run",
          "child_busy", "child_load", "child_measure", "child_first_run", "child_check", "child_idle", "search", "remeasure_start", "finalists_final",
          "remeasure", "remeasure_wait", "finalize")
+NOTES_KEPT = 4
 
 
 class Timeline:
@@ -75,6 +76,7 @@ class Timeline:
         self.seconds: dict[str, float] = {}
         self.counts: dict[str, int] = {}
         self.details: dict[str, Any] = {}
+        self.notes: dict[str, list[dict[str, Any]]] = {}
 
     def add(self, name: str, seconds: float) -> None:
         self.seconds[name] = self.seconds.get(name, 0.0) + max(0.0, float(seconds))
@@ -103,6 +105,13 @@ class Timeline:
     def count(self, name: str, n: int = 1) -> None:
         self.counts[name] = self.counts.get(name, 0) + n
 
+    def note(self, name: str, **item: Any) -> None:
+        """A notable moment (e.g. a compile waited for: `at` since start, `s` seconds): as_dict()
+        keeps the NOTES_KEPT longest of each name (by `s`), so that a run's worst stalls are told
+        with when and why they happened, not only summed into a phase."""
+        self.notes.setdefault(name, []).append({k: round(v, 3) if isinstance(v, float) else v
+                                                for k, v in item.items()})
+
     def as_dict(self) -> dict[str, Any]:
         seconds = dict(self.seconds)      # a pool thread may mark while we read
         out: dict[str, Any] = {}
@@ -113,6 +122,10 @@ class Timeline:
             out[k + "_s"] = round(seconds[k], 3)
         out.update({k: v for k, v in sorted(self.counts.items())})
         out.update(self.details)
+        for name, items in list(self.notes.items()):
+            kept = sorted(list(items), key=lambda i: -float(i.get("s") or 0.0))[:NOTES_KEPT]
+            out[name] = sorted(kept, key=lambda i: float(i.get("at") or 0.0))
+            out[name + "_count"] = len(items)
         return out
 
 
@@ -155,7 +168,24 @@ def format_timeline(d: dict[str, Any] | None, *, indent: str = "") -> str:
             f"{d.get('final_rounds', 0)} rounds measured here in {s('remeasure')}, waited {s('remeasure_wait')} "
             f"for others'; the winner's rounds: {d.get('final_rounds_here', '—')} here, "
             f"{d.get('final_rounds_elsewhere', '—')} on other workers")
+    stalls = [_notes(d, "child_gaps", "the child left without work"),
+              _notes(d, "compile_waits", "compiles waited for"),
+              _notes(d, "compile_walls", "slowest compiles")]
+    if any(stalls):
+        lines.append("; ".join(x for x in stalls if x))
     return "\n".join(indent + line for line in lines)
+
+
+def _notes(d: dict[str, Any], name: str, title: str) -> str:
+    """`title` N times, the longest: S s at T s (their other fields), from Timeline.note()."""
+    items = d.get(name)
+    if not items:
+        return ""
+    told = []
+    for item in items:
+        extra = ", ".join(f"{k} {v}" for k, v in item.items() if k not in ("at", "s"))
+        told.append(f"{item.get('s', 0):.2f} s at {item.get('at', 0):.2f} s" + (f" ({extra})" if extra else ""))
+    return f"{title} {d.get(name + '_count', len(items))}×, the longest: " + ", ".join(told)
 
 
 def _detail(detail: Any) -> str:

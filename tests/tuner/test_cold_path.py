@@ -81,6 +81,22 @@ def test_timeline_accumulates_marks_and_formats():
     assert format_timeline(None) == ""
 
 
+def test_timeline_notes_keep_the_longest_stalls_in_time_order():
+    now = [0.0]
+    tl = Timeline(clock=lambda: now[0])
+    for at, s in [(0.5, 0.01), (1.0, 0.40), (2.0, 0.02), (3.0, 0.30), (4.0, 0.03), (5.0, 0.50), (6.0, 0.04)]:
+        tl.note("compile_waits", at=at, s=s, compiling=2)
+    tl.note("child_gaps", at=1.0, s=0.41)
+    d = tl.as_dict()
+    # the four longest, told in the order they happened, and how many there were
+    assert [(i["at"], i["s"]) for i in d["compile_waits"]] == [(1.0, 0.4), (3.0, 0.3), (5.0, 0.5), (6.0, 0.04)]
+    assert d["compile_waits_count"] == 7 and d["child_gaps_count"] == 1
+    text = format_timeline(d)
+    assert "the child left without work 1×, the longest: 0.41 s at 1.00 s" in text
+    assert "compiles waited for 7×, the longest: 0.40 s at 1.00 s (compiling 2)" in text
+    assert "slowest compiles" not in text
+
+
 def test_done_event_carries_the_timeline_and_compiles_overlap_the_child_start(sqlite_url, monkeypatch):
     """The study is opened and the first known-good configs' compiles are submitted before the
     parent waits for the GPU child; the "done" event has the phase timeline."""
@@ -121,6 +137,10 @@ def test_done_event_carries_the_timeline_and_compiles_overlap_the_child_start(sq
     assert tl["first_compile_s"] <= tl["first_run_s"] <= tl["total_s"]
     assert {"spawn", "import_compiler", "device", "inputs"} <= set(tl["child_start_detail"])
     assert "import_torch" not in tl["child_start_detail"]      # interpret mode runs on numpy arrays
+    # every compile's wall time was noted when it came back; the slowest are kept with their config
+    assert tl["compile_walls_count"] == 5 and len(tl["compile_walls"]) == 4
+    assert all(w["s"] > 0 and w["at"] <= tl["total_s"] and "/" in w["config"]
+               for w in tl["compile_walls"])
 
 
 def _compiles_before_the_study_opens(monkeypatch):
@@ -601,20 +621,30 @@ print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] == "optuna")))
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
 
 
-def test_until_the_child_has_a_reference_the_known_good_configs_go_in_asked_order():
-    """A known-good config pending: strictly in asked order, so that it makes the reference. Only
+def test_until_the_child_has_a_reference_only_known_good_configs_go_the_first_compiled_first():
+    """A known-good config pending: only the known-good configs may go, the first compiled of them
+    first (any of them may make the reference; a random config asked before one must not). Only
     random configs pending (a worker joining a job): the first compiled goes first."""
     from jobspec.config import config_key
 
-    known, other = {"BLOCK_SIZE": 128, "num_warps": 4}, {"BLOCK_SIZE": 256, "num_warps": 4}
+    known, known2 = {"BLOCK_SIZE": 128, "num_warps": 4}, {"BLOCK_SIZE": 64, "num_warps": 4}
+    other = {"BLOCK_SIZE": 256, "num_warps": 4}
+    done, compiling = SimpleNamespace(done=True), SimpleNamespace(done=False)
     tuner = Tuner.__new__(Tuner)
     tuner.ctx = SimpleNamespace(spec=SimpleNamespace(check=SimpleNamespace(outputs=["out"])))
     tuner.measurement = SimpleNamespace(has_reference=False)
-    tuner._known_good_keys = {config_key(known)}
+    tuner.queue = SimpleNamespace(done=lambda task: task.done)
+    tuner._known_good_keys = {config_key(known), config_key(known2)}
     assert not tuner._any_order([(None, other, None), (None, known, None)])
     assert tuner._any_order([(None, other, None)])
+    # the random config is compiled first, the first known-good one still compiles: the second goes
+    pending = [(None, other, done), (None, known, compiling), (None, known2, done)]
+    assert tuner._eligible(pending) == [1, 2] and tuner._compiled_index(pending) == 2
+    pending[2] = (None, known2, compiling)
+    assert tuner._compiled_index(pending) is None
     tuner.measurement.has_reference = True
     assert tuner._any_order([(None, other, None), (None, known, None)])
+    assert tuner._compiled_index(pending) == 0
     tuner.measurement.has_reference = False
     tuner.ctx.spec.check.outputs = []
     assert tuner._any_order([(None, known, None)])
