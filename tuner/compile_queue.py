@@ -57,11 +57,16 @@ class CompileQueue:
     def prefetch(self, configs: list[dict[str, Any]]) -> None:
         """Compile configs the run expects to ask for first (a fresh study's known-good configs),
         before the study is open: `submit` of one of them takes its compile, under way already."""
+        self.compile_ahead(configs)
+        self.ctx.timeline.details["early_compiles"] = len(self.early)
+
+    def compile_ahead(self, configs: list[dict[str, Any]]) -> None:
+        """Submit the compiles of configs needed later (not yet asked, or finalists another worker
+        ran); `submit` and `has` take them up."""
         for config in configs:
             key = config_key(config)
-            if key not in self.early:
+            if key not in self.early and key not in self.compiled:
                 self.early[key] = self._submit(config)
-        self.ctx.timeline.details["early_compiles"] = len(self.early)
 
     def submit(self, config: dict[str, Any]) -> CompileTask:
         task = self.early.pop(config_key(config), None)
@@ -134,6 +139,18 @@ class CompileQueue:
 
     def remember(self, config: dict[str, Any], compiled) -> None:
         self.compiled[config_key(config)] = compiled
+
+    def has(self, config: dict[str, Any]) -> bool:
+        """Whether the config's compiled kernel is at hand, without waiting: run here, or its compile
+        submitted ahead (`compile_ahead`) and done."""
+        key = config_key(config)
+        task = self.early.get(key)
+        if key not in self.compiled and task is not None and self.done(task):
+            res = self.result(task)
+            if res.get("status") == "ok":        # a failed one stays: not submitted again
+                del self.early[key]
+                self.remember(config, res.get("compiled"))
+        return key in self.compiled
 
     def compiled_for(self, config: dict[str, Any]):
         """The config's compiled kernel, compiled now if it is not at hand; None if it fails."""

@@ -86,6 +86,9 @@ CONSTRAINT_PREFIX = repo.UNCOUNTED_ERROR_PREFIX
 STAGE_POLL_S = 0.002
 # a child left without work longer than this after an answer is noted in the timeline (child_gaps)
 CHILD_GAP_NOTED_S = 0.02
+# at the end of the trial budget, a compile under way this long is a straggler: the child measures
+# a round of the finalists while it finishes (Tuner._round_while_compiling)
+STRAGGLER_S = 0.5
 
 
 class Tuner:
@@ -453,6 +456,8 @@ class Tuner:
         """The next config to send when the child is idle, taken out of `pending`: the first compiled
         (`_compiled_index`), else the first to finish compiling, waited for."""
         i = self._compiled_index(pending)
+        while i is None and self._round_while_compiling(pending):
+            i = self._compiled_index(pending)
         if i is None:
             eligible = [pending[j][2] for j in self._eligible(pending)]
             futures = [t.future for t in eligible if t is not None and t.future is not None and not t.lost()]
@@ -470,6 +475,23 @@ class Tuner:
         item = pending[i]
         del pending[i]
         return item
+
+    def _round_while_compiling(self, pending) -> bool:
+        """The end of the trial budget, the child idle, and what is left to run here still compiling,
+        each for STRAGGLER_S or more (some configs take 1-3 s to compile; on 2 x H100 the claimer's
+        child waited 0.1-0.3 s for one at the end of every shared job): the child measures a round
+        of the finalists as they stand meanwhile (tuner/final_rounds.py), a round the end needs
+        anyway unless a trial still to come enters the top few. False when it measured none (the
+        budget has room: the search asks more configs instead)."""
+        eligible = [pending[j][2] for j in self._eligible(pending)]
+        now = self.ctx.timeline.since_start()
+        if (not eligible
+                or any(t is None or self.queue.done(t) or now - (t.submitted_s or now) < STRAGGLER_S
+                       for t in eligible)):
+            return False
+        if self.ctx.retry(lambda: self.study.budget_has_room(len(pending)), "reading the trial budget"):
+            return False
+        return self.final_rounds.round_while_waiting()
 
     def _stage(self, pending, inflight: InFlight | None, staged: InFlight | None) -> InFlight | None:
         """Hand the next config to the relay (tuner/relay.py), which sends it the moment the child

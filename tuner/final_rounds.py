@@ -155,6 +155,32 @@ class FinalRounds:
             # as it ended a single worker's re-measurement: what is measured so far decides
             failed_here = not self._measure_round(finalists, keys, final=frozen is not None)
 
+    def round_while_waiting(self) -> bool:
+        """One round of the finalists as they stand, measured while the search's child would wait for
+        its last compiles (engine.py `_round_while_compiling`): the same round a helper measures,
+        stale if a later trial enters the top few. Only while fewer rounds of them than needed are
+        done or under way, and once each is compiled here (those that are not are submitted now,
+        for a later round). False when it measured none."""
+        ctx = self.ctx
+        if ctx.spec.measure.remeasure_top <= 0:
+            return False
+        finalists, _ = self.finalists()
+        if not finalists:
+            return False
+        configs = [r.config for r in finalists]
+        missing = [c for c in configs if not self.queue.has(c)]
+        if missing:
+            self.queue.compile_ahead(missing)
+            return False
+        keys = [config_key(c) for c in configs]
+        rounds = [r for r in ctx.retry(lambda: read_rounds(self.study.study), "reading the re-measurement")
+                  if r.gpu_model == self.measurement.gpu_model and r.holds(keys)
+                  and (r.finished or time.time() - r.started < self._round_limit_s(len(keys)))]
+        if len(rounds) >= ctx.spec.measure.remeasure_rounds:
+            return False
+        ctx.timeline.count("rounds_while_compiling")
+        return self._measure_round(finalists, keys, final=False)
+
     def _round_limit_s(self, n: int) -> float:
         """How long a round may be under way before its worker is taken for dead."""
         return self.ctx.spec.measure.timeout_s * n + 60.0

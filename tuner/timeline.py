@@ -48,7 +48,8 @@ Phases (seconds; "since start" = since Tuner.run began):
                      before finalists_final: a worker sharing the job measured rounds of the finalists
                      as they stood while others ran the last trials)
     finalists_final  since start, when the finalists were final here (the search over everywhere)
-    remeasure        the final re-measurement's rounds measured here (count: final_rounds; details:
+    remeasure        the final re-measurement's rounds measured here (count: final_rounds, of which
+                     rounds_while_compiling: measured in the search while its last configs compiled; details:
                      final_rounds_here / final_rounds_elsewhere, the rounds the winner was picked from)
     remeasure_wait   waiting for rounds other workers had under way
     finalize         remeasure + waiting + storing the winner
@@ -167,7 +168,9 @@ def format_timeline(d: dict[str, Any] | None, *, indent: str = "") -> str:
             f"final re-measurement from {s('remeasure_start')} (finalists final at {s('finalists_final')}): "
             f"{d.get('final_rounds', 0)} rounds measured here in {s('remeasure')}, waited {s('remeasure_wait')} "
             f"for others'; the winner's rounds: {d.get('final_rounds_here', '—')} here, "
-            f"{d.get('final_rounds_elsewhere', '—')} on other workers")
+            f"{d.get('final_rounds_elsewhere', '—')} on other workers"
+            + (f"; {d['rounds_while_compiling']} measured while the search's last compiles finished"
+               if d.get("rounds_while_compiling") else ""))
     stalls = [_notes(d, "child_gaps", "the child left without work"),
               _notes(d, "compile_waits", "compiles waited for"),
               _notes(d, "compile_walls", "slowest compiles")]

@@ -672,3 +672,33 @@ def test_a_joining_workers_child_checks_against_the_reference_another_worker_sav
         np.savez(f, **altered)
     out = joiner.run_config(config, None)
     assert out["status"] == "wrong-result" and out["reference"] is True
+
+
+def test_a_round_fills_the_childs_wait_only_for_stragglers_at_the_end_of_the_budget():
+    """The child idle and waiting for compiles: a round of the finalists is measured meanwhile only
+    when every config that may go is a straggler (compiling for STRAGGLER_S or more) and the trial
+    budget has no room (else the search asks more configs instead)."""
+    from tuner import engine as engine_mod
+
+    now = [10.0]
+    calls = []
+    room = [False]
+    tuner = Tuner.__new__(Tuner)
+    tuner.ctx = SimpleNamespace(spec=SimpleNamespace(check=SimpleNamespace(outputs=[])),
+                                timeline=SimpleNamespace(since_start=lambda: now[0]),
+                                retry=lambda fn, what: fn())
+    tuner.queue = SimpleNamespace(done=lambda task: task.done)
+    tuner.measurement = SimpleNamespace(has_reference=True)
+    tuner.study = SimpleNamespace(budget_has_room=lambda mine: room[0])
+    tuner.final_rounds = SimpleNamespace(round_while_waiting=lambda: calls.append(now[0]) or True)
+    old = SimpleNamespace(done=False, submitted_s=now[0] - engine_mod.STRAGGLER_S - 0.1)
+    fresh = SimpleNamespace(done=False, submitted_s=now[0] - 0.05)
+    assert tuner._round_while_compiling([(None, {"A": 1}, old)]) and calls == [10.0]
+    # a fresh compile may land any moment: wait for it
+    assert not tuner._round_while_compiling([(None, {"A": 1}, old), (None, {"A": 2}, fresh)])
+    # one is compiled already (the loop sends it), or nothing is pending
+    assert not tuner._round_while_compiling([(None, {"A": 1}, SimpleNamespace(done=True, submitted_s=0.0))])
+    assert not tuner._round_while_compiling([])
+    # the budget has room: the search asks more configs rather than re-measuring
+    room[0] = True
+    assert not tuner._round_while_compiling([(None, {"A": 1}, old)]) and calls == [10.0]

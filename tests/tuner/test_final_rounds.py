@@ -83,3 +83,53 @@ def test_the_winner_is_picked_from_rounds_of_the_final_finalists_on_this_gpu_mod
     assert tl.get("remeasure_wait_s", 0.0) < 1.0                  # the dead worker's round was not waited for
     rounds = [d for k, d in events if k == "round"]
     assert len(rounds) == 2 and all(d["final"] and not any(d["errors"]) for d in rounds)
+
+
+def test_a_round_measured_while_the_last_compiles_finish_counts_for_the_end(database_url, monkeypatch):
+    """At the end of the trial budget, a child that would wait for a straggling compile measures a
+    round of the finalists as they stand (FinalRounds.round_while_waiting). Here the straggler is
+    planted: once every trial of the budget is asked, the next wait for a compile takes a round
+    first. The round is kept in the study; the final re-measurement counts it (the finalists did not
+    change after it) and measures only the rounds still missing."""
+    from tuner.engine import Tuner
+
+    spec = example("vector_add", N=3000)
+    spec["space"] = {"BLOCK_SIZE": [128, 256, 512, 1024], "num_warps": [1, 2, 4]}
+    spec["budget"] = {"trials": 6}
+    spec["sampler"] = "random"
+    spec["lookahead"] = 1
+    spec["measure"] = {"remeasure_top": 2, "remeasure_rounds": 3}
+    migrate.upgrade(database_url)
+    job_id = create_job_from_spec(database_url, JobSpec.model_validate(spec))
+    measured = []
+    real_next = Tuner._next_compiled
+
+    def next_compiled(self, pending):
+        # the last trial is asked, and the results so far make the finalists: the planted straggler
+        if not measured and self.recorder.done + len(pending) >= 6 and self.recorder.done >= 2:
+            measured.append((self.recorder.done, self.final_rounds.round_while_waiting()))
+        return real_next(self, pending)
+
+    monkeypatch.setattr(Tuner, "_next_compiled", next_compiled)
+    events: list[tuple[str, dict]] = []
+    run_job(database_url, job_id, interpret=True, worker_id="test:cpu0", on_event=lambda k, d: events.append((k, d)))
+    assert [ok for _, ok in measured] == [True], measured
+    engine = make_engine(database_url)
+    with session_factory(engine)() as s:
+        job = s.get(Job, job_id)
+        assert job.state == "succeeded", job.error
+    engine.dispose()
+    rounds = [d for k, d in events if k == "round"]
+    assert [d["final"] for d in rounds][0] is False and len(rounds) >= 3
+    done = next(d for k, d in events if k == "done")
+    tl = done["timeline"]
+    assert tl["rounds_while_compiling"] == 1
+    study = optuna.load_study(study_name=f"job-{job_id}", storage=database_url)
+    remeasured = list(study.user_attrs["remeasured_ms"])
+    assert len(read_rounds(study)) == len(rounds) == tl["final_rounds"]
+    if {config_key(c) for c in rounds[0]["finalists"]} >= set(remeasured):
+        # the finalists stood: the early round is one of the three, so the end measured two
+        assert len(rounds) == 3
+    else:
+        # a later trial entered the top few: the early round is stale, three more were measured
+        assert len(rounds) == 4
