@@ -175,13 +175,15 @@ class Tuner:
         """A fresh study's first asks are its known-good configs, in order: their compiles go out
         now, while the study opens (a few tenths of a second on PostgreSQL), so that the first
         config is compiled by the time the child has made the inputs — the start's critical path.
-        A worker joining a job nothing was recorded for yet asks the queue after the claimer's
-        first asks: it compiles the next known-good configs (a guess, as many as the claimer
-        compiled first; one it does not get cost a compile, which the disk cache keeps)."""
+        A worker joining a job nothing was recorded for yet: the claimer asks the known-good
+        configs; this one draws its first random configs now (JobStudy.first_draws) and compiles
+        them, its sampler proposing them for its first asks."""
         spec, m = self.ctx.spec, self.measurement
         n = self.queue.workers if spec.lookahead is None else min(self.queue.workers, max(1, spec.lookahead))
-        skip = n if self.ctx.joining else 0
-        self.queue.prefetch(self.study.first_configs(m.props, m.gpu_model, skip + n)[skip:])
+        if self.ctx.joining:
+            self.queue.prefetch(self.study.first_draws(m.props, m.gpu_model, n))
+        else:
+            self.queue.prefetch(self.study.first_configs(m.props, m.gpu_model, n))
 
     def _child_ready(self) -> None:
         """Wait for the child; if its device differs from the parent's, the constraints see the

@@ -26,6 +26,46 @@ class AskTellBruteForceSampler(optuna.samplers.BruteForceSampler):
         return None
 
 
+class FirstDrawsSampler(optuna.samplers.BaseSampler):
+    """`base`, except that this process's first new trials take configs drawn before the study
+    opened (a worker joining a job compiles them while its study opens: tuner/study.py
+    `first_draws`). They are what a random proposal is — uniform over the valid configs — and are
+    handed out only while `base` would propose at random too (a random sampler; TPE before its
+    start-up trials are done). An enqueued trial (fixed params) takes none."""
+
+    def __init__(self, base: optuna.samplers.BaseSampler, draws: list[dict],
+                 distributions: dict[str, optuna.distributions.BaseDistribution]):
+        self.base = base
+        self._draws = list(draws)
+        self._distributions = dict(distributions)
+        self._drawing: int | None = None         # the trial whose relative space is the draws'
+
+    def infer_relative_search_space(self, study, trial):
+        if self._draws:
+            self._drawing = trial.number
+            return dict(self._distributions)
+        self._drawing = None
+        return self.base.infer_relative_search_space(study, trial)
+
+    def sample_relative(self, study, trial, search_space):
+        if self._drawing is not None and self._drawing == trial.number and self._draws:
+            self._drawing = None
+            return dict(self._draws.pop(0))
+        return self.base.sample_relative(study, trial, search_space)
+
+    def sample_independent(self, study, trial, param_name, param_distribution):
+        return self.base.sample_independent(study, trial, param_name, param_distribution)
+
+    def before_trial(self, study, trial) -> None:
+        self.base.before_trial(study, trial)
+
+    def after_trial(self, study, trial, state, values) -> None:
+        self.base.after_trial(study, trial, state, values)
+
+    def reseed_rng(self) -> None:
+        self.base.reseed_rng()
+
+
 def choose_kind(requested: str, n_valid: int, budget_trials: int | None) -> str:
     """`auto`: brute force when every valid config fits in the trial budget, else TPE."""
     if requested != "auto":

@@ -35,7 +35,7 @@ from tuner import study_reads, trial_claims
 from tuner.recording import Recorder
 from tuner.results import Result
 from tuner.run_context import RunContext
-from tuner.samplers import choose_kind, make_sampler, mark
+from tuner.samplers import FirstDrawsSampler, choose_kind, make_sampler, mark
 from tuner.space import SearchSpace, config_key
 
 log = logging.getLogger("blocktune.tuner")
@@ -126,6 +126,7 @@ class JobStudy:
         self.elapsed_before = 0.0                    # this worker's time in earlier runs of the job
         self.default_config: dict[str, Any] | None = None
         self._known_good: list[tuple[str, dict[str, Any]]] | None = None
+        self._draws: list[dict[str, Any]] = []       # a joining worker's first configs (first_draws)
         self.queued = 0                              # enqueued trials not yet asked (auto lookahead)
         self.live: set[int] = set()                  # ids of the trials this run asked and has not told
         self.unclassified = None                     # a trial asked whose config is not settled yet
@@ -176,11 +177,12 @@ class JobStudy:
         self.sampler_kind = kind
         startup = max(4, min(10, (budget.trials or 50) // 5))
         self.joined = shared = self._claimed_by_another()
-        seed = spec.seed
-        if shared:   # a joining worker must not replay the claimer's random start-up proposals
-            seed = spec.seed + 1 + zlib.crc32(str(ctx.worker_id).encode()) % 100_003
+        seed = self._joining_seed() if shared else spec.seed
         sampler = make_sampler(kind, seed=seed, constant_liar=(spec.lookahead or 2) > 1 or shared,
                                n_startup_trials=startup)
+        if shared and self._draws and kind in ("random", "tpe"):
+            sampler = FirstDrawsSampler(sampler, [self.space.encode(c) for c in self._draws],
+                                        self.space.distributions())
         self.study = optuna.create_study(study_name=ctx.study_name, storage=self.storage, sampler=sampler,
                                          direction="minimize", load_if_exists=True)
         self.study_id = self.storage.get_study_id_from_name(ctx.study_name)
@@ -300,6 +302,35 @@ class JobStudy:
         return, known before the study is open."""
         env = self._constraint_env(props)
         return [c for _, c in self.known_good(gpu_model) if not self.space.violations(c, env)][:n]
+
+    def first_draws(self, props: dict[str, Any], gpu_model: str, n: int) -> list[dict[str, Any]]:
+        """A worker joining a fresh job: its first configs, drawn now, before its study opens, so that
+        their compiles start at once (they went out only after the study opened and the first asks,
+        0.25-0.45 s into the join on 2 x H100, against 0.03 s for the worker that claimed the job
+        with its known-good configs). Uniform over the valid configs that are not known-good (the
+        claimer runs those), as many as the joining worker asks at first — none for brute force,
+        which has an order of its own; the sampler hands them to the first new trials
+        (samplers.FirstDrawsSampler), the proposals a random start would make."""
+        spec = self.ctx.spec
+        if self.space is None:
+            self.space = SearchSpace.from_spec(spec)
+        if self.space.size > MAX_ENUMERATE:
+            return []
+        valid = self.space.valid_configs(self._constraint_env(props))
+        kind = choose_kind(spec.sampler, len(valid), spec.budget.trials)
+        if kind == "tpe" and spec.lookahead is None:
+            n = min(n, 2)              # TPE asks two ahead (compile_queue.wants)
+        elif kind not in ("random", "tpe"):
+            return []
+        taken = {config_key(c) for _, c in self.known_good(gpu_model)}
+        fresh = [c for c in valid if config_key(c) not in taken]
+        self._draws = random.Random(self._joining_seed()).sample(fresh, min(n, len(fresh)))
+        return list(self._draws)
+
+    def _joining_seed(self) -> int:
+        """A joining worker's seed: it must not replay the claimer's random start-up proposals."""
+        spec = self.ctx.spec
+        return (spec.seed or 0) + 1 + zlib.crc32(str(self.ctx.worker_id).encode()) % 100_003
 
     def _constraint_env(self, props: dict[str, Any]) -> dict[str, Any]:
         spec = self.ctx.spec

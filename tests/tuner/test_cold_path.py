@@ -197,19 +197,71 @@ def test_a_fresh_study_compiles_its_known_good_configs_before_it_opens(sqlite_ur
     assert "early_compiles" not in events[-1][1]["timeline"]
 
 
-def test_a_joining_worker_compiles_the_known_good_configs_after_the_claimers(sqlite_url, monkeypatch):
-    """A worker joining a shared job nothing was recorded for asks the study's queue after the
-    claimer's first asks: before its study opens it compiles the next known-good configs (as many
-    as the claimer compiled first), not the claimer's (which the claimer is measuring)."""
+def test_a_joining_worker_draws_its_first_configs_and_compiles_them_before_its_study_opens(sqlite_url, monkeypatch):
+    """A worker joining a shared job nothing was recorded for draws its first random configs before
+    its study opens (none of the known-good ones: the claimer runs those), as many as it has compile
+    workers, and compiles them meanwhile; its sampler then proposes exactly those for its first
+    asks, so the search takes the compiles under way instead of compiling other configs."""
+    from tuner.space import config_key as key_of
+
     compiles, at_open = _compiles_before_the_study_opens(monkeypatch)
-    job_id = _new_job(sqlite_url, _vector_add(6))
+    spec = _vector_add(6)
+    job_id = _new_job(sqlite_url, spec)
     engine = make_engine(sqlite_url)
     with session_factory(engine).begin() as s:
-        s.get(Job, job_id).claimed_by = "worker-a"        # the claimer, which compiles (1024, 4), (256, 2)
+        s.get(Job, job_id).claimed_by = "worker-a"        # the claimer, which runs the known-good configs
     engine.dispose()
-    run_job(sqlite_url, job_id, interpret=True, worker_id="worker-b", should_stop=lambda: bool(at_open))
-    # the known-good order: the default config (1024, 4 warps), then the spec's 256/2, 512/4, 2048/8 ...
-    assert at_open == [[(512, 4), (2048, 8)]]
+    events = []
+    oks = {"n": 0}
+
+    def on_event(kind, d):
+        events.append((kind, d))
+        oks["n"] += kind == "trial" and d["status"] == "ok"
+
+    run_job(sqlite_url, job_id, interpret=True, worker_id="worker-b", should_stop=lambda: oks["n"] >= 2,
+            on_event=on_event)
+    known = {(c["BLOCK_SIZE"], c["num_warps"]) for c in spec["configs"]}
+    [drawn] = at_open
+    assert len(drawn) == 2 and len(set(drawn)) == 2 and not set(drawn) & known
+    # the first two trials this worker asked are the drawn configs, and nothing was compiled twice
+    first = [(d["config"]["BLOCK_SIZE"], d["config"]["num_warps"]) for k, d in events if k == "trial"][:2]
+    assert sorted(first) == sorted(drawn)
+    assert len(compiles) == len(set(compiles))
+    # another worker draws other configs (its own seed), the same worker the same ones
+    from tuner.study import JobStudy
+
+    def draws(worker: str) -> list[str]:
+        st = JobStudy.__new__(JobStudy)
+        st.ctx = SimpleNamespace(spec=JobSpec.model_validate(spec), worker_id=worker)
+        st.space, st._known_good = None, []           # no known-good configs: every valid one may be drawn
+        st._constraint_env = lambda props: {}
+        return [key_of(c) for c in st.first_draws({}, "m", 3)]
+
+    assert draws("worker-b") == draws("worker-b") != draws("worker-c")
+
+
+def test_first_draws_sampler_hands_its_configs_to_new_trials_only():
+    """FirstDrawsSampler: the first new trials take the drawn configs, in order; an enqueued trial
+    (fixed params) takes none; once they are handed out, the base sampler proposes."""
+    import optuna
+
+    from tuner.samplers import FirstDrawsSampler
+
+    dists = {"B": optuna.distributions.CategoricalDistribution([1, 2, 3, 4]),
+             "W": optuna.distributions.CategoricalDistribution([2, 4, 8])}
+    draws = [{"B": 3, "W": 8}, {"B": 1, "W": 2}]
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(sampler=FirstDrawsSampler(optuna.samplers.RandomSampler(seed=1), draws, dists))
+    study.enqueue_trial({"B": 4, "W": 4})
+
+    def ask() -> dict:
+        t = study.ask()
+        return {name: t.suggest_categorical(name, d.choices) for name, d in dists.items()}
+
+    assert ask() == {"B": 4, "W": 4}             # the queue's, fixed: no draw taken
+    assert ask() == draws[0] and ask() == draws[1]
+    rest = [ask() for _ in range(20)]
+    assert all(r["B"] in (1, 2, 3, 4) and r["W"] in (2, 4, 8) for r in rest) and len({str(r) for r in rest}) > 3
 
 
 def test_the_first_config_goes_to_the_child_once_it_could_run_it(sqlite_url, monkeypatch):
