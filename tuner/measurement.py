@@ -239,6 +239,7 @@ class Measurement:
         with self.ctx.timeline.phase("remeasure"):
             self.send({"op": "remeasure", "items": items, "rounds": 1, "rep_scale": rep_scale})
             resp = self.child.receive(self.ctx.spec.measure.timeout_s * len(items) + 60)
+        self.last_answer = time.monotonic()     # a round in the search is work, not a gap (engine.py child_gaps)
         self.note_timing(resp)
         return resp
 
