@@ -65,3 +65,18 @@ def test_refuses_huge_and_deep_expressions():
 
 def test_names_lists_free_names_only():
     assert names("cdiv(n, BLOCK) * min(a, 2)") == {"n", "BLOCK", "a"}
+
+
+def test_an_expression_is_parsed_once_and_a_bad_one_fails_every_time():
+    """A spec's constraints are evaluated for every config of its space: the checked tree of an
+    expression is kept (the same object comes back, and evaluates over any env), while an expression
+    that fails to parse or check raises on every use, not only the first."""
+    from jobspec.safe_eval import parse
+
+    expr = "BLOCK * 2 * stages <= smem"
+    assert parse(expr) is parse(expr)
+    assert safe_eval(expr, {"BLOCK": 64, "stages": 2, "smem": 256}) is True
+    assert safe_eval(expr, {"BLOCK": 64, "stages": 4, "smem": 256}) is False
+    for _ in range(2):
+        with pytest.raises(SafeEvalError, match="attribute access"):
+            safe_eval("x.__class__", {"x": 1})
