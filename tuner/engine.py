@@ -219,11 +219,13 @@ class Tuner:
                 "reading the known-good configs")
         inflight: InFlight | None = None
         # the first compiles go out before the GPU child is waited for: they overlap its start-up.
-        # Asking stops once the child could take the first config (compiled, the inputs made): the
-        # rest of the lookahead is asked while the child runs it
+        # Asking stops once the child could take a config (one that may go compiled — the first of
+        # the known-good ones to compile, `_eligible` — and the inputs made): the rest of the
+        # lookahead is asked while the child runs it
         ctx.retry(self.recorder.sync, "reading the recorded trials")
         if ctx.retry(self._check_stop, "reading the job's state") is None:
-            self._fill(pending, None, until=lambda: self.queue.done(pending[0][2]) and self.measurement.ready_now())
+            self._fill(pending, None,
+                       until=lambda: self._compiled_index(pending) is not None and self.measurement.ready_now())
         self._child_ready()
         if self._recompile:     # the child's device differs from what the parent compiled for
             pending = collections.deque((t, c, self.queue.submit(c)) for t, c, _ in pending)
