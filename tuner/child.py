@@ -5,7 +5,8 @@ against the reference and measures it. The parent (tuner.engine) kills it on a h
 after a fault; a fault that poisons the CUDA context makes the child answer and exit by itself.
 
 Requests (dicts over the pipe; None = exit):
-    {"op": "run", "config": {...}, "compiled": CompiledKernel | None, "measure": True}
+    {"op": "run", "config": {...}, "compiled": CompiledKernel | None, "measure": True,
+     "share_reference": True}   (False: a reference made from this run is kept here, not saved for others)
         -> {"status": ok|compile-error|runtime-error|wrong-result|invalid, "samples_ms": [...],
             "method": ..., "error": str | None, "reference": bool}
     {"op": "remeasure", "items": [{"config":…, "compiled":…}, …], "rounds": R, "rep_scale": s}
@@ -217,6 +218,7 @@ class Bench:
         self.timing: dict[str, float] = {}
         lap("inputs")
         self.reference = self._load_reference()
+        self.reference_provisional = False      # made here from a config not to be shared (_check)
         lap("reference")
 
     def release(self) -> None:
@@ -414,7 +416,8 @@ class Bench:
 
     def handle(self, req: dict[str, Any]) -> dict[str, Any]:
         if req["op"] == "run":
-            return self.run_config(req["config"], req.get("compiled"), measure=req.get("measure", True))
+            return self.run_config(req["config"], req.get("compiled"), measure=req.get("measure", True),
+                                   share_reference=req.get("share_reference", True))
         if req["op"] == "remeasure":
             rounds = req.get("rounds", 5)
             return self.remeasure(req["items"], rounds, req.get("rep_scale") or 2.0 / max(1, rounds))
@@ -422,7 +425,8 @@ class Bench:
             return {"pong": True}
         raise ValueError(f"unknown op {req['op']!r}")
 
-    def run_config(self, config: dict[str, Any], compiled, *, measure: bool = True) -> dict[str, Any]:
+    def run_config(self, config: dict[str, Any], compiled, *, measure: bool = True,
+                   share_reference: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {"status": "ok", "samples_ms": [], "error": None, "reference": False}
         t_run = time.perf_counter()
         lap = _laps(self.timing.setdefault("first_run_parts", {}))   # where a long first run went (per request)
@@ -445,7 +449,7 @@ class Bench:
         if self.spec.check.outputs:
             t_check = time.perf_counter()
             try:
-                why = self._check(out)
+                why = self._check(out, share=share_reference)
             finally:
                 self.timing["check_s"] = self.timing.get("check_s", 0.0) + time.perf_counter() - t_check
             if why:
@@ -465,17 +469,23 @@ class Bench:
             out["method"] = m.method
         return out
 
-    def _check(self, out: dict[str, Any]) -> str | None:
+    def _check(self, out: dict[str, Any], share: bool = True) -> str | None:
         """The outputs against the reference (the first correct run's, kept as the reference): why
-        they differ, or None."""
-        if self.reference is None:
+        they differ, or None. `share`: a reference made here is saved for the job's other workers
+        on this host (not when it comes from a config they should not trust: engine.py _run_request)."""
+        if self.reference is None or (self.reference_provisional and self.reference_path.exists()):
             # another worker of this job on this host may have saved one since the job started
-            # here (a worker joining a job): the outputs of the config it trusted, checked against
-            self.reference = self._reference_file()
+            # here (a worker joining a job): the outputs of the config it trusted, checked against;
+            # they replace a reference made here from a config the others were not to trust
+            saved = self._reference_file()
+            if saved is not None or self.reference is None:
+                self.reference, self.reference_provisional = saved, False
             out["reference"] = True
             if self.reference is None:
                 self.reference = self._snapshot()
-                self._save_reference()
+                self.reference_provisional = not share
+                if share:
+                    self._save_reference()
                 return None
         from tuner.data import compare, tolerances
 

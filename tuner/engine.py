@@ -389,7 +389,7 @@ class Tuner:
         self.queue.remember(config, compiled)
         idle_since = self.measurement.last_answer      # the child's last answer, not followed by a relayed config
         try:
-            self.relay.send({"op": "run", "config": config, "compiled": compiled, "measure": True})
+            self.relay.send(self._run_request(config, compiled))
         except ChildTimeout as exc:
             return InFlight(trial, config, Result(trial.number, config, "timeout", error=f"timeout: {exc}"))
         except ChildCrashed as exc:
@@ -401,6 +401,16 @@ class Tuner:
                 tl = self.ctx.timeline
                 tl.note("child_gaps", at=tl.since_start() - gap, s=gap)
         return InFlight(trial, config)
+
+    def _run_request(self, config: dict[str, Any], compiled) -> dict[str, Any]:
+        """The child's request to run and measure `config`. Should its outputs become the child's
+        reference (it has none yet), they are saved for the other workers of the job on this host
+        only if the config is one they may trust: a known-good one, or any in a job that has none
+        (a worker that joined a job runs random configs first, and the claimer's reference is
+        not always saved by then: a wrong first config of the joiner must not become everyone's)."""
+        share = (not self.ctx.shared or not self._known_good_keys
+                 or config_key(config) in self._known_good_keys)
+        return {"op": "run", "config": config, "compiled": compiled, "measure": True, "share_reference": share}
 
     def _dispatch_ready(self, pending) -> InFlight | None:
         """The next config, if a compile is done: sent to the child before the parent records the
@@ -508,7 +518,7 @@ class Tuner:
             return None
         trial, config, task = pending[i]
         compiled = self.queue.result(task).get("compiled")
-        request = {"op": "run", "config": config, "compiled": compiled, "measure": True}
+        request = self._run_request(config, compiled)
         if not self.relay.stage(request):
             return None      # the child has answered already: the loop sends it
         self.queue.remember(config, compiled)

@@ -726,6 +726,45 @@ def test_a_joining_workers_child_checks_against_the_reference_another_worker_sav
     assert out["status"] == "wrong-result" and out["reference"] is True
 
 
+def test_a_joiners_reference_from_a_random_config_is_not_shared_and_yields_to_the_claimers(tmp_path):
+    """A joining worker's child that runs a random config before the claimer saved its reference
+    keeps that run's outputs as its own provisional reference and saves nothing (the other workers
+    must not trust a random config); once the claimer's reference is on disk, the joiner checks
+    against it. The engine asks for sharing only for known-good configs of a shared job."""
+    import numpy as np
+
+    from tuner.child import Runtime
+    from tuner.space import config_key as key_of
+
+    spec = example("vector_add", N=4096)
+    config = {"BLOCK_SIZE": 256, "num_warps": 4}
+    runtime = Runtime({"interpret": True, "device": 0})
+    joiner = Bench({"spec": spec, "workdir": str(tmp_path)}, runtime)
+    first = joiner.run_config(config, None, share_reference=False)
+    assert first["status"] == "ok" and first["reference"] is True
+    assert joiner.reference_provisional and not joiner.reference_path.exists()
+    claimer = Bench({"spec": spec, "workdir": str(tmp_path)}, runtime)
+    assert claimer.run_config(config, None)["reference"] is True and claimer.reference_path.exists()
+    with np.load(claimer.reference_path) as saved:     # altered: a joiner checking against it fails
+        altered = {k: saved[k] + 1 for k in saved.files}
+    with open(claimer.reference_path, "wb") as f:
+        np.savez(f, **altered)
+    out = joiner.run_config(config, None, share_reference=False)
+    assert out["status"] == "wrong-result" and not joiner.reference_provisional
+
+    known = {"BLOCK_SIZE": 1024, "num_warps": 4}
+    tuner = Tuner.__new__(Tuner)
+    tuner.ctx = SimpleNamespace(shared=True)
+    tuner._known_good_keys = {key_of(known)}
+    assert tuner._run_request(known, None)["share_reference"] is True
+    assert tuner._run_request(config, None)["share_reference"] is False
+    tuner._known_good_keys = set()                     # no known-good configs: the first run is all there is
+    assert tuner._run_request(config, None)["share_reference"] is True
+    tuner.ctx.shared = False
+    tuner._known_good_keys = {key_of(known)}
+    assert tuner._run_request(config, None)["share_reference"] is True
+
+
 def test_a_round_fills_the_childs_wait_only_for_stragglers_at_the_end_of_the_budget():
     """The child idle and waiting for compiles: a round of the finalists is measured meanwhile only
     when every config that may go is a straggler (compiling for STRAGGLER_S or more) and the trial
