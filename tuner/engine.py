@@ -54,6 +54,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures as cf
 import logging
+import threading
 import time
 import traceback
 from typing import Any, Callable
@@ -64,6 +65,7 @@ from db import repo
 from db.retry import is_unavailable
 from tuner.compile_queue import CompileQueue
 from tuner.final_rounds import FinalRounds
+from tuner.first_run import FirstRun
 from tuner.isolation import ChildCrashed, ChildTimeout
 from tuner.measurement import Measurement
 from tuner.recording import Recorder
@@ -105,12 +107,14 @@ class Tuner:
         self.queue = CompileQueue(ctx, self.measurement, workers=compile_workers, standby=standby)
         self.final_rounds = FinalRounds(ctx, self.study, self.recorder, self.measurement, self.queue)
         self.write_behind = WriteBehind(ctx)
-        self.relay: ChildRelay | None = None          # during the search
+        self.relay: ChildRelay | None = None          # from the first run to the search's end
+        self.first_run = FirstRun()                    # the first config, sent before its trial (first_run.py)
         self.stop_reason: str | None = None
         self.timeline_data: dict[str, Any] | None = None
         self.t0 = time.monotonic()
         self._recompile = False         # the child's device differs from what the first compiles were for
         self._known_good_keys: set[str] = set()    # the job's known-good configs (read as the search starts)
+        self._first_configs: list[dict[str, Any]] = []   # compiled before the study opened
 
     @property
     def timeline(self) -> Timeline:
@@ -139,11 +143,10 @@ class Tuner:
                 self.measurement.set_props(props)
             if not self.measurement.interpret:
                 ctx.retry(lambda: self.recorder.record_gpu(self.measurement.props), "recording the GPU")
-            if (ctx.fresh or ctx.joining) and self.measurement.props is not None:
+            first = (ctx.fresh or ctx.joining) and self.measurement.props is not None
+            if first:
                 ctx.retry(self._compile_first_configs, "reading the known-good configs")
-            with tl.phase("study_open"):
-                ctx.retry(lambda: self.study.open(self.measurement.props, self.measurement.gpu_model),
-                          "opening the Optuna study")
+            self._open_study(send_first=first and bool(self.queue.early))
             self.study.start_heartbeats()
             spec = ctx.spec
             tl.details["lookahead"] = spec.lookahead if spec.lookahead is not None else "auto"
@@ -181,9 +184,82 @@ class Tuner:
         spec, m = self.ctx.spec, self.measurement
         n = self.queue.workers if spec.lookahead is None else min(self.queue.workers, max(1, spec.lookahead))
         if self.ctx.joining:
-            self.queue.prefetch(self.study.first_draws(m.props, m.gpu_model, n))
+            self._first_configs = self.study.first_draws(m.props, m.gpu_model, n)
         else:
-            self.queue.prefetch(self.study.first_configs(m.props, m.gpu_model, n))
+            self._first_configs = self.study.first_configs(m.props, m.gpu_model, n)
+        self.queue.prefetch(self._first_configs)
+
+    def _open_study(self, *, send_first: bool) -> None:
+        """Open the Optuna study; with `send_first`, on a thread of its own while this one sends the
+        first config compiled ahead to the child (tuner/first_run.py: the study's opening and first
+        asks were the start's critical path)."""
+        ctx, m, tl = self.ctx, self.measurement, self.ctx.timeline
+        props, gpu_model = m.props, m.gpu_model
+
+        def open_study() -> None:
+            with tl.phase("study_open"):
+                ctx.retry(lambda: self.study.open(props, gpu_model), "opening the Optuna study")
+
+        if not send_first:
+            open_study()
+            return
+        failed: list[BaseException] = []
+
+        def opener() -> None:
+            try:
+                open_study()
+            except BaseException as exc:  # noqa: BLE001 - raised on the run's thread after the join
+                failed.append(exc)
+
+        thread = threading.Thread(target=opener, name=f"study-open-{ctx.job_id}", daemon=True)
+        thread.start()
+        differs = False
+        try:
+            differs = m.wait_ready()
+            if not differs:
+                self._send_first_run()
+        finally:
+            thread.join()
+        if failed:
+            raise failed[0]
+        if differs:       # the child's device differs from the parent's: what was compiled is unfit
+            self.queue.forget()
+            self._recompile = True
+            self.study.use_device(m.props)
+
+    def _send_first_run(self) -> None:
+        """The first of the configs compiled ahead to come back compiled, sent to the ready child
+        before its trial exists (the study is opening meanwhile). None sent if every one fails."""
+        if self.ctx.spec.check.outputs:
+            self._known_good_keys = {config_key(c) for _, c in self.study.known_good(self.measurement.gpu_model)}
+        first = {config_key(c): c for c in self._first_configs}
+        tasks = {k: t for k, t in self.queue.early.items() if k in first}
+        while tasks:
+            done = [k for k, t in tasks.items() if self.queue.done(t)]
+            if not done:
+                futures = [t.future for t in tasks.values() if t.future is not None and not t.lost()]
+                if not futures:
+                    return
+                cf.wait(futures, timeout=self.ctx.spec.measure.compile_timeout_s, return_when=cf.FIRST_COMPLETED)
+                continue
+            for key in done:
+                task = tasks.pop(key)
+                res = self.queue.result(task)
+                if res.get("status") != "ok":
+                    continue
+                config, compiled = first[key], res.get("compiled")
+                self.queue.early.pop(key, None)
+                self.queue.remember(config, compiled)
+                self.relay = ChildRelay(self.measurement, self.ctx.spec.measure.timeout_s)
+                try:
+                    self.relay.send(self._run_request(config, compiled))
+                except (ChildTimeout, ChildCrashed) as exc:
+                    log.warning("job %d: the first config could not go to the GPU child (%s); the search "
+                                "sends it again", self.ctx.job_id, exc)
+                    self.queue.early[key] = task
+                    return
+                self.first_run.sent(config, task)
+                return
 
     def _child_ready(self) -> None:
         """Wait for the child; if its device differs from the parent's, the constraints see the
@@ -224,18 +300,22 @@ class Tuner:
         # lookahead is asked while the child runs it
         ctx.retry(self.recorder.sync, "reading the recorded trials")
         if ctx.retry(self._check_stop, "reading the job's state") is None:
-            self._fill(pending, None,
+            self._fill(pending, self.first_run.inflight,
                        until=lambda: self._compiled_index(pending) is not None and self.measurement.ready_now())
         self._child_ready()
         if self._recompile:     # the child's device differs from what the parent compiled for
             pending = collections.deque((t, c, self.queue.submit(c)) for t, c, _ in pending)
             self._recompile = False
         self.measurement.restore_reference(list(self.recorder.seen.values()), self.queue.compiled_for)
-        self.relay = ChildRelay(self.measurement, ctx.spec.measure.timeout_s)
+        if self.relay is None:
+            self.relay = ChildRelay(self.measurement, ctx.spec.measure.timeout_s)
+        inflight = self.first_run.inflight
         staged: InFlight | None = None     # the next config, sent by the relay the moment the child answers
         try:
             while True:
                 self.write_behind.check()
+                for r, trial in self.first_run.take_ready():
+                    self._record(r, trial)
                 ctx.retry(self.recorder.sync, "reading the recorded trials")
                 self.stop_reason = ctx.retry(self._check_stop, "reading the job's state")
                 if self.stop_reason:
@@ -263,15 +343,17 @@ class Tuner:
                     staged = self._stage(pending, inflight, staged)
                 trial = inflight.trial
                 r, staged, sent_next = self._collect(inflight, staged, pending)
+                early = self.first_run.answered(inflight, r)    # come before its trial: kept for it
                 inflight = None
                 if sent_next:
                     inflight, staged = staged, None     # the relay sent it when the answer came
                 elif staged is not None:
                     pending.appendleft((staged.trial, staged.config, staged.task))
                     staged = None
-                if inflight is None and pending and self._would_continue(r):
+                if inflight is None and pending and (early or self._would_continue(r)):
                     inflight = self._dispatch_ready(pending)
-                self._record(r, trial)
+                if not early:
+                    self._record(r, trial)
                 staged = self._stage(pending, inflight, staged)
             # stopped while the next config was in the child (it was sent before the stop could be
             # known: a time budget, a cancel, should_stop). Its answer is read either way (the pipe
@@ -281,7 +363,9 @@ class Tuner:
             while inflight is not None:
                 trial, config = inflight.trial, inflight.config
                 r, staged, sent_next = self._collect(inflight, staged)
-                if self._interrupted():
+                if self.first_run.answered(inflight, r):
+                    pass                 # its trial was never asked here: nothing to record or put back
+                elif self._interrupted():
                     pending.appendleft((trial, config, None))
                 else:
                     self._record(r, trial)
@@ -290,6 +374,8 @@ class Tuner:
                     inflight, staged = staged, None
             if staged is not None:
                 pending.appendleft((staged.trial, staged.config, staged.task))
+            for r, trial in self.first_run.take_ready():
+                self._record(r, trial)
         finally:
             self.relay.close()
         self.write_behind.drain()      # before the elapsed time is saved and the finalists are read
@@ -309,7 +395,10 @@ class Tuner:
         """Ask the sampler ahead and submit the compiles (constraint violations and repeats are
         answered at once); with `until`, stop as soon as it holds with a config asked. Between
         asks, the next compiled config is staged for the relay (`_stage`) as soon as it can be."""
-        extra = (1 if inflight is not None else 0) + (1 if staged is not None else 0)
+        # asked and not recorded: the first run counts from its trial on (first_run.py), so that its
+        # trial is asked whatever the lookahead
+        extra = ((1 if inflight is not None and inflight.trial is not None else 0) + (1 if staged is not None else 0)
+                 + self.first_run.unrecorded())
         study = self.study
         study.budget_elsewhere = False
         while (self.queue.wants(len(pending) + extra, sampler_kind=study.sampler_kind, queued=study.queued)
@@ -332,8 +421,9 @@ class Tuner:
         by side (on SQLite under the job's lock: RunContext.ask_section). Retried after an outage,
         it goes on with the trial it had asked."""
         ahead = [x for x in (inflight, staged) if x is not None]
+        mine = len(pending) + sum(1 for x in ahead if x.trial is not None) + self.first_run.unrecorded()
         with self.ctx.ask_section():
-            trial = self.study.ask(len(pending) + len(ahead))
+            trial = self.study.ask(mine)
         if trial is None:
             return False
         admitted = True
@@ -368,7 +458,13 @@ class Tuner:
             study.tell_repeat(trial, self.recorder.seen[key], busy)
             return True
         study.repeats = 0
-        here = [(t, c) for t, c, _ in pending] + [(x.trial, x.config) for x in ahead]
+        if self.first_run.takes(config) and key not in elsewhere:   # the config the child has run or runs
+            if not study.claim(trial, len(pending) + len(ahead)):
+                study.give_back(trial, config)
+                return False
+            self.first_run.attach(trial)
+            return True
+        here = [(t, c) for t, c, _ in pending] + [(x.trial, x.config) for x in ahead if x.trial is not None]
         twin = next((t.number for t, c in here if config_key(c) == key), elsewhere.get(key))
         if twin is not None:
             study.tell_busy(trial, twin, busy)
@@ -543,7 +639,8 @@ class Tuner:
         if answer.sent_next:
             tl.count("relayed")
         status, samples, error = self.measurement.outcome(answer.resp, answer.error)
-        return (Result(inflight.trial.number, inflight.config, status, samples if status == "ok" else [], error),
+        number = inflight.trial.number if inflight.trial is not None else -1     # a first run before its trial
+        return (Result(number, inflight.config, status, samples if status == "ok" else [], error),
                 staged, answer.sent_next and staged is not None)
 
     # --- recording -----------------------------------------------------------------------------
