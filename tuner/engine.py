@@ -234,13 +234,15 @@ class Tuner:
             self._known_good_keys = {config_key(c) for _, c in self.study.known_good(self.measurement.gpu_model)}
         first = {config_key(c): c for c in self._first_configs}
         tasks = {k: t for k, t in self.queue.early.items() if k in first}
+        deadline = time.monotonic() + self.ctx.spec.measure.compile_timeout_s
         while tasks:
             done = [k for k, t in tasks.items() if self.queue.done(t)]
             if not done:
                 futures = [t.future for t in tasks.values() if t.future is not None and not t.lost()]
-                if not futures:
-                    return
-                cf.wait(futures, timeout=self.ctx.spec.measure.compile_timeout_s, return_when=cf.FIRST_COMPLETED)
+                left = deadline - time.monotonic()
+                if not futures or left <= 0:
+                    return       # the search waits for them as for any compile (CompileQueue.result: its timeout)
+                cf.wait(futures, timeout=left, return_when=cf.FIRST_COMPLETED)
                 continue
             for key in done:
                 task = tasks.pop(key)
