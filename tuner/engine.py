@@ -222,16 +222,13 @@ class Tuner:
             thread.join()
         if failed:
             raise failed[0]
-        if differs:       # the child's device differs from the parent's: what was compiled is unfit
-            self.queue.forget()
-            self._recompile = True
-            self.study.use_device(m.props)
+        if differs:
+            self._adopt_child_device()
 
     def _send_first_run(self) -> None:
         """The first of the configs compiled ahead to come back compiled, sent to the ready child
         before its trial exists (the study is opening meanwhile). None sent if every one fails."""
-        if self.ctx.spec.check.outputs:
-            self._known_good_keys = {config_key(c) for _, c in self.study.known_good(self.measurement.gpu_model)}
+        self._read_known_good_keys()        # read already, to choose the first configs
         first = {config_key(c): c for c in self._first_configs}
         tasks = {k: t for k, t in self.queue.early.items() if k in first}
         deadline = time.monotonic() + self.ctx.spec.measure.compile_timeout_s
@@ -263,14 +260,24 @@ class Tuner:
                 self.first_run.sent(config, task)
                 return
 
+    def _read_known_good_keys(self) -> None:
+        """The job's known-good configs (those that may make the child's reference), when it checks
+        outputs."""
+        if self.ctx.spec.check.outputs:
+            self._known_good_keys = {config_key(c) for _, c in self.study.known_good(self.measurement.gpu_model)}
+
     def _child_ready(self) -> None:
-        """Wait for the child; if its device differs from the parent's, the constraints see the
-        child's and what was compiled is redone (`_recompile`)."""
+        """Wait for the child; if its device differs from the parent's, `_adopt_child_device`."""
         if self.measurement.wait_ready():
-            self.queue.forget()
-            self._recompile = True
-            if self.study.space is not None:
-                self.study.use_device(self.measurement.props)
+            self._adopt_child_device()
+
+    def _adopt_child_device(self) -> None:
+        """The child's device differs from the parent's: the constraints see the child's and what
+        was compiled is redone (`_recompile`)."""
+        self.queue.forget()
+        self._recompile = True
+        if self.study.space is not None:
+            self.study.use_device(self.measurement.props)
 
     def close(self) -> None:
         if self.relay is not None:
@@ -291,10 +298,7 @@ class Tuner:
         t_search = time.monotonic()
         busy_before = tl.seconds.get("child_busy", 0.0)
         ctx.retry(self.recorder.count_done, "counting the recorded trials")
-        if ctx.spec.check.outputs:
-            self._known_good_keys = ctx.retry(
-                lambda: {config_key(c) for _, c in study.known_good(self.measurement.gpu_model)},
-                "reading the known-good configs")
+        ctx.retry(self._read_known_good_keys, "reading the known-good configs")
         inflight: InFlight | None = None
         # the first compiles go out before the GPU child is waited for: they overlap its start-up.
         # Asking stops once the child could take a config (one that may go compiled — the first of

@@ -136,8 +136,7 @@ class FinalRounds:
             if not finalists:
                 return None
             keys = [config_key(r.config) for r in finalists]
-            rounds = [r for r in ctx.retry(lambda: read_rounds(self.study.study), "reading the re-measurement")
-                      if r.gpu_model == gpu_model and r.holds(keys)]
+            rounds = self._rounds_of(keys)
             done = [r for r in rounds if r.finished]
             if frozen is not None and (len(done) >= need or failed_here):
                 return self._outcome(finalists, default, done)
@@ -173,13 +172,19 @@ class FinalRounds:
             self.queue.compile_ahead(missing)
             return False
         keys = [config_key(c) for c in configs]
-        rounds = [r for r in ctx.retry(lambda: read_rounds(self.study.study), "reading the re-measurement")
-                  if r.gpu_model == self.measurement.gpu_model and r.holds(keys)
-                  and (r.finished or time.time() - r.started < self._round_limit_s(len(keys)))]
-        if len(rounds) >= ctx.spec.measure.remeasure_rounds:
+        live = [r for r in self._rounds_of(keys)
+                if r.finished or time.time() - r.started < self._round_limit_s(len(keys))]
+        if len(live) >= ctx.spec.measure.remeasure_rounds:
             return False
         ctx.timeline.count("rounds_while_compiling")
         return self._measure_round(finalists, keys, final=False)
+
+    def _rounds_of(self, keys: list[str]) -> list[Round]:
+        """The rounds kept in the study, finished or under way, on this worker's GPU model, that hold
+        every one of the finalists `keys`."""
+        gpu_model = self.measurement.gpu_model
+        return [r for r in self.ctx.retry(lambda: read_rounds(self.study.study), "reading the re-measurement")
+                if r.gpu_model == gpu_model and r.holds(keys)]
 
     def _round_limit_s(self, n: int) -> float:
         """How long a round may be under way before its worker is taken for dead."""

@@ -127,7 +127,6 @@ class JobStudy:
         self.default_config: dict[str, Any] | None = None
         self._known_good: list[tuple[str, dict[str, Any]]] | None = None
         self._draws: list[dict[str, Any]] = []       # a joining worker's first configs (first_draws)
-        self._valid_for: tuple[dict[str, Any], list[dict[str, Any]]] | None = None   # (env, its valid configs)
         self.queued = 0                              # enqueued trials not yet asked (auto lookahead)
         self.live: set[int] = set()                  # ids of the trials this run asked and has not told
         self.unclassified = None                     # a trial asked whose config is not settled yet
@@ -199,19 +198,11 @@ class JobStudy:
         """The device the constraints see (again, when the child's differs from the parent's)."""
         self.env = self._constraint_env(props)
         if self.space.size <= MAX_ENUMERATE:
-            self.valid = self._valid_configs(self.env)
+            self.valid = self.space.valid_configs(self.env)
             self.n_valid = len(self.valid)
         else:
             self.valid = None
             self.n_valid = self.space.size
-
-    def _valid_configs(self, env: dict[str, Any]) -> list[dict[str, Any]]:
-        """The space's valid configs for `env`, enumerated once per env (every constraint evaluated
-        for every config: ~35 ms for tutorial 03's 576, which a joining worker needs before its
-        study opens, for its first draws, and again when it opens)."""
-        if self._valid_for is None or self._valid_for[0] != env:
-            self._valid_for = (dict(env), self.space.valid_configs(env))
-        return self._valid_for[1]
 
     def _claimed_by_another(self) -> bool:
         ctx = self.ctx
@@ -325,7 +316,7 @@ class JobStudy:
             self.space = SearchSpace.from_spec(spec)
         if self.space.size > MAX_ENUMERATE:
             return []
-        valid = self._valid_configs(self._constraint_env(props))
+        valid = self.space.valid_configs(self._constraint_env(props))
         kind = choose_kind(spec.sampler, len(valid), spec.budget.trials)
         if kind == "tpe" and spec.lookahead is None:
             n = min(n, 2)              # TPE asks two ahead (compile_queue.wants)

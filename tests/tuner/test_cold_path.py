@@ -234,7 +234,7 @@ def test_a_joining_worker_draws_its_first_configs_and_compiles_them_before_its_s
     def draws(worker: str) -> list[str]:
         st = JobStudy.__new__(JobStudy)
         st.ctx = SimpleNamespace(spec=JobSpec.model_validate(spec), worker_id=worker)
-        st.space, st._known_good, st._valid_for = None, [], None   # no known-good configs: any valid one may be drawn
+        st.space, st._known_good = None, []      # no known-good configs: any valid one may be drawn
         st._constraint_env = lambda props: {}
         return [key_of(c) for c in st.first_draws({}, "m", 3)]
 
