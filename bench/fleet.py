@@ -350,7 +350,8 @@ def main() -> int:
                          "(bench/fleet_sim_worker.py): the host side's pace on a machine without a GPU, "
                          "not GPU numbers (use a small --size)")
     ap.add_argument("--scenarios", default="one worker,shared,two jobs",
-                    help="comma-separated subset of: one worker, shared, two jobs")
+                    help="comma-separated subset of: one worker, shared, two jobs (or one-worker, two-jobs: "
+                         "scripts/gpu-check.sh splits BENCH_ARGS_fleet at spaces)")
     ap.add_argument("--repeat", type=int, default=1,
                     help="run the scenarios this many times, interleaved (one worker, shared, ..., one worker, "
                          "shared, ...), and compare their medians: one run's ratio moves by a few hundredths")
@@ -360,12 +361,15 @@ def main() -> int:
     def spec(seed: int) -> dict:
         return job_spec(args.size, args.trials, seed)
 
+    plan = {"one worker": (devices[:1], [spec(1)]), "shared": (devices, [spec(1)]),
+            "two jobs": (devices, [spec(1), spec(2)])}
+    wanted = [w.strip().replace("-", " ") for w in args.scenarios.split(",")]
+    unknown = [w for w in wanted if w not in plan]
+    if unknown:
+        ap.error(f"unknown scenario(s) {unknown}: choose from {sorted(plan)}")
     print(host_cpus(), flush=True)
     pg = Postgres()
     try:
-        plan = {"one worker": (devices[:1], [spec(1)]), "shared": (devices, [spec(1)]),
-                "two jobs": (devices, [spec(1), spec(2)])}
-        wanted = [w.strip() for w in args.scenarios.split(",")]
         rows = [scenario(pg.url, name, *plan[name], args.interpret, args.simulate_ms, run)
                 for run in range(1, args.repeat + 1) for name in wanted]
     finally:
