@@ -185,13 +185,20 @@ class CompileQueue:
         The spec's `lookahead` when given. Otherwise: while known-good configs are queued (`queued`:
         the spec's list, the previous winner, the default), up to 2 per compile worker, so that the
         pool compiles all of them at once while the GPU child starts; then 2 ahead for TPE (each
-        result informs its next proposal), one per worker for samplers that learn nothing from
+        result informs its next proposal) and `auto_depth` for samplers that learn nothing from
         results."""
         if self.ctx.spec.lookahead is not None:
             return n < self.ctx.spec.lookahead
-        workers = self.pool.workers
-        base = 2 if sampler_kind == "tpe" else max(2, workers)
-        return n < base or (queued > 0 and n < max(base, 2 * workers))
+        base = 2 if sampler_kind == "tpe" else self.auto_depth()
+        return n < base or (queued > 0 and n < max(base, 2 * self.pool.workers))
+
+    def auto_depth(self) -> int:
+        """How far ahead a sampler that learns nothing from results is asked: two configs per
+        compile worker. Such a sampler loses nothing by proposing early, and the second config of
+        each worker hides a slow compile behind the others' runs: one per worker left the child
+        idle at the start while the pool was busy with slow first draws (0.2-0.5 s on 2 x H100),
+        and a 2 s compile asked mid-search ended the search after everything else."""
+        return max(2, 2 * self.pool.workers)
 
     def close(self) -> None:
         if self.borrowed:

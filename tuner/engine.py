@@ -11,7 +11,8 @@ One run of a job:
      a run that creates the study submits the first of those compiles before opening it, since
      they are what its first asks return;
   3. asks Optuna for configs ahead of the GPU (`lookahead`; by default every queued known-good
-     config, up to 2 per compile worker, then 2): constraint violations and repeats are answered at
+     config, up to 2 per compile worker, then 2 for TPE and 2 per compile worker for samplers that
+     learn nothing from results): constraint violations and repeats are answered at
      once; the rest are compiled in the pool (to a cubin when a suitable ptxas is there), then run,
      checked against the reference and measured in the child; the first config goes to the child
      as soon as it is compiled and the inputs exist (the rest of the lookahead is asked while it
@@ -183,8 +184,9 @@ class Tuner:
         them, its sampler proposing them for its first asks."""
         spec, m = self.ctx.spec, self.measurement
         n = self.queue.workers if spec.lookahead is None else min(self.queue.workers, max(1, spec.lookahead))
-        if self.ctx.joining:
-            self._first_configs = self.study.first_draws(m.props, m.gpu_model, n)
+        if self.ctx.joining:   # random draws: as many as a random sampler's lookahead (TPE: capped there)
+            depth = self.queue.auto_depth() if spec.lookahead is None else min(self.queue.auto_depth(), max(1, spec.lookahead))
+            self._first_configs = self.study.first_draws(m.props, m.gpu_model, depth)
         else:
             self._first_configs = self.study.first_configs(m.props, m.gpu_model, n)
         self.queue.prefetch(self._first_configs)
