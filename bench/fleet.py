@@ -349,6 +349,12 @@ def main() -> int:
                     help="CPU workers whose child 'runs' each config for this many ms instead of running it "
                          "(bench/fleet_sim_worker.py): the host side's pace on a machine without a GPU, "
                          "not GPU numbers (use a small --size)")
+    ap.add_argument("--simulate-compile", action="store_true",
+                    help="with --simulate-ms: each compile takes at least what it took on the 2 x H100 host "
+                         "(bench/fleet_sim_worker.py), in a pool of --compile-workers processes")
+    ap.add_argument("--compile-workers", type=int, default=None,
+                    help="compile processes per worker (BLOCKTUNE_COMPILE_WORKERS; default: the worker's share "
+                         "of the CPUs)")
     ap.add_argument("--scenarios", default="one worker,shared,two jobs",
                     help="comma-separated subset of: one worker, shared, two jobs (or one-worker, two-jobs: "
                          "scripts/gpu-check.sh splits BENCH_ARGS_fleet at spaces)")
@@ -367,6 +373,12 @@ def main() -> int:
     unknown = [w for w in wanted if w not in plan]
     if unknown:
         ap.error(f"unknown scenario(s) {unknown}: choose from {sorted(plan)}")
+    if args.simulate_compile:
+        if args.simulate_ms is None:
+            ap.error("--simulate-compile goes with --simulate-ms")
+        os.environ["BLOCKTUNE_SIM_COMPILE"] = "1"        # the workers' environment is this one's
+    if args.compile_workers is not None:
+        os.environ["BLOCKTUNE_COMPILE_WORKERS"] = str(args.compile_workers)
     print(host_cpus(), flush=True)
     pg = Postgres()
     try:
