@@ -75,6 +75,12 @@ class ChildRelay:
             self._staged = None
             return True
 
+    def waiting(self) -> bool:
+        """Whether an answer waits for the run's thread (which then has a config to stage: the
+        child runs the one staged before, if any, and has nothing after it)."""
+        with self._cv:
+            return bool(self._answers)
+
     def answer(self, timeout: float | None = None) -> Answer | None:
         """The next answer, waited for; None if none came within `timeout` seconds."""
         with self._cv:

@@ -36,7 +36,7 @@ from tuner.recording import Recorder
 from tuner.results import Result
 from tuner.run_context import RunContext
 from tuner.samplers import FirstDrawsSampler, choose_kind, make_sampler, mark
-from tuner.space import SearchSpace, config_key
+from tuner.space import SearchSpace, compile_cost_hint, config_key
 
 log = logging.getLogger("blocktune.tuner")
 
@@ -324,7 +324,10 @@ class JobStudy:
             return []
         taken = {config_key(c) for _, c in self.known_good(gpu_model)}
         fresh = [c for c in valid if config_key(c) not in taken]
-        self._draws = random.Random(self._joining_seed()).sample(fresh, min(n, len(fresh)))
+        # cheapest to compile first: the sampler hands them out, and the pool compiles them, in this
+        # order (a uniform sample either way), so that the child's first configs come back soonest
+        self._draws = sorted(random.Random(self._joining_seed()).sample(fresh, min(n, len(fresh))),
+                             key=compile_cost_hint)
         return list(self._draws)
 
     def _joining_seed(self) -> int:
