@@ -229,7 +229,7 @@ class JobSpec(_Model):
     seed: int = 0
     lookahead: int | None = Field(default=None, ge=1, le=64, description=(
         "configs asked and compiled ahead of the GPU; default: all queued known-good configs (up to 2 per "
-        "compile worker) while there are some, then 2 for TPE (one per worker for random/brute)"))
+        "compile worker) while there are some, then 2 for TPE (two per compile worker for random/brute)"))
     measure: MeasureSpec = Field(default_factory=MeasureSpec)
 
     @field_validator("grid", mode="before")
