@@ -35,9 +35,10 @@ def _init():
     # No straight-line strength reduction in the NVPTX codegen pipeline: LLVM 22's SLSR compares
     # every candidate with every dominating one of its key (a getMinusSCEV each), which is
     # quadratic in a long straight-line body — an unrolled mma.sync tile (a 64×256×128 matmul tile
-    # on 2 warps) spent 11 of its 12 s of LLVM there, and an ordinary wgmma config 0.25 of 0.45 s.
-    # ptxas strength-reduces the address arithmetic itself; the PTX of the wgmma and mma kernels of
-    # scripts/ptx-snapshot.py is unchanged without it (docs/performance.md, "Compile time").
+    # on 2 warps, operands not known to be unit-stride) spent 11 of its 12 s of LLVM there; with
+    # unit strides it is 0.6 s against 0.37. ptxas strength-reduces the address arithmetic itself;
+    # the benchmark kernels' PTX is unchanged but for one add outside the matmul loop
+    # (docs/performance.md, ninth session).
     llvm.set_option("", "-opt-disable=slsr")
     # fp32 `fdiv` → div.rn (IEEE) unless the instruction carries `arcp`/`afn`; approximate
     # division (`div.full.f32`, Triton's default for `/`) is emitted explicitly by the lowering.
