@@ -195,9 +195,9 @@ class CompileQueue:
     def auto_depth(self) -> int:
         """How far ahead a sampler that learns nothing from results is asked: two configs per
         compile worker. Such a sampler loses nothing by proposing early, and the second config of
-        each worker hides a slow compile behind the others' runs: one per worker left the child
-        idle at the start while the pool was busy with slow first draws (0.2-0.5 s on 2 x H100),
-        and a 2 s compile asked mid-search ended the search after everything else."""
+        each worker hides a slow compile (1-2 s for a 2-warp matmul tile on the H100 host) behind
+        the others' runs: at one per worker, such a compile asked mid-search could end the search
+        after everything else."""
         return max(2, 2 * self.pool.workers)
 
     def close(self) -> None:
