@@ -32,14 +32,6 @@ def _init():
     llvm.initialize_all_asmprinters()
     # 32-bit pointers for shared memory, as Triton does.
     llvm.set_option("", "--nvptx-short-ptr")
-    # No straight-line strength reduction in the NVPTX codegen pipeline: LLVM 22's SLSR compares
-    # every candidate with every dominating one of its key (a getMinusSCEV each), which is
-    # quadratic in a long straight-line body — an unrolled mma.sync tile (a 64×256×128 matmul tile
-    # on 2 warps, operands not known to be unit-stride) spent 11 of its 12 s of LLVM there; with
-    # unit strides it is 0.6 s against 0.37. ptxas strength-reduces the address arithmetic itself;
-    # the benchmark kernels' PTX is unchanged but for one add outside the matmul loop
-    # (docs/performance.md, ninth session).
-    llvm.set_option("", "-opt-disable=slsr")
     # fp32 `fdiv` → div.rn (IEEE) unless the instruction carries `arcp`/`afn`; approximate
     # division (`div.full.f32`, Triton's default for `/`) is emitted explicitly by the lowering.
     return True
@@ -61,10 +53,8 @@ def target_machine(cpu: str = "sm_90", features: str = PTX_FEATURES):
                                         codemodel="default")
 
 
+@functools.lru_cache(maxsize=None)
 def _pass_builder(cpu: str, features: str):
-    """A new one per module (0.05 ms): a pass builder keeps its analysis managers from one run to the
-    next, and with a pass gate on (the -opt-disable above) the second module a cached one ran
-    crashed LLVM."""
     tm = target_machine(cpu, features)
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
     pto.loop_vectorization = False  # block code is already vectorized by hand; keeps compile time low
