@@ -92,6 +92,9 @@ CHILD_GAP_NOTED_S = 0.02
 # at the end of the trial budget, a compile under way this long is a straggler: the child measures
 # a round of the finalists while it finishes (Tuner._round_while_compiling)
 STRAGGLER_S = 0.5
+# configs kept asked ahead (the one in the child, the one staged after it, one compiling) before the
+# asks stop to serve a child that waits for the run's thread (Tuner._child_wants)
+AHEAD_BEFORE_SERVING = 3
 
 
 class Tuner:
@@ -415,7 +418,7 @@ class Tuner:
                 break
             if until is not None and pending and until():
                 break
-            if until is None and self._child_wants(pending, inflight):
+            if until is None and self._child_wants(pending, inflight, len(pending) + extra):
                 break
             if not self.ctx.retry(lambda: self._ask_one(pending, inflight, staged), "asking for a config"):
                 break
@@ -424,11 +427,14 @@ class Tuner:
                 extra += 1 if staged is not None else 0
         return staged
 
-    def _child_wants(self, pending, inflight: InFlight | None) -> bool:
-        """Whether the child waits for the run's thread: it answered (the config staged for it, if
-        any, is in it now, and nothing is staged after it until the answer is read), or it is idle
-        and a compiled config is pending. `_fill` then stops asking: a lookahead of 16 is half a
-        second of asks on PostgreSQL, which left the child idle 0.3-0.7 s after its first runs."""
+    def _child_wants(self, pending, inflight: InFlight | None, asked: int) -> bool:
+        """Whether `_fill` stops asking to serve the child, with AHEAD_BEFORE_SERVING configs asked
+        and not yet recorded (`asked`): the child answered (the config staged for it, if any, runs
+        now, and nothing is staged after it until the answer is read), or nothing is in it and a
+        compiled config is pending. A lookahead of 16 asked in one go was half a second of asks on
+        PostgreSQL, which left the child idle 0.3-0.7 s after its first runs on 2 x H100."""
+        if asked < AHEAD_BEFORE_SERVING:
+            return False
         if self.relay is not None and self.relay.waiting():
             return True
         return inflight is None and bool(pending) and self._compiled_index(pending) is not None

@@ -803,10 +803,13 @@ def test_a_round_fills_the_childs_wait_only_for_stragglers_at_the_end_of_the_bud
 
 
 def test_the_asks_stop_when_the_child_waits_for_the_run():
-    """`_fill` asks no further once the child needs the run's thread: it answered (the relay holds
-    the answer; the config staged for it is in it, nothing after it), or it is idle and a config is
-    compiled. A lookahead of 16 asked in one go was half a second of asks on PostgreSQL, while the
-    child waited after its first run; the asks go on once the child has its next config."""
+    """`_fill` asks no further than three ahead (in the child, staged, compiling) once the child
+    needs the run's thread: it answered (the config staged for it runs, nothing after it), or
+    nothing is in it and a config is compiled. A lookahead of 16 asked in one go was half a second
+    of asks on PostgreSQL, while the child waited after its first run; the rest is asked once the
+    child has its next config."""
+    from tuner.engine import AHEAD_BEFORE_SERVING
+
     done = SimpleNamespace(done=True)
     cfg = {"BLOCK_SIZE": 128, "num_warps": 4}
     asked = []
@@ -820,7 +823,6 @@ def test_the_asks_stop_when_the_child_waits_for_the_run():
     tuner.recorder = SimpleNamespace(tried=lambda: 0)
     tuner.first_run = SimpleNamespace(unrecorded=lambda: 0)
     tuner._known_good_keys = set()
-
     compiles = {"task": done}
 
     def ask_one(pending, inflight, staged=None):
@@ -830,27 +832,31 @@ def test_the_asks_stop_when_the_child_waits_for_the_run():
 
     tuner._ask_one = ask_one
     tuner._stage = lambda pending, inflight, staged: staged
-    waiting = {"answer": False}
-    tuner.relay = SimpleNamespace(waiting=lambda: waiting["answer"])
+    answered = {"now": False}
+    tuner.relay = SimpleNamespace(waiting=lambda: answered["now"])
     busy = SimpleNamespace(trial=None, result=None)
     # the child runs a config and has not answered: the whole lookahead is asked
-    pending = []
-    tuner._fill(pending, busy)
-    assert len(asked) == 16
-    # the child answered: no ask until the answer is read
-    asked.clear()
-    waiting["answer"] = True
     tuner._fill([], busy)
+    assert len(asked) == 16
+    # it answered: three ahead, then the answer is read
+    asked.clear()
+    answered["now"] = True
+    tuner._fill([], busy)
+    assert len(asked) == AHEAD_BEFORE_SERVING == 3
+    # three are ahead already: no ask until the answer is read
+    asked.clear()
+    tuner._fill([(None, dict(cfg), done)] * 3, busy)
     assert asked == []
-    # the child is idle: one ask, and its config (compiled) goes to the child before any other ask
-    waiting["answer"] = False
+    # nothing in it, configs compiled: three ahead, then one goes to the child
+    answered["now"] = False
+    asked.clear()
     tuner._fill([], None)
-    assert asked == [0]
-    # idle with nothing compiled pending: the asks go on
+    assert len(asked) == 3
+    # nothing in it and nothing compiled: the asks go on
     asked.clear()
     compiles["task"] = SimpleNamespace(done=False)
-    tuner._fill([(None, dict(cfg), SimpleNamespace(done=False))], None)
-    assert len(asked) == 15
+    tuner._fill([], None)
+    assert len(asked) == 16
 
 
 def test_compile_cost_hint_orders_configs_by_the_tile_a_thread_holds():
