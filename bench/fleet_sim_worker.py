@@ -52,8 +52,9 @@ def _h100_compile_s(constexprs: dict[str, Any], num_warps: int) -> float:
     """A matmul config's compile time on the 2 x H100 host, roughly fitted to the fleet's timelines
     of 2026-11-27 (submission to result, the pool's queue included): it grows with the tile each
     thread holds, three times as fast on 2 warps (mma.sync, unrolled) as on 4-8 (wgmma)."""
-    m, n, k = (constexprs.get(f"BLOCK_SIZE_{d}", 64) for d in "MNK")
-    per_thread = m * n * k / (32 * num_warps) / 1024
+    from tuner.space import compile_cost_hint
+
+    per_thread = compile_cost_hint({**constexprs, "num_warps": num_warps}) / 1024
     return 0.1 + per_thread * (0.06 if num_warps < 4 else 0.02)
 
 
