@@ -241,8 +241,9 @@ def job_ends(url: str, job_ids: list[int], since: float) -> list[dict]:
                 if not r.finished:
                     continue
                 w = workers.setdefault(r.worker, {"trials": 0, "last_trial_s": None, "rounds": []})
-                w["rounds"].append({"from_s": round(r.started - since, 2), "to_s": round(r.started + r.seconds - since, 2),
-                                    "final": r.holds(finalists)})
+                ended = r.ended or r.started + r.seconds     # after the wait for its compiles and the measuring
+                w["rounds"].append({"from_s": round(r.started - since, 2), "to_s": round(ended - since, 2),
+                                    "final": r.holds(finalists), "part": r.part})
             out.append({"job": job_id, "succeeded_s": round(finished.timestamp() - since, 2) if finished else None,
                         "workers": workers, "configs": ran, "statuses": statuses})
     finally:
@@ -250,12 +251,18 @@ def job_ends(url: str, job_ids: list[int], since: float) -> list[dict]:
     return out
 
 
+def _part(r: dict) -> str:
+    part = r.get("part", 1.0)
+    return "" if part >= 1 else f" (1/{round(1 / part)})"
+
+
 def print_job_end(name: str, end: dict) -> None:
     last = max((w["last_trial_s"] or 0.0) for w in end["workers"].values())
     print(f"--- {name}: job {end['job']}'s end, seconds since submission (last trial recorded at {last:.2f}, "
           f"succeeded at {end['succeeded_s']})")
     for worker, w in sorted(end["workers"].items()):
-        rounds = ", ".join(f"{r['from_s']:.2f}–{r['to_s']:.2f}" + ("" if r["final"] else " (stale)") for r in w["rounds"])
+        rounds = ", ".join(f"{r['from_s']:.2f}–{r['to_s']:.2f}" + _part(r) + ("" if r["final"] else " (stale)")
+                           for r in w["rounds"])
         early = sum(1 for r in w["rounds"] if r["final"] and r["from_s"] < last)
         print(f"  {worker}: {w['trials']} trials, last at {w['last_trial_s']}; re-measurement rounds: {rounds or 'none'}"
               + (f" ({early} begun before the last trial)" if early else ""))
@@ -430,7 +437,9 @@ def main() -> int:
     for r in rows:
         for end in r["ends"]:
             last = max((w["last_trial_s"] or 0.0) for w in end["workers"].values())
-            split = ", ".join(f"{w}: {sum(x['final'] for x in v['rounds'])}" for w, v in sorted(end["workers"].items()))
+            # in whole rounds: a worker of two measures half rounds (tuner/final_rounds.py)
+            split = ", ".join(f"{w}: {sum(x.get('part', 1.0) for x in v['rounds'] if x['final']):g}"
+                              for w, v in sorted(end["workers"].items()))
             print(f"{tag(r)}, job {end['job']}: last trial recorded at {last:.2f} s, succeeded at "
                   f"{end['succeeded_s']:.2f} s (the end took {end['succeeded_s'] - last:.2f} s); "
                   f"rounds of the final finalists by worker: {split}")

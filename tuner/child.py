@@ -9,9 +9,10 @@ Requests (dicts over the pipe; None = exit):
      "share_reference": True}   (False: a reference made from this run is kept here, not saved for others)
         -> {"status": ok|compile-error|runtime-error|wrong-result|invalid, "samples_ms": [...],
             "method": ..., "error": str | None, "reference": bool}
-    {"op": "remeasure", "items": [{"config":…, "compiled":…}, …], "rounds": R, "rep_scale": s}
+    {"op": "remeasure", "items": [{"config":…, "compiled":…}, …], "rounds": R, "rep_scale": s, "part": p}
         -> {"samples_ms": [[...], …], "errors": [str | None, …]}   (each measurement `rep_ms` × s long;
-           s defaults to 2 / R: one round of a re-measurement in rounds passes the whole one's)
+           s defaults to 2 / R: one round of a re-measurement in rounds passes the whole one's; a part
+           p < 1 of a round also takes p of the warm-up and of the minimum and maximum repeats)
     {"op": "release"}   (the job is over: free its inputs, reference and loaded modules)
         -> {"released": bool, "rss": bytes, "device_free": bytes, "device_held": bytes (GPU)}; not released: the child exits (not fit for another job)
     {"op": "init", "init": {...}}   (a warm child, idle since start-up or a release: a new job)
@@ -20,6 +21,7 @@ Requests (dicts over the pipe; None = exit):
 from __future__ import annotations
 
 import gc
+import math
 import os
 import threading
 import time
@@ -403,15 +405,24 @@ class Bench:
         except Exception:
             return False
 
-    def measure(self, run, *, rep_scale: float = 1.0):
+    def measure(self, run, *, rep_scale: float = 1.0, part: float = 1.0):
+        """`part` < 1: a part of a re-measurement round (tuner/final_rounds.py) takes that part of
+        everything a measurement costs, the warm-up and the repeat bounds too, so that parts of a
+        round split between workers add up to one round, also for a kernel long enough that
+        `min_reps` decides."""
         m = self.spec.measure
+
+        def reps(n: int) -> int:
+            return max(1, math.ceil(n * part))
+
         if self.interpret:
             from tuner.measure import measure_cpu
 
             return measure_cpu(run, self.reset_inplace if self.inplace else None, warmup_ms=0.0,
-                               rep_ms=m.rep_ms * rep_scale, min_reps=min(m.min_reps, 3), max_reps=min(m.max_reps, 5))
-        return self.timer.measure(run, self.reset_inplace if self.inplace else None, warmup_ms=m.warmup_ms,
-                                  rep_ms=m.rep_ms * rep_scale, min_reps=m.min_reps, max_reps=m.max_reps,
+                               rep_ms=m.rep_ms * rep_scale, min_reps=reps(min(m.min_reps, 3)),
+                               max_reps=reps(min(m.max_reps, 5)))
+        return self.timer.measure(run, self.reset_inplace if self.inplace else None, warmup_ms=m.warmup_ms * part,
+                                  rep_ms=m.rep_ms * rep_scale, min_reps=reps(m.min_reps), max_reps=reps(m.max_reps),
                                   cuda_graph=m.cuda_graph, cuda_graph_below_us=m.cuda_graph_below_us)
 
     def handle(self, req: dict[str, Any]) -> dict[str, Any]:
@@ -420,7 +431,8 @@ class Bench:
                                    share_reference=req.get("share_reference", True))
         if req["op"] == "remeasure":
             rounds = req.get("rounds", 5)
-            return self.remeasure(req["items"], rounds, req.get("rep_scale") or 2.0 / max(1, rounds))
+            return self.remeasure(req["items"], rounds, req.get("rep_scale") or 2.0 / max(1, rounds),
+                                  req.get("part", 1.0))
         if req["op"] == "ping":
             return {"pong": True}
         raise ValueError(f"unknown op {req['op']!r}")
@@ -499,7 +511,8 @@ class Bench:
                 return f"{n}: {why}"
         return None
 
-    def remeasure(self, items: list[dict[str, Any]], rounds: int, rep_scale: float) -> dict[str, Any]:
+    def remeasure(self, items: list[dict[str, Any]], rounds: int, rep_scale: float,
+                  part: float = 1.0) -> dict[str, Any]:
         """Interleaved rounds over the finalists, so that drift (clocks, temperature) hits them alike."""
         samples: list[list[float]] = [[] for _ in items]
         errors: list[str | None] = [None] * len(items)
@@ -515,7 +528,7 @@ class Bench:
                 if run is None or errors[i]:
                     continue
                 try:
-                    samples[i].extend(self.measure(run, rep_scale=rep_scale).samples_ms)
+                    samples[i].extend(self.measure(run, rep_scale=rep_scale, part=part).samples_ms)
                 except Exception as exc:  # noqa: BLE001
                     errors[i] = describe(exc)
                     if not self.context_ok():

@@ -21,6 +21,12 @@ Workers take part as they run out of trials:
 A worker marks a round as begun before measuring it, so that the others start only rounds still
 needed and wait for those under way; a mark older than a round can take is ignored (its worker died).
 A local run (no other workers) measures its rounds the same way.
+
+Where k workers take part in the job (they recorded its trials or measure its rounds), each measures
+1/k of a round at a time (`Round.part`: that part of the repeats, the warm-up and the repeat bounds,
+tuner/child.py), and the rounds needed are counted in whole rounds: 5 rounds shared by two workers
+are ten half rounds, five each, where whole rounds would split 3/2 and the job would wait for the
+third (on the H100 fleet, 0.24 s a round of four 0.2 ms finalists).
 """
 from __future__ import annotations
 
@@ -42,6 +48,7 @@ log = logging.getLogger("blocktune.tuner")
 
 ATTR_PREFIX = "final_round:"
 POLL_S = 0.05              # how often a worker waiting for others' rounds looks again
+MAX_SPLIT = 4              # the smallest part of a round a worker measures is 1/MAX_SPLIT
 
 
 @dataclasses.dataclass
@@ -54,6 +61,8 @@ class Round:
     samples: list[list[float]] | None = None    # per finalist; None while the round is under way
     errors: list[str | None] | None = None
     seconds: float | None = None
+    part: float = 1.0                           # the part of a whole round it measures (see the module doc)
+    ended: float | None = None                  # wall clock; after `started` by its compiles' wait + `seconds`
 
     @property
     def finished(self) -> bool:
@@ -64,6 +73,11 @@ class Round:
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def whole_rounds(rounds: list[Round]) -> float:
+    """How many whole rounds `rounds` add up to (a tolerance for parts like 1/3)."""
+    return sum(r.part for r in rounds) + 1e-9
 
 
 def read_rounds(study) -> list[Round]:
@@ -138,21 +152,22 @@ class FinalRounds:
             keys = [config_key(r.config) for r in finalists]
             rounds = self._rounds_of(keys)
             done = [r for r in rounds if r.finished]
-            if frozen is not None and (len(done) >= need or failed_here):
+            if frozen is not None and (whole_rounds(done) >= need or failed_here):
                 return self._outcome(finalists, default, done)
             if ctx.retry(self.recorder.job_state, "reading the job's state") != "running" or ctx.should_stop():
                 return None
-            if frozen is None and (len(done) >= need or failed_here):
+            if frozen is None and (whole_rounds(done) >= need or failed_here):
                 return None            # enough rounds of the finalists as they stand: the last worker decides
             under_way = [r for r in rounds if not r.finished and r.worker != ctx.run_name
                          and time.time() - r.started < self._round_limit_s(len(keys))]
-            if len(done) + len(under_way) >= need:
+            if whole_rounds(done + under_way) >= need:
                 with tl.phase("remeasure_wait"):
                     time.sleep(POLL_S)
                 continue
             # a round that failed here (a config's error, the GPU child lost) ends this worker's part,
             # as it ended a single worker's re-measurement: what is measured so far decides
-            failed_here = not self._measure_round(finalists, keys, final=frozen is not None)
+            failed_here = not self._measure_round(finalists, keys, final=frozen is not None,
+                                                  part=self._part(rounds))
 
     def round_while_waiting(self) -> bool:
         """One round of the finalists as they stand, measured while the search's child would wait for
@@ -172,12 +187,12 @@ class FinalRounds:
             self.queue.compile_ahead(missing)
             return False
         keys = [config_key(c) for c in configs]
-        live = [r for r in self._rounds_of(keys)
-                if r.finished or time.time() - r.started < self._round_limit_s(len(keys))]
-        if len(live) >= ctx.spec.measure.remeasure_rounds:
+        rounds = self._rounds_of(keys)
+        live = [r for r in rounds if r.finished or time.time() - r.started < self._round_limit_s(len(keys))]
+        if whole_rounds(live) >= ctx.spec.measure.remeasure_rounds:
             return False
         ctx.timeline.count("rounds_while_compiling")
-        return self._measure_round(finalists, keys, final=False)
+        return self._measure_round(finalists, keys, final=False, part=self._part(rounds))
 
     def _rounds_of(self, keys: list[str]) -> list[Round]:
         """The rounds kept in the study, finished or under way, on this worker's GPU model, that hold
@@ -185,6 +200,16 @@ class FinalRounds:
         gpu_model = self.measurement.gpu_model
         return [r for r in self.ctx.retry(lambda: read_rounds(self.study.study), "reading the re-measurement")
                 if r.gpu_model == gpu_model and r.holds(keys)]
+
+    def _part(self, rounds: list[Round]) -> float:
+        """The part of a round to measure next: 1/k where k workers take part in the job (this one,
+        those that recorded its trials or measured rounds of these finalists, not one whose round
+        has been under way too long: it died), at most MAX_SPLIT."""
+        if not self.ctx.shared:
+            return 1.0
+        live = {r.worker for r in rounds if r.finished or time.time() - r.started < self._round_limit_s(len(r.finalists))}
+        workers = self.recorder.workers | live | {self.ctx.run_name}
+        return 1.0 / min(len(workers), MAX_SPLIT)
 
     def _round_limit_s(self, n: int) -> float:
         """How long a round may be under way before its worker is taken for dead."""
@@ -200,19 +225,21 @@ class FinalRounds:
         self._seq += 1
         return f"{ATTR_PREFIX}{self.ctx.run_name}:{self._seq}"
 
-    def _measure_round(self, finalists: list[Result], keys: list[str], *, final: bool) -> bool:
-        """One round on this worker's GPU, marked as under way first; False when the child failed it."""
+    def _measure_round(self, finalists: list[Result], keys: list[str], *, final: bool, part: float = 1.0) -> bool:
+        """One round (or the `part` of one) on this worker's GPU, marked as under way first; False
+        when the child failed it."""
         ctx, study = self.ctx, self.study.study
         name = self._next_name()
-        rnd = Round(worker=ctx.run_name, gpu_model=self.measurement.gpu_model, finalists=keys, started=time.time())
+        rnd = Round(worker=ctx.run_name, gpu_model=self.measurement.gpu_model, finalists=keys, started=time.time(),
+                    part=part)
         if ctx.shared:
             ctx.retry(lambda: study.set_user_attr(name, rnd.to_json()), "marking a re-measurement round")
         compiled = self.queue.compiled_for_all([r.config for r in finalists])
         items = [{"config": r.config, "compiled": c} for r, c in zip(finalists, compiled)]
-        rep_scale = 2.0 / max(1, ctx.spec.measure.remeasure_rounds)
+        rep_scale = 2.0 / max(1, ctx.spec.measure.remeasure_rounds) * part
         t = time.monotonic()
         try:
-            resp = self.measurement.remeasure_round(items, rep_scale)
+            resp = self.measurement.remeasure_round(items, rep_scale, part)
         except ChildError as exc:
             log.warning("job %d: re-measurement round failed on this worker (%s)", ctx.job_id, exc)
             resp = None
@@ -223,11 +250,12 @@ class FinalRounds:
         rnd.samples = [[float(f"{x:.6g}") for x in s] for s in resp["samples_ms"]]
         rnd.errors = list(resp["errors"])
         rnd.seconds = round(time.monotonic() - t, 4)
+        rnd.ended = time.time()
         ctx.retry(lambda: study.set_user_attr(name, rnd.to_json()), "storing a re-measurement round")
         tl = ctx.timeline
         tl.count("final_rounds")
         ctx.on_event("round", {"worker": ctx.run_name, "finalists": [r.config for r in finalists], "final": final,
-                               "errors": rnd.errors, "seconds": rnd.seconds})
+                               "errors": rnd.errors, "seconds": rnd.seconds, "part": part})
         return not any(rnd.errors)
 
     def _outcome(self, finalists: list[Result], default: Result | None, done: list[Round]) -> Outcome:
@@ -246,8 +274,9 @@ class FinalRounds:
                 pooled.extend(rnd.samples[i])
             if clean and pooled:
                 remeasured[key] = median(pooled)
-        here = sum(1 for rnd in done if rnd.worker == self.ctx.run_name)
+        here = [rnd for rnd in done if rnd.worker == self.ctx.run_name]
         tl = self.ctx.timeline
-        tl.details["final_rounds_here"] = here
-        tl.details["final_rounds_elsewhere"] = len(done) - here
+        tl.details["final_rounds_here"] = len(here)
+        tl.details["final_rounds_elsewhere"] = len(done) - len(here)
+        tl.details["final_round_part"] = min((rnd.part for rnd in here), default=1.0)
         return Outcome(finalists, default, remeasured)

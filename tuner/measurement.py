@@ -232,12 +232,13 @@ class Measurement:
             if status == "ok" and self.has_reference:
                 return
 
-    def remeasure_round(self, items: list[dict[str, Any]], rep_scale: float) -> dict[str, Any]:
+    def remeasure_round(self, items: list[dict[str, Any]], rep_scale: float, part: float = 1.0) -> dict[str, Any]:
         """Measure `items` ({config, compiled}) once each, interleaved, every measurement `rep_ms` ×
-        `rep_scale` long: one round of the final re-measurement (tuner/final_rounds.py).
+        `rep_scale` long: one round, or the `part` of one, of the final re-measurement
+        (tuner/final_rounds.py).
         {"samples_ms", "errors"}; a child that dies or hangs raises ChildError."""
         with self.ctx.timeline.phase("remeasure"):
-            self.send({"op": "remeasure", "items": items, "rounds": 1, "rep_scale": rep_scale})
+            self.send({"op": "remeasure", "items": items, "rounds": 1, "rep_scale": rep_scale, "part": part})
             resp = self.child.receive(self.ctx.spec.measure.timeout_s * len(items) + 60)
         self.last_answer = time.monotonic()     # a round in the search is work, not a gap (engine.py child_gaps)
         self.note_timing(resp)

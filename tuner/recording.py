@@ -23,6 +23,7 @@ class Recorder:
         self.best: Result | None = None
         self.since_improvement = 0                 # counted trials since the best improved (patience)
         self.done = 0                              # counted trials of the job (all workers)
+        self.workers: set[str] = set()             # the workers that recorded its trials
         self._last_trial_id = 0
 
     # --- what is known -------------------------------------------------------------------------
@@ -34,6 +35,8 @@ class Recorder:
                              .order_by(Trial.id)).all()
             for t in rows:
                 self._last_trial_id = max(self._last_trial_id, t.id)
+                if t.worker:
+                    self.workers.add(t.worker)
                 key = config_key(t.config)
                 if key in self.seen and self.seen[key].number != t.number:
                     continue
@@ -55,6 +58,8 @@ class Recorder:
     def note(self, r: Result) -> None:
         """A result this run has recorded."""
         self.seen[config_key(r.config)] = r
+        if self.ctx.worker_id:
+            self.workers.add(self.ctx.worker_id)
         improved = self.note_best(r)
         if r.counted:
             self.since_improvement = 0 if improved else self.since_improvement + 1

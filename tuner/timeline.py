@@ -50,7 +50,8 @@ Phases (seconds; "since start" = since Tuner.run began):
     finalists_final  since start, when the finalists were final here (the search over everywhere)
     remeasure        the final re-measurement's rounds measured here (count: final_rounds, of which
                      rounds_while_compiling: measured in the search while its last configs compiled; details:
-                     final_rounds_here / final_rounds_elsewhere, the rounds the winner was picked from)
+                     final_rounds_here / final_rounds_elsewhere, the rounds the winner was picked from;
+                     final_round_part, the part of a round this run measured at a time: 1/k, k workers)
     remeasure_wait   waiting for rounds other workers had under way
     finalize         remeasure + waiting + storing the winner
     total            the run, start to "done"
@@ -166,7 +167,9 @@ def format_timeline(d: dict[str, Any] | None, *, indent: str = "") -> str:
     if "remeasure_start_s" in d:
         lines.append(
             f"final re-measurement from {s('remeasure_start')} (finalists final at {s('finalists_final')}): "
-            f"{d.get('final_rounds', 0)} rounds measured here in {s('remeasure')}, waited {s('remeasure_wait')} "
+            f"{d.get('final_rounds', 0)} rounds"
+            + (f" (each 1/{round(1 / d['final_round_part'])} of one)" if d.get("final_round_part", 1.0) < 1 else "")
+            + f" measured here in {s('remeasure')}, waited {s('remeasure_wait')} "
             f"for others'; the winner's rounds: {d.get('final_rounds_here', '—')} here, "
             f"{d.get('final_rounds_elsewhere', '—')} on other workers"
             + (f"; {d['rounds_while_compiling']} measured while the search's last compiles finished"

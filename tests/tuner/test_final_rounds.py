@@ -75,14 +75,18 @@ def test_the_winner_is_picked_from_rounds_of_the_final_finalists_on_this_gpu_mod
     study = optuna.load_study(study_name=f"job-{job_id}", storage=database_url)
     remeasured = study.user_attrs["remeasured_ms"]
     assert len(remeasured) >= 2 and set(remeasured.values()) == {SLOW_MS} and best_ms == SLOW_MS
+    # two workers take part (this one and "ghost"; not "dead"): the two whole rounds still missing
+    # are measured here as four half rounds
     mine = [r for r in read_rounds(study) if r.worker == "test:cpu0"]
-    assert len(mine) == 2 and all(r.finished and r.gpu_model == INTERP and r.holds(list(remeasured)) for r in mine)
+    assert len(mine) == 4 and all(r.finished and r.gpu_model == INTERP and r.holds(list(remeasured)) for r in mine)
+    assert [r.part for r in mine] == [0.5] * 4
     done = next(d for k, d in events if k == "done")
     tl = done["timeline"]
-    assert tl["final_rounds"] == 2 and tl["final_rounds_here"] == 2 and tl["final_rounds_elsewhere"] == 1
+    assert tl["final_rounds"] == 4 and tl["final_rounds_here"] == 4 and tl["final_rounds_elsewhere"] == 1
+    assert tl["final_round_part"] == 0.5
     assert tl.get("remeasure_wait_s", 0.0) < 1.0                  # the dead worker's round was not waited for
     rounds = [d for k, d in events if k == "round"]
-    assert len(rounds) == 2 and all(d["final"] and not any(d["errors"]) for d in rounds)
+    assert len(rounds) == 4 and all(d["final"] and not any(d["errors"]) and d["part"] == 0.5 for d in rounds)
 
 
 def test_a_round_measured_while_the_last_compiles_finish_counts_for_the_end(database_url, monkeypatch):
