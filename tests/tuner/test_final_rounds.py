@@ -137,3 +137,35 @@ def test_a_round_measured_while_the_last_compiles_finish_counts_for_the_end(data
     else:
         # a later trial entered the top few: the early round is stale, three more were measured
         assert len(rounds) == 4
+
+
+def test_a_part_of_a_round_takes_that_part_of_every_bound_of_a_measurement(tmp_path):
+    """A worker of two measures half rounds (tuner/child.py Bench.measure `part`): half the repeat
+    time, and half the warm-up and of the minimum and maximum repeats too, so that two halves cost a
+    round also for a kernel long enough that `min_reps` decides. Checked on the arguments the GPU
+    timer gets (the timer is the one part replaced here) and on the CPU protocol's samples."""
+    from tuner.child import Bench, Runtime
+    from tuner.measure import Measurement
+
+    spec = example("vector_add", N=4096)
+    spec["measure"] = {"warmup_ms": 20.0, "rep_ms": 100.0, "min_reps": 10, "max_reps": 1000}
+    bench = Bench({"spec": spec, "workdir": str(tmp_path)}, Runtime({"interpret": True, "device": 0}))
+    run = bench.launcher({"BLOCK_SIZE": 256, "num_warps": 4}, None)
+    cpu_whole = bench.measure(run, rep_scale=10).samples_ms     # 1 s of repeats allowed: max_reps decides
+    cpu_half = bench.measure(run, rep_scale=10, part=0.5).samples_ms
+    assert len(cpu_whole) == 5 and len(cpu_half) == 3
+
+    class RecordingTimer:
+        def __init__(self):
+            self.calls: list[dict] = []
+
+        def measure(self, fn, reset, **kw):
+            self.calls.append(kw)
+            return Measurement([1.0])
+
+    bench.timer, bench.interpret = RecordingTimer(), False
+    bench.measure(run, rep_scale=0.4)
+    bench.measure(run, rep_scale=0.2, part=0.5)
+    whole, half = bench.timer.calls
+    assert (whole["warmup_ms"], whole["rep_ms"], whole["min_reps"], whole["max_reps"]) == (20.0, 40.0, 10, 1000)
+    assert (half["warmup_ms"], half["rep_ms"], half["min_reps"], half["max_reps"]) == (10.0, 20.0, 5, 500)
