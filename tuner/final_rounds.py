@@ -158,8 +158,7 @@ class FinalRounds:
                 return None
             if frozen is None and (whole_rounds(done) >= need or failed_here):
                 return None            # enough rounds of the finalists as they stand: the last worker decides
-            under_way = [r for r in rounds if not r.finished and r.worker != ctx.run_name
-                         and time.time() - r.started < self._round_limit_s(len(keys))]
+            under_way = [r for r in self._live(rounds) if not r.finished and r.worker != ctx.run_name]
             if whole_rounds(done + under_way) >= need:
                 with tl.phase("remeasure_wait"):
                     time.sleep(POLL_S)
@@ -188,8 +187,7 @@ class FinalRounds:
             return False
         keys = [config_key(c) for c in configs]
         rounds = self._rounds_of(keys)
-        live = [r for r in rounds if r.finished or time.time() - r.started < self._round_limit_s(len(keys))]
-        if whole_rounds(live) >= ctx.spec.measure.remeasure_rounds:
+        if whole_rounds(self._live(rounds)) >= ctx.spec.measure.remeasure_rounds:
             return False
         ctx.timeline.count("rounds_while_compiling")
         return self._measure_round(finalists, keys, final=False, part=self._part(rounds))
@@ -207,9 +205,14 @@ class FinalRounds:
         has been under way too long: it died), at most MAX_SPLIT."""
         if not self.ctx.shared:
             return 1.0
-        live = {r.worker for r in rounds if r.finished or time.time() - r.started < self._round_limit_s(len(r.finalists))}
-        workers = self.recorder.workers | live | {self.ctx.run_name}
+        workers = self.recorder.workers | {r.worker for r in self._live(rounds)} | {self.ctx.run_name}
         return 1.0 / min(len(workers), MAX_SPLIT)
+
+    def _live(self, rounds: list[Round]) -> list[Round]:
+        """The rounds finished or under way for less time than a round can take (an older mark's
+        worker died: nobody waits for it, and it takes no part in the job)."""
+        now = time.time()
+        return [r for r in rounds if r.finished or now - r.started < self._round_limit_s(len(r.finalists))]
 
     def _round_limit_s(self, n: int) -> float:
         """How long a round may be under way before its worker is taken for dead."""
